@@ -1,0 +1,53 @@
+"""Entry point of the ``coba`` command: one argparse parser, one module per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from coba_cli.errors import run_guarded
+
+#: Subcommand modules, in the order ``coba --help`` lists them. Each module defines
+#: ``register(subparsers) -> None``, which adds its parser and sets ``func`` to a callable(args) -> int.
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "coba_cli.pools_cmd",
+)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("coba-env")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the full ``coba`` parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="coba",
+        description="coba-env: test-time scaling as compute allocation. Build candidate pools, replay them "
+        "in a Gymnasium environment, benchmark routing policies and train controllers.",
+    )
+    parser.add_argument("--version", action="version", version=f"coba-env {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``coba`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return run_guarded(args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

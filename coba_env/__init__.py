@@ -1,0 +1,1 @@
+"""The Gymnasium environment over a compiled candidate pool (imports only ``pools``)."""

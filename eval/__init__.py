@@ -1,0 +1,1 @@
+"""Evaluation: running policies over episodes, metrics, paired bootstrap, tables, figures, ``coba bench``."""

@@ -1,0 +1,87 @@
+"""The on-disk pool format: table names, columns and their types, tier names.
+
+A pool is a directory holding one Parquet file per table below plus ``manifest.json``.
+Keys: items (dataset, item_id); models (name); episodes (episode_id);
+candidates (episode_id, candidate); verifications (episode_id, candidate, tier).
+"""
+
+from __future__ import annotations
+
+FORMAT_VERSION = 1
+
+#: Verifier tiers in order. V0 (answer frequency) is free and computed, never stored.
+TIERS: tuple[str, ...] = ("V1", "V2", "V3")
+
+#: Column -> kind. Kinds: "str", "str?" (nullable), "int", "float", "float?" (NaN allowed), "bool", "bool?".
+ITEMS_COLUMNS: dict[str, str] = {
+    "dataset": "str",
+    "item_id": "str",
+    "problem": "str",
+    "gold": "str",
+    "level": "str?",
+    "subject": "str?",
+    "task": "str?",
+    "metadata": "str?",  # JSON object, e.g. a Reasoning Gym entry's metadata needed by its scorer
+}
+
+MODELS_COLUMNS: dict[str, str] = {
+    "name": "str",
+    "params_b": "float",
+    "role": "str",  # "generator", "verifier" or "generator+verifier"
+}
+
+EPISODES_COLUMNS: dict[str, str] = {
+    "episode_id": "int",
+    "dataset": "str",
+    "item_id": "str",
+    "generator": "str",
+}
+
+CANDIDATES_COLUMNS: dict[str, str] = {
+    "episode_id": "int",
+    "candidate": "int",  # 0..N-1 in sampling order
+    "text": "str?",  # may be dropped to save space
+    "raw_answer": "str?",  # extracted answer as written; null when none was found
+    "answer_key": "str?",  # normalized answer; null when none was found
+    "cluster": "int",  # equivalence class within the episode, 0.. in order of first appearance; -1 = no answer
+    "correct": "bool?",  # evaluator-side only; null when unknown
+    "prompt_tokens": "int",
+    "output_tokens": "int",
+    "tokens_estimated": "bool",  # True when token counts were estimated, not counted
+    "latency_s": "float",
+    "finish_reason": "str",  # "stop", "length", ...
+    "cap_hit": "bool",  # token cap reached (finish_reason == "length")
+    "extraction_status": "str",  # "boxed", "final_answer", "last_expression", "none", "given"
+    "incomplete_boxed": "bool",
+    "repetition_score": "float",  # 0 = no repetition, 1 = fully repetitive
+}
+
+VERIFICATIONS_COLUMNS: dict[str, str] = {
+    "episode_id": "int",
+    "candidate": "int",
+    "tier": "str",  # one of TIERS
+    "model": "str",
+    "score": "float?",  # in [0, 1]; NaN = the call was made but gave no usable score
+    "prompt_tokens": "int",
+    "output_tokens": "int",
+    "latency_s": "float",
+}
+
+TABLES: dict[str, dict[str, str]] = {
+    "items": ITEMS_COLUMNS,
+    "models": MODELS_COLUMNS,
+    "episodes": EPISODES_COLUMNS,
+    "candidates": CANDIDATES_COLUMNS,
+    "verifications": VERIFICATIONS_COLUMNS,
+}
+
+MANIFEST_KEYS: tuple[str, ...] = (
+    "format_version",
+    "n_candidates",
+    "models",
+    "datasets",
+    "tiers",
+    "generation",
+    "provenance",
+    "counts",
+)

@@ -1,0 +1,162 @@
+"""Pool: the in-memory candidate pool, and its atomic Parquet + manifest.json storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pools.errors import PoolError
+from pools.schema import FORMAT_VERSION, TABLES, TIERS
+
+_ARROW_TYPES = {
+    "str": pa.string(),
+    "str?": pa.string(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "float?": pa.float64(),
+    "bool": pa.bool_(),
+    "bool?": pa.bool_(),
+}
+
+
+@dataclass
+class Pool:
+    """A candidate pool: five tables and a manifest (see ``pools.schema``)."""
+
+    items: pd.DataFrame
+    models: pd.DataFrame
+    episodes: pd.DataFrame
+    candidates: pd.DataFrame
+    verifications: pd.DataFrame
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """Return the table called ``name``."""
+        return getattr(self, name)
+
+    @property
+    def n_candidates(self) -> int:
+        """N, the number of candidates per episode."""
+        return int(self.manifest["n_candidates"])
+
+    @property
+    def tiers(self) -> list[str]:
+        """Verifier tiers that have at least one stored call, in tier order."""
+        present = set(self.verifications["tier"].unique()) if len(self.verifications) else set()
+        return [t for t in TIERS if t in present]
+
+    def refresh_manifest(self, **updates: Any) -> None:
+        """Recompute the manifest's derived fields (counts, models, datasets, tiers) from the tables."""
+        m = dict(self.manifest)
+        m.update(updates)
+        m["format_version"] = FORMAT_VERSION
+        if "n_candidates" not in m:
+            per_episode = self.candidates.groupby("episode_id").size()
+            m["n_candidates"] = int(per_episode.max()) if len(per_episode) else 0
+        m["models"] = [
+            {"name": r.name, "params_b": float(r.params_b), "role": r.role}
+            for r in self.models.itertuples(index=False)
+        ]
+        m["datasets"] = {str(k): int(v) for k, v in self.items.groupby("dataset", sort=False).size().items()}
+        m["tiers"] = self.tiers
+        m.setdefault("generation", {})
+        m.setdefault("provenance", {})
+        m["counts"] = {name: int(len(self.table(name))) for name in TABLES}
+        self.manifest = m
+
+
+def _coerce(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """Return ``df`` with exactly the schema's columns, in order, with pandas dtypes for their kinds."""
+    out = {}
+    for col, kind in TABLES[table].items():
+        s = df[col]
+        if kind in ("str", "str?"):
+            s = s.astype(object).where(s.notna(), None)
+        elif kind == "int":
+            s = s.astype("int64")
+        elif kind in ("float", "float?"):
+            s = s.astype("float64")
+        elif kind == "bool":
+            s = s.astype(bool)
+        elif kind == "bool?":
+            s = s.astype("boolean")
+        out[col] = s
+    return pd.DataFrame(out).reset_index(drop=True)
+
+
+def _arrow_schema(table: str) -> pa.Schema:
+    return pa.schema([(c, _ARROW_TYPES[k]) for c, k in TABLES[table].items()])
+
+
+def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Write ``pool`` to directory ``dest`` atomically: all files land in a temporary sibling, then it is renamed."""
+    dest = Path(dest)
+    if dest.exists() and not overwrite:
+        raise PoolError("destination already exists (pass overwrite=True / --force to replace it)", file=str(dest))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    pool.refresh_manifest()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        for name in TABLES:
+            df = _coerce(pool.table(name), name)
+            arrow = pa.Table.from_pandas(df, schema=_arrow_schema(name), preserve_index=False)
+            pq.write_table(arrow, tmp / f"{name}.parquet", compression="zstd")
+        with open(tmp / "manifest.json", "w") as fh:
+            json.dump(pool.manifest, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            os.rename(dest, old)
+            os.rename(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
+    """Read a pool directory; with ``validate`` the tables are checked against the schema and each other."""
+    path = Path(path)
+    if not path.is_dir():
+        raise PoolError("not a pool directory (expected a folder with manifest.json and Parquet tables)", file=str(path))
+    manifest_path = path / "manifest.json"
+    if not manifest_path.exists():
+        raise PoolError("missing manifest.json", file=str(path))
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise PoolError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=str(manifest_path)) from exc
+    if not isinstance(manifest, dict):
+        raise PoolError("expected a JSON object", file=str(manifest_path))
+    tables = {}
+    for name, columns in TABLES.items():
+        f = path / f"{name}.parquet"
+        if not f.exists():
+            raise PoolError("missing table file", file=str(f), table=name)
+        try:
+            df = pq.read_table(f).to_pandas()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise PoolError(f"unreadable or truncated Parquet ({exc})", file=str(f), table=name) from exc
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise PoolError(f"missing column(s) {missing}; expected {list(columns)}", file=str(f), table=name,
+                            field=missing[0])
+        tables[name] = df
+    pool = Pool(manifest=manifest, **tables)
+    if validate:
+        from pools.validate import validate_pool
+
+        validate_pool(pool, source=str(path))
+    return pool
