@@ -1,1 +1,27 @@
-"""The Gymnasium environment over a compiled candidate pool (imports only ``pools``)."""
+"""The Gymnasium environment over a compiled candidate pool (imports only ``pools``).
+
+``gymnasium.make("coba/Replay-v0")`` replays the embedded default pool; pass ``pool=...`` for another.
+"""
+
+from gymnasium.envs.registration import register, registry
+
+from coba_env.compiled import CompiledPool, compile_pool
+from coba_env.costs import COST_MEASURES
+from coba_env.env import CoBaEnv, action_names
+from coba_env.evidence import FEATURE_NAMES, FEATURES, Evidence
+from coba_env.selection import SelectionRule
+
+if "coba/Replay-v0" not in registry:
+    register(id="coba/Replay-v0", entry_point="coba_env.env:CoBaEnv")
+
+__all__ = [
+    "COST_MEASURES",
+    "FEATURES",
+    "FEATURE_NAMES",
+    "CoBaEnv",
+    "CompiledPool",
+    "Evidence",
+    "SelectionRule",
+    "action_names",
+    "compile_pool",
+]

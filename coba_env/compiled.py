@@ -1,0 +1,169 @@
+"""A pool compiled into dense numpy arrays (episodes x candidates [x tiers]) holding all that ``step()`` needs.
+
+Compilation does every lookup, join and parse once. Correctness labels are kept apart in
+``CompiledPool.labels`` so that nothing that builds observations or masks ever reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from coba_env.costs import COST_MEASURES
+from pools.schema import TIERS
+from pools.store import Pool
+
+
+@dataclass
+class Labels:
+    """Evaluator-side ground truth. Read only to score a finished episode, never to build evidence."""
+
+    correct: np.ndarray  # bool [E, N]
+    gold_cluster: np.ndarray  # int32 [E]; the correct answer's cluster id, -1 when no candidate is correct
+
+
+@dataclass
+class CompiledPool:
+    """Dense arrays over E episodes, N candidates and the tiers V1..V3 (a tier with no rows is all-missing)."""
+
+    n_candidates: int
+    tiers: tuple[str, ...]
+    episode_ids: np.ndarray  # int64 [E], the pool's episode_id
+    dataset: np.ndarray  # object [E]
+    generator: np.ndarray  # object [E]
+    item_id: np.ndarray  # object [E]
+    cluster: np.ndarray  # int32 [E, N]; -1 = no extractable answer
+    answer: np.ndarray  # object [E, N]; the raw extracted answer or None
+    output_tokens: np.ndarray  # float64 [E, N]
+    cap_hit: np.ndarray  # bool [E, N]
+    gen_cost: np.ndarray  # float64 [E, N, 4] in COST_MEASURES order
+    has_score: np.ndarray  # bool [E, N, T]; a verification call is stored for this candidate and tier
+    score: np.ndarray  # float64 [E, N, T]; NaN when missing or unparsed
+    ver_cost: np.ndarray  # float64 [E, N, T, 4]
+    max_output_tokens: float
+    labels: Labels
+    tiers_present: tuple[str, ...] = ()
+    _episode_rows: list | None = field(default=None, repr=False)
+
+    @property
+    def n_episodes(self) -> int:
+        """Number of episodes E."""
+        return int(self.cluster.shape[0])
+
+    def select(self, mask: np.ndarray) -> CompiledPool:
+        """A new compiled pool holding only the episodes where ``mask`` (bool [E] or index array) is set."""
+        idx = np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask, dtype=np.int64)
+        take = lambda a: a[idx]  # noqa: E731
+        return CompiledPool(
+            n_candidates=self.n_candidates,
+            tiers=self.tiers,
+            episode_ids=take(self.episode_ids),
+            dataset=take(self.dataset),
+            generator=take(self.generator),
+            item_id=take(self.item_id),
+            cluster=take(self.cluster),
+            answer=take(self.answer),
+            output_tokens=take(self.output_tokens),
+            cap_hit=take(self.cap_hit),
+            gen_cost=take(self.gen_cost),
+            has_score=take(self.has_score),
+            score=take(self.score),
+            ver_cost=take(self.ver_cost),
+            max_output_tokens=self.max_output_tokens,
+            labels=Labels(correct=take(self.labels.correct), gold_cluster=take(self.labels.gold_cluster)),
+            tiers_present=self.tiers_present,
+        )
+
+    def episode_rows(self) -> list[tuple]:
+        """Per-episode tuples of plain Python lists, for the one-episode env's pure-Python step (built once)."""
+        if self._episode_rows is None:
+            rows = []
+            cl = self.cluster.tolist()
+            out = self.output_tokens.tolist()
+            cap = self.cap_hit.tolist()
+            gc = self.gen_cost.tolist()
+            hs = self.has_score.tolist()
+            sc = self.score.tolist()
+            vc = self.ver_cost.tolist()
+            for e in range(self.n_episodes):
+                rows.append((cl[e], out[e], cap[e], gc[e], hs[e], sc[e], vc[e], int(self.cluster[e].max()) + 1))
+            self._episode_rows = rows
+        return self._episode_rows
+
+
+def compile_pool(pool: Pool) -> CompiledPool:
+    """Compile a validated ``Pool`` into dense arrays (one pass, vectorized)."""
+    episodes = pool.episodes.sort_values("episode_id").reset_index(drop=True)
+    n = pool.n_candidates
+    e_count = len(episodes)
+    row_of = {int(eid): i for i, eid in enumerate(episodes["episode_id"].to_numpy())}
+    params = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
+
+    cand = pool.candidates
+    ei = cand["episode_id"].map(row_of).to_numpy(dtype=np.int64)
+    ci = cand["candidate"].to_numpy(dtype=np.int64)
+
+    cluster = np.full((e_count, n), -1, dtype=np.int32)
+    cluster[ei, ci] = cand["cluster"].to_numpy(dtype=np.int32)
+    answer = np.full((e_count, n), None, dtype=object)
+    answer[ei, ci] = cand["raw_answer"].to_numpy(dtype=object)
+    out_tok = np.zeros((e_count, n))
+    out_tok[ei, ci] = cand["output_tokens"].to_numpy(dtype=np.float64)
+    cap_hit = np.zeros((e_count, n), dtype=bool)
+    cap_hit[ei, ci] = cand["cap_hit"].to_numpy(dtype=bool)
+    correct = np.zeros((e_count, n), dtype=bool)
+    correct[ei, ci] = cand["correct"].fillna(False).to_numpy(dtype=bool)
+
+    gen_params = episodes["generator"].map(params).to_numpy(dtype=np.float64)
+    tokens = (cand["prompt_tokens"] + cand["output_tokens"]).to_numpy(dtype=np.float64)
+    gen_cost = np.zeros((e_count, n, len(COST_MEASURES)))
+    gen_cost[ei, ci, 0] = tokens
+    gen_cost[ei, ci, 1] = tokens * gen_params[ei]
+    gen_cost[ei, ci, 2] = 1.0
+    gen_cost[ei, ci, 3] = cand["latency_s"].to_numpy(dtype=np.float64)
+
+    tiers = TIERS
+    has_score = np.zeros((e_count, n, len(tiers)), dtype=bool)
+    score = np.full((e_count, n, len(tiers)), np.nan)
+    ver_cost = np.zeros((e_count, n, len(tiers), len(COST_MEASURES)))
+    ver = pool.verifications
+    if len(ver):
+        vi = ver["episode_id"].map(row_of).to_numpy(dtype=np.int64)
+        vc = ver["candidate"].to_numpy(dtype=np.int64)
+        vt = ver["tier"].map({t: k for k, t in enumerate(tiers)}).to_numpy(dtype=np.int64)
+        vtok = (ver["prompt_tokens"] + ver["output_tokens"]).to_numpy(dtype=np.float64)
+        has_score[vi, vc, vt] = True
+        score[vi, vc, vt] = ver["score"].to_numpy(dtype=np.float64)
+        ver_cost[vi, vc, vt, 0] = vtok
+        ver_cost[vi, vc, vt, 1] = vtok * ver["model"].map(params).to_numpy(dtype=np.float64)
+        ver_cost[vi, vc, vt, 2] = 1.0
+        ver_cost[vi, vc, vt, 3] = ver["latency_s"].to_numpy(dtype=np.float64)
+
+    gold = np.full(e_count, -1, dtype=np.int32)
+    any_correct = correct.any(axis=1)
+    first = correct.argmax(axis=1)
+    gold[any_correct] = cluster[np.flatnonzero(any_correct), first[any_correct]]
+
+    max_tokens = pool.manifest.get("generation", {}).get("max_output_tokens")
+    if not max_tokens:
+        max_tokens = float(out_tok.max()) if out_tok.size else 1.0
+    return CompiledPool(
+        n_candidates=n,
+        tiers=tiers,
+        episode_ids=episodes["episode_id"].to_numpy(dtype=np.int64),
+        dataset=episodes["dataset"].to_numpy(dtype=object),
+        generator=episodes["generator"].to_numpy(dtype=object),
+        item_id=episodes["item_id"].to_numpy(dtype=object),
+        cluster=cluster,
+        answer=answer,
+        output_tokens=out_tok,
+        cap_hit=cap_hit,
+        gen_cost=gen_cost,
+        has_score=has_score,
+        score=score,
+        ver_cost=ver_cost,
+        max_output_tokens=float(max(max_tokens, 1.0)),
+        labels=Labels(correct=correct, gold_cluster=gold),
+        tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
+    )

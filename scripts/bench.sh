@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set everything up (creating .venv if missing) and run the main job: `coba bench` on the embedded default pool.
+# Extra arguments go to `coba bench`, e.g. `bash scripts/bench.sh --pool path/to/pool --out my-report`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+coba bench --out bench-out "$@"

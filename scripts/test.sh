@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set everything up (creating .venv if missing) and run the checks: ruff, then the pytest suite.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k env -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+echo "== ruff check ."
+ruff check .
+echo "== pytest"
+# pytest exits 5 when it collected no test; that is a failure here too.
+python -m pytest -p no:cacheprovider "$@"
