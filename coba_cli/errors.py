@@ -26,4 +26,11 @@ def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse
     except KeyboardInterrupt:
         print("coba: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `coba pools inspect POOL | head`): stop quietly, as Unix tools do.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     return int(code or 0)

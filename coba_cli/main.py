@@ -13,6 +13,7 @@ from coba_cli.errors import run_guarded
 #: ``register(subparsers) -> None``, which adds its parser and sets ``func`` to a callable(args) -> int.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "coba_cli.pools_cmd",
+    "coba_cli.bench_cmd",
 )
 
 

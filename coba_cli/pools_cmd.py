@@ -1,14 +1,141 @@
-"""``coba pools ...``: build, import, export, validate and inspect candidate pools."""
+"""``coba pools ...``: import, export, validate and inspect pools; generate and simulate where those modules exist."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+from pathlib import Path
+
+from coba_cli.errors import UsageError
+from pools.errors import PoolError
+from pools.export import export_jsonl
+from pools.importers import IMPORTERS, import_pool
+from pools.importers.qwen_lists import DEFAULT_RM_MODEL, DEFAULT_RM_PARAMS_B, SCORE_TRANSFORMS
+from pools.inspect import format_inspection, inspect_pool
+from pools.schema import TIERS
+from pools.store import Pool, load_pool, save_pool
+
+#: Options that only the qwen-lists importer takes: option dest -> importer keyword.
+_QWEN_OPTIONS: dict[str, str] = {
+    "rm_tier": "rm_tier", "rm_model": "rm_model", "rm_params_b": "rm_params_b", "generator": "generator",
+    "generator_params_b": "generator_params_b", "dataset": "dataset", "score_transform": "score_transform",
+}
+
+#: Modules of other layers that add their own ``coba pools`` subcommands through ``register(sub)``.
+OPTIONAL_SUBCOMMAND_MODULES: tuple[str, ...] = ("coba_cli.generate_cmd", "coba_cli.simulate_cmd")
+
+
+def _summary(pool: Pool) -> str:
+    m = pool.manifest
+    datasets = ", ".join(f"{k} {v}" for k, v in m["datasets"].items())
+    return (f"{m['counts']['episodes']} episodes x {m['n_candidates']} candidates; items {m['counts']['items']} "
+            f"({datasets}); models {m['counts']['models']}; tiers {', '.join(m['tiers']) or 'none'}; "
+            f"verifications {m['counts']['verifications']}")
+
+
+def _refuse_existing(dest: Path, force: bool) -> None:
+    if dest.exists() and not force:
+        raise PoolError("destination already exists (pass --force to replace it)", file=str(dest))
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    given = {opt: getattr(args, opt) for opt in _QWEN_OPTIONS if getattr(args, opt) is not None}
+    if args.format != "qwen-lists" and given:
+        flags = ", ".join("--" + opt.replace("_", "-") for opt in given)
+        raise UsageError(f"{flags} only apply to --format qwen-lists")
+    options = {_QWEN_OPTIONS[opt]: value for opt, value in given.items()}
+    if args.format == "qwen-lists":
+        missing = [f"--{o.replace('_', '-')}" for o in ("generator", "generator_params_b") if o not in given]
+        if missing:
+            raise UsageError(f"--format qwen-lists needs {' and '.join(missing)} (the file does not name its model)")
+    dest = Path(args.dest)
+    _refuse_existing(dest, args.force)
+    pool = import_pool(args.src, args.format, **options)  # everything in memory; nothing written yet
+    save_pool(pool, dest, overwrite=args.force)
+    print(f"imported {args.src} -> {dest}: {_summary(pool)}")
+    agreement = pool.manifest["provenance"].get("grader_agreement") or {}
+    if agreement.get("compared"):
+        print(f"grader agrees with the source's correctness labels on {agreement['agree']}/"
+              f"{agreement['compared']} candidates ({100 * agreement['rate']:.2f}%)")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    dest = Path(args.dest)
+    _refuse_existing(dest, args.force)
+    pool = load_pool(args.pool)
+    export_jsonl(pool, dest, overwrite=args.force)
+    print(f"exported {args.pool} -> {dest}: {len(pool.candidates)} lines")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    pool = load_pool(args.pool)
+    print(f"ok: {args.pool}: {_summary(pool)}")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    stats = inspect_pool(load_pool(args.pool))
+    print(json.dumps(stats, indent=2) if args.json else format_inspection(stats))
+    return 0
+
+
+def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
+    """Call ``module.register(sub)`` when that module is installed (it is another layer's, added separately)."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            return
+        raise
+    mod.register(sub)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba pools`` and its subcommands."""
-    parser = subparsers.add_parser("pools", help="build, import, export, validate and inspect candidate pools",
-                                   description="Build, import, export, validate and inspect candidate pools.")
+    parser = subparsers.add_parser("pools", help="import, export, validate and inspect candidate pools",
+                                   description="Import, export, validate and inspect candidate pools.")
     sub = parser.add_subparsers(dest="pools_command", metavar="SUBCOMMAND")
-    del sub  # subcommands are registered here as they land
+
+    p = sub.add_parser("import", help="import a foreign candidate file into a pool directory",
+                       description="Import candidates into a new pool directory (see docs/POOLS.md). The pool "
+                       "is built and validated in memory first; nothing is written on failure.")
+    p.add_argument("src", help="source file")
+    p.add_argument("dest", help="pool directory to create")
+    p.add_argument("--format", choices=list(IMPORTERS), default="jsonl", help="source format (default: jsonl)")
+    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    q = p.add_argument_group("qwen-lists options")
+    q.add_argument("--generator", help="generator model name")
+    q.add_argument("--generator-params-b", type=float, help="generator size in billions of parameters")
+    q.add_argument("--dataset", help="dataset name of the items (default: math)")
+    q.add_argument("--rm-tier", choices=list(TIERS), help="tier the reward-model scores go to (default: V3)")
+    q.add_argument("--rm-model", help=f"reward-model name (default: {DEFAULT_RM_MODEL})")
+    q.add_argument("--rm-params-b", type=float, help=f"reward-model size in billions (default: {DEFAULT_RM_PARAMS_B:g})")
+    q.add_argument("--score-transform", choices=list(SCORE_TRANSFORMS),
+                   help="map reward-model scores to [0, 1]: auto = sigmoid when any is outside [0, 1] (default)")
+    p.set_defaults(func=_cmd_import)
+
+    p = sub.add_parser("export", help="write a pool as canonical JSONL", description="Write POOL as canonical "
+                       "JSONL, one line per candidate, atomically.")
+    p.add_argument("pool", help="pool directory")
+    p.add_argument("dest", help="JSONL file to write")
+    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("validate", help="check a pool directory", description="Load and validate POOL; print "
+                       "'ok: ...' and exit 0, or print the first problem and exit 2.")
+    p.add_argument("pool", help="pool directory")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("inspect", help="per dataset x generator statistics of a pool",
+                       description="Accuracy of first-sample, majority@N and pass@N, tokens, score coverage per "
+                       "tier and grader agreement, per dataset x generator.")
+    p.add_argument("pool", help="pool directory")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(func=_cmd_inspect)
+
+    for module in OPTIONAL_SUBCOMMAND_MODULES:
+        _register_optional(sub, module)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)

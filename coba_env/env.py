@@ -66,8 +66,9 @@ class CoBaEnv(gym.Env):
     | 3   | VERIFY_V3 | strong verifier on the target candidate                                        |
     | 4   | STOP      | select the answer and end the episode                                          |
 
-    Target of VERIFY_l: among revealed candidates that the pool holds a tier-l call for and that are not
-    yet verified at l, the one with the highest current fusion rank R (ties: earliest candidate); with
+    Target of VERIFY_l: among revealed candidates with an extractable answer (one without can never be
+    selected, so judging it is never useful) that the pool holds a tier-l call for and that are not yet
+    verified at l, the one with the highest current fusion rank R (ties: earliest candidate); with
     the paper's weights, before any V3 score this is "rank by cheap score and answer frequency".
     ``action_masks()`` and ``info["action_mask"]`` forbid: SAMPLE past N_max or the pool; VERIFY_l when
     nothing is left to verify at l or the tier is disabled or absent from the pool; everything but STOP
@@ -240,6 +241,11 @@ class CoBaEnv(gym.Env):
         return self.pool.n_episodes
 
     @property
+    def episode_index(self) -> int:
+        """Index (within this env's subset) of the current episode; -1 before the first reset."""
+        return self._ep
+
+    @property
     def evidence(self) -> Evidence:
         """The current episode's revealed evidence, label-free; policies read it and must not modify it."""
         if self._ev is None:
@@ -316,8 +322,9 @@ class CoBaEnv(gym.Env):
         ev = self._ev
         has = self._row[4]
         best, best_r = -1, -3.0
+        clusters = ev.clusters
         for c in range(ev.n_revealed):
-            if has[c][tier] and ev.scores[c][tier] is None:
+            if has[c][tier] and clusters[c] >= 0 and ev.scores[c][tier] is None:
                 r = ev.fusion(c)
                 if r > best_r:
                     best, best_r = c, r
@@ -337,10 +344,11 @@ class CoBaEnv(gym.Env):
             c = ev.n_revealed
             cost = row[3][c]
             ev.add_candidate(row[0][c], row[1][c], row[2][c], self._clogc)
-            has = row[4][c]
-            for t in range(self.n_tiers):
-                if has[t]:
-                    self._pending[t] += 1
+            if row[0][c] >= 0:  # a candidate without an answer can never be selected: never worth judging
+                has = row[4][c]
+                for t in range(self.n_tiers):
+                    if has[t]:
+                        self._pending[t] += 1
         elif a == self.STOP:
             c = -1
             cost = None

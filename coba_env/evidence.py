@@ -57,6 +57,7 @@ class Evidence:
         "n_max", "n_tiers", "n_revealed", "clusters", "counts", "n_answered", "top", "n_distinct",
         "clogc_sum", "flips", "scores", "n_verified", "tier_sum", "tier_cnt", "tier_max", "best_v3",
         "len_sum", "cap_count", "cost", "steps", "lam", "output_tokens", "weights", "fnum", "fden",
+        "cap_hits",
     )
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
@@ -66,6 +67,7 @@ class Evidence:
         self.n_revealed = 0
         self.clusters: list[int] = []
         self.output_tokens: list[float] = []
+        self.cap_hits: list[bool] = []
         self.counts = [0] * max(n_clusters, 1)
         self.n_answered = 0
         self.top = -1
@@ -109,6 +111,7 @@ class Evidence:
         self.n_revealed += 1
         self.clusters.append(cluster)
         self.output_tokens.append(output_tokens)
+        self.cap_hits.append(cap_hit)
         self.scores.append([None] * self.n_tiers)
         self.fnum.append(0.0)
         self.fden.append(self.weights[0])
@@ -180,11 +183,9 @@ class Evidence:
         else:
             share = self.counts[top] / n if top >= 0 else 0.0
             if top >= 0:
-                second = 0
-                for i, v in enumerate(self.counts):
-                    if i != top and v > second:
-                        second = v
-                gap = (self.counts[top] - second) / n
+                counts = self.counts
+                second = max(max(counts[:top], default=0), max(counts[top + 1:], default=0))
+                gap = (counts[top] - second) / n
             else:
                 gap = 0.0
             no_answer = (n - self.n_answered) / n

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.env import CoBaEnv
-from coba_env.evidence import N_FEATURES
+from coba_env.evidence import FEATURE_NAMES, N_FEATURES
 from coba_env.selection import _TIER_INDEX
 
 
@@ -51,6 +51,7 @@ class CoBaVectorEnv(VectorEnv):
         self.logs = np.array(s._logs)
         self.n_clusters = int(max(p.cluster.max() + 1, 1))
         self.max_output_tokens = p.max_output_tokens
+        self.lambda_index = FEATURE_NAMES.index("lambda")
         self._cursor = 0
         self._perm: np.ndarray | None = None
         self._alloc()
@@ -81,11 +82,19 @@ class CoBaVectorEnv(VectorEnv):
         self.fnum = np.zeros((b, n))
         self.fden = np.zeros((b, n))
         self.pending = np.zeros((b, t), dtype=np.int64)
+        self.rows = np.arange(b)
+        self.slots = np.arange(n)
+        self.cl = np.full((b, n), -1, dtype=np.int64)  # the current episodes' cluster ids
+        self.safe_cl = np.zeros((b, n), dtype=np.int64)  # the same with -1 replaced by 0, for gathers
 
     def _next_episodes(self, k: int) -> np.ndarray:
         n = self.pool.n_episodes
         if self.order == "random":
             return self.np_random.integers(n, size=k)
+        if self.order == "sequential":
+            out = (self._cursor + np.arange(k)) % n
+            self._cursor += k
+            return out
         out = np.empty(k, dtype=np.int64)
         for i in range(k):
             if self.order == "shuffle":
@@ -100,6 +109,9 @@ class CoBaVectorEnv(VectorEnv):
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
         self.ep[rows] = episodes
+        cl = self.pool.cluster[episodes]
+        self.cl[rows] = cl
+        self.safe_cl[rows] = np.where(cl >= 0, cl, 0)
         for name in ("n", "n_answered", "n_distinct", "flips", "cap_count", "steps"):
             getattr(self, name)[rows] = 0
         self.top[rows] = -1
@@ -131,18 +143,15 @@ class CoBaVectorEnv(VectorEnv):
     # -- evidence arithmetic (mirrors coba_env.evidence.Evidence) ------------------------------------
     def _fusion(self) -> np.ndarray:
         """R for every candidate slot [B, N]; -1 where the candidate has no answer; -inf where unrevealed."""
-        b, n = self.num_envs, self.pool.n_candidates
-        cl = self.pool.cluster[self.ep]  # [B, N]
-        revealed = np.arange(n)[None, :] < self.n[:, None]
-        safe_cl = np.where(cl >= 0, cl, 0)
-        counts = np.take_along_axis(self.counts, safe_cl, axis=1)
+        counts = self.counts[self.rows[:, None], self.safe_cl]
         n_rev = np.maximum(self.n, 1)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             r = (self.weights[0] * counts / n_rev + self.fnum) / self.fden
-        r = np.where(self.fden > 0, r, 0.0)
-        r = np.where(cl >= 0, r, -1.0)
-        del b
-        return np.where(revealed, r, -np.inf)
+        if self.weights[0] <= 0:
+            r[self.fden <= 0] = 0.0
+        r[self.cl < 0] = -1.0
+        r[self.slots[None, :] >= self.n[:, None]] = -np.inf
+        return r
 
     def _masks(self) -> np.ndarray:
         b, t = self.num_envs, self.n_tiers
@@ -156,9 +165,8 @@ class CoBaVectorEnv(VectorEnv):
             m[spent, t + 1] = 1
         return m
 
-    def _observations(self) -> np.ndarray:
-        b = self.num_envs
-        rows = np.arange(b)
+    def _observations(self, fusion: np.ndarray | None = None) -> np.ndarray:
+        rows = self.rows
         n = self.n.astype(np.float64)
         top = self.top
         has_top = top >= 0
@@ -186,9 +194,8 @@ class CoBaVectorEnv(VectorEnv):
         cnt3 = self.tier_cnt[rows, 2, safe_top]
         ok3 = has_top & (cnt3 > 0)
         v3_mean = np.where(ok3, self.tier_sum[rows, 2, safe_top] / np.where(ok3, cnt3, 1), 0.0)
-        r = self._fusion()
-        answered = self.pool.cluster[self.ep] >= 0
-        best_r = np.where(answered, r, -2.0).max(axis=1)
+        r = self._fusion() if fusion is None else fusion
+        best_r = np.where(self.cl >= 0, r, -2.0).max(axis=1)
         top_r = np.where(self.n_answered > 0, best_r, 0.0)
         obs = np.stack([
             n / self.n_max, share, self.n_distinct / self.n_max, entropy, gap, no_answer, v1_mean, v1_max,
@@ -199,17 +206,17 @@ class CoBaVectorEnv(VectorEnv):
         assert obs.shape[1] == N_FEATURES
         return obs.astype(np.float32)
 
-    def _select(self, rows: np.ndarray) -> np.ndarray:
+    def _select(self, rows: np.ndarray, fusion: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
         rule = self.selection
         n_cand = self.pool.n_candidates
-        cl = self.pool.cluster[self.ep[rows]]
+        cl = self.cl[rows]
         revealed = np.arange(n_cand)[None, :] < self.n[rows, None]
         answered = revealed & (cl >= 0)
         none = ~answered.any(axis=1)
         first_of_top = np.argmax(answered & (cl == self.top[rows, None]), axis=1)
         if rule.rule == "fusion":
-            r = np.where(answered, self._fusion()[rows], -2.0)
+            r = np.where(answered, fusion[rows], -2.0)
             sel = np.argmax(r, axis=1)
         elif rule.rule == "majority":
             sel = first_of_top
@@ -264,7 +271,7 @@ class CoBaVectorEnv(VectorEnv):
             self.n[rows] += 1
             self.len_sum[rows] += p.output_tokens[e, c]
             self.cap_count[rows] += p.cap_hit[e, c]
-            self.pending[rows] += p.has_score[e, c]
+            self.pending[rows] += p.has_score[e, c] & (p.cluster[e, c] >= 0)[:, None]
             ans = cl >= 0
             r, cc = rows[ans], cl[ans]
             if len(r):
@@ -280,13 +287,15 @@ class CoBaVectorEnv(VectorEnv):
                 self.flips[r] += flip
                 self.top[r] = np.where(new_top | flip, cc, top)
 
+        verifying = (a >= 1) & (a <= t_n)
+        pre_fusion = self._fusion() if verifying.any() else None
         for t in range(t_n):
             rows = np.flatnonzero(a == t + 1)
             if not len(rows):
                 continue
             e = self.ep[rows]
-            r_all = self._fusion()[rows]
-            eligible = p.has_score[e, :, t] & ~self.verified[rows, :, t]
+            r_all = pre_fusion[rows]
+            eligible = p.has_score[e, :, t] & ~self.verified[rows, :, t] & (self.cl[rows] >= 0)
             c = np.argmax(np.where(eligible, r_all, -np.inf), axis=1)
             s = p.score[e, c, t]
             step_cost[rows] = p.ver_cost[e, c, t]
@@ -315,11 +324,13 @@ class CoBaVectorEnv(VectorEnv):
         stop_rows = np.flatnonzero(~moved)
         infos: dict[str, Any] = {}
         terminated = ~moved
+        post_fusion = self._fusion()
+        obs = self._observations(post_fusion)
         if len(stop_rows):
-            sel = self._select(stop_rows)
+            sel = self._select(stop_rows, post_fusion)
             correct = (sel >= 0) & p.labels.correct[self.ep[stop_rows], np.maximum(sel, 0)]
             reward[stop_rows] += correct
-            final_obs = self._observations()[stop_rows]
+            final_obs = obs[stop_rows]
             full_final = np.zeros((b, N_FEATURES), dtype=np.float32)
             full_final[stop_rows] = final_obs
             sel_full = np.full(b, -1, dtype=np.int64)
@@ -332,10 +343,13 @@ class CoBaVectorEnv(VectorEnv):
                 "final_costs": self.cost.copy(), "final_steps": self.steps.copy(),
             })
             self._reset_rows(stop_rows, self._next_episodes(len(stop_rows)))
+            # A fresh episode has revealed nothing: every feature is 0 but lambda.
+            obs[stop_rows] = 0.0
+            obs[stop_rows, self.lambda_index] = self.lams[stop_rows]
         self._mask = self._masks()
         infos["action_mask"] = self._mask.copy()
         infos["episode"] = self.ep.copy()
-        return self._observations(), reward, terminated, np.zeros(b, dtype=bool), infos
+        return obs, reward, terminated, np.zeros(b, dtype=bool), infos
 
     def action_masks(self) -> np.ndarray:
         """Legal actions per sub-env, bool [num_envs, n_actions]."""

@@ -4,6 +4,9 @@
    actions chosen the same way (uniform over the action mask; CartPole's mask is all ones); target ratio >= 1.
 2. steps/s of the batched CoBaVectorEnv against the single env, same pool and action rule; target >= 20x.
 
+Timing uses the process's CPU time (time.process_time), and the measurements are interleaved, so other jobs
+on a shared machine disturb the ratios as little as possible.
+
 Usage: python scripts/bench_env.py [--pool paper] [--steps 200000] [--num-envs 1024] [--repeats 3]
 """
 
@@ -26,26 +29,26 @@ def steps_per_second(env: gym.Env, n_steps: int, rng: np.random.Generator, n_act
     uniform = rng.random(n_steps)
     all_legal = np.ones(n_actions, dtype=np.int8)
     _, info = env.reset(seed=0)
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(n_steps):
         legal = np.flatnonzero(info.get("action_mask", all_legal))
         _, _, terminated, truncated, info = env.step(int(legal[int(uniform[i] * len(legal))]))
         if terminated or truncated:
             _, info = env.reset()
-    return n_steps / (time.perf_counter() - start)
+    return n_steps / (time.process_time() - start)
 
 
 def vector_steps_per_second(venv: CoBaVectorEnv, n_steps: int, rng: np.random.Generator) -> float:
     """Sub-env steps per second of the vector env with uniform random legal actions."""
     _, info = venv.reset(seed=0)
     n_calls = max(n_steps // venv.num_envs, 1)
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(n_calls):
         mask = info["action_mask"].astype(bool)
         # Uniform over legal actions: argmax of random keys restricted to the mask.
         keys = np.where(mask, rng.random(mask.shape), -1.0)
         _, _, _, _, info = venv.step(keys.argmax(axis=1))
-    return n_calls * venv.num_envs / (time.perf_counter() - start)
+    return n_calls * venv.num_envs / (time.process_time() - start)
 
 
 def main() -> None:

@@ -71,7 +71,8 @@ def build_pool(episodes: Sequence[Ep], *, models: dict[str, float] | None = None
                 vers.append({"episode_id": e, "candidate": j, "tier": tier, "model": TIER_MODEL[tier],
                              "score": math.nan if s is None else float(s), "prompt_tokens": VERIFY_PROMPT,
                              "output_tokens": VERIFY_OUTPUT, "latency_s": VERIFY_LATENCY})
-    role = {name: ("generator" if name == "G" else "verifier") for name in models}
+    generators = {ep.generator for ep in episodes}
+    role = {name: ("generator" if name in generators else "verifier") for name in models}
     pool = Pool(
         items=pd.DataFrame(items),
         models=pd.DataFrame([{"name": k, "params_b": v, "role": role[k]} for k, v in models.items()]),

@@ -1,0 +1,98 @@
+"""CoBa routing (paper Algorithm 1 with the fixed routing specification of Table "routing-spec")."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agents.registry import SAMPLE, STOP, VERIFY_V1, VERIFY_V2, VERIFY_V3, ConfiguredPolicy, can, register
+from coba_env.evidence import V1, Evidence
+from coba_env.selection import default_fusion_weights
+
+
+@register("coba")
+class CoBaPolicy(ConfiguredPolicy):
+    """CoBa-Routed: warm-up, cheap judging of every candidate, stable-answer stop, top-K strong routing.
+
+    One episode, exactly Algorithm 1:
+
+    1. SAMPLE ``warmup_k`` candidates (never more than ``n_max``).
+    2. VERIFY_V1 until no revealed candidate is left unjudged (the V0 answer frequency is free).
+    3. If ``use_v2``: VERIFY_V2 on the warm-up candidates while the pool holds V2 calls for them; V2 is
+       never applied to candidates drawn later (paper Appendix A).
+    4. While fewer than ``n_max`` candidates are revealed and SAMPLE is legal (the budget is not spent):
+       stop expanding when the top answer is *stable*, i.e. its share of revealed candidates is at least
+       ``share_min`` and its cheap-judge score is at least ``s1_min``; otherwise SAMPLE one more candidate
+       and VERIFY_V1 it. The cheap-judge score of the top answer is the mean V1 score over the top
+       cluster's judged candidates (``Evidence.top_tier_mean(V1)``, the observation's ``top_v1_mean``);
+       a top cluster without a usable V1 score is never stable.
+    5. Route the top ``strong_routes`` (K) candidates to V3: VERIFY_V3 K times (fewer when fewer candidates
+       can be verified). The env's VERIFY_V3 target is the unverified candidate with the highest current
+       fusion rank; before any V3 score that is "rank by cheap score and answer frequency", and a V3 score
+       changes only its own candidate's rank, so K calls verify exactly the top K of the pre-V3 ranking.
+    6. STOP; the env selects argmax R(c) = .20 f + .30 s1 + .15 s2 + .45 s3 with missing scores renormalized.
+
+    Light (``n_max`` = 2 = ``warmup_k``, K = 0) therefore never expands and never calls V3.
+
+    ``skip_unanimous_routes`` (default False, i.e. literal Algorithm 1) skips step 5 when the revealed
+    candidates hold at most one distinct answer: V3 scores can then change which candidate is selected but
+    never the selected answer, so accuracy is identical at a lower cost (see docs/POLICIES.md for why the
+    paper's call counts suggest its implementation did this).
+    """
+
+    group: ClassVar[str] = "coba"
+    defaults: ClassVar[dict[str, Any]] = {
+        "warmup_k": 2, "n_max": 4, "strong_routes": 2, "share_min": 0.6, "s1_min": 0.7, "use_v2": True,
+        "fusion_weights": None, "skip_unanimous_routes": False,
+    }
+    warmup_k: int
+    n_max: int
+    strong_routes: int
+    share_min: float
+    s1_min: float
+    use_v2: bool
+    fusion_weights: dict[str, float] | None
+    skip_unanimous_routes: bool
+
+    def configure(self) -> None:
+        """Check the routing parameters; V3 is required only when candidates are routed to it."""
+        if self.warmup_k < 1 or self.n_max < 1:
+            raise ValueError(f"warmup_k and n_max must be >= 1, got {self.warmup_k} and {self.n_max}")
+        if self.strong_routes < 0:
+            raise ValueError(f"strong_routes must be >= 0, got {self.strong_routes}")
+        self.requires_tiers = ("V1", "V3") if self.strong_routes > 0 else ("V1",)
+        weights = dict(self.fusion_weights) if self.fusion_weights is not None else default_fusion_weights()
+        self.selection = {"rule": "fusion", "weights": weights}
+
+    def start_episode(self) -> None:
+        """New episode: expansion not yet finished, nothing routed."""
+        self._expanding = True
+        self._routed = 0
+
+    def is_stable(self, evidence: Evidence) -> bool:
+        """The stop criterion: top-answer share >= share_min and its mean V1 score >= s1_min."""
+        s1 = evidence.top_tier_mean(V1)
+        return evidence.top_share() >= self.share_min and s1 is not None and s1 >= self.s1_min
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """The next action of Algorithm 1 given what has been revealed and done so far."""
+        self.track(evidence)
+        n = evidence.n_revealed
+        warmup = min(self.warmup_k, self.n_max)
+        if n < warmup and can(action_mask, SAMPLE):
+            return SAMPLE
+        if can(action_mask, VERIFY_V1):
+            return VERIFY_V1
+        if self.use_v2 and n <= warmup and can(action_mask, VERIFY_V2):
+            return VERIFY_V2
+        if self._expanding:
+            if n < self.n_max and can(action_mask, SAMPLE) and not self.is_stable(evidence):
+                return SAMPLE
+            self._expanding = False
+            if self.skip_unanimous_routes and evidence.n_distinct <= 1:
+                self._routed = self.strong_routes
+        if self._routed < self.strong_routes and can(action_mask, VERIFY_V3):
+            self._routed += 1
+            return VERIFY_V3
+        return STOP

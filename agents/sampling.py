@@ -1,0 +1,135 @@
+"""Sampling-only baselines: greedy / fixed long, best-of-N majority, self-consistency, k-stable and
+overthinking-aware early stopping, s1 budget-forcing replay. None of them calls a verifier."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agents.registry import SAMPLE, STOP, ConfiguredPolicy, can, need_candidates, register
+from coba_env.env import CoBaEnv
+from coba_env.evidence import Evidence
+
+
+def strict_leader(evidence: Evidence) -> int:
+    """The top answer cluster if it is strictly more frequent than every other answer, else -1."""
+    top = evidence.top
+    if top < 0:
+        return -1
+    lead = evidence.counts[top]
+    return top if all(c < lead for k, c in enumerate(evidence.counts) if k != top) else -1
+
+
+@register("best_of_n")
+class BestOfN(ConfiguredPolicy):
+    """Best-of-N majority: SAMPLE the first ``n`` candidates, STOP; the most frequent answer wins, ties to
+    the answer seen first, and candidates without an answer never win unless none has one (then nothing is
+    selected). ``n = 1`` is greedy / fixed long (the first stored candidate); ``n = 16`` is self-consistency.
+    """
+
+    defaults: ClassVar[dict[str, Any]] = {"n": 4}
+    n: int
+
+    def configure(self) -> None:
+        """Majority selection; N must be at least 1."""
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        self.selection = "majority"
+
+    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
+        """Not applicable when the env allows fewer than ``n`` candidates (e.g. N = 16 on an N = 8 pool)."""
+        return need_candidates(env, self.n, self.label)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """SAMPLE until ``n`` candidates are revealed, then STOP."""
+        if evidence.n_revealed < self.n and can(action_mask, SAMPLE):
+            return SAMPLE
+        return STOP
+
+
+@register("k_stable")
+class KStableStop(ConfiguredPolicy):
+    """k-stable stop: SAMPLE until the same answer has been the strict majority after each of the last ``k``
+    samples, or ``max_samples`` are drawn; majority selection. A tie at the top counts as "no leader", so a
+    split such as 7, 8 never looks stable (the env breaks ties towards the earlier answer, which would make
+    the plain "top answer unchanged" rule stop on three different answers)."""
+
+    defaults: ClassVar[dict[str, Any]] = {"k": 3, "max_samples": 16}
+    k: int
+    max_samples: int
+
+    def configure(self) -> None:
+        """Majority selection; k >= 1."""
+        if self.k < 1 or self.max_samples < 1:
+            raise ValueError(f"k and max_samples must be >= 1, got {self.k} and {self.max_samples}")
+        self.selection = "majority"
+
+    def start_episode(self) -> None:
+        """New episode: no leader history."""
+        self._leaders: list[int] = []
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """SAMPLE until the strict leader is unchanged over the last k samples (or the cap), then STOP."""
+        self.track(evidence)
+        while len(self._leaders) < evidence.n_revealed:
+            self._leaders.append(strict_leader(evidence))
+        last = self._leaders[-self.k:]
+        stable = len(last) == self.k and last[0] >= 0 and all(v == last[0] for v in last)
+        if not stable and evidence.n_revealed < self.max_samples and can(action_mask, SAMPLE):
+            return SAMPLE
+        return STOP
+
+
+@register("overthinking")
+class OverthinkingStop(ConfiguredPolicy):
+    """Overthinking-aware stop: SAMPLE until the top answer holds ``agree`` samples, or the newest sample
+    hit the token cap while some answer is already in hand (more reasoning is being wasted), or
+    ``max_samples`` are drawn; majority selection."""
+
+    defaults: ClassVar[dict[str, Any]] = {"agree": 2, "stop_on_cap_hit": True, "max_samples": 16}
+    agree: int
+    stop_on_cap_hit: bool
+    max_samples: int
+
+    def configure(self) -> None:
+        """Majority selection; agree >= 1."""
+        if self.agree < 1 or self.max_samples < 1:
+            raise ValueError(f"agree and max_samples must be >= 1, got {self.agree} and {self.max_samples}")
+        self.selection = "majority"
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """STOP on agreement, on a cap hit with an answer in hand, or at the sample cap; else SAMPLE."""
+        self.track(evidence)
+        n = evidence.n_revealed
+        agreed = evidence.top >= 0 and evidence.counts[evidence.top] >= self.agree
+        overthinking = self.stop_on_cap_hit and n > 0 and evidence.cap_hits[-1] and evidence.n_answered > 0
+        if n > 0 and (agreed or overthinking or n >= self.max_samples):
+            return STOP
+        return SAMPLE if can(action_mask, SAMPLE) else STOP
+
+
+@register("s1_budget_forcing")
+class S1BudgetForcing(ConfiguredPolicy):
+    """s1 budget-forcing replay: one candidate that "thinks longer". The pool holds no continuations, so a
+    forced continuation ("Wait", keep reasoning) is replayed as the next stored candidate: SAMPLE, and while
+    the newest candidate hit the token cap or has no answer, SAMPLE again, up to ``max_samples``; selection
+    ``last`` (the newest candidate with an answer, i.e. the continued reasoning's answer)."""
+
+    defaults: ClassVar[dict[str, Any]] = {"max_samples": 2}
+    max_samples: int
+
+    def configure(self) -> None:
+        """Last-answer selection; max_samples >= 1."""
+        if self.max_samples < 1:
+            raise ValueError(f"max_samples must be >= 1, got {self.max_samples}")
+        self.selection = "last"
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """SAMPLE once; SAMPLE again while the newest candidate is unfinished (cap hit or no answer)."""
+        self.track(evidence)
+        n = evidence.n_revealed
+        unfinished = n == 0 or evidence.cap_hits[-1] or evidence.clusters[-1] < 0
+        if unfinished and n < self.max_samples and can(action_mask, SAMPLE):
+            return SAMPLE
+        return STOP

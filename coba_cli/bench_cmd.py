@@ -1,0 +1,60 @@
+"""``coba bench``: evaluate every policy on a pool and write the paper's tables, figures and report."""
+
+from __future__ import annotations
+
+import argparse
+
+from coba_cli.errors import UsageError
+
+COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``coba bench``."""
+    parser = subparsers.add_parser(
+        "bench", help="evaluate every policy on a pool: paper tables, figures, statistics and a report",
+        description="Replay every policy on every episode of a candidate pool and write the paper's evaluation "
+        "(Section 5): macro accuracy and costs, per-dataset and per-generator tables, the action-allocation "
+        "audit, the oracle-gap split, paired bootstrap tests, Pareto frontiers and figures, as report.md, "
+        "tables/ (md, csv, tex), figures/ (png, svg), results.json and episodes.parquet.")
+    parser.add_argument("--pool", default=None, metavar="POOL",
+                        help="pool directory, simulator profile name ('paper', 'tiny') or profile JSON file; "
+                             "default: the simulated paper pool (cached)")
+    parser.add_argument("--policies", default=None, metavar="NAMES",
+                        help="comma-separated policy names, 'all' (every non-learned registered policy, the "
+                             "default), 'main' (the paper's main table), or a YAML policy spec file (its policies "
+                             "are run, merged over the built-in specs)")
+    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
+                        help="cost model: the cost measure of the frontier's x axis and of the env's budget "
+                             "(default: p_tokens, parameter-weighted tokens)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the paired bootstrap resamples and of any stochastic policy (default: 0)")
+    parser.add_argument("--pool-seed", type=int, default=0, help="seed of a simulated pool, ignored for a pool directory (default: 0)")
+    parser.add_argument("--out", default="bench-out", metavar="DIR", help="output directory, created if missing (default: bench-out)")
+    parser.add_argument("--no-figures", action="store_true", help="skip the figures (faster)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="replay worker processes (policies run in parallel, the pool shared by fork); "
+                             "default: 2 for large runs where 2 CPUs are available, else 1")
+    parser.add_argument("--unit", default="item", choices=("item", "episode"),
+                        help="paired-bootstrap resampling unit: items, averaged over generators as in the paper "
+                             "(default), or episodes")
+    parser.add_argument("--resamples", type=int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the bench for parsed ``args``; input errors become ``UsageError`` (exit 2)."""
+    from eval.bench import BenchInputError, run_bench
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.resamples < 1:
+        raise UsageError(f"--resamples must be >= 1, got {args.resamples}")
+    try:
+        run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
+                  progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
+                  unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed)
+    except BenchInputError as exc:
+        raise UsageError(str(exc)) from exc
+    return 0

@@ -1,0 +1,273 @@
+"""``coba bench``: every policy on one pool, with the paper's metrics, statistics, tables and figures.
+
+``run_bench`` resolves the pool and the policies, replays every policy on every episode
+(``eval.runner``), aggregates (``eval.metrics``), runs the paired bootstrap (``eval.bootstrap``) and the
+Pareto analysis (``eval.pareto``), and hands everything to ``eval.report``, which writes the report, tables,
+figures, ``results.json`` and the per-episode records. It returns the ``results.json`` content.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agents.base import Policy
+from coba_env.compiled import CompiledPool, compile_pool
+from coba_env.costs import COST_MEASURES
+from eval import bootstrap, metrics, pareto
+from eval.runner import BenchRun, run_policies
+from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
+from pools.store import Pool
+
+#: Cost model (``CoBaEnv`` cost measure) -> the metric column that the frontier's x axis uses.
+COST_METRIC: dict[str, str] = {"tokens": "total_tokens", "p_tokens": "p_tokens", "calls": "calls",
+                               "latency": "latency_s"}
+#: ``--policies`` keywords: "all" (every non-learned policy, the default) and "main" (paper main table).
+POLICY_SETS = ("all", "main")
+
+
+class BenchInputError(ValueError):
+    """Bad bench input (unknown policy, empty selection, unknown cost model); the CLI exits 2 on it."""
+
+
+@dataclass
+class BenchData:
+    """Everything a bench run computed; ``eval.report`` renders it."""
+
+    pool: Pool
+    compiled: CompiledPool
+    pool_spec: str | None
+    run: BenchRun
+    records: pd.DataFrame
+    info: dict[str, PolicyInfo]
+    cost_model: str
+    seed: int
+    datasets: list[str]
+    generators: list[str]
+    macro: pd.DataFrame
+    pooled: pd.DataFrame
+    per_dataset: pd.DataFrame
+    per_generator: pd.DataFrame
+    allocation: pd.DataFrame
+    allocation_overall: pd.DataFrame
+    gap: pd.DataFrame
+    gap_by_dataset: pd.DataFrame
+    summary: dict[str, Any]
+    pairwise: pd.DataFrame
+    versus: pd.DataFrame
+    pareto: dict[str, Any]
+    bootstrap_unit: str = "item"
+    resamples: int = bootstrap.RESAMPLES
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cost_metric(self) -> str:
+        """The metric column matching the cost model (frontier x axis)."""
+        return COST_METRIC[self.cost_model]
+
+    @property
+    def is_paper_pool(self) -> bool:
+        """Whether the pool is the simulated ``paper`` profile (manifest provenance)."""
+        prov = self.pool.manifest.get("provenance") or {}
+        return prov.get("profile") == "paper"
+
+    @property
+    def ran(self) -> list[str]:
+        """Names of the policies that ran, in bench order."""
+        return [r.name for r in self.run.runs if r.applicable]
+
+
+def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None, str | None]:
+    """Split ``--policies``: (names, spec file). A YAML path gives its names plus the built-ins it overrides."""
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+            if not Path(text).is_file():
+                raise BenchInputError(f"policy spec file {text!r} does not exist")
+            import yaml
+
+            try:
+                data = yaml.safe_load(Path(text).read_text()) or {}
+            except yaml.YAMLError as exc:
+                raise BenchInputError(f"cannot parse policy spec file {text!r}: {exc}") from exc
+            if isinstance(data, dict) and "policies" in data:
+                data = data["policies"]
+            if not isinstance(data, dict) or not data:
+                raise BenchInputError(f"policy spec file {text!r} names no policies")
+            return [str(k) for k in data], text
+        names = [n.strip() for n in text.split(",") if n.strip()]
+    else:
+        names = [str(n).strip() for n in value if str(n).strip()]
+    if not names:
+        raise BenchInputError("no policy named; give comma-separated names, 'all', 'main' or a YAML spec file")
+    return list(dict.fromkeys(names)), None  # a repeated name runs once
+
+
+def select_policies(names: Sequence[str] | None, specs: dict[str, dict]) -> list[str]:
+    """Resolve the policy selection against ``specs``: None/"all" -> every non-learned policy, "main" ->
+    the paper's main table; unknown names raise ``BenchInputError`` listing the known ones."""
+    from agents.registry import default_bench_policies, list_policies
+
+    if names is None or list(names) == ["all"]:
+        main = default_bench_policies(specs=specs)
+        rest = [n for n in list_policies(specs=specs) if n not in main and specs[n]["group"] != "learned"]
+        return main + rest
+    if list(names) == ["main"]:
+        return default_bench_policies(specs=specs)
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise BenchInputError(f"unknown polic{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+                              f"known policies: {', '.join(specs)} (or 'all', 'main')")
+    return list(dict.fromkeys(names))
+
+
+def policy_info(run: BenchRun) -> dict[str, PolicyInfo]:
+    """Label and group of every policy in ``run``."""
+    return {r.name: PolicyInfo(label=r.label, group=r.group) for r in run.runs}
+
+
+def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: str = "p_tokens", seed: int = 0,
+            pool_spec: str | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES) -> BenchData:
+    """Aggregate a finished ``BenchRun``: metrics, allocation, oracle gap, bootstrap and Pareto analysis."""
+    start = time.perf_counter()
+    records = run.records
+    info = policy_info(run)
+    datasets = list(dict.fromkeys(compiled.dataset.tolist()))
+    generators = list(dict.fromkeys(compiled.generator.tolist()))
+    if len(records):
+        mac, poo = metrics.macro(records), metrics.pooled(records)
+        dset, gen = metrics.per_dataset(records), metrics.per_generator(records)
+        alloc, alloc_all = metrics.allocation(records), metrics.allocation_overall(records)
+        gap, gap_ds = metrics.oracle_gap(records, None), metrics.oracle_gap(records, "dataset")
+        summary = metrics.summarize(records)
+    else:
+        mac = poo = dset = gen = alloc = alloc_all = gap = gap_ds = pd.DataFrame()
+        summary = {}
+    t_metrics = time.perf_counter()
+    ran = [r.name for r in run.runs if r.applicable]
+    if len(ran) >= 2:
+        pw = bootstrap.pairwise(records, ran, unit=unit, resamples=resamples, seed=seed)
+    else:
+        pw = pd.DataFrame(columns=["a", "b", "diff", "ci_low", "ci_high", "p", "significant", "n_units"])
+    reference = REFERENCE if REFERENCE in ran else None
+    vs = pw[pw["a"] == reference].reset_index(drop=True) if reference else pw.iloc[0:0]
+    vs.attrs.update(pw.attrs)
+    t_boot = time.perf_counter()
+    front = _pareto(mac, dset, info, COST_METRIC[cost_model], datasets) if len(mac) else {}
+    data = BenchData(pool=pool, compiled=compiled, pool_spec=pool_spec, run=run, records=records, info=info,
+                     cost_model=cost_model, seed=seed, datasets=datasets, generators=generators, macro=mac,
+                     pooled=poo, per_dataset=dset, per_generator=gen, allocation=alloc,
+                     allocation_overall=alloc_all, gap=gap, gap_by_dataset=gap_ds, summary=summary, pairwise=pw,
+                     versus=vs, pareto=front, bootstrap_unit=unit, resamples=resamples)
+    data.timings.update(replay_s=run.seconds, metrics_s=t_metrics - start, bootstrap_s=t_boot - t_metrics)
+    return data
+
+
+def _pareto(mac: pd.DataFrame, dset: pd.DataFrame, info: dict[str, PolicyInfo], cost: str,
+            datasets: Sequence[str]) -> dict[str, Any]:
+    def analyse_plane(frame: pd.DataFrame) -> dict[str, Any]:
+        deployable = [n for n in frame.index if info.get(n, PolicyInfo(n, "")).group != ORACLE_GROUP]
+        pts = {n: (float(frame.loc[n, cost]), float(frame.loc[n, "acc"])) for n in deployable}
+        front = pareto.pareto_front(pts)
+        positive = {n: v for n, v in pts.items() if v[0] > 0}
+        area = pareto.frontier_area(positive) if positive else None
+        return {"front": [p.name for p in front], "dominates": pareto.dominance(pts),
+                "dominated_by": pareto.dominated_by(pts), "area_log10": area,
+                "excluded_upper_bounds": [n for n in frame.index if n not in deployable]}
+
+    out = {"cost": cost, **analyse_plane(mac)}
+    out["per_dataset"] = {ds: analyse_plane(dset.xs(ds, level="dataset")) for ds in datasets
+                          if ds in dset.index.get_level_values("dataset")}
+    return out
+
+
+def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str | Policy] | None = None,
+              cost_model: str = "p_tokens", seed: int = 0, out_dir: str | Path = "bench-out",
+              progress: bool = True, *, figures: bool = True, workers: int | None = None,
+              specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
+              pool_seed: int = 0, quiet: bool = False) -> dict[str, Any]:
+    """Benchmark ``policies`` on the pool ``pool_spec`` and write the full report to ``out_dir``.
+
+    ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
+    ``Pool``; ``pool_seed`` seeds a simulated pool. ``seed`` seeds the bootstrap and any stochastic policy.
+    ``policies``: None / "all" (every non-learned registered policy), "main" (the paper's main
+    table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
+    content of ``results.json``. Prints a summary table unless ``quiet``.
+    """
+    from eval import report
+
+    t0 = time.perf_counter()
+    if cost_model not in COST_MEASURES:
+        raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
+    if unit not in ("item", "episode"):
+        raise BenchInputError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
+    # Policies are resolved before the pool so that a typo fails fast, before any pool is built.
+    policy_objs = _resolve_policy_objects(policies, specs)
+    pool, spec_text = _resolve_pool(pool_spec, pool_seed)
+    t_pool = time.perf_counter()
+    compiled = compile_pool(pool)
+    t_compile = time.perf_counter()
+    run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed)
+    data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
+                   resamples=resamples)
+    data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
+    results = report.write_all(data, Path(out_dir), figures=figures, t0=t0)
+    if not quiet:
+        print(report.terminal_summary(data, Path(out_dir)))
+    return results
+
+
+def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
+                            specs: str | Path | None) -> list[Policy]:
+    from agents.registry import load_specs, make_policy
+
+    spec_file = specs
+    items: list[str | Policy]
+    if policies is None or isinstance(policies, str):
+        names, from_file = parse_policies(policies)
+        spec_file = from_file or specs
+        items = list(names) if names is not None else ["all"]
+    else:
+        items = list(policies)
+    try:
+        table = load_specs(spec_file)
+    except ValueError as exc:
+        raise BenchInputError(str(exc)) from exc
+    unknown = [str(i).strip() for i in items
+               if isinstance(i, str) and str(i).strip() not in table and str(i).strip() not in POLICY_SETS]
+    if unknown:
+        select_policies(unknown, table)  # raises BenchInputError naming every unknown policy and the known ones
+    objs: list[Policy] = []
+    # Keep the caller's order; "all" / "main" expand in place.
+    for item in items:
+        if isinstance(item, Policy):
+            objs.append(item)
+            continue
+        for name in select_policies([str(item).strip()], table):
+            try:
+                objs.append(make_policy(name, specs=table))
+            except ValueError as exc:
+                raise BenchInputError(f"policy {name!r}: {exc}") from exc
+    if not objs:
+        raise BenchInputError("no policy selected")
+    names = [p.name for p in objs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise BenchInputError(f"policy names must be unique; repeated: {', '.join(dupes)}")
+    return objs
+
+
+def _resolve_pool(pool_spec: str | Pool | None, seed: int) -> tuple[Pool, str | None]:
+    if isinstance(pool_spec, Pool):
+        return pool_spec, "<Pool object>"
+    from pools.default import resolve_pool
+
+    spec = None if pool_spec is None else str(pool_spec)
+    return resolve_pool(spec, seed=seed), spec or "paper (default)"

@@ -1,0 +1,178 @@
+"""Aggregate episode records into the paper's metrics.
+
+Averaging follows the paper (Section 5): the headline numbers are **macro** averages, the mean over
+dataset x generator pairs of the per-pair means, so a 30-item AIME pair weighs as much as a 500-item
+MATH-500 pair. **Pooled** numbers (the plain mean over episodes) are reported beside them. Per dataset,
+a value is the mean over generators of the per-pair means (paper Table "per-dataset"); per generator, the
+mean over datasets of the per-pair means.
+
+Accuracy is in percent; token, parameter-weighted token, call and latency figures are per episode (one
+item-generator evaluation), matching ``paper-targets.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Metric name -> the episode-record column it averages (accuracy is scaled to percent).
+METRICS: dict[str, str] = {
+    "acc": "correct",
+    "total_tokens": "tokens",
+    "calls": "calls",
+    "p_tokens": "p_tokens",
+    "latency_s": "latency",
+}
+
+#: Action-count columns of the records and the action code each counts.
+ACTION_COLUMNS: dict[str, str] = {"n_samples": "S", "n_v1": "V1", "n_v2": "V2", "n_v3": "V3"}
+
+PAIR = ["dataset", "generator"]
+
+
+def _numeric(records: pd.DataFrame) -> pd.DataFrame:
+    frame = records[["policy", *PAIR, *METRICS.values()]].copy()
+    frame["correct"] = frame["correct"].astype(float) * 100.0
+    return frame.rename(columns={v: k for k, v in METRICS.items()})
+
+
+def pair_means(records: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, dataset, generator) means of every metric, with the episode count ``n``."""
+    frame = _numeric(records)
+    grouped = frame.groupby(["policy", *PAIR], sort=False)
+    out = grouped[list(METRICS)].mean()
+    out["n"] = grouped.size()
+    return out.reset_index()
+
+
+def macro(records: pd.DataFrame) -> pd.DataFrame:
+    """Per policy: the mean over dataset x generator pairs of the per-pair means (the paper's headline)."""
+    pairs = pair_means(records)
+    out = pairs.groupby("policy", sort=False)[list(METRICS)].mean()
+    out["pairs"] = pairs.groupby("policy", sort=False).size()
+    out["n"] = pairs.groupby("policy", sort=False)["n"].sum()
+    return out
+
+
+def pooled(records: pd.DataFrame) -> pd.DataFrame:
+    """Per policy: the plain mean over episodes (every episode weighs the same)."""
+    frame = _numeric(records)
+    out = frame.groupby("policy", sort=False)[list(METRICS)].mean()
+    out["n"] = frame.groupby("policy", sort=False).size()
+    return out
+
+
+def per_dataset(records: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, dataset): the mean over generators of the per-pair means."""
+    pairs = pair_means(records)
+    out = pairs.groupby(["policy", "dataset"], sort=False)[list(METRICS)].mean()
+    out["n"] = pairs.groupby(["policy", "dataset"], sort=False)["n"].sum()
+    return out
+
+
+def per_generator(records: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, generator): the mean over datasets of the per-pair means."""
+    pairs = pair_means(records)
+    out = pairs.groupby(["policy", "generator"], sort=False)[list(METRICS)].mean()
+    out["n"] = pairs.groupby(["policy", "generator"], sort=False)["n"].sum()
+    return out
+
+
+def allocation(records: pd.DataFrame) -> pd.DataFrame:
+    """Action-allocation audit per (policy, dataset): mean count of each action and its share of all actions.
+
+    Counts are means over generators of the per-pair means (like every per-dataset number). ``share_*`` is
+    an action's share of the non-STOP actions; ``candidates`` is the mean number of candidates drawn and
+    ``strong_calls`` the mean number of strong-verifier (V3) calls.
+    """
+    cols = list(ACTION_COLUMNS)
+    pairs = records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index()
+    out = pairs.groupby(["policy", "dataset"], sort=False)[cols].mean()
+    total = out[cols].sum(axis=1).replace(0.0, np.nan)
+    for col, code in ACTION_COLUMNS.items():
+        out[f"share_{code}"] = (out[col] / total).fillna(0.0)
+    out["candidates"] = out["n_samples"]
+    out["strong_calls"] = out["n_v3"]
+    return out
+
+
+def allocation_overall(records: pd.DataFrame) -> pd.DataFrame:
+    """The allocation audit per policy over all pairs (macro: mean over pairs)."""
+    cols = list(ACTION_COLUMNS)
+    pairs = records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index()
+    out = pairs.groupby("policy", sort=False)[cols].mean()
+    total = out[cols].sum(axis=1).replace(0.0, np.nan)
+    for col, code in ACTION_COLUMNS.items():
+        out[f"share_{code}"] = (out[col] / total).fillna(0.0)
+    return out
+
+
+def oracle_gap(records: pd.DataFrame, by: str | None = "dataset") -> pd.DataFrame:
+    """Split every policy's errors into allocation errors and generation errors.
+
+    An *allocation error* is a wrong answer although the pool held a correct candidate (better routing or
+    selection could have found it); a *generation error* is a wrong answer with no correct candidate in the
+    pool (only better generation helps). Counts are pooled over episodes; ``*_rate`` is the count as a
+    percentage of the episodes. ``by`` groups further ("dataset", "generator" or None for overall).
+    """
+    frame = records[["policy", "dataset", "generator", "correct", "oracle_available"]].copy()
+    wrong = ~frame["correct"].astype(bool)
+    avail = frame["oracle_available"].astype(bool)
+    frame["wrong"] = wrong
+    frame["allocation_errors"] = wrong & avail
+    frame["generation_errors"] = wrong & ~avail
+    frame["oracle_available"] = avail
+    keys = ["policy"] + ([by] if by else [])
+    grouped = frame.groupby(keys, sort=False)
+    out = grouped[["wrong", "allocation_errors", "generation_errors", "oracle_available"]].sum().astype(int)
+    out["n"] = grouped.size()
+    for col in ("wrong", "allocation_errors", "generation_errors", "oracle_available"):
+        out[f"{col}_rate"] = 100.0 * out[col] / out["n"]
+    out["allocation_share"] = (out["allocation_errors"] / out["wrong"].replace(0, np.nan)).fillna(0.0)
+    return out
+
+
+def summarize(records: pd.DataFrame) -> dict[str, Any]:
+    """Every aggregate above as nested plain dicts keyed by policy (then dataset / generator)."""
+    out: dict[str, Any] = {}
+    if not len(records):
+        return out
+    pairs = pair_means(records)
+    pairs.index = pd.MultiIndex.from_arrays([pairs["policy"], pairs["dataset"] + "/" + pairs["generator"]])
+    tables = {
+        "macro": _nested(macro(records)), "pooled": _nested(pooled(records)),
+        "per_dataset": _nested(per_dataset(records)), "per_generator": _nested(per_generator(records)),
+        "per_pair": _nested(pairs.drop(columns=["policy", "dataset", "generator"])),
+    }
+    alloc_all, alloc = _nested(allocation_overall(records)), _nested(allocation(records))
+    gap_all, gap = _nested(oracle_gap(records, None)), _nested(oracle_gap(records, "dataset"))
+    for policy in tables["macro"]:
+        out[policy] = {name: table.get(policy, {}) for name, table in tables.items()}
+        out[policy]["allocation"] = {"overall": alloc_all.get(policy, {}), **alloc.get(policy, {})}
+        out[policy]["oracle_gap"] = {"overall": gap_all.get(policy, {}), **gap.get(policy, {})}
+    return out
+
+
+def _nested(frame: pd.DataFrame) -> dict[str, Any]:
+    """{policy: {column: value}} for a policy-indexed frame, {policy: {key: {column: value}}} for two levels."""
+    out: dict[str, Any] = {}
+    for key, row in frame.to_dict(orient="index").items():
+        clean = {str(k): to_plain(v) for k, v in row.items()}
+        if isinstance(key, tuple):
+            out.setdefault(str(key[0]), {})[str(key[1])] = clean
+        else:
+            out[str(key)] = clean
+    return out
+
+
+def to_plain(v: Any) -> Any:
+    """A numpy scalar as the plain Python value (NaN / inf -> None); anything else unchanged."""
+    if isinstance(v, np.integer | int) and not isinstance(v, bool):
+        return int(v)
+    if isinstance(v, np.floating | float):
+        return None if not np.isfinite(v) else float(v)
+    if isinstance(v, np.bool_ | bool):
+        return bool(v)
+    return v

@@ -1,0 +1,86 @@
+"""Equivalence classes of answers within one episode, and grading each class once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from pools.grading.equivalence import answers_equivalent, answers_match_gold, normalize_answer
+
+__all__ = ["NO_ANSWER", "cluster_answers", "grade_episode", "literal_key"]
+
+#: Cluster id of a candidate without an answer.
+NO_ANSWER = -1
+
+
+def literal_key(answer: str | None) -> str | None:
+    """The answer with outer whitespace stripped and inner runs of whitespace made one space."""
+    if answer is None:
+        return None
+    text = re.sub(r"\s+", " ", answer).strip()
+    return text or None
+
+
+def _never_equivalent(a: str, b: str) -> bool:
+    return False
+
+
+def cluster_answers(
+    answers: Sequence[str | None],
+    *,
+    equivalent: Callable[[str, str], bool] = answers_equivalent,
+    key: Callable[[str | None], str | None] = normalize_answer,
+) -> list[int]:
+    """Cluster id per answer: 0, 1, 2, ... in order of first appearance; -1 for no answer.
+
+    Answers are grouped by ``key`` (the normalized answer) first; a key seen for the first time is then
+    compared, through ``equivalent`` on raw answers, with the first answer of each existing cluster and
+    joins the first cluster it matches, else opens a new one. With k distinct keys that is at most
+    k * (k - 1) / 2 calls. An answer whose key is None (None, empty) gets -1.
+    """
+    key_to_cluster: dict[str, int] = {}
+    cluster_heads: list[str] = []  # the first raw answer of each cluster, in cluster-id order
+    clusters: list[int] = []
+    for answer in answers:
+        answer_key = key(answer)
+        if answer_key is None or answer is None:
+            clusters.append(NO_ANSWER)
+            continue
+        if answer_key not in key_to_cluster:
+            match = next((cid for cid, head in enumerate(cluster_heads) if equivalent(head, answer)), None)
+            if match is None:
+                match = len(cluster_heads)
+                cluster_heads.append(answer)
+            key_to_cluster[answer_key] = match
+        clusters.append(key_to_cluster[answer_key])
+    return clusters
+
+
+def grade_episode(
+    answers: Sequence[str | None],
+    gold: str,
+    *,
+    scorer: Callable[[str], bool] | None = None,
+) -> tuple[list[int], list[bool]]:
+    """Cluster the answers and grade each cluster once (its first member); returns (clusters, correct).
+
+    Without ``scorer``: math clustering (``cluster_answers`` defaults) and ``answers_match_gold`` against
+    ``gold``. With ``scorer`` (e.g. a Reasoning Gym task's scoring): the scorer replaces the gold
+    comparison, and answers cluster only when literally equal up to whitespace (``literal_key``), because
+    math equivalence can merge answers such a scorer tells apart ("1 2 3" and "123", an anagram and its
+    word) and every member of a cluster must share its verdict. No answer (None) is incorrect.
+    """
+    if scorer is None:
+        clusters = cluster_answers(answers)
+    else:
+        clusters = cluster_answers(answers, equivalent=_never_equivalent, key=literal_key)
+    verdict_by_cluster: dict[int, bool] = {}
+    for answer, cluster in zip(answers, clusters, strict=True):
+        if cluster == NO_ANSWER or cluster in verdict_by_cluster or answer is None:
+            continue
+        if scorer is not None:
+            verdict_by_cluster[cluster] = bool(scorer(answer))
+        else:
+            verdict_by_cluster[cluster] = answers_match_gold(answer, gold)
+    correct = [verdict_by_cluster.get(cluster, False) for cluster in clusters]
+    return clusters, correct

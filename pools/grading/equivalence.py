@@ -1,0 +1,325 @@
+"""When are two answers the same? A canonical string key first, math-verify second.
+
+``normalize_answer`` maps surface variants of one answer ("$\\dfrac{1}{2}$.", "\\frac12") to one key
+("\\frac{1}{2}"). Equal keys are equivalent without further work; distinct keys go to math-verify, which
+compares the parsed SymPy objects (so "0.5" and "\\frac{1}{2}" meet there).
+
+math-verify bounds its own work with ``signal.alarm``, which only works on the main thread. Here its
+own timeouts are always switched off (``parsing_timeout=None``, ``timeout_seconds=None``) and the bound
+is imposed around the whole comparison instead: on the main thread with a ``SIGALRM`` interval timer
+(interrupts the computation), elsewhere by running the comparison on a daemon helper thread and giving
+up after ``timeout_s`` (the helper cannot be interrupted and finishes on its own). Both give the same
+verdicts; a comparison that runs out of time counts as "not equivalent".
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from math_verify import parse, verify
+
+__all__ = ["answers_equivalent", "answers_match_gold", "normalize_answer"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# ---------------------------------------------------------------------------------------------------
+# Normalization
+# ---------------------------------------------------------------------------------------------------
+
+_WRAPPERS: tuple[tuple[str, str], ...] = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_TEXT_COMMANDS = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mbox|operatorname)\s*\{"
+)
+_SPACING = re.compile(r"(?<!\\)\\[,;:! ]|~")
+_DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree|°")
+# Units written after a quantity: stripped only at the very end of the answer and only right after a
+# digit or a closing brace/parenthesis (plus optional spaces), so "3 + m" or "x \\in" keep their letters.
+_UNIT_WORDS = (
+    "degrees?",
+    "radians?",
+    "(?:square|sq\\.?|cubic)\\s*(?:units?|centimeters?|meters?|inches|feet|cm|m|in|ft)",
+    "units?",
+    "cm",
+    "mm",
+    "km",
+    "meters?",
+    "centimeters?",
+    "kilometers?",
+    "inches",
+    "inch",
+    "feet",
+    "foot",
+    "ft",
+    "yards?",
+    "miles?",
+    "mph",
+    "dollars?",
+    "cents?",
+    "seconds?",
+    "minutes?",
+    "hours?",
+    "days?",
+    "weeks?",
+    "years?",
+    "pounds?",
+    "ounces?",
+)
+# "m" and "in" double as variables ("2m" is two m), so those two need a space before them.
+_UNIT_SUFFIX = re.compile(
+    r"(?<=[\d}\)])(?:\s*(?:" + "|".join(_UNIT_WORDS) + r")|\s+(?:m|in))\s*(?:\^\s*\{?\s*[23]\s*\}?|²|³)?\s*$",
+    re.IGNORECASE,
+)
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_LEADING_ZEROS = re.compile(r"(?<![\d.])0+(?=\d)")
+_TRAILING_ZERO_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.0+(?![\d])")
+_TRAILING_ZEROS = re.compile(r"(?<![\d.])(\d*\.\d*?[1-9])0+(?![\d])")
+_BARE_DECIMAL = re.compile(r"(?<![\d}])\.(\d)")
+_SIMPLE_FRACTION = re.compile(r"(-?)(\d+)/(\d+)")
+_SINGLE_ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
+_CHOICE = re.compile(r"\(([A-Ea-e])\)")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_BASE_SUBSCRIPT = re.compile(r"(?<=[0-9A-Za-z])_\{?(\d+)\}?")
+
+
+def _unwrap_braced_command(text: str, pattern: re.Pattern[str]) -> str:
+    """Replace ``\\cmd{content}`` by ``content`` for every match of ``pattern`` (nested braces handled)."""
+    while True:
+        match = pattern.search(text)
+        if match is None:
+            return text
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            if text[i] == "\\":
+                i += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth:  # unbalanced: drop just the command name and stop
+            return text[: match.start()] + text[match.end() :]
+        text = text[: match.start()] + text[match.end() : i - 1] + text[i:]
+
+
+def _strip_outer(text: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        text = text.strip()
+        if text.endswith(".") and not text.endswith("\\."):  # a sentence's full stop after "$x$."
+            text = text[:-1].rstrip()
+            changed = True
+        for opener, closer in _WRAPPERS:
+            if len(text) > len(opener) + len(closer) and text.startswith(opener) and text.endswith(closer):
+                text = text[len(opener) : -len(closer)]
+                changed = True
+        boxed = re.fullmatch(r"\\(?:boxed|fbox)\s*\{(.*)\}", text, re.DOTALL)
+        if boxed is not None and _balanced(boxed.group(1)):  # not "\boxed{1}+\boxed{2}"
+            text = boxed.group(1)
+            changed = True
+    return text
+
+
+def _balanced(text: str) -> bool:
+    """True when the unescaped braces of ``text`` pair up and never close more than they opened."""
+    depth, i = 0, 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth < 0:
+            return False
+        i += 1
+    return depth == 0
+
+
+def _remove_whitespace(text: str) -> str:
+    """Drop whitespace, keeping one space where it ends a LaTeX command before a letter (``\\pi r``)."""
+    text = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x00", text)
+    return re.sub(r"\s+", "", text).replace("\x00", " ")
+
+
+def normalize_answer(answer: str | None) -> str | None:
+    """Canonical string key of an answer; None for a missing or empty answer."""
+    if answer is None:
+        return None
+    text = _strip_outer(str(answer))
+    text = text.replace("\\displaystyle", "")
+    text = re.sub(r"\\[dt]frac", r"\\frac", text)
+    text = re.sub(r"\\[dt]binom", r"\\binom", text)
+    text = re.sub(r"\\left\s*\.|\\right\s*\.", "", text)
+    text = re.sub(r"\\(?:left|right)(?![A-Za-z])", "", text)
+    text = re.sub(r"\\(?:big|Big|bigg|Bigg)[lr]?(?![A-Za-z])", "", text)
+    text = _DEGREES.sub("", text)
+    text = text.replace("\\%", "").replace("%", "").replace("\\$", "")
+    text = _SPACING.sub(" ", text)
+    text = text.replace("{,}", ",")
+    text = re.sub(r"(?<=\d)_(\d)", r"_{\1}", text)  # a base subscript: 52_8 -> 52_{8}
+    text = _unwrap_braced_command(text, _TEXT_COMMANDS)
+    # Units come off once \text{} is gone ("5\text{ cm}^2" -> "5 cm^2" -> "5"); never the whole answer.
+    stripped = _UNIT_SUFFIX.sub("", text)
+    if stripped.strip():
+        text = stripped
+    text = _strip_outer(text)
+    text = _remove_whitespace(text)
+    text = text.rstrip(".")
+    if text.endswith("\\"):  # a dangling "\" left by "\." or a cut command
+        text = text[:-1]
+    if _THOUSANDS.fullmatch(text):
+        text = text.replace(",", "")
+    assignment = _SINGLE_ASSIGNMENT.match(text)
+    if assignment is not None and text.count("=") == 1 and text[assignment.end() :]:
+        text = text[assignment.end() :]
+    choice = _CHOICE.fullmatch(text)
+    if choice is not None:
+        text = choice.group(1).upper()
+    # LaTeX shorthands: \sqrt2 -> \sqrt{2}, \frac12 -> \frac{1}{2}, \frac{a}2 -> \frac{a}{2}.
+    text = re.sub(r"\\sqrt(\d)", r"\\sqrt{\1}", text)
+    text = re.sub(r"\\frac(\d)(\d)", r"\\frac{\1}{\2}", text)
+    text = re.sub(r"\\frac(\d)\{", r"\\frac{\1}{", text)
+    text = re.sub(r"\\frac(\{[^{}]*\})(\d)", r"\\frac\1{\2}", text)
+    text = _BARE_DECIMAL.sub(r"0.\1", text)
+    text = _LEADING_ZEROS.sub("", text)
+    text = _TRAILING_ZERO_DECIMAL.sub(r"\1", text)
+    text = _TRAILING_ZEROS.sub(r"\1", text)
+    fraction = _SIMPLE_FRACTION.fullmatch(text)
+    if fraction is not None:
+        sign, numerator, denominator = fraction.groups()
+        text = f"{sign}\\frac{{{numerator}}}{{{denominator}}}"
+    if text.startswith("+") and text[1:2].isdigit():
+        text = text[1:]
+    if text == "-0":
+        text = "0"
+    return text or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bounded calls into math-verify from any thread
+# ---------------------------------------------------------------------------------------------------
+
+
+class _GradingTimeout(BaseException):
+    """Raised by the SIGALRM handler; a BaseException so math-verify's ``except Exception`` lets it pass."""
+
+
+class _MathVerifyTimeoutNotice(logging.Filter):
+    """Hide math-verify's "timeout is disabled" warning: the bound is imposed here instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Timeout is disabled" not in record.getMessage()
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_MathVerifyTimeoutNotice())
+
+
+def _alarm_usable() -> bool:
+    """True on the main thread of a POSIX process with no interval timer already running."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return False
+    remaining, _interval = signal.getitimer(signal.ITIMER_REAL)
+    return remaining == 0.0
+
+
+def _run_with_alarm(func: Callable[[], T], timeout_s: float) -> tuple[bool, T | None]:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _GradingTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return True, func()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _GradingTimeout:
+        return False, None
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run_on_helper_thread(func: Callable[[], T], timeout_s: float) -> tuple[bool, T | None]:
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = func()
+        except BaseException as error:  # handed back to the caller below
+            outcome["error"] = error
+
+    helper = threading.Thread(target=target, name="math-verify-bounded", daemon=True)
+    helper.start()
+    helper.join(timeout_s)
+    if helper.is_alive():
+        return False, None
+    if "error" in outcome:
+        raise outcome["error"]
+    return True, outcome["value"]
+
+
+def call_with_timeout(func: Callable[[], T], timeout_s: float) -> tuple[bool, T | None]:
+    """Run ``func()`` bounded by ``timeout_s`` seconds from any thread; returns (finished, result)."""
+    if timeout_s is None or not math.isfinite(timeout_s) or timeout_s <= 0:
+        return True, func()
+    if _alarm_usable():
+        return _run_with_alarm(func, timeout_s)
+    return _run_on_helper_thread(func, timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Equivalence
+# ---------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=65536)
+def _parsed(key: str) -> tuple[Any, ...]:
+    """math-verify's parse of a normalized key (SymPy object(s) plus the string fallback), cached."""
+    return tuple(parse(f"${key}$", parsing_timeout=None))
+
+
+def _verify(gold_key: str, answer_key: str, *, both_directions: bool) -> bool:
+    gold_parsed, answer_parsed = list(_parsed(gold_key)), list(_parsed(answer_key))
+    if not gold_parsed or not answer_parsed:
+        return False
+    if verify(gold_parsed, answer_parsed, timeout_seconds=None):
+        return True
+    # verify() is not symmetric (assignments, equation/interval conversion); for clustering it must be.
+    return both_directions and verify(answer_parsed, gold_parsed, timeout_seconds=None)
+
+
+def _compare(a: str | None, b: str | None, timeout_s: float, *, both_directions: bool) -> bool:
+    key_a, key_b = normalize_answer(a), normalize_answer(b)
+    if key_a is None or key_b is None:
+        return False
+    if key_a == key_b:
+        return True
+    if _WORD.fullmatch(key_a) or _WORD.fullmatch(key_b):
+        # SymPy reads a word as a product of one-letter symbols, so "east" would equal "seat".
+        return key_a.lower() == key_b.lower()
+    bases_a, bases_b = _BASE_SUBSCRIPT.findall(key_a), _BASE_SUBSCRIPT.findall(key_b)
+    if bases_a and bases_b and bases_a != bases_b:
+        return False  # math-verify drops subscripts: it would read 52_8 and 52_9 as 52 and 52
+    finished, verdict = call_with_timeout(
+        lambda: _verify(key_a, key_b, both_directions=both_directions), timeout_s
+    )
+    if not finished:
+        logger.warning("math-verify gave up after %.1f s on %r vs %r", timeout_s, key_a[:80], key_b[:80])
+        return False
+    return bool(verdict)
+
+
+def answers_equivalent(a: str | None, b: str | None, *, timeout_s: float = 5.0) -> bool:
+    """True when two answers are mathematically the same (symmetric; None is never equivalent)."""
+    return _compare(a, b, timeout_s, both_directions=True)
+
+
+def answers_match_gold(answer: str | None, gold: str | None, *, timeout_s: float = 5.0) -> bool:
+    """True when ``answer`` matches the ``gold`` answer (math-verify with gold in the gold position)."""
+    return _compare(gold, answer, timeout_s, both_directions=False)

@@ -1,0 +1,177 @@
+"""Pull the final answer out of a sampled solution.
+
+Strategies, strongest first; the first that finds something wins:
+
+1. ``boxed``: the last complete ``\\boxed{...}`` or ``\\fbox{...}`` (nested and escaped braces handled;
+   ``\\boxed 5`` without braces too).
+2. ``final_answer``: the last "final answer is ...", "the answer is ...", or "Answer: ..." statement.
+3. ``last_expression``: the last inline math segment (``$...$``, ``\\(...\\)``, ``\\[...\\]``) or the last
+   number, whichever ends later; for a segment ``x = 5`` the part after the last ``=``.
+4. ``none``: nothing usable.
+
+A ``\\boxed{`` that is opened and never closed (the text was cut at the token cap) sets
+``incomplete_boxed`` and is otherwise ignored: an earlier complete box, or the other strategies, decide.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Extraction", "extract_answer", "find_boxed"]
+
+STATUSES: tuple[str, ...] = ("boxed", "final_answer", "last_expression", "none")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The answer found in a solution text, how it was found, and whether a box was left open."""
+
+    answer: str | None
+    status: str
+    incomplete_boxed: bool
+
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# "\boxed 5" style (no braces): one token up to whitespace, "$" or end of sentence.
+_BOX_BARE = re.compile(r"\\boxed\s+([^\s${}]+)")
+_EMPTY_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{\s*\}")
+
+
+def _matching_brace(text: str, open_index: int) -> int | None:
+    """Index of the brace closing the one at ``open_index``; escaped ``\\{`` ``\\}`` do not count."""
+    depth = 0
+    i = open_index
+    n = len(text)
+    while i < n:
+        char = text[i]
+        if char == "\\":
+            i += 2  # skip the escaped character, e.g. \{ in a set
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _scan_boxes(text: str) -> tuple[str | None, int | None]:
+    """The last complete, non-empty box content and the start of an unclosed box (None if all closed)."""
+    last: str | None = None
+    last_end = -1
+    unclosed_at: int | None = None
+    position = 0
+    while True:
+        match = _BOX_OPEN.search(text, position)
+        if match is None:
+            break
+        close = _matching_brace(text, match.end() - 1)
+        if close is None:
+            # Everything after an unclosed box is inside it, so there is nothing more to find.
+            unclosed_at = match.start()
+            break
+        content = text[match.end() : close].strip()
+        if content:
+            last, last_end = content, close
+        position = close + 1
+    limit = len(text) if unclosed_at is None else unclosed_at
+    for bare in _BOX_BARE.finditer(text, 0, limit):
+        if bare.start() > last_end:
+            last, last_end = bare.group(1).rstrip(".,;"), bare.end()
+    return last, unclosed_at
+
+
+def find_boxed(text: str) -> tuple[str | None, bool]:
+    """The content of the last complete, non-empty box in ``text`` and whether a box was left unclosed."""
+    last, unclosed_at = _scan_boxes(text)
+    return last, unclosed_at is not None
+
+
+# Prefixes only: the answer is what follows on the same line. Matching just the prefix keeps a later
+# statement findable ("Final Answer: The final answer is 42" ends with "42", not the whole sentence).
+_FINAL_PREFIXES: tuple[re.Pattern[str], ...] = (
+    re.compile(r"final\s+answer\s*(?:is|:|=)\s*:?", re.IGNORECASE),
+    re.compile(r"\bthe\s+(?:correct\s+)?answer\s+is\s*:?", re.IGNORECASE),
+    re.compile(r"(?:^|\n)[ \t>#*_]*answer[*_]*\s*[:：]", re.IGNORECASE),
+)
+_DELIMITED = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+# A clause ends at a full stop, ;, !, ? followed by a space, or at a comma followed by a word
+# ("3.14, approximately"); a comma between numbers ("(3, 4]") does not end it.
+_CLAUSE_END = re.compile(r"\.(?:\s|$)|[;!?](?:\s|$)|,\s+(?=[A-Za-z]{3,})")
+
+
+def _clean_statement(raw: str) -> str | None:
+    """The answer part of what follows "final answer is": the math segment or the clause up to its end."""
+    text = raw.strip().strip("*_").strip()
+    for opener, closer in _DELIMITED:
+        if text.startswith(opener):
+            end = text.find(closer, len(opener))
+            if end < 0:
+                # An unclosed "$" (truncated text): keep what follows it as a plain clause.
+                text = text[len(opener) :]
+                break
+            return text[len(opener) : end].strip() or None
+    end = _CLAUSE_END.search(text)
+    if end is not None:
+        text = text[: end.start()]
+    text = text.strip().strip("*_").strip().rstrip(".,;:")
+    return text or None
+
+
+def _final_answer_statement(text: str) -> str | None:
+    best: tuple[int, str] | None = None
+    for pattern in _FINAL_PREFIXES:
+        for match in pattern.finditer(text):
+            line_end = text.find("\n", match.end())
+            rest = text[match.end() : len(text) if line_end < 0 else line_end]
+            answer = _clean_statement(rest)
+            if answer is not None and (best is None or match.end() > best[0]):
+                best = (match.end(), answer)
+    return None if best is None else best[1]
+
+
+_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\$([^$]+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\w])")
+
+
+def _last_expression(text: str) -> str | None:
+    segment: tuple[int, str] | None = None
+    for match in _MATH_SEGMENT.finditer(text):
+        content = next(group for group in match.groups() if group is not None).strip()
+        if content:
+            segment = (match.end(), content)
+    number: tuple[int, str] | None = None
+    for match in _NUMBER.finditer(text):
+        number = (match.end(), match.group(0))
+    if segment is not None and (number is None or segment[0] >= number[0]):
+        content = segment[1]
+        if "=" in content:
+            content = content.rsplit("=", 1)[1].strip() or content
+        return content.rstrip(".,;") or None
+    if number is not None:
+        return number[1]
+    return None
+
+
+def extract_answer(text: str | None) -> Extraction:
+    """Extract the final answer from a solution text (boxed, then final-answer statement, then fallback)."""
+    if not text or not text.strip():
+        return Extraction(answer=None, status="none", incomplete_boxed=False)
+    boxed, unclosed_at = _scan_boxes(text)
+    incomplete = unclosed_at is not None
+    if boxed is not None:
+        return Extraction(answer=boxed, status="boxed", incomplete_boxed=incomplete)
+    if unclosed_at is not None:
+        # Search only before the unclosed box: what follows it is a truncated half-answer.
+        text = text[:unclosed_at]
+    text = _EMPTY_BOX.sub(" ", text)  # an empty box is no answer, and not a math segment either
+    stated = _final_answer_statement(text)
+    if stated is not None:
+        return Extraction(answer=stated, status="final_answer", incomplete_boxed=incomplete)
+    fallback = _last_expression(text)
+    if fallback is not None:
+        return Extraction(answer=fallback, status="last_expression", incomplete_boxed=incomplete)
+    return Extraction(answer=None, status="none", incomplete_boxed=incomplete)

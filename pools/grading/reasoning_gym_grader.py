@@ -1,0 +1,134 @@
+"""Reasoning Gym items and their grading by each task's own ``score_answer``.
+
+``reasoning_gym.create_dataset(task, seed=..., size=..., **config)`` builds a procedural dataset whose
+entries are ``{"question", "answer", "metadata"}`` dicts; ``dataset.score_answer(answer, entry)`` returns a
+reward in [0, 1]. Many tasks give partial credit to wrong answers (e.g. 0.01 for a badly formatted one,
+or len(gold) / len(answer) when the gold is a substring of the answer), so only a full score counts as
+correct here: ``score >= threshold`` with ``threshold = 1.0`` by default.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["make_reasoning_gym_items", "reasoning_gym_scorer"]
+
+logger = logging.getLogger(__name__)
+
+#: A float tolerance on the threshold, so a score computed as 0.9999999999 still counts as 1.0.
+_SCORE_EPSILON = 1e-9
+
+
+def _create_dataset(task: str, **kwargs: Any) -> Any:
+    # Imported here: reasoning_gym takes about a second to import and most pools never need it.
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(task, **kwargs)
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-serializable copy of ``value`` (tuples become lists, sets sorted lists, others strings)."""
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_jsonable(item) for item in value), key=repr)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _task_config(task: str, tasks: Sequence[str], config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Per-task keyword arguments: ``{task: {...}}`` when every key of ``config`` names a task, else ``config``."""
+    if not config:
+        return {}
+    if all(key in tasks for key in config):
+        return dict(config.get(task) or {})
+    return dict(config)
+
+
+def make_reasoning_gym_items(
+    tasks: Sequence[str],
+    size: int,
+    seed: int,
+    config: dict | None = None,
+) -> list[dict]:
+    """``size`` items per task as dicts with item_id, problem, gold, task and JSON-ready metadata.
+
+    ``config`` holds extra keyword arguments for ``reasoning_gym.create_dataset``: either one dict used for
+    every task, or ``{task_name: {...}}`` when every key is one of ``tasks``. ``size`` and ``seed`` here
+    win over any in ``config``. The same arguments always rebuild the same items; item ids are
+    ``"{task}-{seed}-{index}"``.
+    """
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    items: list[dict] = []
+    for task in tasks:
+        kwargs = {**_task_config(task, tasks, config), "size": max(size, 1), "seed": seed}
+        dataset = _create_dataset(task, **kwargs)
+        for index in range(size):
+            entry = dataset[index]
+            answer = entry.get("answer")
+            items.append(
+                {
+                    "item_id": f"{task}-{seed}-{index}",
+                    "problem": str(entry["question"]),
+                    "gold": "" if answer is None else str(answer),
+                    "task": task,
+                    "metadata": _jsonable(entry.get("metadata") or {}),
+                }
+            )
+    return items
+
+
+@functools.lru_cache(maxsize=256)
+def _scoring_dataset(task: str, config_json: str) -> Any:
+    """A dataset instance of ``task`` to call ``score_answer`` on (scoring does not depend on its items)."""
+    kwargs = {**json.loads(config_json), "size": 1, "seed": 0}
+    return _create_dataset(task, **kwargs)
+
+
+def _as_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A Reasoning Gym entry from either an entry or an item dict (gold/problem, metadata maybe as JSON)."""
+    metadata = entry.get("metadata") or {}
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    answer = entry["answer"] if "answer" in entry else entry.get("gold")
+    question = entry["question"] if "question" in entry else entry.get("problem", "")
+    return {"question": question, "answer": answer, "metadata": metadata}
+
+
+def reasoning_gym_scorer(
+    task: str,
+    entry: dict,
+    *,
+    config: dict | None = None,
+    threshold: float = 1.0,
+) -> Callable[[str], bool]:
+    """A function answer -> correct for one item, using the task's own ``score_answer`` (score >= threshold).
+
+    ``entry`` is a Reasoning Gym entry (question, answer, metadata) or an item from
+    ``make_reasoning_gym_items`` (problem, gold, metadata; metadata may be a JSON string). ``config`` is
+    the task's dataset config when its scoring depends on it (rare). A scorer that raises counts as wrong.
+    """
+    dataset = _scoring_dataset(task, json.dumps(config or {}, sort_keys=True))
+    full_entry = _as_entry(entry)
+
+    def score(answer: str) -> bool:
+        if answer is None:
+            return False
+        try:
+            # A fresh copy per call: a scorer that edits its entry must not change the next verdict.
+            value = dataset.score_answer(answer, copy.deepcopy(full_entry))
+        except Exception:  # a task scorer failing on odd input means the answer did not score
+            logger.debug("reasoning-gym %s scorer raised on %r", task, answer, exc_info=True)
+            return False
+        return value is not None and float(value) >= threshold - _SCORE_EPSILON
+
+    return score

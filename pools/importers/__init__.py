@@ -1,0 +1,32 @@
+"""Importers: foreign candidate formats -> an in-memory Pool (nothing is written until ``save_pool``).
+
+``IMPORTERS`` maps a ``--format`` name to a function ``(src, **options) -> Pool``. Every importer goes
+through ``pools.importers.jsonl.build_pool``, so extraction, clustering, grading and estimation rules are
+the same whatever the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pools.importers.jsonl import build_pool, import_jsonl
+from pools.importers.qwen_lists import import_qwen_lists
+from pools.store import Pool
+
+IMPORTERS: dict[str, Callable[..., Pool]] = {
+    "jsonl": import_jsonl,
+    "qwen-lists": import_qwen_lists,
+}
+
+
+def import_pool(src: str, fmt: str, **options: Any) -> Pool:
+    """Import ``src`` in format ``fmt`` (a key of ``IMPORTERS``) with the importer's keyword ``options``."""
+    try:
+        importer = IMPORTERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown import format {fmt!r}; expected one of {list(IMPORTERS)}") from None
+    return importer(src, **options)
+
+
+__all__ = ["IMPORTERS", "build_pool", "import_jsonl", "import_pool", "import_qwen_lists"]

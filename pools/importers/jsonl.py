@@ -1,0 +1,443 @@
+"""Import the canonical JSONL format (one line per candidate) into a Pool.
+
+``build_pool`` turns canonical candidate records into the five pool tables; the other importers convert
+their own format into canonical records and call it, so extraction, clustering, grading, token and latency
+estimation and the grader-agreement report happen in one place. Everything is built in memory; nothing is
+written here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pools.errors import PoolError
+from pools.grading import (
+    extract_answer,
+    grade_episode,
+    literal_key,
+    normalize_answer,
+    reasoning_gym_scorer,
+    repetition_score,
+)
+from pools.schema import TABLES, TIERS
+from pools.store import Pool
+from pools.tokens import estimate_latency_s, estimate_tokens
+from pools.validate import validate_pool
+
+#: Field kinds: "str", "int", "num", "bool", "obj" (JSON object); a trailing "?" allows null.
+#: Field -> (kind, required). Unknown fields are an error, so a misspelt field never goes unnoticed.
+LINE_FIELDS: dict[str, tuple[str, bool]] = {
+    "dataset": ("str", True),
+    "item_id": ("str", True),
+    "problem": ("str", True),
+    "gold": ("str", True),
+    "level": ("str?", False),
+    "subject": ("str?", False),
+    "task": ("str?", False),
+    "metadata": ("obj?", False),
+    "generator": ("str", True),
+    "generator_params_b": ("num", True),
+    "candidate": ("int", True),
+    "text": ("str?", False),
+    "answer": ("str?", False),
+    "answer_key": ("str?", False),
+    "cluster": ("int", False),
+    "correct": ("bool?", False),
+    "prompt_tokens": ("int", True),
+    "output_tokens": ("int", False),
+    "tokens_estimated": ("bool", False),
+    "latency_s": ("num", False),
+    "finish_reason": ("str", False),
+    "cap_hit": ("bool", False),
+    "extraction_status": ("str", False),
+    "incomplete_boxed": ("bool", False),
+    "repetition_score": ("num", False),
+    "scores": ("obj", False),
+}
+
+SCORE_FIELDS: dict[str, tuple[str, bool]] = {
+    "score": ("num?", True),
+    "model": ("str", True),
+    "params_b": ("num", True),
+    "prompt_tokens": ("int", False),
+    "output_tokens": ("int", False),
+    "latency_s": ("num", False),
+}
+
+ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
+
+#: finish_reason when the source does not say; cap_hit is then False.
+UNKNOWN_FINISH_REASON = "unknown"
+
+_KIND_TEXT = {"str": "a string", "int": "an integer", "num": "a number", "bool": "true or false",
+              "obj": "a JSON object"}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    base, nullable = kind.rstrip("?"), kind.endswith("?")
+    if value is None:
+        return nullable
+    if base == "str":
+        return isinstance(value, str)
+    if base == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base == "num":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if base == "bool":
+        return isinstance(value, bool)
+    return isinstance(value, dict)
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return f"{text[:60]}{'...' if len(text) > 60 else ''} ({type(value).__name__})"
+
+
+def check_fields(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], where: str, prefix: str = "") -> None:
+    """Raise PoolError (at ``where``) for an unknown, missing or wrongly typed field of ``obj``."""
+    for name in obj:
+        if name not in spec:
+            raise PoolError(f"unknown field; expected some of {list(spec)}", file=where, field=prefix + name)
+    for name, (kind, required) in spec.items():
+        if name not in obj:
+            if required:
+                raise PoolError(f"missing required field ({_KIND_TEXT[kind.rstrip('?')]})", file=where,
+                                field=prefix + name)
+            continue
+        if not _fits(obj[name], kind):
+            expected = _KIND_TEXT[kind.rstrip("?")] + (" or null" if kind.endswith("?") else "")
+            raise PoolError(f"expected {expected}, got {_describe(obj[name])}", file=where, field=prefix + name)
+
+
+def _check_range(value: Any, low: float, high: float, where: str, field: str) -> None:
+    if value is not None and not low <= value <= high:
+        bounds = f"in [{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
+        raise PoolError(f"is {value!r}; expected a value {bounds}", file=where, field=field)
+
+
+def check_record(rec: dict[str, Any], where: str) -> None:
+    """Check one canonical candidate record's fields, types and value ranges."""
+    check_fields(rec, LINE_FIELDS, where)
+    inf = math.inf
+    for name, low, high in (("generator_params_b", 0, inf), ("candidate", 0, inf), ("cluster", -1, inf),
+                            ("prompt_tokens", 0, inf), ("output_tokens", 0, inf), ("latency_s", 0, inf),
+                            ("repetition_score", 0, 1)):
+        _check_range(rec.get(name), low, high, where, name)
+    for tier, entry in rec.get("scores", {}).items():
+        if tier not in TIERS:
+            raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}", file=where, field="scores")
+        if not isinstance(entry, dict):
+            raise PoolError(f"expected a JSON object, got {_describe(entry)}", file=where, field=f"scores.{tier}")
+        check_fields(entry, SCORE_FIELDS, where, prefix=f"scores.{tier}.")
+        _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
+        for name in ("params_b", "prompt_tokens", "output_tokens", "latency_s"):
+            _check_range(entry.get(name), 0, inf, where, f"scores.{tier}.{name}")
+
+
+def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed JSON) per non-blank line; malformed JSON raises PoolError with the line."""
+    path = str(path)
+    if os.path.isdir(path):
+        raise PoolError("is a directory; expected a JSONL file", file=path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield lineno, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise PoolError(f"malformed JSON ({exc.msg} at column {exc.colno})",
+                                    file=f"{path}, line {lineno}") from exc
+    except FileNotFoundError as exc:
+        raise PoolError("no such file", file=path) from exc
+    except UnicodeDecodeError as exc:
+        raise PoolError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from exc
+    except OSError as exc:
+        raise PoolError(f"cannot read ({exc.strerror})", file=path) from exc
+
+
+def canonical_metadata(value: dict[str, Any] | None) -> str | None:
+    """The items.metadata string of a JSON object: sorted keys, so equal objects give equal strings."""
+    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Records -> Pool
+# --------------------------------------------------------------------------------------------------
+
+
+class _Columns(dict):
+    """Column name -> list of values, appended row by row."""
+
+    def add(self, **row: Any) -> None:
+        for key, value in row.items():
+            self.setdefault(key, []).append(value)
+
+
+class _Models:
+    """Models in order of first appearance; a name keeps one params_b whatever role it plays."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, tuple[float, str]] = {}
+        self.roles: dict[str, set[str]] = {}
+
+    def add(self, name: str, params_b: float, role: str, where: str, field: str) -> None:
+        if name in self.params and self.params[name][0] != float(params_b):
+            first_value, first_where = self.params[name]
+            raise PoolError(f"model {name!r} has params_b {params_b!r} here but {first_value!r} at {first_where}",
+                            file=where, field=field)
+        self.params.setdefault(name, (float(params_b), where))
+        self.roles.setdefault(name, set()).add(role)
+
+    def columns(self) -> _Columns:
+        out = _Columns()
+        for name, (params_b, _) in self.params.items():
+            out.add(name=name, params_b=params_b,
+                    role="+".join(r for r in ("generator", "verifier") if r in self.roles[name]))
+        return out
+
+
+def _scorer_for(item: dict[str, Any]) -> Callable[[str], bool] | None:
+    """A Reasoning Gym item (task and metadata set) is graded by its task's own scorer."""
+    if item.get("task") and item.get("metadata") is not None:
+        return reasoning_gym_scorer(item["task"], {"question": item["problem"], "answer": item["gold"],
+                                                   "metadata": item["metadata"]})
+    return None
+
+
+def _group_records(records: Iterable[tuple[str, dict[str, Any]]], models: _Models):
+    """Items and episodes (in order of first appearance) from checked records."""
+    items: dict[tuple[str, str], dict[str, Any]] = {}
+    item_where: dict[tuple[str, str], str] = {}
+    episodes: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
+    for where, rec in records:
+        item_key = (rec["dataset"], rec["item_id"])
+        item = {f: rec.get(f) for f in ITEM_FIELDS}
+        item["metadata"] = canonical_metadata(item["metadata"])
+        if item_key not in items:
+            items[item_key], item_where[item_key] = item, where
+        else:
+            for f in ITEM_FIELDS:
+                if item[f] != items[item_key][f]:
+                    raise PoolError(f"differs from {item_where[item_key]} for the same item "
+                                    f"(dataset {item_key[0]!r}, item_id {item_key[1]!r})", file=where, field=f)
+        models.add(rec["generator"], rec["generator_params_b"], "generator", where, "generator_params_b")
+        for tier, entry in rec.get("scores", {}).items():
+            models.add(entry["model"], entry["params_b"], "verifier", where, f"scores.{tier}.params_b")
+        episodes.setdefault((*item_key, rec["generator"]), []).append((where, rec))
+    return items, episodes
+
+
+def _check_candidate_indices(episodes: dict[tuple, list[tuple[str, dict[str, Any]]]]) -> int:
+    """Sort each episode's records by candidate index; all episodes must hold exactly 0..N-1 for one N."""
+    n = None
+    first_where = None
+    for key, recs in episodes.items():
+        recs.sort(key=lambda wr: wr[1]["candidate"])
+        label = f"episode (dataset {key[0]!r}, item_id {key[1]!r}, generator {key[2]!r})"
+        for k, (where, rec) in enumerate(recs):
+            if rec["candidate"] != k:
+                if k and recs[k - 1][1]["candidate"] == rec["candidate"]:
+                    raise PoolError(f"candidate {rec['candidate']} of {label} already appears at {recs[k - 1][0]}",
+                                    file=where, field="candidate")
+                raise PoolError(f"{label} has candidate indices {[r['candidate'] for _, r in recs]}; "
+                                f"expected exactly 0..{len(recs) - 1}", file=where, field="candidate")
+        if n is None:
+            n, first_where = len(recs), recs[0][0]
+        elif len(recs) != n:
+            raise PoolError(f"{label} has {len(recs)} candidates; expected {n} like the episode at {first_where}",
+                            file=recs[0][0], field="candidate")
+    return n or 0
+
+
+class _Report:
+    """What an import estimated, where its labels came from, and how the grader agrees with given labels."""
+
+    def __init__(self) -> None:
+        self.estimated = dict.fromkeys(("output_tokens", "latency_s", "verifier_prompt_tokens",
+                                        "verifier_output_tokens", "verifier_latency_s"), 0)
+        self.labels = {"given": 0, "graded": 0, "unknown": 0}
+        self.groups: dict[tuple[str, str], dict[str, int]] = {}
+        self.disagreements: list[dict[str, Any]] = []
+
+    def label(self, rec: dict[str, Any], verdict: bool, context: dict[str, Any]) -> bool | None:
+        """The candidate's correctness: the record's label when it has one (compared with the grader's
+        ``verdict``), else the verdict; an explicit null stays unknown."""
+        if "correct" not in rec:
+            self.labels["graded"] += 1
+            return verdict
+        if rec["correct"] is None:
+            self.labels["unknown"] += 1
+            return None
+        self.labels["given"] += 1
+        group = self.groups.setdefault((context["dataset"], context["generator"]), {"compared": 0, "agree": 0})
+        group["compared"] += 1
+        group["agree"] += rec["correct"] == verdict
+        if rec["correct"] != verdict:
+            self.disagreements.append({**context, "label": rec["correct"], "grader": verdict})
+        return rec["correct"]
+
+    def provenance(self) -> dict[str, Any]:
+        compared = sum(g["compared"] for g in self.groups.values())
+        agree = sum(g["agree"] for g in self.groups.values())
+        agreement = {
+            "compared": compared, "agree": agree, "rate": agree / compared if compared else None,
+            "groups": [{"dataset": d, "generator": g, **v} for (d, g), v in self.groups.items()],
+            "disagreements": self.disagreements,
+        }
+        return {"labels": self.labels, "estimated": self.estimated, "grader_agreement": agreement}
+
+
+def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: dict[str, Any],
+                 report: _Report, cand: _Columns, verif: _Columns) -> None:
+    """Candidate and verification rows of one episode: answers, clusters, labels, costs (docs/POOLS.md)."""
+    scorer = _scorer_for(item)
+    key_of = literal_key if scorer is not None else normalize_answer
+    parsed = [_answer_fields(rec) for _, rec in recs]
+    graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer)
+    has_cluster = ["cluster" in rec for _, rec in recs]
+    if any(has_cluster) and not all(has_cluster):
+        raise PoolError("missing while other candidates of this episode give it; expected all or none",
+                        file=recs[has_cluster.index(False)][0], field="cluster")
+    clusters = [rec["cluster"] for _, rec in recs] if all(has_cluster) else graded_clusters
+    for k, ((where, rec), (answer, status, incomplete), verdict) in enumerate(
+        zip(recs, parsed, verdicts, strict=True)
+    ):
+        context = {"episode_id": episode_id, "candidate": k, "dataset": rec["dataset"], "item_id": rec["item_id"],
+                   "generator": rec["generator"], "answer": answer, "gold": item["gold"]}
+        text = rec.get("text")
+        output_tokens = rec.get("output_tokens")
+        if output_tokens is None:
+            if text is None:
+                raise PoolError("missing, and there is no text to estimate it from", file=where,
+                                field="output_tokens")
+            output_tokens = estimate_tokens(text)
+            report.estimated["output_tokens"] += 1
+        latency = rec.get("latency_s")
+        if latency is None:
+            latency = estimate_latency_s(rec["prompt_tokens"], output_tokens, rec["generator_params_b"])
+            report.estimated["latency_s"] += 1
+        finish_reason = rec.get("finish_reason", UNKNOWN_FINISH_REASON)
+        cand.add(
+            episode_id=episode_id, candidate=k, text=text, raw_answer=answer,
+            answer_key=rec["answer_key"] if "answer_key" in rec else key_of(answer), cluster=clusters[k],
+            correct=report.label(rec, verdict, context), prompt_tokens=rec["prompt_tokens"],
+            output_tokens=output_tokens,
+            tokens_estimated=rec.get("tokens_estimated", False) or "output_tokens" not in rec,
+            latency_s=float(latency), finish_reason=finish_reason,
+            cap_hit=rec.get("cap_hit", finish_reason == "length"), extraction_status=status,
+            incomplete_boxed=incomplete,
+            repetition_score=float(rec["repetition_score"]) if "repetition_score" in rec else repetition_score(text),
+        )
+        for tier in TIERS:
+            entry = rec.get("scores", {}).get(tier)
+            if entry is not None:
+                _add_verification(verif, report.estimated, episode_id, k, tier, entry, item["problem"], text)
+
+
+def build_pool(
+    records: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    source: str,
+    provenance: dict[str, Any] | None = None,
+) -> Pool:
+    """Build a validated Pool from checked canonical records ``(where, record)``; see docs/POOLS.md."""
+    if not records:
+        raise PoolError("no candidates found; expected at least one line", file=source)
+    models = _Models()
+    items, episodes = _group_records(records, models)
+    n = _check_candidate_indices(episodes)
+    report = _Report()
+    item_rows, episode_rows, cand, verif = _Columns(), _Columns(), _Columns(), _Columns()
+    for (dataset, item_id), item in items.items():
+        item_rows.add(dataset=dataset, item_id=item_id, **item)
+    for episode_id, ((dataset, item_id, generator), recs) in enumerate(episodes.items()):
+        episode_rows.add(episode_id=episode_id, dataset=dataset, item_id=item_id, generator=generator)
+        _add_episode(episode_id, recs, items[(dataset, item_id)], report, cand, verif)
+    pool = Pool(
+        items=_frame(item_rows, "items"),
+        models=_frame(models.columns(), "models"),
+        episodes=_frame(episode_rows, "episodes"),
+        candidates=_frame(cand, "candidates"),
+        verifications=_frame(verif, "verifications"),
+    )
+    pool.refresh_manifest(n_candidates=n, provenance={**report.provenance(), **(provenance or {})})
+    validate_pool(pool, source=source)
+    return pool
+
+
+def _answer_fields(rec: dict[str, Any]) -> tuple[str | None, str, bool]:
+    """(raw answer, extraction status, incomplete boxed) of a record: given, or extracted from its text.
+
+    The answer counts as given when ``answer`` is set or ``extraction_status`` is (a null answer with a
+    status is a known "no answer"); otherwise it is extracted from ``text``. ``incomplete_boxed``, when not
+    given, is read off the text whenever there is one.
+    """
+    answer, status, text = rec.get("answer"), rec.get("extraction_status"), rec.get("text")
+    found = extract_answer(text) if text is not None and ("incomplete_boxed" not in rec or
+                                                         (answer is None and status is None)) else None
+    incomplete = rec["incomplete_boxed"] if "incomplete_boxed" in rec else bool(found and found.incomplete_boxed)
+    if answer is not None or status is not None or found is None:
+        return answer, status or ("given" if answer is not None else "none"), incomplete
+    return found.answer, found.status, incomplete
+
+
+def _add_verification(verif: _Columns, estimated: dict[str, int], episode_id: int, candidate: int, tier: str,
+                      entry: dict[str, Any], problem: str, text: str | None) -> None:
+    """One verifications row; missing verifier tokens and latency are estimated (docs/POOLS.md)."""
+    prompt_tokens = entry.get("prompt_tokens")
+    if prompt_tokens is None:
+        prompt_tokens = estimate_tokens(problem) + estimate_tokens(text)
+        estimated["verifier_prompt_tokens"] += 1
+    output_tokens = entry.get("output_tokens")
+    if output_tokens is None:
+        output_tokens = 0  # a reward model reads a score off its head and writes nothing
+        estimated["verifier_output_tokens"] += 1
+    latency = entry.get("latency_s")
+    if latency is None:
+        latency = estimate_latency_s(prompt_tokens, output_tokens, entry["params_b"])
+        estimated["verifier_latency_s"] += 1
+    score = entry["score"]
+    verif.add(episode_id=episode_id, candidate=candidate, tier=tier, model=entry["model"],
+              score=math.nan if score is None else float(score), prompt_tokens=prompt_tokens,
+              output_tokens=output_tokens, latency_s=float(latency))
+
+
+def _frame(columns: _Columns, table: str) -> pd.DataFrame:
+    """A DataFrame of ``table`` from collected ``columns``, with the schema's dtypes (even when empty)."""
+    out = {}
+    for col, kind in TABLES[table].items():
+        values = columns.get(col, [])
+        if kind == "int":
+            out[col] = pd.Series(np.asarray(values, dtype=np.int64))
+        elif kind in ("float", "float?"):
+            out[col] = pd.Series(np.asarray(values, dtype=np.float64))
+        elif kind == "bool":
+            out[col] = pd.Series(np.asarray(values, dtype=bool))
+        elif kind == "bool?":
+            out[col] = pd.Series(pd.array(values, dtype="boolean"))
+        else:
+            out[col] = pd.Series(values, dtype="str")
+    return pd.DataFrame(out)
+
+
+def import_jsonl(src: str | os.PathLike[str]) -> Pool:
+    """Read canonical JSONL (one candidate per line) into a validated Pool, in memory."""
+    src = str(src)
+    records = []
+    for lineno, obj in read_json_lines(src):
+        where = f"{src}, line {lineno}"
+        if not isinstance(obj, dict):
+            raise PoolError(f"expected a JSON object per line, got {_describe(obj)}", file=where)
+        check_record(obj, where)
+        records.append((where, obj))
+    return build_pool(records, source=src, provenance={"importer": "jsonl", "source": src,
+                                                       "lines": len(records)})

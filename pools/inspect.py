@@ -1,0 +1,158 @@
+"""Summary statistics of a pool per (dataset, generator): accuracy of simple selectors, tokens, coverage.
+
+``inspect_pool`` is a pure function of the pool (correctness labels included: these are evaluator-side
+figures, never policy inputs); ``format_inspection`` renders its result as a text table.
+
+Selectors over the first ``n`` candidates of an episode:
+
+* first-sample: candidate 0 is correct;
+* majority@n: the answer with the most votes wins, ties going to the answer that appeared first; votes are
+  counted per answer cluster (``key="cluster"``) or per exact ``raw_answer`` string (``key="raw_answer"``);
+  candidates without an answer do not vote, and an episode where none answers counts as wrong;
+* pass@n: at least one candidate is correct.
+
+A selector's verdict is unknown (NaN, left out of the mean) when the label it needs is null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pools.schema import TIERS
+from pools.store import Pool
+
+VOTE_KEYS: tuple[str, ...] = ("cluster", "raw_answer")
+
+
+def _labels(candidates: pd.DataFrame) -> np.ndarray:
+    """Correctness as floats: 1.0, 0.0, or NaN when unknown."""
+    return candidates["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+
+
+def episode_outcomes(pool: Pool, n: int | None = None) -> pd.DataFrame:
+    """Per episode (index episode_id): first_sample, majority (cluster vote), majority_exact, pass_at_n."""
+    n = pool.n_candidates if n is None else n
+    cands = pool.candidates[pool.candidates["candidate"] < n]
+    correct = pd.Series(_labels(cands), index=cands.index)
+    episode = cands["episode_id"]
+    out = pd.DataFrame(index=pd.Index(pool.episodes["episode_id"].to_numpy(), name="episode_id"))
+    first = cands["candidate"] == 0
+    out["first_sample"] = pd.Series(correct[first].to_numpy(), index=episode[first].to_numpy())
+    for key, column in (("cluster", "majority"), ("raw_answer", "majority_exact")):
+        out[column] = _majority(cands, correct, key).reindex(out.index).fillna(0.0)
+    any_true = (correct == 1.0).groupby(episode).any()
+    any_unknown = correct.isna().groupby(episode).any()
+    out["pass_at_n"] = pd.Series(np.where(any_true, 1.0, np.where(any_unknown, np.nan, 0.0)), index=any_true.index)
+    return out
+
+
+def _majority(cands: pd.DataFrame, correct: pd.Series, key: str) -> pd.Series:
+    """Per episode with at least one answer: the label of the first member of the winning vote group."""
+    if key not in VOTE_KEYS:
+        raise ValueError(f"unknown vote key {key!r}; expected one of {list(VOTE_KEYS)}")
+    voting = cands["cluster"] >= 0 if key == "cluster" else cands["raw_answer"].notna()
+    v = cands.loc[voting, ["episode_id", "candidate", key]]
+    groups = v.groupby(["episode_id", key], sort=False)["candidate"].agg(["size", "min"]).reset_index()
+    winners = groups.sort_values(["episode_id", "size", "min"], ascending=[True, False, True])
+    winners = winners.drop_duplicates("episode_id")
+    label = pd.Series(correct.to_numpy(), index=pd.MultiIndex.from_arrays(
+        [cands["episode_id"].to_numpy(), cands["candidate"].to_numpy()]))
+    picked = label.reindex(pd.MultiIndex.from_arrays([winners["episode_id"].to_numpy(),
+                                                      winners["min"].to_numpy()]))
+    return pd.Series(picked.to_numpy(), index=winners["episode_id"].to_numpy())
+
+
+def majority_accuracy(pool: Pool, n: int, key: str = "cluster") -> float:
+    """majority@n accuracy over all episodes, voting per ``key`` ("cluster" or exact "raw_answer")."""
+    column = {"cluster": "majority", "raw_answer": "majority_exact"}.get(key)
+    if column is None:
+        raise ValueError(f"unknown vote key {key!r}; expected one of {list(VOTE_KEYS)}")
+    return _mean(episode_outcomes(pool, n)[column])
+
+
+def _mean(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return float(values.mean()) if len(values) else None
+
+
+def _group_stats(pool: Pool, episode_ids: pd.Index, outcomes: pd.DataFrame) -> dict[str, Any]:
+    cands = pool.candidates[pool.candidates["episode_id"].isin(episode_ids)]
+    verifs = pool.verifications[pool.verifications["episode_id"].isin(episode_ids)]
+    scored = verifs[verifs["score"].notna()].groupby("tier").size()
+    n_cands = len(cands)
+    o = outcomes.loc[episode_ids]
+    return {
+        "episodes": len(episode_ids),
+        "n": pool.n_candidates,
+        "first_sample_accuracy": _mean(o["first_sample"]),
+        "majority_at_n": _mean(o["majority"]),
+        "majority_at_n_exact": _mean(o["majority_exact"]),
+        "pass_at_n": _mean(o["pass_at_n"]),
+        "mean_prompt_tokens": float(cands["prompt_tokens"].mean()) if n_cands else None,
+        "mean_output_tokens": float(cands["output_tokens"].mean()) if n_cands else None,
+        "tokens_estimated_share": float(cands["tokens_estimated"].mean()) if n_cands else None,
+        "score_coverage": {t: (float(scored.get(t, 0)) / n_cands if n_cands else None) for t in TIERS},
+    }
+
+
+def inspect_pool(pool: Pool) -> dict[str, Any]:
+    """Statistics per (dataset, generator) and overall; JSON-ready (unknown figures are None)."""
+    outcomes = episode_outcomes(pool)
+    agreement = (pool.manifest.get("provenance") or {}).get("grader_agreement") or {}
+    agree_by_group = {(g["dataset"], g["generator"]): g for g in agreement.get("groups", [])}
+    groups = []
+    for (dataset, generator), eps in pool.episodes.groupby(["dataset", "generator"], sort=False):
+        stats = {"dataset": dataset, "generator": generator,
+                 **_group_stats(pool, pd.Index(eps["episode_id"]), outcomes)}
+        g = agree_by_group.get((dataset, generator))
+        stats["grader_agreement"] = g["agree"] / g["compared"] if g and g["compared"] else None
+        groups.append(stats)
+    overall = _group_stats(pool, pd.Index(pool.episodes["episode_id"]), outcomes)
+    overall["grader_agreement"] = agreement.get("rate")
+    return {
+        "n_candidates": pool.n_candidates,
+        "counts": {name: int(v) for name, v in pool.manifest.get("counts", {}).items()},
+        "datasets": sorted(pool.items["dataset"].unique().tolist()),
+        "models": [{"name": r.name, "params_b": float(r.params_b), "role": r.role}
+                   for r in pool.models.itertuples(index=False)],
+        "tiers": pool.tiers,
+        "groups": groups,
+        "overall": overall,
+        "grader_disagreements": len(agreement.get("disagreements", [])) if agreement else None,
+    }
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_inspection(stats: dict[str, Any]) -> str:
+    """A plain-text table of ``inspect_pool``'s result, one row per (dataset, generator) plus the total."""
+    n = stats["n_candidates"]
+    header = ["dataset", "generator", "episodes", "N", "first", f"maj@{n}", f"maj@{n} exact", f"pass@{n}",
+              "prompt tok", "output tok", *[f"cov {t}" for t in TIERS], "grader agree"]
+    rows = []
+    for g in [*stats["groups"], {"dataset": "all", "generator": "", **stats["overall"]}]:
+        rows.append([
+            g["dataset"], g["generator"], _fmt(g["episodes"]), _fmt(g["n"]),
+            _fmt(g["first_sample_accuracy"]), _fmt(g["majority_at_n"]), _fmt(g["majority_at_n_exact"]),
+            _fmt(g["pass_at_n"]), _fmt(g["mean_prompt_tokens"], 1), _fmt(g["mean_output_tokens"], 1),
+            *[_fmt(g["score_coverage"][t], 2) for t in TIERS], _fmt(g["grader_agreement"]),
+        ])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    models = ", ".join(f"{m['name']} ({m['params_b']:g}B, {m['role']})" for m in stats["models"])
+    counts = ", ".join(f"{k} {v}" for k, v in stats["counts"].items())
+    footer = [f"models: {models}", f"tiers: {', '.join(stats['tiers']) or 'none'}", f"rows: {counts}"]
+    if stats.get("grader_disagreements"):
+        footer.append(f"grader disagreements with the source's labels: {stats['grader_disagreements']} "
+                      "(listed in manifest.json provenance.grader_agreement)")
+    return "\n".join(lines + [""] + footer)

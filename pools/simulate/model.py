@@ -1,0 +1,444 @@
+"""The generative model of the calibrated pool simulator (see docs/SIMULATOR.md for every parameter).
+
+Story of one episode (item x generator), vectorised over all episodes with numpy:
+
+1. Difficulty. Each item has a latent ease shared by all generators. Most episodes draw the chance
+   ``p`` that one sample is correct from a logit-normal whose (mu, sigma) are solved per (dataset,
+   generator) pair so that the expected greedy and pool-oracle accuracy equal the pair's targets
+   (token-cap losses included). Trap items, a fixed share of each dataset, have one dominant tempting
+   wrong answer and a Beta-distributed ``p`` around 0.3: there a confident majority is wrong.
+2. Answers. A sample is correct with chance ``p``; a wrong sample lands on one of the item's few
+   attractor wrong answers (shared by all generators) with chance ``share``, otherwise on a wrong
+   answer of its own.
+3. Length. log output tokens = generator x dataset median + hardness * (1 - p) + a wrong-answer shift
+   + episode noise + candidate noise. A sample that reaches the token cap has no extractable answer.
+4. Quotas. Sampling noise alone would miss the paper's per-dataset figures by several points (30 AIME
+   items), so each pair's numbers of greedy-, majority@k- and oracle-correct episodes are pinned to
+   exact quotas: start from a natural draw, then redraw windows of candidates from the same latent
+   model, keeping redraws that bring the counts closer to the quotas (``match_quotas``).
+5. Costs, latencies, audit fields and verifier scores are drawn given the realised candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.polynomial.hermite_e import hermegauss
+from scipy.special import betaincinv, expit, ndtr, ndtri
+
+#: Version tag of the generative model; part of every cache key, so bump it when outputs change.
+SIMULATOR_VERSION = "coba-sim/1"
+
+_MIN_OUTPUT_TOKENS = 16
+
+
+@dataclass
+class Layout:
+    """Episode layout: episodes are pair-major (dataset, then generator, then item)."""
+
+    datasets: list[str]
+    generators: list[str]
+    n_items: np.ndarray  # (D,)
+    item_offset: np.ndarray  # (D,) first global item index of each dataset
+    ep_pair: np.ndarray  # (E,)
+    ep_dataset: np.ndarray  # (E,)
+    ep_generator: np.ndarray  # (E,)
+    ep_item: np.ndarray  # (E,) global item index
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of (dataset, generator) pairs."""
+        return len(self.datasets) * len(self.generators)
+
+
+def make_layout(datasets: list[str], generators: list[str], n_items: list[int]) -> Layout:
+    """Lay out every (item, generator) episode, pair-major."""
+    n = np.asarray(n_items, dtype=np.int64)
+    offset = np.concatenate([[0], np.cumsum(n)[:-1]])
+    g_count = len(generators)
+    ep_d = np.repeat(np.arange(len(datasets)), n * g_count)
+    ep_g = np.concatenate([np.repeat(np.arange(g_count), k) for k in n])
+    ep_local = np.concatenate([np.tile(np.arange(k), g_count) for k in n])
+    return Layout(datasets, generators, n, offset, ep_d * g_count + ep_g, ep_d, ep_g, offset[ep_d] + ep_local)
+
+
+# ---------------------------------------------------------------- quotas
+
+
+def pair_rates(target_pct: np.ndarray, logit_offsets: np.ndarray) -> np.ndarray:
+    """Per-generator rates (D, G) whose mean over generators equals each dataset's target (D,) in percent."""
+    r = np.clip(np.asarray(target_pct, dtype=float) / 100.0, 1e-6, 1 - 1e-6)
+    base = np.log(r / (1 - r))
+    lo, hi = np.full_like(r, -20.0), np.full_like(r, 20.0)
+    for _ in range(60):  # bisection on the common shift c
+        c = (lo + hi) / 2
+        mean = expit(base[:, None] + logit_offsets[None, :] + c[:, None]).mean(1)
+        lo, hi = np.where(mean < r, c, lo), np.where(mean < r, hi, c)
+    return expit(base[:, None] + logit_offsets[None, :] + ((lo + hi) / 2)[:, None])
+
+
+def pair_counts(rates: np.ndarray, n_items: np.ndarray) -> np.ndarray:
+    """Integer counts (D, G) near ``rates * n`` whose sum over generators is round(mean rate * G * n)."""
+    d_count, g_count = rates.shape
+    exact = rates * n_items[:, None]
+    counts = np.floor(exact).astype(np.int64)
+    total = np.round(exact.sum(1)).astype(np.int64)
+    for d in range(d_count):  # largest remainder, ties to the earlier generator
+        short = int(total[d] - counts[d].sum())
+        order = np.argsort(-(exact[d] - counts[d]), kind="stable")
+        counts[d, order[:short]] += 1
+    return np.minimum(counts, n_items[:, None])
+
+
+# ---------------------------------------------------------------- latent difficulty
+
+
+_NU_NODES, _NU_WEIGHTS = hermegauss(5)
+_NU_WEIGHTS = _NU_WEIGHTS / _NU_WEIGHTS.sum()
+#: Equal-probability normal quantiles for the difficulty integral. Gauss-Hermite nodes are too coarse
+#: here: fits like MATH-500's (greedy 86%, oracle 90%) need sigma ~ 10 on the logit scale, where p is
+#: nearly a step function of the latent.
+_ETA_NODES = ndtri((np.arange(128) + 0.5) / 128)
+
+
+def _realised_correct(p: np.ndarray, log_median: np.ndarray, log_cap: float, hardness_coef: float,
+                      episode_sigma: float, candidate_sigma: float) -> np.ndarray:
+    """Chance (P, M, nu-nodes) that one sample is correct and finishes under the token cap."""
+    z = (log_cap - log_median[:, None, None] - hardness_coef * (1 - p[:, :, None])
+         - episode_sigma * _NU_NODES[None, None, :])
+    return p[:, :, None] * ndtr(z / candidate_sigma)
+
+
+def _correct_rates(p: np.ndarray, log_median: np.ndarray, n_candidates: int, log_cap: float,
+                   hardness_coef: float, episode_sigma: float, candidate_sigma: float) -> tuple[np.ndarray, ...]:
+    """Expected greedy and oracle accuracy per pair for (P, M) equally likely values of p.
+
+    The episode's length noise is integrated with Gauss-Hermite nodes.
+    """
+    q = _realised_correct(p, log_median, log_cap, hardness_coef, episode_sigma, candidate_sigma)
+    w = _NU_WEIGHTS[None, None, :] / p.shape[1]
+    return (q * w).sum((1, 2)), (-np.expm1(n_candidates * np.log1p(-q)) * w).sum((1, 2))
+
+
+def _root(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:
+    """Vectorised Illinois (regula falsi) root of increasing ``f`` on [lo, hi]; clamps when not bracketed."""
+    f_lo, f_hi = f(lo), f(hi)
+    below, above = f_hi <= 0, f_lo >= 0
+    last = np.zeros(len(lo), np.int8)
+    for _ in range(iters):
+        x = np.clip(hi - f_hi * (hi - lo) / np.where(f_hi - f_lo == 0, 1, f_hi - f_lo), lo, hi)
+        fx = f(x)
+        left = fx < 0  # the root lies in (x, hi]
+        # Illinois step: when the same end survives twice, halve its value to keep the bracket shrinking.
+        f_hi = np.where(left & (last == 1), f_hi / 2, f_hi)
+        f_lo = np.where(~left & (last == -1), f_lo / 2, f_lo)
+        lo, f_lo = np.where(left, x, lo), np.where(left, fx, f_lo)
+        hi, f_hi = np.where(left, hi, x), np.where(left, f_hi, fx)
+        last = np.where(left, 1, -1).astype(np.int8)
+    x = np.clip(hi - f_hi * (hi - lo) / np.where(f_hi - f_lo == 0, 1, f_hi - f_lo), lo, hi)
+    return np.where(below, hi, np.where(above, lo, x))
+
+
+def fit_latent(r_greedy: np.ndarray, r_oracle: np.ndarray, log_median: np.ndarray, n_candidates: int,
+               log_cap: float, hardness_coef: float, episode_sigma: float,
+               candidate_sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Solve (mu, sigma) per pair so that expected greedy and oracle accuracy hit the given rates.
+
+    For a given sigma, greedy accuracy rises with mu; at matched greedy accuracy, oracle accuracy falls
+    as sigma grows (more of the mass sits at hopeless and at trivial items). Both are solved as nested
+    monotone roots; unreachable targets clamp to the nearest reachable value.
+    """
+    r_g = np.clip(r_greedy, 1e-4, 1 - 1e-4)
+    r_o = np.clip(r_oracle, r_g + 1e-6, 1 - 1e-7)
+    rest = (log_cap, hardness_coef, episode_sigma, candidate_sigma)
+
+    def rates(mu: np.ndarray, sigma: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = expit(mu[:, None] + sigma[:, None] * _ETA_NODES[None, :])
+        return _correct_rates(p, log_median[rows], n_candidates, *rest)
+
+    def greedy(mu: np.ndarray, sigma: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p = expit(mu[:, None] + sigma[:, None] * _ETA_NODES[None, :])
+        q = _realised_correct(p, log_median[rows], *rest)
+        return (q * _NU_WEIGHTS[None, None, :]).sum((1, 2)) / p.shape[1]
+
+    def mu_for(sigma: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return _root(lambda mu: greedy(mu, sigma, rows) - r_g[rows],
+                     np.full(len(rows), -40.0), np.full(len(rows), 40.0), 14)
+
+    rows = np.arange(len(r_g))
+
+    def oracle_gap(log_sigma: np.ndarray) -> np.ndarray:
+        sigma = np.exp(log_sigma)
+        return r_o - rates(mu_for(sigma, rows), sigma, rows)[1]
+
+    log_sigma = _root(oracle_gap, np.full(len(r_g), math.log(0.02)), np.full(len(r_g), math.log(30.0)), 12)
+    sigma = np.exp(log_sigma)
+    return mu_for(sigma, rows), sigma
+
+
+def stratified_uniform(rng: np.random.Generator, group: np.ndarray, order_by: np.ndarray | None = None) -> np.ndarray:
+    """One uniform per element, stratified within each group: the k-th smallest lies in [k/n, (k+1)/n).
+
+    With ``order_by`` the strata follow its ranking (keeping, e.g., the correlation it carries);
+    otherwise they are assigned at random. Used to remove latent sampling noise from small datasets.
+    """
+    key = rng.random(len(group)) if order_by is None else order_by
+    order = np.lexsort((key, group))
+    sizes = np.bincount(group)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.empty(len(group), np.int64)
+    rank[order] = np.arange(len(group)) - starts[group[order]]
+    return (rank + rng.random(len(group))) / sizes[group]
+
+
+@dataclass
+class Latent:
+    """Per-episode latent state that candidate draws are conditioned on."""
+
+    p: np.ndarray  # (E,) chance one sample is correct
+    share: np.ndarray  # (E,) chance a wrong sample lands on an attractor
+    weight_cdf: np.ndarray  # (E, K) cumulative attractor weights (the item's, shared by generators)
+    log_median: np.ndarray  # (E,) log median output tokens of the pair
+    length_noise: np.ndarray  # (E,) episode-level log-length offset
+    hardness_coef: float
+    wrong_coef: float
+    candidate_sigma: float
+    log_cap: float
+    n_candidates: int
+
+
+def build_latent(rng: np.random.Generator, pr: dict, lay: Layout, ease: np.ndarray, trap: np.ndarray,
+                 attractor_weights: np.ndarray, pair_rate: np.ndarray) -> Latent:
+    """Per-episode latent state: p, wrong-answer structure and length scale, fitted to the pair rates.
+
+    ``pair_rate`` (P, S) holds each pair's greedy (first column) and oracle (last column) rate. Trap
+    items (a dominant tempting wrong answer) draw p from a Beta; the other episodes' logit-normal is
+    solved so that the mixture hits the pair's greedy and oracle rates.
+    """
+    ln, wa, tr = pr["lengths"], pr["wrong_answers"], pr["traps"]
+    n_cand, log_cap = pr["n_candidates"], math.log(pr["max_output_tokens"])
+    ds = list(pr["datasets"].values())
+    median = np.array([[pr["generators"][g]["output_tokens_median"] * d["length_multiplier"]
+                        for g in lay.generators] for d in ds]).reshape(-1)
+    length = (math.log(pr["max_output_tokens"]), ln["hardness_coef"], ln["episode_sigma"], ln["candidate_sigma"])
+    a_t = tr["correct_mean"] * tr["correct_concentration"]
+    b_t = (1 - tr["correct_mean"]) * tr["correct_concentration"]
+    p_grid = betaincinv(a_t, b_t, (np.arange(256) + 0.5) / 256)
+    g_trap, o_trap = _correct_rates(np.tile(p_grid, (lay.n_pairs, 1)), np.log(median), n_cand, *length)
+    ep_trap = trap[lay.ep_item]
+    frac = np.bincount(lay.ep_pair, ep_trap, lay.n_pairs) / np.bincount(lay.ep_pair, minlength=lay.n_pairs)
+    rest = np.maximum(1 - frac, 1e-9)
+    g_main = (pair_rate[:, 0] - frac * g_trap) / rest
+    o_main = (pair_rate[:, -1] - frac * o_trap) / rest
+    mu, sigma = fit_latent(g_main, o_main, np.log(median), n_cand, *length)
+
+    # Stratified within each pair (and trap class): the pair's latent spread is the fitted one, not a
+    # noisy sample of it. The order of the stratified draws follows item ease, shared by generators.
+    rho = pr["difficulty"]["item_correlation"]
+    mixed = rho * ease[lay.ep_item] + math.sqrt(1 - rho**2) * rng.standard_normal(len(lay.ep_pair))
+    u = stratified_uniform(rng, 2 * lay.ep_pair + ep_trap, mixed)
+    p = np.where(ep_trap, betaincinv(a_t, b_t, u), expit(mu[lay.ep_pair] + sigma[lay.ep_pair] * ndtri(u)))
+    base = np.clip(np.array([d["wrong_attractor_share"] for d in ds])[lay.ep_dataset], 1e-3, 1 - 1e-3)
+    kappa = wa["share_concentration"]
+    share = betaincinv(base * kappa, (1 - base) * kappa, stratified_uniform(rng, lay.ep_pair))
+    return Latent(
+        p=p,
+        share=np.where(ep_trap, tr["attractor_share"], share),
+        weight_cdf=np.cumsum(attractor_weights, 1)[lay.ep_item],
+        log_median=np.log(median)[lay.ep_pair],
+        length_noise=ln["episode_sigma"] * ndtri(stratified_uniform(rng, lay.ep_pair)),
+        hardness_coef=ln["hardness_coef"], wrong_coef=ln["wrong_coef"], candidate_sigma=ln["candidate_sigma"],
+        log_cap=log_cap, n_candidates=n_cand,
+    )
+
+
+def draw_candidates(rng: np.random.Generator, lat: Latent, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Draw candidates of episodes ``idx``: answer codes (n, N) and log output lengths (n, N).
+
+    Codes: -1 no answer (token cap), 0 correct, 1..K attractor wrong answer, K+1+j own wrong answer of j.
+    """
+    n, n_cand, k = len(idx), lat.n_candidates, lat.weight_cdf.shape[1]
+    p = lat.p[idx][:, None]
+    correct = rng.random((n, n_cand)) < p
+    to_attractor = rng.random((n, n_cand)) < lat.share[idx][:, None]
+    u = rng.random((n, n_cand))
+    which = np.minimum((u[:, :, None] > lat.weight_cdf[idx][:, None, :]).sum(2), k - 1)
+    codes = np.where(correct, 0, np.where(to_attractor, 1 + which, k + 1 + np.arange(n_cand)[None, :]))
+    log_len = (lat.log_median[idx][:, None] + lat.hardness_coef * (1 - p) + lat.wrong_coef * ~correct
+               + lat.length_noise[idx][:, None] + lat.candidate_sigma * rng.standard_normal((n, n_cand)))
+    codes = np.where(log_len >= lat.log_cap, -1, codes)
+    return codes.astype(np.int32), log_len
+
+
+def outcomes(codes: np.ndarray, prefixes: list[int]) -> np.ndarray:
+    """(n, 2 + len(prefixes)) 0/1: greedy, majority@k for each prefix (earliest cluster wins ties), oracle."""
+    n = len(codes)
+    cols = [codes[:, 0] == 0]
+    rows = np.arange(n)
+    for k in prefixes:
+        sub = codes[:, :k]
+        count = (sub[:, :, None] == sub[:, None, :]).sum(2)
+        count[sub < 0] = 0
+        # The first position holding the top count belongs to the tied cluster that appeared first.
+        win = count.argmax(1)
+        cols.append((sub[rows, win] == 0) & (count[rows, win] > 0))
+    cols.append((codes == 0).any(1))
+    return np.stack(cols, 1).astype(np.int64)
+
+
+def expected_outcomes(rng: np.random.Generator, lat: Latent, ep_pair: np.ndarray, n_pairs: int,
+                      prefixes: list[int], reps: int = 8) -> np.ndarray:
+    """Expected outcome counts (P, S) per pair under the latent model, from ``reps`` pilot draws."""
+    idx = np.repeat(np.arange(len(lat.p)), reps)
+    codes, _ = draw_candidates(rng, lat, idx)
+    out = outcomes(codes, prefixes)
+    return np.stack([np.bincount(ep_pair[idx], out[:, s], n_pairs) for s in range(out.shape[1])], 1) / reps
+
+
+def split_total(total: np.ndarray, weight: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Split each row's integer ``total`` (D,) over columns in proportion to ``weight`` (D, G), <= ``limit``."""
+    counts = np.zeros(weight.shape, np.int64)
+    for d in range(len(total)):
+        w = np.maximum(weight[d], 1e-9)
+        room = limit[d].astype(np.int64)
+        left = int(min(total[d], room.sum()))
+        while left > 0:  # largest remainder among columns with room, then re-split what overflowed
+            open_ = counts[d] < room
+            exact = left * np.where(open_, w, 0) / np.where(open_, w, 0).sum()
+            add = np.minimum(np.floor(exact).astype(np.int64), room - counts[d])
+            short = left - int(add.sum())
+            order = np.argsort(-(exact - add) * open_, kind="stable")
+            for g in order:
+                if short == 0:
+                    break
+                if counts[d, g] + add[g] < room[g]:
+                    add[g] += 1
+                    short -= 1
+            counts[d] += add
+            left = int(min(total[d], room.sum())) - int(counts[d].sum())
+    return counts
+
+
+def match_quotas(rng: np.random.Generator, lat: Latent, ep_pair: np.ndarray, quotas: np.ndarray,
+                 prefixes: list[int], *, proposals: int = 4, max_rounds: int = 300) -> tuple[np.ndarray, ...]:
+    """Draw every episode, then redraw episodes until each pair's outcome counts equal ``quotas`` (P, S).
+
+    A proposal redraws one window of candidate positions: all of them, everything after the greedy
+    candidate, the part after or before a majority prefix (to move majority@16 without touching
+    majority@8 and the reverse), or a single random position. Candidates are independent given the
+    latent state, so a redrawn window is a Gibbs step and every row stays a draw from the model.
+    A proposal is kept when it lowers its pair's total absolute deficit; a pair that stopped improving
+    also takes sideways moves (same total, different shape), later one small uphill move per round,
+    to leave dead ends. Each pair ends in the best state it reached. Returns codes, log lengths and
+    the deficit left (all zero unless ``max_rounds`` ran out).
+    """
+    n_cand, n_pairs = lat.n_candidates, len(quotas)
+    cuts = sorted({k for k in prefixes if 1 < k < n_cand})
+    windows = np.array([(0, n_cand), (1, n_cand)] + [(k, n_cand) for k in cuts] + [(1, k) for k in cuts])
+    all_idx = np.arange(len(lat.p))
+    codes, log_len = draw_candidates(rng, lat, all_idx)
+    out = outcomes(codes, prefixes)
+    deficit = quotas.astype(np.int64).copy()
+    np.subtract.at(deficit, ep_pair, out)
+    best = (codes.copy(), log_len.copy(), deficit.copy())
+    pos = np.arange(n_cand)[None, :]
+    stuck = np.zeros(n_pairs, np.int64)
+    for _ in range(max_rounds):
+        miss = np.abs(deficit).sum(1)
+        if not miss.any():
+            break
+        idx = np.repeat(all_idx[(miss > 0)[ep_pair]], proposals)
+        new_codes, new_len = draw_candidates(rng, lat, idx)
+        win = windows[rng.integers(0, len(windows), len(idx))]
+        single = rng.random(len(idx)) < 0.5
+        at = rng.integers(0, n_cand, len(idx))
+        lo = np.where(single, at, win[:, 0])[:, None]
+        hi = np.where(single, at + 1, win[:, 1])[:, None]
+        keep = (pos < lo) | (pos >= hi)
+        new_codes = np.where(keep, codes[idx], new_codes)
+        new_len = np.where(keep, log_len[idx], new_len)
+        delta = outcomes(new_codes, prefixes) - out[idx]
+        d = deficit[ep_pair[idx]]
+        change = np.abs(d - delta).sum(1) - np.abs(d).sum(1)
+        patience = stuck[ep_pair[idx]]
+        allowed = np.where(patience >= 12, 2, np.where(patience >= 3, 0, -1))
+        # At most one proposal per episode per round, so each is judged against the episode's current draw.
+        useful = np.flatnonzero((change <= allowed) & (delta != 0).any(1))
+        useful = useful[np.unique(idx[useful], return_index=True)[1]]
+        detour = np.zeros(n_pairs, bool)  # one sideways or uphill move per pair per round
+        for j in rng.permutation(useful):
+            e = idx[j]
+            pair = ep_pair[e]
+            after = deficit[pair] - delta[j]
+            step = np.abs(after).sum() - np.abs(deficit[pair]).sum()
+            if step < 0 or (step <= allowed[j] and not detour[pair]):
+                detour[pair] |= step >= 0
+                deficit[pair] = after
+                out[e] += delta[j]
+                codes[e], log_len[e] = new_codes[j], new_len[j]
+        now = np.abs(deficit).sum(1)
+        better = now < np.abs(best[2]).sum(1)
+        if better.any():
+            rows = better[ep_pair]
+            best[0][rows], best[1][rows], best[2][better] = codes[rows], log_len[rows], deficit[better]
+        stuck = np.where(now < miss, 0, stuck + 1)
+    return best
+
+
+def cluster_ids(codes: np.ndarray) -> np.ndarray:
+    """Cluster ids (E, N) numbered by first appearance within each row; -1 where the code is -1."""
+    n_cand = codes.shape[1]
+    first = (codes[:, :, None] == codes[:, None, :]).argmax(2)  # first position with the same code
+    opens = (first == np.arange(n_cand)[None, :]) & (codes >= 0)
+    rank = np.cumsum(opens, 1) - 1
+    cl = np.take_along_axis(rank, first, 1)
+    return np.where(codes >= 0, cl, -1)
+
+
+# ---------------------------------------------------------------- verifier scores
+
+
+def auroc_separation(auroc: float) -> float:
+    """Mean gap d between correct and incorrect latents (unit variance) giving AUROC = Phi(d / sqrt(2))."""
+    return float(math.sqrt(2.0) * ndtri(auroc))
+
+
+def verifier_latents(rng: np.random.Generator, correct: np.ndarray, cluster: np.ndarray,
+                     shared: np.ndarray, auroc: float, cluster_corr: float,
+                     cross_tier_corr: float, no_answer_shift: float) -> np.ndarray:
+    """Latent verifier evidence (E, N): AUROC-calibrated gap + cluster effect (partly shared by tiers) + noise.
+
+    ``shared`` (E, 2N) is the cross-tier cluster effect; a no-answer candidate is its own cluster.
+    """
+    n_ep, n_cand = correct.shape
+    slot = np.where(cluster >= 0, cluster, n_cand + np.arange(n_cand)[None, :])
+    own = rng.standard_normal((n_ep, 2 * n_cand))
+    cluster_effect = math.sqrt(cross_tier_corr) * shared + math.sqrt(1 - cross_tier_corr) * own
+    effect = np.take_along_axis(cluster_effect, slot, 1)
+    noise = rng.standard_normal((n_ep, n_cand))
+    d = auroc_separation(auroc)
+    x = d * (correct - 0.5) + math.sqrt(cluster_corr) * effect + math.sqrt(1 - cluster_corr) * noise
+    return x + no_answer_shift * (cluster < 0)
+
+
+def lognormal_int(rng: np.random.Generator, median: np.ndarray | float, sigma: float, shape: tuple[int, ...],
+                  lo: int = 1) -> np.ndarray:
+    """Integer draws from a log-normal with the given median and log-sd, at least ``lo``."""
+    x = np.asarray(median, dtype=float) * np.exp(sigma * rng.standard_normal(shape))
+    return np.maximum(np.round(x), lo).astype(np.int64)
+
+
+def latency_s(rng: np.random.Generator, params_b: np.ndarray | float, prompt: np.ndarray, output: np.ndarray,
+              latency: dict) -> np.ndarray:
+    """Seconds for one call: overhead + prefill and decode time proportional to model size, with noise."""
+    base = (latency["overhead_s"] + params_b * (latency["prefill_s_per_token_per_b"] * prompt
+                                                + latency["decode_s_per_token_per_b"] * output))
+    return np.round(base * np.exp(latency["noise_sigma"] * rng.standard_normal(np.shape(output))), 3)
+
+
+def output_tokens(log_len: np.ndarray, cap: int) -> np.ndarray:
+    """Output token counts from log lengths: the cap where it was reached, else the rounded length."""
+    tokens = np.clip(np.round(np.exp(np.minimum(log_len, math.log(cap)))), _MIN_OUTPUT_TOKENS, cap - 1)
+    return np.where(log_len >= math.log(cap), cap, tokens).astype(np.int64)

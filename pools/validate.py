@@ -1,0 +1,312 @@
+"""validate_pool: check a pool's tables against the schema, against each other and against its manifest.
+
+Checks run in a fixed order and stop at the first problem, which is raised as a ``PoolError`` naming
+the file, table, row (with its key), field and what was expected. Every check is a vectorised pandas /
+numpy expression; Python loops only run on the error path to describe the offending value.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as ptypes
+
+from pools.errors import PoolError
+from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS
+from pools.store import Pool
+
+#: Key columns per table; a key must be unique within its table.
+TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "items": ("dataset", "item_id"),
+    "models": ("name",),
+    "episodes": ("episode_id",),
+    "candidates": ("episode_id", "candidate"),
+    "verifications": ("episode_id", "candidate", "tier"),
+}
+
+MODEL_ROLES: tuple[str, ...] = ("generator", "verifier", "generator+verifier")
+
+_KIND_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean"}
+
+
+class _Checker:
+    """Carries the pool and its source so that every check can raise a fully located PoolError."""
+
+    def __init__(self, pool: Pool, source: str | None) -> None:
+        self.pool = pool
+        self.source = source
+        is_dir = source is not None and os.path.isdir(source)
+        self.manifest_file = os.path.join(source, "manifest.json") if is_dir else source
+
+    def fail(self, table: str, pos: int | None, field: str | None, message: str) -> None:
+        row = None if pos is None else self.row_label(table, pos)
+        raise PoolError(message, file=self.source, table=table, row=row, field=field)
+
+    def fail_manifest(self, field: str, message: str) -> None:
+        raise PoolError(message, file=self.manifest_file, table="manifest", field=field)
+
+    def row_label(self, table: str, pos: int) -> str:
+        df = self.pool.table(table)
+        keys = [k for k in TABLE_KEYS[table] if k in df.columns]
+        if not keys:
+            return str(pos)
+        values = ", ".join(f"{k}={_plain(df[k].iat[pos])!r}" for k in keys)
+        return f"{pos} ({values})"
+
+    def first_bad(self, table: str, mask: Any, field: str | None, message: str) -> None:
+        """Fail at the first row where boolean ``mask`` is true; ``message`` may use {value}."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.any():
+            pos = int(np.argmax(mask))
+            value = _plain(self.pool.table(table)[field].iat[pos]) if field else None
+            self.fail(table, pos, field, message.format(value=value))
+
+
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the equivalent Python value, for readable messages."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+#: Per base kind: whether a column dtype holds it natively, which ``infer_dtype`` results of an object
+#: column are acceptable, and the per-element test used to find the first offending value.
+_DTYPE_OK = {
+    "str": lambda d: isinstance(d, pd.StringDtype),
+    "int": lambda d: ptypes.is_integer_dtype(d) and not ptypes.is_bool_dtype(d),
+    "float": lambda d: ptypes.is_numeric_dtype(d) and not ptypes.is_bool_dtype(d),
+    "bool": ptypes.is_bool_dtype,
+}
+_INFERRED_OK = {
+    "str": ("string", "empty"),
+    "int": ("integer", "empty"),
+    "float": ("floating", "integer", "mixed-integer-float", "empty"),
+    "bool": ("boolean", "empty"),
+}
+_ELEMENT_OK = {"str": lambda v: isinstance(v, str), "int": _is_int, "float": _is_number,
+               "bool": lambda v: isinstance(v, (bool, np.bool_))}
+
+
+def _kind_problem(s: pd.Series, kind: str) -> tuple[int, str] | None:
+    """Return (row position, what was found) of the first value in ``s`` that does not fit ``kind``."""
+    base, nullable = kind.rstrip("?"), kind.endswith("?")
+    dtype = s.dtype
+    if _DTYPE_OK[base](dtype):
+        pass
+    elif base == "int" and ptypes.is_float_dtype(dtype):  # integral floats are fine (e.g. after a merge)
+        values = s.to_numpy(dtype=float)
+        bad = ~np.isfinite(values) | (values != np.round(values))
+        if bad.any():
+            pos = int(np.argmax(bad))
+            return pos, f"{values[pos]!r}"
+    elif ptypes.is_object_dtype(dtype):
+        if ptypes.infer_dtype(s, skipna=True) not in _INFERRED_OK[base]:
+            found = _first_element(s, _ELEMENT_OK[base])
+            if found is not None:
+                return found
+    else:
+        return 0, f"a column of {dtype}"
+    if not nullable:
+        nulls = s.isna().to_numpy()
+        if nulls.any():
+            return int(np.argmax(nulls)), "a null value"
+    return None
+
+
+def _first_element(s: pd.Series, ok: Any) -> tuple[int, str] | None:
+    for pos, v in enumerate(s.tolist()):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if not ok(v):
+            return pos, f"{v!r} ({type(v).__name__})"
+    return None
+
+
+def _check_manifest_basics(ck: _Checker) -> int:
+    m = ck.pool.manifest
+    if not isinstance(m, dict):
+        ck.fail_manifest("manifest", "expected a JSON object")
+    for key in MANIFEST_KEYS:
+        if key not in m:
+            ck.fail_manifest(key, f"missing key; expected keys {list(MANIFEST_KEYS)}")
+    if m["format_version"] != FORMAT_VERSION:
+        ck.fail_manifest("format_version", f"is {m['format_version']!r}; expected {FORMAT_VERSION}")
+    n = m["n_candidates"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        ck.fail_manifest("n_candidates", f"is {n!r}; expected a non-negative integer")
+    return n
+
+
+def _check_columns(ck: _Checker) -> None:
+    for table, columns in TABLES.items():
+        df = ck.pool.table(table)
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            ck.fail(table, None, missing[0], f"missing column(s) {missing}; expected columns {list(columns)}")
+        for col, kind in columns.items():
+            problem = _kind_problem(df[col], kind)
+            if problem is not None:
+                pos, found = problem
+                expected = _KIND_NAMES[kind.rstrip("?")] + (" or null" if kind.endswith("?") else "")
+                ck.fail(table, pos, col, f"expected {expected} ({kind}), found {found}")
+
+
+def _check_keys(ck: _Checker) -> None:
+    for table, keys in TABLE_KEYS.items():
+        df = ck.pool.table(table)
+        dup = df.duplicated(subset=list(keys), keep="first").to_numpy()
+        if dup.any():
+            pos = int(np.argmax(dup))
+            first = int(np.argmax(
+                np.logical_and.reduce([df[k].to_numpy() == df[k].iat[pos] for k in keys])
+            ))
+            ck.fail(table, pos, keys[-1], f"duplicate key {tuple(keys)}; first used at row {first}")
+
+
+def _check_values(ck: _Checker) -> None:
+    p = ck.pool
+    models, cands, verifs = p.models, p.candidates, p.verifications
+    ck.first_bad("models", ~models["role"].isin(MODEL_ROLES), "role",
+                 f"unknown role {{value!r}}; expected one of {list(MODEL_ROLES)}")
+    params = models["params_b"].to_numpy(dtype=float)
+    ck.first_bad("models", ~np.isfinite(params) | (params < 0), "params_b",
+                 "is {value!r}; expected a non-negative number of billions of parameters")
+    for table, df in (("candidates", cands), ("verifications", verifs)):
+        for col in ("prompt_tokens", "output_tokens", "latency_s"):
+            ck.first_bad(table, df[col].to_numpy() < 0, col, "is {value!r}; expected >= 0")
+    ck.first_bad("candidates", cands["candidate"].to_numpy() < 0, "candidate", "is {value!r}; expected >= 0")
+    lat = cands["latency_s"].to_numpy(dtype=float)
+    ck.first_bad("candidates", ~np.isfinite(lat), "latency_s", "is {value!r}; expected a finite number")
+    rep = cands["repetition_score"].to_numpy(dtype=float)
+    ck.first_bad("candidates", ~((rep >= 0) & (rep <= 1)), "repetition_score", "is {value!r}; expected in [0, 1]")
+    ck.first_bad("verifications", ~verifs["tier"].isin(TIERS), "tier",
+                 f"unknown tier {{value!r}}; expected one of {list(TIERS)}")
+    score = verifs["score"].to_numpy(dtype=float)
+    ck.first_bad("verifications", (score < 0) | (score > 1), "score",
+                 "score {value!r} outside [0, 1] (NaN marks a call without a usable score)")
+    vlat = verifs["latency_s"].to_numpy(dtype=float)
+    ck.first_bad("verifications", ~np.isfinite(vlat), "latency_s", "is {value!r}; expected a finite number")
+
+
+def _multi(df: pd.DataFrame, cols: list[str]) -> pd.MultiIndex:
+    return pd.MultiIndex.from_arrays([df[c].to_numpy() for c in cols], names=cols)
+
+
+def _check_references(ck: _Checker) -> None:
+    p = ck.pool
+    items, models, episodes, cands = p.items, p.models, p.episodes, p.candidates
+    known_items = _multi(items, ["dataset", "item_id"])
+    ck.first_bad("episodes", ~_multi(episodes, ["dataset", "item_id"]).isin(known_items), "item_id",
+                 "points at an unknown item (no row with this dataset and item_id in table items)")
+    role = dict(zip(models["name"], models["role"], strict=True))
+    gen = episodes["generator"]
+    ck.first_bad("episodes", ~gen.isin(role.keys()), "generator",
+                 "unknown generator model {value!r}; expected a name in table models")
+    generators = [name for name, r in role.items() if "generator" in r]
+    ck.first_bad("episodes", ~gen.isin(generators), "generator",
+                 "model {value!r} does not have a generator role in table models")
+    ck.first_bad("candidates", ~cands["episode_id"].isin(episodes["episode_id"]), "episode_id",
+                 "points at an unknown episode {value!r}; expected an episode_id in table episodes")
+
+
+def _check_verification_references(ck: _Checker) -> None:
+    p = ck.pool
+    models, cands, verifs = p.models, p.candidates, p.verifications
+    verifiers = [name for name, r in zip(models["name"], models["role"], strict=True) if "verifier" in r]
+    known_cands = _multi(cands, ["episode_id", "candidate"])
+    ck.first_bad("verifications", ~_multi(verifs, ["episode_id", "candidate"]).isin(known_cands), "candidate",
+                 "points at an unknown candidate (no row with this episode_id and candidate in table candidates)")
+    vm = verifs["model"]
+    ck.first_bad("verifications", ~vm.isin(models["name"]), "model",
+                 "unknown verifier model {value!r}; expected a name in table models")
+    ck.first_bad("verifications", ~vm.isin(verifiers), "model",
+                 "model {value!r} does not have a verifier role in table models")
+
+
+def _check_candidate_indices(ck: _Checker, n: int) -> None:
+    cands, episodes = ck.pool.candidates, ck.pool.episodes
+    stats = cands.groupby("episode_id", sort=False)["candidate"].agg(["size", "min", "max"])
+    bad = (stats["size"] != n) | (stats["min"] != 0) | (stats["max"] != n - 1)
+    if bad.any():
+        ep = bad.index[int(np.argmax(bad.to_numpy()))]
+        idx = sorted(cands.loc[cands["episode_id"] == ep, "candidate"].tolist())
+        shown = idx if len(idx) <= 20 else idx[:20] + ["..."]
+        pos = int(np.argmax((cands["episode_id"] == ep).to_numpy()))
+        ck.fail("candidates", pos, "candidate",
+                f"episode {_plain(ep)} has candidate indices {shown}; expected exactly 0..{n - 1} "
+                f"(manifest n_candidates={n})")
+    ck.first_bad("episodes", ~episodes["episode_id"].isin(stats.index), "episode_id",
+                 f"episode {{value!r}} has no candidates; expected candidates 0..{n - 1} (manifest n_candidates={n})")
+
+
+def _check_clusters(ck: _Checker) -> None:
+    cands = ck.pool.candidates
+    ck.first_bad("candidates", cands["cluster"].to_numpy() < -1, "cluster", "is {value!r}; expected -1 or >= 0")
+    null_key = cands["answer_key"].isna().to_numpy()
+    cluster = cands["cluster"].to_numpy()
+    ck.first_bad("candidates", (cluster == -1) & ~null_key, "cluster",
+                 "is -1 (no answer) but answer_key is set; expected a cluster id >= 0")
+    ck.first_bad("candidates", (cluster != -1) & null_key, "cluster",
+                 "is {value!r} but answer_key is null; expected -1 for a candidate without an answer")
+    order = np.lexsort((cands["candidate"].to_numpy(), cands["episode_id"].to_numpy()))
+    ep = cands["episode_id"].to_numpy()[order]
+    cl = cluster[order]
+    running_max = pd.Series(cl).groupby(ep).cummax()
+    before = running_max.groupby(ep).shift(1).fillna(-1).to_numpy()
+    bad_sorted = cl > before + 1
+    if bad_sorted.any():
+        k = int(np.argmax(bad_sorted))
+        pos = int(order[k])
+        ck.fail("candidates", pos, "cluster",
+                f"cluster id {int(cl[k])} appears before cluster {int(before[k]) + 1}; expected ids 0..k-1 "
+                "numbered in order of first appearance within the episode")
+
+
+def _check_manifest_agrees(ck: _Checker) -> None:
+    p, m = ck.pool, ck.pool.manifest
+    counts = m["counts"]
+    if not isinstance(counts, dict):
+        ck.fail_manifest("counts", f"is {counts!r}; expected an object of table -> row count")
+    for table in TABLES:
+        actual = len(p.table(table))
+        if counts.get(table) != actual:
+            ck.fail_manifest("counts", f"says {table} has {counts.get(table)!r} rows; table {table} has {actual}")
+    datasets = {str(k): int(v) for k, v in p.items.groupby("dataset", sort=False).size().items()}
+    if m["datasets"] != datasets:
+        ck.fail_manifest("datasets", f"is {m['datasets']!r}; the items table has {datasets!r} (dataset -> items)")
+    table_models = sorted(
+        (str(r.name), float(r.params_b), str(r.role)) for r in p.models.itertuples(index=False)
+    )
+    try:
+        listed = sorted((str(d["name"]), float(d["params_b"]), str(d["role"])) for d in m["models"])
+    except (TypeError, KeyError, ValueError):
+        listed = None
+    if listed != table_models:
+        ck.fail_manifest("models", f"is {m['models']!r}; the models table has "
+                         f"{[dict(zip(('name', 'params_b', 'role'), t, strict=True)) for t in table_models]!r}")
+    if list(m["tiers"]) != p.tiers:
+        ck.fail_manifest("tiers", f"is {m['tiers']!r}; the verifications table has tiers {p.tiers!r}")
+
+
+def validate_pool(pool: Pool, *, source: str | None = None) -> None:
+    """Raise PoolError at the first problem in ``pool`` (schema, keys, values, references, manifest)."""
+    ck = _Checker(pool, source)
+    n = _check_manifest_basics(ck)
+    _check_columns(ck)
+    _check_keys(ck)
+    _check_values(ck)
+    _check_references(ck)
+    _check_candidate_indices(ck, n)
+    _check_verification_references(ck)
+    _check_clusters(ck)
+    _check_manifest_agrees(ck)
