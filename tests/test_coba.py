@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from agents.coba import CoBaPolicy
@@ -48,7 +49,7 @@ def test_early_stop_when_warmup_agrees_and_cheap_judge_is_confident():
     # Routing order after V2: R(c0) = (.2 + .27 + .09)/.65 = .862 < R(c1) = (.2 + .24)/.50 = .88 -> c1 first.
     ep = Ep(pad([cand("7", v1=0.9, v2=0.6, v3=0.8, correct=True),
                  cand("7", v1=0.8, v2=None, v3=0.7, correct=True), cand("8", v1=0.99, v3=0.99)]))
-    steps, info, ev = play("coba_strong", [ep])
+    steps, info, ev = play("coba_strong_literal", [ep])
     assert steps == [(S, 0), (S, 1), (V1, 0), (V1, 1), (V2, 0), (V2, 1), (V3, 1), (V3, 0), (STOP, -1)]
     r0 = fusion(1.0, 0.9, 0.6, 0.8)  # (.2 + .27 + .09 + .36) / 1.10 = .83636
     r1 = fusion(1.0, 0.8, None, 0.7)  # unparsed V2 drops out: (.2 + .24 + .315) / .95 = .79474
@@ -63,7 +64,7 @@ def test_expansion_to_n_max_then_top2_routing_by_fusion_rank():
     # c3 (.5,.55) -> .53. The top 2 are c1, then c3.
     ep = Ep(pad([cand("7", v1=0.5, v3=0.2), cand("8", v1=0.95, v3=0.9, correct=True),
                  cand("9", v1=0.6, v3=0.3), cand("7", v1=0.55, v3=0.4)]))
-    steps, info, ev = play("coba_balanced", [ep])
+    steps, info, ev = play("coba_balanced_literal", [ep])
     assert steps == [(S, 0), (S, 1), (V1, 0), (V1, 1), (S, 2), (V1, 2), (S, 3), (V1, 3), (V3, 1), (V3, 3),
                      (STOP, -1)]
     expected = [fusion(0.5, 0.5), fusion(0.25, 0.95, s3=0.9), fusion(0.25, 0.6), fusion(0.5, 0.55, s3=0.4)]
@@ -76,7 +77,7 @@ def test_expansion_to_n_max_then_top2_routing_by_fusion_rank():
 def test_expansion_stops_as_soon_as_the_answer_is_stable():
     # Warm-up 7, 8 (share .5): sample; 7, 8, 7 gives share .667 >= .6 and mean V1 of "7" = (.8 + .7)/2 = .75.
     ep = Ep(pad([cand("7", v1=0.8, v3=0.9), cand("8", v1=0.9, v3=0.1), cand("7", v1=0.7, v3=0.8)]))
-    steps, info, _ = play("coba_strong", [ep])
+    steps, info, _ = play("coba_strong_literal", [ep])
     # Routing order: R(c0) = (.2*2/3 + .3*.8)/.5 = .747, R(c1) = (.2/3 + .27)/.5 = .673,
     # R(c2) = (.2*2/3 + .21)/.5 = .687, so V3 goes to c0, c2, c1 (K = 4, only 3 candidates).
     # Final: R(c0) = (.3733 + .405)/.95 = .819 beats c2 (.740) and c1 (.402).
@@ -88,7 +89,7 @@ def test_agreeing_warmup_with_low_cheap_score_still_expands():
     # 7, 7 agree but the mean V1 score is .55 < .7: sample; a third 7 keeps the mean at (.5+.6+.9)/3 = .667;
     # the fourth (V1 .95) lifts it to .7375 -> stable at n = 4 (before Strong's N_max = 8).
     ep = Ep(pad([cand("7", v1=0.5), cand("7", v1=0.6), cand("7", v1=0.9), cand("7", v1=0.95)]))
-    steps, _, _ = play("coba_strong", [ep])
+    steps, _, _ = play("coba_strong_literal", [ep])
     assert [a for a, _ in steps] == [S, S, V1, V1, S, V1, S, V1, V3, V3, V3, V3, STOP]
 
 
@@ -96,7 +97,7 @@ def test_v2_only_on_warmup_candidates_and_fusion_renormalizes_missing_v2():
     # Every candidate has a V2 row, but V2 belongs to the warm-up phase only (paper Appendix A).
     ep = Ep([cand("3", v1=0.4, v2=0.2, v3=0.3), cand("4", v1=0.6, v2=0.9, v3=0.95),
              cand("3", v1=0.3, v2=0.8, v3=0.2), cand("5", v1=0.9, v2=0.7, v3=0.1)])
-    steps, info, ev = play("coba_balanced", [ep])
+    steps, info, ev = play("coba_balanced_literal", [ep])
     # Warm-up V2 target order: after V1, R(c0) = (.1 + .12)/.5 = .44 < R(c1) = (.1 + .18)/.5 = .56: c1 first.
     assert steps[:6] == [(S, 0), (S, 1), (V1, 0), (V1, 1), (V2, 1), (V2, 0)]
     assert [a for a, _ in steps].count(V2) == 2
@@ -115,7 +116,7 @@ def test_v2_only_on_warmup_candidates_and_fusion_renormalizes_missing_v2():
 @pytest.mark.parametrize("v1", [(0.4, 0.6), (0.9, 0.95)])
 def test_light_never_expands_nor_routes(v1):
     ep = Ep(pad([cand("7", v1=v1[0], v3=0.99), cand("8", v1=v1[1], v3=0.0)]))
-    steps, info, _ = play("coba_light", [ep])
+    steps, info, _ = play("coba_light_literal", [ep])
     assert steps == [(S, 0), (S, 1), (V1, 0), (V1, 1), (STOP, -1)]
     # Fusion on f = .5 each and s1 alone: the higher V1 score wins (R = (.1 + .3 s1) / .5).
     assert info["selected_candidate"] == 1
@@ -123,7 +124,7 @@ def test_light_never_expands_nor_routes(v1):
 
 def test_light_calls_v2_on_its_warmup_when_present():
     ep = Ep(pad([cand("7", v1=0.9, v2=0.5), cand("7", v1=0.9, v2=None)]))
-    steps, _, _ = play("coba_light", [ep])
+    steps, _, _ = play("coba_light_literal", [ep])
     assert [a for a, _ in steps] == [S, S, V1, V1, V2, V2, STOP]
 
 
@@ -131,7 +132,7 @@ def test_spent_budget_ends_expansion_and_routing():
     # Generation costs (100 + 1000 tokens) x 10 B = 11,000 p-tokens per sample; a judge call is 55 x 2 = 110.
     # max_cost = 22,220 is spent after the warm-up and its two V1 calls: only STOP remains legal.
     ep = Ep(pad([cand("7", v1=0.1), cand("8", v1=0.2)]))
-    steps, _, _ = play("coba_strong", [ep], cost_model="p_tokens", max_cost=22_220)
+    steps, _, _ = play("coba_strong_literal", [ep], cost_model="p_tokens", max_cost=22_220)
     assert [a for a, _ in steps] == [S, S, V1, V1, STOP]
 
 
@@ -163,10 +164,30 @@ def test_skip_unanimous_routes_saves_v3_only_when_one_answer_is_left():
     split = Ep(pad([cand("7", v1=0.9), cand("8", v1=0.9), cand("7", v1=0.9)]))
     for ep, routes in ((unanimous, 0), (split, 3)):
         policy = make_policy("coba_strong", skip_unanimous_routes=True)
-        literal = make_policy("coba_strong")
+        literal = make_policy("coba_strong_literal")
         pool = build_pool([ep])
         info = run_episode(make_env(policy, pool), policy, 0)
         base = run_episode(make_env(literal, pool), literal, 0)
         assert info["actions"].count(V3) == routes
         assert [a for a in info["actions"] if a != V3] == [a for a in base["actions"] if a != V3]
         assert info["selected_answer"] == base["selected_answer"]
+
+
+def test_unanimous_skip_selects_the_same_answers_as_literal_algorithm_on_the_paper_pool():
+    """The registry's CoBa variants skip V3 routes when one answer is left; answers must not change."""
+    from coba_env import compile_pool
+    from eval.runner import run_policy
+    from pools.default import resolve_pool
+
+    compiled = compile_pool(resolve_pool("paper"))
+    for variant in ("coba_balanced", "coba_strong"):
+        fast = run_policy(make_policy(variant), compiled)
+        literal = run_policy(make_policy(f"{variant}_literal"), compiled)
+        # Same answer cluster (the written form of the answer may differ between candidates of one cluster).
+        rows = np.arange(compiled.n_episodes)
+        fast_cluster = compiled.cluster[rows, fast["selected_candidate"].to_numpy()]
+        literal_cluster = compiled.cluster[rows, literal["selected_candidate"].to_numpy()]
+        assert (fast_cluster == literal_cluster).all()
+        assert (fast["correct"] == literal["correct"]).all()
+        assert fast["n_samples"].equals(literal["n_samples"])
+        assert fast["calls"].sum() < literal["calls"].sum()

@@ -261,7 +261,8 @@ def test_every_registered_policy_yields_a_valid_selection(name):
 
 def test_policies_needing_a_missing_tier_are_reported_not_applicable():
     pool = build_pool([Ep([Cand("7", scores={"V1": 0.8}) for _ in range(16)])])  # V1 only: no V2, no V3
-    expected = {"coba_balanced", "coba_strong", "outcome_evaluator", "process_outcome_evaluator"}
+    expected = {"coba_balanced", "coba_strong", "coba_balanced_literal", "coba_strong_literal",
+                "outcome_evaluator", "process_outcome_evaluator"}
     skipped = {}
     for name in load_specs():
         policy = make_policy(name)
@@ -285,11 +286,13 @@ def test_replay_refuses_an_env_with_another_selection_rule():
 def test_names_match_the_paper_table_and_bench_keeps_table_order():
     targets = json.loads((SHARED / "reference/paper-targets.json").read_text())
     assert default_bench_policies() == list(targets["main_table"]["rows"])
-    assert list_policies("coba") == ["coba_light", "coba_balanced", "coba_strong"]
+    assert list_policies("coba") == ["coba_light", "coba_balanced", "coba_strong", "coba_light_literal",
+                                     "coba_balanced_literal", "coba_strong_literal"]
     assert list_policies("oracle") == ["pool_oracle"]
     assert set(list_policies()) == set(targets["main_table"]["rows"]) | {
         "bon2_majority", "self_consistency", "uncertainty_bandit", "outcome_evaluator",
-        "process_outcome_evaluator", "s1_budget_forcing"}
+        "process_outcome_evaluator", "s1_budget_forcing", "coba_light_literal", "coba_balanced_literal",
+        "coba_strong_literal"}
     assert [n for n in list_policies() if make_policy(n).uses_labels] == ["pool_oracle"]
 
 

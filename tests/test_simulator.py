@@ -186,9 +186,10 @@ def test_paper_verifier_tiers(paper_pool: Pool) -> None:
     counts = ver.groupby("tier").size()
     assert counts["V1"] == counts["V3"] == n_ep * 16
     v2 = ver[ver["tier"] == "V2"]
-    assert len(v2) == 2 * n_ep and set(v2["candidate"]) == {0, 1}
-    assert 0.60 <= v2["score"].isna().mean() <= 0.70
-    assert ver.loc[ver["tier"] != "V2", "score"].notna().all()
+    # V2 is stored as in the paper's replay metadata: parsed warm-up scores only (missing_stored_as "absent"),
+    # about 35% of the 2 x episodes warm-up calls.
+    assert 0.30 <= len(v2) / (2 * n_ep) <= 0.40 and set(v2["candidate"]) == {0, 1}
+    assert ver["score"].notna().all()
     assert ((ver["score"].dropna() >= 0) & (ver["score"].dropna() <= 1)).all()
     assert (ver["prompt_tokens"] > 0).all() and (ver["output_tokens"] > 0).all()
 

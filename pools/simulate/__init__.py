@@ -276,16 +276,21 @@ def _verifications(rng: np.random.Generator, pr: dict[str, Any], lay: m.Layout, 
         # The verifier reads the problem and the candidate's output, truncated to its read cap.
         prompt = t["prompt_template_tokens"] + problem[sel] + np.minimum(gen_out[sel], t["read_cap_tokens"])
         out = m.lognormal_int(rng, t["output_tokens_median"], t["output_tokens_sigma"], prompt.shape)
-        rows = prompt.size
-        parts["episode_id"].append(np.repeat(np.arange(n_ep), len(cols)))
-        parts["candidate"].append(np.tile(cols, n_ep))
+        latency = m.latency_s(rng, params[t["model"]], prompt, out, pr["latency"]).reshape(-1)
+        flat_score = score[sel].reshape(-1)
+        # "absent": an unparsed call leaves no row, as in replay metadata that keeps parsed scores only
+        # (the paper's V2); "nan": the call is stored, its cost counted, with a missing score.
+        keep = ~np.isnan(flat_score) if t["missing_stored_as"] == "absent" else np.ones(prompt.size, bool)
+        rows = int(keep.sum())
+        parts["episode_id"].append(np.repeat(np.arange(n_ep), len(cols))[keep])
+        parts["candidate"].append(np.tile(cols, n_ep)[keep])
         parts["tier"].append(np.full(rows, tier, dtype=object))
         parts["tier_index"].append(np.full(rows, tier_index))
         parts["model"].append(np.full(rows, t["model"], dtype=object))
-        parts["score"].append(score[sel].reshape(-1))
-        parts["prompt_tokens"].append(prompt.reshape(-1))
-        parts["output_tokens"].append(out.reshape(-1))
-        parts["latency_s"].append(m.latency_s(rng, params[t["model"]], prompt, out, pr["latency"]).reshape(-1))
+        parts["score"].append(flat_score[keep])
+        parts["prompt_tokens"].append(prompt.reshape(-1)[keep])
+        parts["output_tokens"].append(out.reshape(-1)[keep])
+        parts["latency_s"].append(latency[keep])
     columns = {c: np.concatenate(v) for c, v in parts.items()}
     order = np.lexsort((columns.pop("tier_index"), columns["candidate"], columns["episode_id"]))
     return pd.DataFrame({c: v[order] for c, v in columns.items()})

@@ -200,6 +200,7 @@ _TIER_FIELDS = {
     "auroc": _number(0.5, 1, hi_open=True),
     "candidates": _candidates_spec,
     "missing_rate": _number(0, 1),
+    "missing_stored_as": _choice("nan", "absent"),
     "cluster_correlation": _number(0, 1, hi_open=True),
     "no_answer_shift": _number(),
     "score_sharpness": _number(0, lo_open=True),
