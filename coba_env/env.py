@@ -299,7 +299,8 @@ class CoBaEnv(gym.Env):
         ev = self._ev
         n = ev.n_revealed
         if ev.cost[self._cost_k] >= self.max_cost:
-            return self._mask_table[1 << (self.n_tiers + 1)]
+            self._bits = 1 << (self.n_tiers + 1)
+            return self._mask_table[self._bits]
         bits = 1 if n < self.n_max else 0
         pending, tier_on = self._pending, self._tier_on
         for t in range(self.n_tiers):
@@ -307,6 +308,7 @@ class CoBaEnv(gym.Env):
                 bits |= 2 << t
         if n > 0 or not bits:
             bits |= 1 << (self.n_tiers + 1)
+        self._bits = bits
         return self._mask_table[bits]
 
     def _current_mask(self) -> np.ndarray | None:
@@ -322,12 +324,10 @@ class CoBaEnv(gym.Env):
         ev = self._ev
         has = self._row[4]
         best, best_r = -1, -3.0
-        clusters = ev.clusters
-        for c in range(ev.n_revealed):
-            if has[c][tier] and clusters[c] >= 0 and ev.scores[c][tier] is None:
-                r = ev.fusion(c)
-                if r > best_r:
-                    best, best_r = c, r
+        clusters, scores = ev.clusters, ev.scores
+        for c, r in enumerate(ev.rank):
+            if r > best_r and clusters[c] >= 0 and has[c][tier] and scores[c][tier] is None:
+                best, best_r = c, r
         return best
 
     def step(self, action: int):
@@ -335,7 +335,7 @@ class CoBaEnv(gym.Env):
         if self._done:
             raise RuntimeError("step() called after the episode ended; call reset() first")
         a = int(action)
-        if not 0 <= a < len(self._mask) or not self._mask[a]:
+        if a < 0 or not (self._bits >> a) & 1:
             raise ValueError(self._illegal_reason(a))
         ev = self._ev
         row = self._row
@@ -367,13 +367,15 @@ class CoBaEnv(gym.Env):
             acc[3] += cost[3]
             reward = -ev.lam * cost[self._cost_k] / self.budget
         self._trace.append((a, c))
+        if cost is not None:
+            ev.refresh_rank()
         info: dict[str, Any]
         if a == self.STOP:
             self._done = True
             selected = select_candidate(ev, self.selection)
             correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
             reward += 1.0 if correct else 0.0
-            self._mask = self._mask_table[0]
+            self._mask, self._bits = self._mask_table[0], 0
             info = self._final_info(selected, correct)
         else:
             self._mask = self._compute_mask()
@@ -382,7 +384,7 @@ class CoBaEnv(gym.Env):
 
     def _observation(self) -> np.ndarray:
         ev = self._ev
-        top_r = ev.best_fusion()[1] if ev.n_answered else 0.0
+        top_r = ev.best_r
         return ev.features(ev.cost[self._cost_k] / self.budget, self.max_steps, self.pool.max_output_tokens,
                            self._logs, top_r)
 

@@ -55,9 +55,9 @@ class Evidence:
 
     __slots__ = (
         "n_max", "n_tiers", "n_revealed", "clusters", "counts", "n_answered", "top", "n_distinct",
-        "clogc_sum", "flips", "scores", "n_verified", "tier_sum", "tier_cnt", "tier_max", "best_v3",
+        "clogc_sum", "flips", "scores", "n_verified", "tier_stats", "best_v3",
         "len_sum", "cap_count", "cost", "steps", "lam", "output_tokens", "weights", "fnum", "fden",
-        "cap_hits",
+        "cap_hits", "top_count", "second_count", "rank", "best", "best_r",
     )
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
@@ -71,15 +71,20 @@ class Evidence:
         self.counts = [0] * max(n_clusters, 1)
         self.n_answered = 0
         self.top = -1
+        self.top_count = 0
+        self.second_count = 0  # the largest count among answers other than the top one
+        #: Fusion rank R of every revealed candidate (-1 without an answer), refreshed by ``refresh_rank``.
+        self.rank: list[float] = []
+        self.best = -1
+        self.best_r = 0.0
         self.n_distinct = 0
         self.clogc_sum = 0.0
         self.flips = 0
         #: scores[candidate][tier]: None = not verified at that tier; NaN = verified, no usable score.
         self.scores: list[list[float | None]] = []
         self.n_verified = [0] * n_tiers
-        self.tier_sum = [[0.0] * max(n_clusters, 1) for _ in range(n_tiers)]
-        self.tier_cnt = [[0] * max(n_clusters, 1) for _ in range(n_tiers)]
-        self.tier_max = [[0.0] * max(n_clusters, 1) for _ in range(n_tiers)]
+        #: (tier, cluster) -> [sum, count, max] of the usable scores of that answer's candidates at that tier.
+        self.tier_stats: dict[tuple[int, int], list] = {}
         self.best_v3 = 0.0
         self.len_sum = 0.0
         self.cap_count = 0
@@ -98,9 +103,8 @@ class Evidence:
 
     def top_tier_mean(self, tier: int) -> float | None:
         """Mean score at ``tier`` over the top cluster's scored candidates, or None if there is none."""
-        if self.top < 0 or self.tier_cnt[tier][self.top] == 0:
-            return None
-        return self.tier_sum[tier][self.top] / self.tier_cnt[tier][self.top]
+        stats = self.tier_stats.get((tier, self.top))
+        return stats[0] / stats[1] if stats else None
 
     def is_verified(self, candidate: int, tier: int) -> bool:
         """Whether ``candidate`` has been verified at ``tier``."""
@@ -119,18 +123,24 @@ class Evidence:
         if cap_hit:
             self.cap_count += 1
         if cluster >= 0:
-            c = self.counts[cluster]
-            if c == 0:
+            c = self.counts[cluster] + 1
+            if c == 1:
                 self.n_distinct += 1
-            self.counts[cluster] = c + 1
-            self.clogc_sum += clogc[c + 1] - clogc[c]
+            self.counts[cluster] = c
+            self.clogc_sum += clogc[c] - clogc[c - 1]
             self.n_answered += 1
             top = self.top
             if top < 0:
-                self.top = cluster
-            elif cluster != top and (c + 1 > self.counts[top] or (c + 1 == self.counts[top] and cluster < top)):
-                self.top = cluster
+                self.top, self.top_count = cluster, c
+            elif cluster == top:
+                self.top_count = c
+            elif c > self.top_count or (c == self.top_count and cluster < top):
+                # Ties go to the answer seen first, i.e. the lower cluster id.
+                self.second_count = self.top_count
+                self.top, self.top_count = cluster, c
                 self.flips += 1
+            elif c > self.second_count:
+                self.second_count = c
 
     def add_score(self, candidate: int, tier: int, score: float) -> None:
         """Record ``score`` (NaN = no usable score) for ``candidate`` at ``tier``."""
@@ -142,10 +152,14 @@ class Evidence:
             self.fnum[candidate] += w * score
             self.fden[candidate] += w
         if cluster >= 0 and score == score:  # NaN never counts as evidence
-            self.tier_sum[tier][cluster] += score
-            self.tier_cnt[tier][cluster] += 1
-            if score > self.tier_max[tier][cluster]:
-                self.tier_max[tier][cluster] = score
+            stats = self.tier_stats.get((tier, cluster))
+            if stats is None:
+                self.tier_stats[(tier, cluster)] = [score, 1, max(score, 0.0)]
+            else:
+                stats[0] += score
+                stats[1] += 1
+                if score > stats[2]:
+                    stats[2] = score
         if tier == V3 and score == score and score > self.best_v3:
             self.best_v3 = score
 
@@ -157,6 +171,21 @@ class Evidence:
         den = self.fden[candidate]
         return (self.weights[0] * self.counts[cluster] / self.n_revealed + self.fnum[candidate]) / den \
             if den > 0 else 0.0
+
+    def refresh_rank(self) -> None:
+        """Recompute ``rank`` (R of every revealed candidate) and ``best``/``best_r`` after new evidence."""
+        wf, n, counts, fnum, fden = self.weights[0], self.n_revealed, self.counts, self.fnum, self.fden
+        if wf > 0:  # every denominator is >= wf > 0
+            rank = [(wf * counts[cl] / n + fnum[c]) / fden[c] if cl >= 0 else -1.0
+                    for c, cl in enumerate(self.clusters)]
+        else:
+            rank = [self.fusion(c) for c in range(n)]
+        self.rank = rank
+        if self.n_answered:
+            best_r = max(rank)
+            self.best, self.best_r = rank.index(best_r), best_r
+        else:
+            self.best, self.best_r = -1, 0.0
 
     def best_fusion(self) -> tuple[int, float]:
         """(candidate, R) with the highest fusion rank, ties to the earliest; (-1, 0.0) if none has an answer."""
@@ -181,13 +210,8 @@ class Evidence:
         if n == 0:
             share = gap = no_answer = v1f = v2f = v3f = mean_len = cap = 0.0
         else:
-            share = self.counts[top] / n if top >= 0 else 0.0
-            if top >= 0:
-                counts = self.counts
-                second = max(max(counts[:top], default=0), max(counts[top + 1:], default=0))
-                gap = (counts[top] - second) / n
-            else:
-                gap = 0.0
+            share = self.top_count / n if top >= 0 else 0.0
+            gap = (self.top_count - self.second_count) / n if top >= 0 else 0.0
             no_answer = (n - self.n_answered) / n
             v1f = self.n_verified[V1] / n
             v2f = self.n_verified[V2] / n
@@ -196,13 +220,13 @@ class Evidence:
             cap = self.cap_count / n
         na = self.n_answered
         entropy = (logs[na] - self.clogc_sum / na) / logs[n_max] if na > 1 and n_max > 1 else 0.0
-        if top >= 0 and self.tier_cnt[V1][top] > 0:
-            v1_mean = self.tier_sum[V1][top] / self.tier_cnt[V1][top]
-            v1_max = self.tier_max[V1][top]
-            v1_avail = 1.0
+        stats = self.tier_stats.get((V1, top)) if top >= 0 else None
+        if stats:
+            v1_mean, v1_max, v1_avail = stats[0] / stats[1], stats[2], 1.0
         else:
             v1_mean = v1_max = v1_avail = 0.0
-        v3_mean = self.tier_sum[V3][top] / self.tier_cnt[V3][top] if top >= 0 and self.tier_cnt[V3][top] else 0.0
+        stats = self.tier_stats.get((V3, top)) if top >= 0 else None
+        v3_mean = stats[0] / stats[1] if stats else 0.0
         return np.array(
             (n / n_max, share, self.n_distinct / n_max, entropy, gap, no_answer, v1_mean, v1_max, v1_avail,
              self.best_v3, v3_mean, v1f, v2f, v3f, budget_used, mean_len, cap, self.flips / n_max,
