@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES, cost_index
-from coba_env.evidence import FEATURE_NAMES, N_FEATURES, Evidence, clogc_table, log_table
+from coba_env.evidence import FEATURE_NAMES, N_FEATURES, V1, V3, Evidence, clogc_table, log_table
 from coba_env.selection import SelectionRule, select_candidate
 from coba_env.spaces import MaskedDiscrete
 from coba_env.trace import Trace
@@ -19,6 +19,13 @@ from pools.schema import TIERS
 from pools.store import Pool
 
 ORDERS = ("sequential", "shuffle", "random")
+_TOKENS, _P_TOKENS, _CALLS, _LATENCY = COST_MEASURES  # info["costs"] keys, in ``ev.cost`` order
+
+# Observation entries that VERIFY and STOP patch in place (SAMPLE and reset rebuild the whole list).
+_V1_MEAN, _V1_MAX, _V1_AVAIL, _BEST_V3, _V3_MEAN, _V1_FRAC, _BUDGET, _STEP, _LAMBDA, _TOP_R = (
+    FEATURE_NAMES.index(name) for name in (
+        "top_v1_mean", "top_v1_max", "top_v1_available", "best_v3", "top_v3_mean", "v1_verified_frac",
+        "budget_used", "step_frac", "lambda", "top_fusion_score"))
 
 
 def action_names(tiers: Sequence[str] = TIERS) -> list[str]:
@@ -206,6 +213,11 @@ class CoBaEnv(gym.Env):
         self.tiers = TIERS
         self.enabled_tiers = tuple(t for t in TIERS if t in tiers and t in self.pool.tiers_present)
         self._tier_on = [t in self.enabled_tiers for t in TIERS]
+        #: Mask bit of each tier's VERIFY action, 0 for a disabled tier. ``_pending[t]`` counts the revealed
+        #: candidates with an answer and a tier-t call not yet verified at t; ``_verify_bits`` is the OR of the
+        #: bits of the tiers with ``_pending[t] > 0``, kept up to date by ``step`` (read by ``_compute_mask``).
+        self._tier_bits = [2 << t if on else 0 for t, on in enumerate(self._tier_on)]
+        self._tier_index_bits = tuple(enumerate(self._tier_bits))
         self.n_tiers = len(TIERS)
         self.actions = action_names(TIERS)
         self.SAMPLE, self.STOP = 0, self.n_tiers + 1
@@ -233,6 +245,12 @@ class CoBaEnv(gym.Env):
         self._ev: Evidence | None = None
         self._done = True
         self._trace: list[tuple[int, int]] = []
+        self._pending = [0] * self.n_tiers
+        self._verify_bits = 0
+        self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32)
+        self._meta: tuple[Any, list, list, list, list] | None = None
+        #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
+        self._obs: list[float] = [0.0] * N_FEATURES
 
     # -- episode bookkeeping -------------------------------------------------------------------------
     @property
@@ -253,6 +271,10 @@ class CoBaEnv(gym.Env):
         return self._ev
 
     def _next_episode(self) -> int:
+        if self.order == "sequential":
+            ep = self._cursor % len(self._rows)  # one row per episode of the pool
+            self._cursor += 1
+            return ep
         n = self.pool.n_episodes
         if self.order == "random":
             return int(self.np_random.integers(n))
@@ -272,13 +294,13 @@ class CoBaEnv(gym.Env):
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             self._cursor, self._perm = 0, None
         options = options or {}
-        if "episode" in options:
+        if options and "episode" in options:
             ep = int(options["episode"])
             if not 0 <= ep < self.pool.n_episodes:
                 raise ValueError(f"episode index {ep} out of range 0..{self.pool.n_episodes - 1}")
         else:
             ep = self._next_episode()
-        if "lam" in options:
+        if options and "lam" in options:
             lam = float(options["lam"])
         elif self.lambda_range is not None:
             lam = float(self.np_random.uniform(*self.lambda_range))
@@ -288,10 +310,17 @@ class CoBaEnv(gym.Env):
         self._row = self._rows[ep]
         self._ev = Evidence(self.n_max, self.n_tiers, self._row[7], lam, self._weights)
         self._pending = [0] * self.n_tiers
+        self._verify_bits = 0
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
-        return self._observation(), {"action_mask": self._mask.copy(), "episode": ep}
+        # Nothing is revealed yet: every feature is 0 but lambda (what ``Evidence.feature_list`` gives).
+        obs = [0.0] * N_FEATURES
+        obs[_LAMBDA] = lam
+        self._obs = obs
+        first = self._zero_obs.copy()
+        first[_LAMBDA] = lam
+        return first, {"action_mask": self._mask.copy(), "episode": ep}
 
     # -- masks ---------------------------------------------------------------------------------------
     def _compute_mask(self) -> np.ndarray:
@@ -301,11 +330,7 @@ class CoBaEnv(gym.Env):
         if ev.cost[self._cost_k] >= self.max_cost:
             self._bits = 1 << (self.n_tiers + 1)
             return self._mask_table[self._bits]
-        bits = 1 if n < self.n_max else 0
-        pending, tier_on = self._pending, self._tier_on
-        for t in range(self.n_tiers):
-            if tier_on[t] and pending[t] > 0:
-                bits |= 2 << t
+        bits = (1 if n < self.n_max else 0) | self._verify_bits
         if n > 0 or not bits:
             bits |= 1 << (self.n_tiers + 1)
         self._bits = bits
@@ -324,9 +349,8 @@ class CoBaEnv(gym.Env):
         ev = self._ev
         has = self._row[4]
         best, best_r = -1, -3.0
-        clusters, scores = ev.clusters, ev.scores
-        for c, r in enumerate(ev.rank):
-            if r > best_r and clusters[c] >= 0 and has[c][tier] and scores[c][tier] is None:
+        for c, (r, cluster, score, has_c) in enumerate(zip(ev.rank, ev.clusters, ev.scores, has)):  # noqa: B905
+            if r > best_r and cluster >= 0 and has_c[tier] and score[tier] is None:
                 best, best_r = c, r
         return best
 
@@ -340,53 +364,76 @@ class CoBaEnv(gym.Env):
         ev = self._ev
         row = self._row
         ev.steps += 1
+        obs = self._obs
+        if a == self.STOP:
+            self._trace.append((a, -1))
+            self._done = True
+            if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
+                selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
+            else:
+                selected = select_candidate(ev, self.selection)
+            correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+            self._mask, self._bits = self._mask_table[0], 0
+            obs[_STEP] = ev.steps / self.max_steps
+            return (np.array(obs, dtype=np.float32), 1.0 if correct else 0.0, True, False,
+                    self._final_info(selected, correct))
         if a == self.SAMPLE:
             c = ev.n_revealed
+            cluster = row[0][c]
             cost = row[3][c]
-            ev.add_candidate(row[0][c], row[1][c], row[2][c], self._clogc)
-            if row[0][c] >= 0:  # a candidate without an answer can never be selected: never worth judging
-                has = row[4][c]
-                for t in range(self.n_tiers):
+            ev.add_candidate(cluster, row[1][c], row[2][c], self._clogc)
+            if cluster >= 0:  # a candidate without an answer can never be selected: never worth judging
+                pending, bits, has = self._pending, self._verify_bits, row[4][c]
+                for t, bit in self._tier_index_bits:
                     if has[t]:
-                        self._pending[t] += 1
-        elif a == self.STOP:
-            c = -1
-            cost = None
+                        pending[t] += 1
+                        bits |= bit
+                self._verify_bits = bits
+            ev.refresh_rank()
         else:
             t = a - 1
             c = self.verify_target(t)
             cost = row[6][c][t]
-            ev.add_score(c, t, row[5][c][t])
+            score = row[5][c][t]
+            ev.add_score(c, t, score)
             self._pending[t] -= 1
-        reward = 0.0
-        if cost is not None:
-            acc = ev.cost
-            acc[0] += cost[0]
-            acc[1] += cost[1]
-            acc[2] += cost[2]
-            acc[3] += cost[3]
-            reward = -ev.lam * cost[self._cost_k] / self.budget
+            if not self._pending[t]:
+                self._verify_bits &= ~self._tier_bits[t]
+            ev.refresh_rank_of(c)
+        acc = ev.cost
+        acc[0] += cost[0]
+        acc[1] += cost[1]
+        acc[2] += cost[2]
+        acc[3] += cost[3]
+        reward = -ev.lam * cost[self._cost_k] / self.budget
         self._trace.append((a, c))
-        if cost is not None:
-            ev.refresh_rank()
-        info: dict[str, Any]
-        if a == self.STOP:
-            self._done = True
-            selected = select_candidate(ev, self.selection)
-            correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
-            reward += 1.0 if correct else 0.0
-            self._mask, self._bits = self._mask_table[0], 0
-            info = self._final_info(selected, correct)
-        else:
-            self._mask = self._compute_mask()
-            info = {"action_mask": self._mask.copy()}
-        return self._observation(), reward, self._done, False, info
+        if a == self.SAMPLE:
+            obs = self._obs = ev.feature_list(acc[self._cost_k] / self.budget, self.max_steps,
+                                              self.pool.max_output_tokens, self._logs, ev.best_r)
+        else:  # only the verified tier's entries, the budget, the step count and the top R change
+            obs[_V1_FRAC + t] = ev.n_verified[t] / ev.n_revealed
+            if score == score:
+                cluster = ev.clusters[c]
+                top = ev.top
+                if t == V1 and cluster == top:
+                    stats = ev.tier_stats[(V1, top)]
+                    obs[_V1_MEAN], obs[_V1_MAX], obs[_V1_AVAIL] = stats[0] / stats[1], stats[2], 1.0
+                elif t == V3:
+                    obs[_BEST_V3] = ev.best_v3
+                    if cluster == top:
+                        stats = ev.tier_stats[(V3, top)]
+                        obs[_V3_MEAN] = stats[0] / stats[1]
+            obs[_BUDGET] = acc[self._cost_k] / self.budget
+            obs[_STEP] = ev.steps / self.max_steps
+            obs[_TOP_R] = ev.best_r
+        self._mask = self._compute_mask()
+        return np.array(obs, dtype=np.float32), reward, False, False, {"action_mask": self._mask.copy()}
 
     def _observation(self) -> np.ndarray:
+        """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
         ev = self._ev
-        top_r = ev.best_r
         return ev.features(ev.cost[self._cost_k] / self.budget, self.max_steps, self.pool.max_output_tokens,
-                           self._logs, top_r)
+                           self._logs, ev.best_r)
 
     def _illegal_reason(self, a: int) -> str:
         if not 0 <= a < len(self._mask):
@@ -407,23 +454,33 @@ class CoBaEnv(gym.Env):
                 why = f"no revealed candidate is left to verify at {tier}"
         return f"action {a} ({name}) is not allowed now: {why}"
 
+    def _episode_meta(self) -> tuple[Any, list, list, list, list]:
+        """(pool, episode ids, datasets, generators, item ids) of ``self.pool`` as lists, rebuilt if it changes."""
+        meta, pool = self._meta, self.pool
+        if meta is None or meta[0] is not pool:
+            meta = self._meta = (pool, pool.episode_ids.tolist(), list(pool.dataset), list(pool.generator),
+                                 list(pool.item_id))
+        return meta
+
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
-        ev, pool, ep = self._ev, self.pool, self._ep
-        answers = pool.answer[ep]
+        ev, ep = self._ev, self._ep
+        _, ids, datasets, generators, items = self._episode_meta()
+        answers = self.pool.answer[ep]
+        names, cost = self.actions, ev.cost
         return {
             "action_mask": self._mask.copy(),
             "episode": ep,
-            "episode_id": int(pool.episode_ids[ep]),
-            "dataset": pool.dataset[ep],
-            "generator": pool.generator[ep],
-            "item_id": pool.item_id[ep],
+            "episode_id": ids[ep],
+            "dataset": datasets[ep],
+            "generator": generators[ep],
+            "item_id": items[ep],
             "lambda": ev.lam,
             "trace": Trace(self._trace, self.actions, self.tiers, self._row, answers, selected),
-            "actions": [self.actions[a] for a, _ in self._trace],
+            "actions": [names[a] for a, _ in self._trace],
             "selected_candidate": selected,
             "selected_answer": answers[selected] if selected >= 0 else None,
             "correct": correct,
-            "costs": dict(zip(COST_MEASURES, ev.cost, strict=True)),
+            "costs": {_TOKENS: cost[0], _P_TOKENS: cost[1], _CALLS: cost[2], _LATENCY: cost[3]},
         }
 
     def render(self) -> str | None:

@@ -176,8 +176,10 @@ class Evidence:
         """Recompute ``rank`` (R of every revealed candidate) and ``best``/``best_r`` after new evidence."""
         wf, n, counts, fnum, fden = self.weights[0], self.n_revealed, self.counts, self.fnum, self.fden
         if wf > 0:  # every denominator is >= wf > 0
-            rank = [(wf * counts[cl] / n + fnum[c]) / fden[c] if cl >= 0 else -1.0
-                    for c, cl in enumerate(self.clusters)]
+            rank = []
+            append = rank.append  # a plain loop: cheaper than a comprehension for a handful of candidates
+            for cl, num, den in zip(self.clusters, fnum, fden):  # noqa: B905 (equal lengths; strict= is slower)
+                append((wf * counts[cl] / n + num) / den if cl >= 0 else -1.0)
         else:
             rank = [self.fusion(c) for c in range(n)]
         self.rank = rank
@@ -186,6 +188,14 @@ class Evidence:
             self.best, self.best_r = rank.index(best_r), best_r
         else:
             self.best, self.best_r = -1, 0.0
+
+    def refresh_rank_of(self, candidate: int) -> None:
+        """``refresh_rank`` after a new score for ``candidate`` only (every other R is unchanged)."""
+        rank = self.rank
+        rank[candidate] = self.fusion(candidate)
+        if self.n_answered:
+            best_r = max(rank)
+            self.best, self.best_r = rank.index(best_r), best_r
 
     def best_fusion(self) -> tuple[int, float]:
         """(candidate, R) with the highest fusion rank, ties to the earliest; (-1, 0.0) if none has an answer."""
@@ -201,9 +211,9 @@ class Evidence:
                     best, best_r = c, r
         return (best, best_r) if best >= 0 else (-1, 0.0)
 
-    def features(self, budget_used: float, max_steps: int, max_output_tokens: float, logs: list[float],
-                 top_fusion: float) -> np.ndarray:
-        """The float32 observation vector, in ``FEATURES`` order."""
+    def feature_list(self, budget_used: float, max_steps: int, max_output_tokens: float, logs: list[float],
+                     top_fusion: float) -> list[float]:
+        """The observation values as Python floats, in ``FEATURES`` order (``features`` without the array)."""
         n = self.n_revealed
         top = self.top
         n_max = self.n_max
@@ -213,23 +223,31 @@ class Evidence:
             share = self.top_count / n if top >= 0 else 0.0
             gap = (self.top_count - self.second_count) / n if top >= 0 else 0.0
             no_answer = (n - self.n_answered) / n
-            v1f = self.n_verified[V1] / n
-            v2f = self.n_verified[V2] / n
-            v3f = self.n_verified[V3] / n
+            n_verified = self.n_verified
+            v1f = n_verified[V1] / n
+            v2f = n_verified[V2] / n
+            v3f = n_verified[V3] / n
             mean_len = self.len_sum / n / max_output_tokens
             cap = self.cap_count / n
         na = self.n_answered
         entropy = (logs[na] - self.clogc_sum / na) / logs[n_max] if na > 1 and n_max > 1 else 0.0
-        stats = self.tier_stats.get((V1, top)) if top >= 0 else None
-        if stats:
-            v1_mean, v1_max, v1_avail = stats[0] / stats[1], stats[2], 1.0
+        if top >= 0:
+            tier_stats = self.tier_stats
+            stats = tier_stats.get((V1, top))
+            if stats:
+                v1_mean, v1_max, v1_avail = stats[0] / stats[1], stats[2], 1.0
+            else:
+                v1_mean = v1_max = v1_avail = 0.0
+            stats = tier_stats.get((V3, top))
+            v3_mean = stats[0] / stats[1] if stats else 0.0
         else:
-            v1_mean = v1_max = v1_avail = 0.0
-        stats = self.tier_stats.get((V3, top)) if top >= 0 else None
-        v3_mean = stats[0] / stats[1] if stats else 0.0
-        return np.array(
-            (n / n_max, share, self.n_distinct / n_max, entropy, gap, no_answer, v1_mean, v1_max, v1_avail,
-             self.best_v3, v3_mean, v1f, v2f, v3f, budget_used, mean_len, cap, self.flips / n_max,
-             self.steps / max_steps, self.lam, top_fusion),
-            dtype=np.float32,
-        )
+            v1_mean = v1_max = v1_avail = v3_mean = 0.0
+        return [n / n_max, share, self.n_distinct / n_max, entropy, gap, no_answer, v1_mean, v1_max, v1_avail,
+                self.best_v3, v3_mean, v1f, v2f, v3f, budget_used, mean_len, cap, self.flips / n_max,
+                self.steps / max_steps, self.lam, top_fusion]
+
+    def features(self, budget_used: float, max_steps: int, max_output_tokens: float, logs: list[float],
+                 top_fusion: float) -> np.ndarray:
+        """The float32 observation vector, in ``FEATURES`` order."""
+        return np.array(self.feature_list(budget_used, max_steps, max_output_tokens, logs, top_fusion),
+                        dtype=np.float32)

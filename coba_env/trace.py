@@ -16,6 +16,8 @@ class Trace(Sequence):
     STOP reveals ``selected_candidate``.
     """
 
+    __slots__ = ("_steps", "_names", "_tiers", "_row", "_answers", "_selected", "_records")
+
     def __init__(self, steps: list[tuple[int, int]], action_names: Sequence[str], tiers: Sequence[str],
                  row: tuple, answers: Sequence[Any], selected: int) -> None:
         self._steps, self._names, self._tiers = steps, action_names, tiers
