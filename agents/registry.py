@@ -205,6 +205,10 @@ def make_policy(name: str, *, specs: SpecSource = None, **overrides: Any) -> Pol
     built-in file); ``overrides`` replace individual parameters."""
     specs = _resolve_specs(specs)
     if name not in specs:
+        from agents.learned import is_checkpoint, load_checkpoint
+
+        if is_checkpoint(name):  # a trained controller's checkpoint directory (optionally PATH@LAMBDA)
+            return load_checkpoint(name, **overrides)
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(specs)}")
     spec = specs[name]
     cls = POLICY_CLASSES[spec["kind"]]

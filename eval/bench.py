@@ -240,8 +240,11 @@ def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
         table = load_specs(spec_file)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from exc
+    from agents.learned import is_checkpoint
+
     unknown = [str(i).strip() for i in items
-               if isinstance(i, str) and str(i).strip() not in table and str(i).strip() not in POLICY_SETS]
+               if isinstance(i, str) and str(i).strip() not in table and str(i).strip() not in POLICY_SETS
+               and not is_checkpoint(str(i).strip())]
     if unknown:
         select_policies(unknown, table)  # raises BenchInputError naming every unknown policy and the known ones
     objs: list[Policy] = []
@@ -249,6 +252,12 @@ def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
     for item in items:
         if isinstance(item, Policy):
             objs.append(item)
+            continue
+        if is_checkpoint(str(item).strip()):  # a trained controller: `--policies main,PATH[@LAMBDA]`
+            try:
+                objs.append(make_policy(str(item).strip(), specs=table))
+            except (ValueError, FileNotFoundError) as exc:
+                raise BenchInputError(f"checkpoint {str(item).strip()!r}: {exc}") from exc
             continue
         for name in select_policies([str(item).strip()], table):
             try:

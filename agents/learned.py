@@ -1,0 +1,65 @@
+"""Load a trained controller checkpoint (MLP or PPO) as a ``Policy``, dispatching on ``controller.json``.
+
+A checkpoint is a directory holding ``controller.json`` whose ``"kind"`` is ``"mlp"`` (``agents.learned_mlp``)
+or ``"ppo"`` (``agents.learned_ppo``). A checkpoint spec may carry the lambda to act at: ``PATH@0.2``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agents.base import Policy
+
+CONFIG_FILE = "controller.json"
+KINDS = ("mlp", "ppo")
+
+
+def split_spec(spec: str | Path) -> tuple[Path, float | None]:
+    """``"DIR@0.2"`` -> (DIR, 0.2); ``"DIR"`` -> (DIR, None). The suffix is read only when DIR is a checkpoint."""
+    text = str(spec)
+    if "@" in text:
+        head, _, tail = text.rpartition("@")
+        if (Path(head) / CONFIG_FILE).is_file():
+            try:
+                return Path(head), float(tail)
+            except ValueError:
+                raise ValueError(f"checkpoint spec {text!r}: expected PATH@LAMBDA with a number after '@', "
+                                 f"got {tail!r}") from None
+    return Path(text), None
+
+
+def is_checkpoint(spec: str | Path) -> bool:
+    """Whether ``spec`` (a path, optionally ``PATH@LAMBDA``) names a checkpoint directory."""
+    path, _ = split_spec(spec)
+    return (path / CONFIG_FILE).is_file()
+
+
+def checkpoint_kind(path: str | Path) -> str:
+    """The ``kind`` field of ``path/controller.json`` (raises naming the file and the field when invalid)."""
+    cfg = Path(path) / CONFIG_FILE
+    if not cfg.is_file():
+        raise FileNotFoundError(f"{cfg}: not a controller checkpoint (no controller.json)")
+    try:
+        data = json.loads(cfg.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{cfg}: invalid JSON: {exc}") from exc
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in KINDS:
+        raise ValueError(f"{cfg}: field 'kind' is {kind!r}, expected one of {list(KINDS)}")
+    return kind
+
+
+def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:
+    """The policy stored in checkpoint directory ``path`` (``PATH@LAMBDA`` also accepted), acting at ``lam``."""
+    directory, spec_lam = split_spec(path)
+    if lam is None:
+        lam = spec_lam
+    kind = checkpoint_kind(directory)
+    if kind == "mlp":
+        from agents import learned_mlp
+
+        return learned_mlp.load(directory, lam=lam)
+    from agents import learned_ppo
+
+    return learned_ppo.load(directory, lam=lam)

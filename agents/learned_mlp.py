@@ -1,0 +1,151 @@
+"""The learned MLP controller: a small torch MLP on the label-free observation, lambda-conditioned.
+
+The network reads ``controller_features``: the env's 21 observation features with three entries recomputed
+from the episode's ``Evidence`` in the controller's own units (budget used against the training budget B,
+mean length against the training pool's longest output, lambda = the controller's lambda), followed by the
+5-bit action mask. It outputs one score per action (an estimate of the oracle's return after that action,
+or a logit, depending on how it was trained); the policy plays the argmax over legal actions, so it is
+deterministic and never reads a label.
+
+A checkpoint is a directory with ``controller.json`` (``"kind": "mlp"``, the architecture, the feature
+normalization, the training budget and configuration) and ``model.pt`` (the torch ``state_dict``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from agents.base import Policy
+from coba_env.costs import cost_index
+from coba_env.env import CoBaEnv
+from coba_env.evidence import FEATURE_NAMES, N_FEATURES, Evidence
+
+N_ACTIONS = 5
+N_INPUTS = N_FEATURES + N_ACTIONS
+_BUDGET = FEATURE_NAMES.index("budget_used")
+_MEAN_LEN = FEATURE_NAMES.index("mean_length")
+LAMBDA_INDEX = FEATURE_NAMES.index("lambda")
+CONFIG_FILE = "controller.json"
+WEIGHTS_FILE = "model.pt"
+
+
+def build_network(hidden: tuple[int, ...] = (128, 128), n_inputs: int = N_INPUTS) -> nn.Sequential:
+    """The controller MLP: ``n_inputs`` -> hidden layers with tanh -> one output per action."""
+    layers: list[nn.Module] = []
+    width = n_inputs
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.Tanh()]
+        width = h
+    layers.append(nn.Linear(width, N_ACTIONS))
+    return nn.Sequential(*layers)
+
+
+def controller_features(observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence, *, budget: float,
+                        cost_model: str, max_output_tokens: float, lam: float) -> np.ndarray:
+    """The network input for one state: the observation in the controller's units plus the action mask."""
+    x = np.empty(N_INPUTS, dtype=np.float32)
+    x[:N_FEATURES] = observation
+    x[_BUDGET] = evidence.cost[cost_index(cost_model)] / budget
+    n = evidence.n_revealed
+    x[_MEAN_LEN] = evidence.len_sum / n / max_output_tokens if n else 0.0
+    x[LAMBDA_INDEX] = lam
+    x[N_FEATURES:] = action_mask[:N_ACTIONS]
+    return x
+
+
+class MLPController(Policy):
+    """A trained MLP routing controller; plays the best-scored legal action at a fixed lambda."""
+
+    name = "learned_mlp"
+    label = "Learned MLP"
+    group = "learned"
+
+    def __init__(self, network: nn.Module, config: dict[str, Any], *, lam: float | None = None) -> None:
+        self.network = network.eval()
+        self.config = config
+        self.lam = float(config.get("default_lambda", 0.1) if lam is None else lam)
+        if self.lam < 0:
+            raise ValueError(f"lambda must be >= 0, got {self.lam}")
+        self.budget = float(config["budget"])
+        self.cost_model = str(config["cost_model"])
+        self.max_output_tokens = float(config["max_output_tokens"])
+        self.mean = np.asarray(config["feature_mean"], dtype=np.float32)
+        self.scale = np.asarray(config["feature_scale"], dtype=np.float32)
+        # Inference runs in numpy on the extracted weights: one small forward per step, no torch threads.
+        linears = [m for m in network if isinstance(m, nn.Linear)]
+        self._layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
+                        for m in linears]
+        self.name = f"{config.get('name', 'mlp')}@{self.lam:g}"
+        self.label = f"Learned MLP (lambda={self.lam:g})"
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        """Network outputs for a batch of feature rows (normalized here)."""
+        h = (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
+        for i, (w, b) in enumerate(self._layers):
+            h = h @ w + b
+            if i < len(self._layers) - 1:
+                h = np.tanh(h)
+        return h
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """Argmax of the network's scores over the legal actions."""
+        x = controller_features(observation, action_mask, evidence, budget=self.budget,
+                                cost_model=self.cost_model, max_output_tokens=self.max_output_tokens, lam=self.lam)
+        s = self.scores(x[None])[0]
+        s = np.where(np.asarray(action_mask[:N_ACTIONS]) > 0, s, -np.inf)
+        return int(np.argmax(s))
+
+    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
+        """The controller runs only with the N_max it was trained with (its step and reveal fractions use it)."""
+        if env.n_max != self.config.get("n_max", env.n_max):
+            return False, f"trained with N_max = {self.config['n_max']}, the env has {env.n_max}"
+        return True, ""
+
+    def describe(self) -> dict[str, Any]:
+        """Name, label, group, lambda and the training configuration."""
+        return {"name": self.name, "label": self.label, "group": self.group, "kind": "mlp", "lambda": self.lam,
+                "train": {k: v for k, v in self.config.items() if k not in ("feature_mean", "feature_scale")}}
+
+
+def save(out_dir: str | Path, network: nn.Module, config: dict[str, Any]) -> Path:
+    """Write ``controller.json`` and ``model.pt`` into ``out_dir`` (each through a temp file + rename)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = {**config, "kind": "mlp"}
+    fd, tmp = tempfile.mkstemp(dir=out, suffix=".pt.tmp")
+    os.close(fd)
+    torch.save(network.state_dict(), tmp)
+    os.replace(tmp, out / WEIGHTS_FILE)
+    fd, tmp = tempfile.mkstemp(dir=out, suffix=".json.tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(config, f, indent=2)
+    os.replace(tmp, out / CONFIG_FILE)
+    return out
+
+
+def load(path: str | Path, *, lam: float | None = None) -> MLPController:
+    """Load an MLP checkpoint directory as a policy acting at ``lam`` (default: its ``default_lambda``)."""
+    path = Path(path)
+    cfg_file = path / CONFIG_FILE
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{cfg_file}: no controller.json; expected an MLP checkpoint directory")
+    config = json.loads(cfg_file.read_text())
+    if config.get("kind") != "mlp":
+        raise ValueError(f"{cfg_file}: field 'kind' is {config.get('kind')!r}, expected 'mlp'")
+    for key in ("hidden", "budget", "cost_model", "max_output_tokens", "feature_mean", "feature_scale"):
+        if key not in config:
+            raise ValueError(f"{cfg_file}: missing field {key!r}")
+    network = build_network(tuple(config["hidden"]))
+    weights = path / WEIGHTS_FILE
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights}: missing the MLP weights file")
+    network.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    return MLPController(network, config, lam=lam)

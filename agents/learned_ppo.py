@@ -1,0 +1,164 @@
+"""A trained PPO routing controller (``train/ppo.py``) as a ``Policy``: deterministic, optionally at a fixed lambda.
+
+The checkpoint directory's ``controller.json`` says how the model was trained (cost model, budget B, N_max,
+selection rule, lambda range); the policy asks the env for the same budget and selection (``env_kwargs()``)
+and reports itself as not applicable to an env with a different cost model, N_max or observation, because
+the ``budget_used`` and ``*_frac`` features would then mean something else than in training.
+
+Lambda: the model reads lambda from observation index 19. ``load(path, lam=0.3)`` fixes it (the policy writes
+0.3 into the observations it is shown, whatever lambda the env was built with, so ``coba bench``, which
+replays at lam=0, evaluates the controller at 0.3); ``lam=None`` acts on the env's own lambda.
+
+Example::
+
+    from agents.learned_ppo import load
+    from agents.runner import make_env, replay
+
+    policy = load(Path("runs/ppo-paper"), lam=0.2)
+    records = replay(policy, make_env(policy, "paper"))
+
+Acting never reads labels: the inputs are the observation and the action mask only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agents.base import Policy
+from coba_env.env import CoBaEnv
+from coba_env.evidence import FEATURE_NAMES, Evidence
+
+CONTROLLER_FILE = "controller.json"
+SUPPORTED_FORMATS = (1,)
+LAMBDA_INDEX = FEATURE_NAMES.index("lambda")
+
+
+class PPOController(Policy):
+    """A MaskablePPO actor network choosing the most probable legal action (deterministic)."""
+
+    group: ClassVar[str] = "learned"
+
+    def __init__(self, model: Any, meta: dict[str, Any], *, lam: float | None = None, name: str | None = None,
+                 source: str = "") -> None:
+        import torch
+
+        self._torch = torch
+        self.model = model
+        self.meta = meta
+        self.lam = None if lam is None else float(lam)
+        self.source = source
+        suffix = "" if self.lam is None else f"@{self.lam:g}"
+        self.name = name or f"ppo{suffix}"
+        self.label = f"PPO (lambda={self.lam:g})" if self.lam is not None else "PPO (env lambda)"
+        self.selection = meta.get("selection")
+        self.requires_tiers = ()
+        self._net = model.policy
+        self._net.set_training_mode(False)
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The training budget B and selection rule, so observations are scaled as in training."""
+        out: dict[str, Any] = {"budget": float(self.meta["budget"])}
+        if self.selection is not None:
+            out["selection"] = self.selection
+        return out
+
+    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
+        """Not applicable when the env's cost model, N_max or observation differs from training."""
+        meta = self.meta
+        if env.cost_model != meta["cost_model"]:
+            return False, (f"trained with cost model {meta['cost_model']!r}, the env uses {env.cost_model!r} "
+                           f"(run with --cost-model {meta['cost_model']})")
+        if env.n_max != int(meta["n_max"]):
+            return False, f"trained with N_max={meta['n_max']}, the env has N_max={env.n_max}"
+        if env.observation_space.shape != (len(meta["observation"]),):
+            return False, f"observation has shape {env.observation_space.shape}, the model expects {len(meta['observation'])}"
+        return True, ""
+
+    def _logits(self, observations: np.ndarray) -> np.ndarray:
+        obs = np.array(observations, dtype=np.float32, copy=True)
+        if self.lam is not None:
+            obs[:, LAMBDA_INDEX] = self.lam
+        net = self._net
+        with self._torch.no_grad():
+            x = self._torch.as_tensor(obs)
+            features = net.extract_features(x, net.pi_features_extractor)
+            return net.action_net(net.mlp_extractor.forward_actor(features)).numpy()
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """The deterministic action for each row of ``observations`` [B, 21] under ``action_masks`` [B, A]."""
+        logits = self._logits(np.atleast_2d(observations))
+        legal = np.atleast_2d(action_masks).astype(bool)
+        if not legal.any(axis=1).all():
+            raise ValueError("every action mask must allow at least one action")
+        return np.where(legal, logits, -np.inf).argmax(axis=1)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """The most probable legal action for this observation (lambda replaced when the policy fixes it)."""
+        return int(self.act_batch(observation[None, :], action_mask[None, :])[0])
+
+    def describe(self) -> dict[str, Any]:
+        """Name, group, lambda and the checkpoint's training summary."""
+        meta = self.meta
+        return {"name": self.name, "label": self.label, "group": self.group, "kind": "ppo",
+                "params": {"lam": self.lam, "checkpoint": self.source, "cost_model": meta.get("cost_model"),
+                           "lambda_range": meta.get("lambda_range"), "timesteps": meta.get("timesteps"),
+                           "seed": meta.get("seed"), "train_datasets": meta.get("train_datasets")}}
+
+
+def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
+    """``controller.json`` of a PPO checkpoint (its directory, or a zip inside it) and the model zip to load."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".zip":
+        directory = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        model_file: Path | None = path
+    elif path.is_dir():
+        directory, model_file = path, None
+    else:
+        raise FileNotFoundError(f"{path}: no such PPO checkpoint (expected a directory with {CONTROLLER_FILE} "
+                                "or a model .zip inside one)")
+    meta_file = directory / CONTROLLER_FILE
+    if not meta_file.is_file():
+        raise FileNotFoundError(f"{meta_file}: missing; a PPO checkpoint directory holds {CONTROLLER_FILE}")
+    try:
+        meta = json.loads(meta_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{meta_file}: not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_file}: expected a JSON object")
+    if meta.get("kind") != "ppo":
+        raise ValueError(f"{meta_file}: field 'kind' is {meta.get('kind')!r}; expected 'ppo'")
+    if meta.get("format_version") not in SUPPORTED_FORMATS:
+        raise ValueError(f"{meta_file}: field 'format_version' is {meta.get('format_version')!r}; "
+                         f"expected one of {list(SUPPORTED_FORMATS)}")
+    for key in ("cost_model", "budget", "n_max", "observation", "model"):
+        if key not in meta:
+            raise ValueError(f"{meta_file}: missing field {key!r}")
+    if not (isinstance(meta["budget"], int | float) and math.isfinite(meta["budget"]) and meta["budget"] > 0):
+        raise ValueError(f"{meta_file}: field 'budget' is {meta['budget']!r}; expected a positive number")
+    if model_file is None:
+        model_file = directory / str(meta["model"])
+    if not model_file.is_file():
+        raise FileNotFoundError(f"{model_file}: model file named by {meta_file} ('model') is missing")
+    return meta, model_file
+
+
+def load(path: Path, *, lam: float | None = None) -> Policy:
+    """The PPO controller saved at ``path`` (checkpoint directory or a snapshot zip), acting at ``lam`` if given."""
+    if lam is not None and not (math.isfinite(lam) and lam >= 0):
+        raise ValueError(f"lam must be a finite number >= 0, got {lam}")
+    meta, model_file = read_controller(Path(path))
+    from sb3_contrib import MaskablePPO
+
+    # Schedules are not needed to act; replacing them avoids unpickling closures from another SB3 version.
+    custom = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
+    model = MaskablePPO.load(model_file, device="cpu", custom_objects=custom)
+    expected = len(meta["observation"])
+    if model.observation_space.shape != (expected,):
+        raise ValueError(f"{model_file}: the model's observation shape {model.observation_space.shape} does not "
+                         f"match controller.json's {expected} features")
+    return PPOController(model, meta, lam=lam, source=str(model_file))

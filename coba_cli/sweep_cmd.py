@@ -1,0 +1,49 @@
+"""``coba sweep``: accuracy-cost frontiers of learned (over lambda) and fixed (over parameters) policies."""
+
+from __future__ import annotations
+
+import argparse
+
+from coba_cli.errors import UsageError
+from coba_cli.train_cmd import COST_CHOICES, _lambdas
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``coba sweep``."""
+    parser = subparsers.add_parser(
+        "sweep", help="trace accuracy-cost frontiers: checkpoints over lambda, CoBa / best-of-n over parameters",
+        description="Evaluate sweep points on a pool and write frontier.csv / frontier.md: macro accuracy and "
+        "cost of every point, which points dominate which, and the area under each family's front.")
+    parser.add_argument("--pool", default=None, metavar="POOL",
+                        help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
+    parser.add_argument("--policies", default="coba,best_of_n", metavar="ITEMS",
+                        help="comma-separated: a fixed family ('coba': N_max x strong routes, 'best_of_n': n), a "
+                             "checkpoint directory (traced over --lambdas) or a registered policy name "
+                             "(one point); default: coba,best_of_n")
+    parser.add_argument("--lambdas", type=_lambdas, default=None, metavar="L1,L2,...",
+                        help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
+    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost measure of the x axis")
+    parser.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default: sweep-out)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep for parsed ``args``; bad input exits 2."""
+    from pools.default import resolve_pool
+    from train.sweep import DEFAULT_EVAL_LAMBDAS, SweepInputError, frontier_markdown, run_sweep
+
+    specs = [s.strip() for s in args.policies.split(",") if s.strip()]
+    if not specs:
+        raise UsageError("--policies names nothing")
+    try:
+        from train.sweep import resolve_sweep
+
+        resolve_sweep(specs, args.lambdas or DEFAULT_EVAL_LAMBDAS)  # fail on bad input before building the pool
+        table, summary = run_sweep(resolve_pool(args.pool), specs, args.lambdas or DEFAULT_EVAL_LAMBDAS,
+                                   out_dir=args.out, cost_model=args.cost, progress=not args.no_progress)
+    except SweepInputError as exc:
+        raise UsageError(str(exc)) from exc
+    print(frontier_markdown(table, summary))
+    print(f"written: {args.out}/frontier.csv, {args.out}/frontier.md")
+    return 0

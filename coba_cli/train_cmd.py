@@ -1,0 +1,134 @@
+"""``coba train mlp|ppo``: train a learned routing controller, on a whole pool or leave-one-dataset-out."""
+
+from __future__ import annotations
+
+import argparse
+
+from coba_cli.errors import UsageError
+
+COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
+
+
+def _lambdas(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected one or more lambdas >= 0, got {text!r}")
+    return values
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``coba train``."""
+    parser = subparsers.add_parser(
+        "train", help="train a learned routing controller (MLP by oracle imitation, or MaskablePPO)",
+        description="Train a lambda-conditioned routing controller on a candidate pool. 'mlp' imitates the "
+        "cost-aware oracle with DAgger rollouts; 'ppo' runs sb3-contrib MaskablePPO. With --lodo, one controller "
+        "per held-out dataset is trained on the other datasets and evaluated beside CoBa and the baselines "
+        "(tables, paired bootstrap, action mix, frontier, verdict in --out).")
+    parser.add_argument("kind", choices=("mlp", "ppo"), help="controller kind: mlp (imitation) or ppo (RL)")
+    parser.add_argument("--pool", default=None, metavar="POOL",
+                        help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
+    parser.add_argument("--lodo", action="store_true",
+                        help="leave-one-dataset-out: train per held-out dataset and evaluate on it")
+    parser.add_argument("--lambdas", type=_lambdas, default=None, metavar="L1,L2,...",
+                        help="training lambdas (mlp: every visited state is labelled at each; ppo: lambda is drawn "
+                             "per episode between their min and max); default: mlp 0.02,0.05,0.1,0.2,0.3,0.5,1, ppo its own "
+                             "lambda range (train/ppo.py)")
+    parser.add_argument("--eval-lambdas", type=_lambdas, default=None, metavar="L1,L2,...",
+                        help="with --lodo: lambdas the learned controller is evaluated at (its frontier); "
+                             "default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1")
+    parser.add_argument("--held-out", default=None, metavar="DS1,DS2",
+                        help="with --lodo: only these held-out datasets (default: every dataset)")
+    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost model of the reward")
+    parser.add_argument("--seed", type=int, default=0, help="seed; a fixed seed reproduces the run (default: 0)")
+    parser.add_argument("--rounds", type=int, default=None, metavar="R", help="mlp: DAgger rounds after the "
+                        "oracle round (default: 3)")
+    parser.add_argument("--epochs", type=int, default=None, metavar="E", help="mlp: epochs per round (default: 20)")
+    parser.add_argument("--episodes-per-round", type=int, default=None, metavar="K",
+                        help="mlp: episodes rolled out per round (default: 1200)")
+    parser.add_argument("--loss", default=None, choices=("q", "ce"),
+                        help="mlp: 'q' regresses the oracle's action values (default), 'ce' clones its actions "
+                             "with class weights")
+    parser.add_argument("--targets", default=None, choices=("rollout", "oracle"),
+                        help="mlp: action values after round 0 from the learner's own continuation (rollout, "
+                             "default) or from the cost-aware oracle (oracle)")
+    parser.add_argument("--timesteps", type=int, default=None, metavar="T", help="ppo: total timesteps")
+    parser.add_argument("--out", default="train-out", metavar="DIR",
+                        help="output: the checkpoint directory, or with --lodo the tables and checkpoints "
+                             "(default: train-out)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(func=run)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    if args.kind == "mlp":
+        opts = {"dagger_rounds": args.rounds, "epochs": args.epochs, "episodes_per_round": args.episodes_per_round,
+                "loss": args.loss, "targets": args.targets}
+        if args.timesteps is not None:
+            raise UsageError("--timesteps applies to ppo only")
+    else:
+        opts = {"total_timesteps": args.timesteps}
+        used = [o for o, v in (("--rounds", args.rounds), ("--epochs", args.epochs),
+                               ("--episodes-per-round", args.episodes_per_round), ("--loss", args.loss),
+                               ("--targets", args.targets)) if v is not None]
+        if used:
+            raise UsageError(f"{', '.join(used)} apply to mlp only")
+    for key in ("dagger_rounds", "epochs", "episodes_per_round", "total_timesteps"):
+        if opts.get(key) is not None and opts[key] < (0 if key == "dagger_rounds" else 1):
+            raise UsageError(f"--{key.replace('_', '-')} must be >= {0 if key == 'dagger_rounds' else 1}, "
+                             f"got {opts[key]}")
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train (or run leave-one-dataset-out) for parsed ``args``; bad input exits 2."""
+    from coba_env.env import as_compiled
+    from pools.default import resolve_pool
+
+    options = _options(args)
+    if not args.lodo and (args.eval_lambdas is not None or args.held_out is not None):
+        raise UsageError("--eval-lambdas and --held-out need --lodo")
+    compiled = as_compiled(resolve_pool(args.pool))
+    from train.imitation import DEFAULT_LAMBDAS
+
+    lambdas = args.lambdas
+    if args.lodo:
+        from train.lodo import run_lodo
+        from train.sweep import DEFAULT_EVAL_LAMBDAS
+
+        datasets = list(dict.fromkeys(compiled.dataset.tolist()))
+        held = None
+        if args.held_out is not None:
+            held = [d.strip() for d in args.held_out.split(",") if d.strip()]
+            bad = [d for d in held if d not in datasets]
+            if bad:
+                raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
+        result = run_lodo(compiled, args.out, kinds=[args.kind], lambdas=lambdas,
+                          eval_lambdas=args.eval_lambdas or DEFAULT_EVAL_LAMBDAS, cost_model=args.cost,
+                          seed=args.seed, progress=not args.no_progress, train_options={args.kind: options},
+                          held_out=held)
+        v = result.get("verdict")
+        print(f"leave-one-dataset-out done in {result['seconds']:.0f} s; tables in {args.out}")
+        if v:
+            print(f"not dominated by {v['reference']}: {v['met']} (see {args.out}/verdict.md)")
+        return 0
+    try:
+        if args.kind == "mlp":
+            from train.imitation import train_mlp
+
+            path = train_mlp(compiled, args.out, lambdas=lambdas or DEFAULT_LAMBDAS, cost_model=args.cost,
+                             seed=args.seed,
+                             progress=not args.no_progress, **options)
+        else:
+            from train.ppo import train_ppo
+
+            if lambdas:
+                options["lambda_range"] = (min(lambdas), max(lambdas))
+            path = train_ppo(compiled, args.out, cost_model=args.cost, seed=args.seed,
+                             progress=not args.no_progress, **options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"checkpoint: {path} (evaluate with: coba bench --policies main,{path})")
+    return 0

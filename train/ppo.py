@@ -1,0 +1,340 @@
+"""PPO routing controller: sb3-contrib MaskablePPO on the CoBa replay environment, lambda-conditioned.
+
+One model traces a whole accuracy-cost frontier: every episode draws its cost weight lambda uniformly from
+``lambda_range`` and sees it in observation index 19, so at evaluation the same weights act for any fixed
+lambda (``agents.learned_ppo.load(path, lam=0.3)``). The script reads top to bottom like CleanRL's:
+arguments and seeding, the vectorized environment, the model, the training monitor (progress bar,
+TensorBoard scalars, checkpoints), ``learn()``, and the checkpoint directory.
+
+Example::
+
+    from train.ppo import train_ppo
+    ckpt = train_ppo("tiny", "runs/ppo-tiny", total_timesteps=20_000, n_envs=64, seed=0)
+    # tensorboard --logdir runs/ppo-tiny/tb
+
+The checkpoint directory holds ``controller.json`` (kind "ppo", lambda range, cost model, budget, seed, training
+episodes, timesteps, hyperparameters, timing), ``model.zip`` (the SB3 model), ``checkpoints/step_*.zip``
+(periodic snapshots) and ``tb/`` (TensorBoard logs: SB3's losses and episode returns, plus
+``time/steps_per_second``, ``time/env_share``, ``rollout/accuracy``, ``rollout/cost_over_budget`` and
+``rollout/action_share/<ACTION>``, the action mix, so a collapse to STOP is visible while training).
+
+Why lambda in [0, 0.5] (the default ``lambda_range``). The paper's reward is ``1[correct] - lambda * C / B`` with
+B the mean cost of drawing N_max candidates (``coba_env.env.default_budget``), so ``C / B = 1`` means "spent
+like best-of-N_max" and one more sample costs about ``lambda / N_max``. A policy that moves from one point of
+the fixed policies' frontier to the next is worth it when the accuracy gained exceeds ``lambda * (extra C) / B``,
+so the break-even lambda of each step of the frontier is its slope in B units. On the simulated paper pool
+(``coba bench --policies main``, B = 1.06M p_tokens): greedy (75.7%, 0.09 B) -> overthinking stop (83.6%,
+0.31 B): lambda ~ 0.36; -> k-stable stop / CoBa-Strong (85.3-85.4%, 0.48-0.72 B): lambda ~ 0.1 to 0.05;
+-> best-of-16 (85.1%, 1.45 B): no gain, lambda ~ 0. Every step of the frontier thus lies in [0, 0.4]; above
+0.5 the optimum is greedy (a sample there must buy 3% accuracy) and episodes drawn there teach nothing new,
+so [0, 0.5] covers the whole frontier, both ends included, without spending half the samples on the greedy
+corner as [0, 1] would.
+
+Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and 21 features in [0, 1]:
+
+- ``gamma=1.0``: the objective is the undiscounted episode return and episodes are short and bounded
+  (at most N_max * 4 + 1 actions), so discounting would only bias the policy towards stopping early.
+- ``gae_lambda=0.95``: the one reward that matters comes at STOP; 0.95 keeps most of it in the advantage of
+  early actions while cutting variance.
+- rollouts of ~16k transitions (``n_envs=1024`` x ``n_steps=16``; with fewer envs ``n_steps`` grows to keep
+  ~16k): about 2,000 finished episodes per update over many lambdas, enough for the small per-sample cost
+  differences (0.006 reward at lambda = 0.1) to show up in the advantages. 1024 sub-envs also amortize the
+  numpy vector env's per-step overhead: the environment then takes a few percent of the wall time
+  (``scripts/bench_ppo_env_share.py``: 3.4% at 1024 sub-envs, 11-16% at 64).
+- ``batch_size=1024``, ``n_epochs=10``, ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``:
+  the standard PPO settings (Schulman et al.; CleanRL); 160 gradient steps per rollout.
+- ``ent_coef=0.03`` (three times the usual 0.01): the measured remedy against the collapse to greedy that
+  the paper reports for its MLP. Extra samples pay off only several steps later (a second sample rarely
+  changes the fusion choice; a third and a verification do), so early returns favour STOP. On the paper
+  pool, 1.5M steps, seed 0: with 0.01 the policy sampled 1.25 times per episode even at lambda = 0 (81.9%
+  macro accuracy); with ``gae_lambda=1.0`` instead, 1.24 (81.9%); with 0.03 it sampled 6.8 times at
+  lambda = 0 and 4.9 at 0.05 (85.4% at 509k p_tokens per item, CoBa-Strong's accuracy at 2/3 of its cost).
+- ``net_arch=[128, 128]`` tanh, separate policy and value networks: the value depends on lambda and on the
+  evidence jointly (a lambda-conditioned value), which a 64-unit net fits less well; more is not needed.
+
+Reproducibility: ``seed`` seeds Python, numpy, torch (SB3's ``set_random_seed``), the action space and the
+vector env's episode order and lambda draws; torch runs on ``device="cpu"`` with ``torch_threads`` threads
+(default 1), so the same seed gives bit-identical weights. One thread is also the fast choice for these small
+networks on a shared machine: with 2 threads on 2 busy cores a paper-pool run fell from ~4,000 to ~300
+steps/s (OpenMP workers spin waiting for each other).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback
+
+from coba_env.costs import COST_MEASURES
+from coba_env.env import CoBaEnv, action_names
+from coba_env.evidence import FEATURE_NAMES
+from pools.schema import TIERS
+from pools.store import Pool
+from train.sb3_vec_env import CoBaSB3VecEnv
+
+FORMAT_VERSION = 1
+CONTROLLER_FILE = "controller.json"
+MODEL_FILE = "model.zip"
+CHECKPOINT_DIR = "checkpoints"
+TENSORBOARD_DIR = "tb"
+
+#: Range lambda is drawn from per episode (see the module docstring for why).
+DEFAULT_LAMBDA_RANGE: tuple[float, float] = (0.0, 0.5)
+#: Transitions per rollout aimed at when ``n_steps`` is not given (``n_steps = ceil(this / n_envs)``, >= 16).
+ROLLOUT_TRANSITIONS = 16_384
+#: MaskablePPO keyword arguments used unless overridden (see the module docstring for why).
+DEFAULT_PPO_KWARGS: dict[str, Any] = {
+    "learning_rate": 3e-4,
+    "batch_size": 1024,
+    "n_epochs": 10,
+    "gamma": 1.0,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.03,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}, "activation_fn": torch.nn.Tanh},
+}
+#: Trainer options accepted in ``**ppo_kwargs`` (everything else goes to ``MaskablePPO``).
+TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order")
+
+
+def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequence[int] | None = None,
+              datasets: Sequence[str] | None = None, lambda_range: tuple[float, float] = DEFAULT_LAMBDA_RANGE,
+              cost_model: str = "p_tokens", total_timesteps: int = 200_000, n_envs: int = 1024, seed: int = 0,
+              progress: bool = True, **ppo_kwargs: Any) -> Path:
+    """Train a lambda-conditioned MaskablePPO controller on ``pool``; return its checkpoint directory.
+
+    ``pool`` is anything ``CoBaEnv`` accepts (a Pool, CompiledPool, pool directory, profile name such as "paper"
+    or "tiny", or None for the default pool); ``episode_ids`` / ``datasets`` restrict the training episodes.
+    ``ppo_kwargs`` override ``DEFAULT_PPO_KWARGS`` (e.g. ``n_steps``, ``batch_size``, ``learning_rate``) and take
+    the trainer options ``checkpoint_every`` (timesteps between snapshots; default a fifth of the run),
+    ``torch_threads`` (default 1), ``budget`` (B in the reward; default: the training episodes' own
+    ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
+    ``tensorboard`` (default True) and ``order`` (episode order, default "shuffle"). Training into a directory
+    that holds an earlier run replaces its model, snapshots and controller.json (TensorBoard runs accumulate).
+    """
+    # ---- 0. arguments ------------------------------------------------------------------------------
+    out = Path(out_dir)
+    options = {k: ppo_kwargs.pop(k) for k in TRAINER_OPTIONS if k in ppo_kwargs}
+    low, high = (float(v) for v in lambda_range)
+    if not 0.0 <= low <= high:
+        raise ValueError(f"lambda_range must be (low, high) with 0 <= low <= high, got {lambda_range}")
+    if cost_model not in COST_MEASURES:
+        raise ValueError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
+    if int(total_timesteps) < 1:
+        raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
+    if int(n_envs) < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    n_envs, total_timesteps = int(n_envs), int(total_timesteps)
+    hyper = {**DEFAULT_PPO_KWARGS, **ppo_kwargs}
+    hyper.setdefault("n_steps", max(16, math.ceil(ROLLOUT_TRANSITIONS / n_envs)))
+    hyper["batch_size"] = min(int(hyper["batch_size"]), n_envs * int(hyper["n_steps"]))
+    env_kwargs = dict(options.get("env_kwargs") or {})
+    if options.get("budget") is not None:
+        env_kwargs["budget"] = float(options["budget"])
+    checkpoint_every = int(options.get("checkpoint_every") or max(1, total_timesteps // 5))
+    threads = int(options.get("torch_threads", 1))
+
+    # ---- 1. seeding and threads (reproducibility) --------------------------------------------------
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
+        env = CoBaSB3VecEnv(n_envs, pool, episode_ids=episode_ids, datasets=datasets,
+                            lambda_range=(low, high), cost_model=cost_model,
+                            order=options.get("order", "shuffle"), **env_kwargs)
+        single: CoBaEnv = env.venv.single
+
+        # ---- 3. the model (a rerun into the same directory replaces its snapshots and model) --------
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in [out / MODEL_FILE, *(out / CHECKPOINT_DIR).glob("step_*.zip")]:
+            stale.unlink(missing_ok=True)
+        tb_dir = str(out / TENSORBOARD_DIR) if options.get("tensorboard", True) else None
+        model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, tensorboard_log=tb_dir,
+                            **hyper)
+
+        # ---- 4. controller.json first (snapshots are loadable while training runs), then the monitor --
+        meta = {
+            "kind": "ppo",
+            "format_version": FORMAT_VERSION,
+            "model": MODEL_FILE,
+            "complete": False,
+            "lambda_range": [low, high],
+            "cost_model": cost_model,
+            "budget": single.budget,
+            "n_max": single.n_max,
+            "tiers": list(TIERS),
+            "enabled_tiers": list(single.enabled_tiers),
+            "selection": dataclasses.asdict(single.selection),
+            "seed": int(seed),
+            "timesteps": 0,
+            "total_timesteps": total_timesteps,
+            "pool": _describe_pool(pool),
+            "train_datasets": sorted({str(d) for d in single.pool.dataset}),
+            "datasets_filter": list(datasets) if datasets is not None else None,
+            "episode_ids": _summarize_ids(single.pool.episode_ids, given=episode_ids is not None),
+            "observation": list(FEATURE_NAMES),
+            "actions": action_names(TIERS),
+            "n_envs": n_envs,
+            "ppo": _jsonable(hyper),
+        }
+        _write_json(out / CONTROLLER_FILE, meta)
+        monitor = TrainingMonitor(out / CHECKPOINT_DIR, checkpoint_every, total_timesteps, progress=progress)
+
+        # ---- 5. learn -----------------------------------------------------------------------------
+        start, cpu_start = time.perf_counter(), time.process_time()
+        model.learn(total_timesteps, callback=monitor, tb_log_name="ppo", progress_bar=False)
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+
+        # ---- 6. the final model and its controller.json -------------------------------------------
+        _atomic_write_bytes(out / MODEL_FILE, _model_bytes(model))
+        meta.update(complete=True, timesteps=int(model.num_timesteps), training={
+            "seconds": round(seconds, 3), "env_seconds": round(env.env_seconds, 3),
+            "env_share": round(env.env_share(seconds), 5),
+            "cpu_seconds": round(cpu_seconds, 3), "env_cpu_seconds": round(env.env_cpu_seconds, 3),
+            "env_cpu_share": round(env.env_cpu_share(cpu_seconds), 5),
+            "steps_per_second": round(model.num_timesteps / seconds, 1) if seconds > 0 else None,
+            "torch_threads": threads,
+        }, checkpoints=sorted(p.name for p in (out / CHECKPOINT_DIR).glob("step_*.zip")))
+        _write_json(out / CONTROLLER_FILE, meta)
+        return out
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+class TrainingMonitor(BaseCallback):
+    """Progress bar, TensorBoard scalars (steps per second, env share, accuracy, cost, action mix) and snapshots."""
+
+    def __init__(self, checkpoint_dir: Path, checkpoint_every: int, total_timesteps: int, *,
+                 progress: bool = True) -> None:
+        super().__init__(verbose=0)
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
+        self.total_timesteps = total_timesteps
+        self.progress = progress
+        self._next_checkpoint = checkpoint_every
+        self._bar: Any = None
+
+    def _on_training_start(self) -> None:
+        self._start = time.perf_counter()
+        self._reset_counts()
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total_timesteps, desc="ppo", unit="step", unit_scale=True, smoothing=0.1)
+
+    def _reset_counts(self) -> None:
+        self._actions = np.zeros(self.training_env.action_space.n, dtype=np.int64)
+        self._correct = self._episodes = 0
+        self._cost = 0.0
+
+    def _on_step(self) -> bool:
+        self._actions += np.bincount(np.asarray(self.locals["actions"]).ravel(), minlength=len(self._actions))
+        dones = np.flatnonzero(self.locals["dones"])
+        if len(dones):
+            infos = self.locals["infos"]
+            budget = self.training_env.venv.budget
+            cost_k = self.training_env.venv.cost_k
+            for i in dones.tolist():
+                info = infos[i]
+                self._correct += bool(info.get("correct", False))
+                self._cost += info["costs"][COST_MEASURES[cost_k]] / budget if "costs" in info else 0.0
+            self._episodes += len(dones)
+        if self._bar is not None:
+            self._bar.update(self.training_env.num_envs)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        elapsed = time.perf_counter() - self._start
+        env: CoBaSB3VecEnv = self.training_env  # type: ignore[assignment]
+        self.logger.record("time/steps_per_second", self.num_timesteps / elapsed if elapsed > 0 else 0.0)
+        self.logger.record("time/env_share", env.env_share(elapsed))
+        if self._episodes:
+            self.logger.record("rollout/accuracy", self._correct / self._episodes)
+            self.logger.record("rollout/cost_over_budget", self._cost / self._episodes)
+        total = max(int(self._actions.sum()), 1)
+        for name, count in zip(action_names(TIERS), self._actions.tolist(), strict=True):
+            self.logger.record(f"rollout/action_share/{name}", count / total)
+        if self._bar is not None and self._episodes:
+            self._bar.set_postfix(acc=f"{self._correct / self._episodes:.3f}",
+                                  cost=f"{self._cost / self._episodes:.3f}B")
+        self._reset_counts()
+
+    def _on_rollout_start(self) -> None:
+        # Called after each update: the weights saved here are the ones the next rollout will use.
+        if self.num_timesteps >= self._next_checkpoint:
+            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write_bytes(self.checkpoint_dir / f"step_{self.num_timesteps:010d}.zip", _model_bytes(self.model))
+            while self._next_checkpoint <= self.num_timesteps:
+                self._next_checkpoint += self.checkpoint_every
+
+    def _on_training_end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def _model_bytes(model: MaskablePPO) -> bytes:
+    buffer = io.BytesIO()
+    model.save(buffer)
+    return buffer.getvalue()
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    _atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def _describe_pool(pool: Any) -> str:
+    if pool is None:
+        return "paper"
+    if isinstance(pool, str | os.PathLike):
+        return os.fspath(pool)
+    if isinstance(pool, Pool):
+        return str(pool.manifest.get("name", "<Pool>")) if isinstance(getattr(pool, "manifest", None), dict) \
+            else "<Pool>"
+    return f"<{type(pool).__name__}>"
+
+
+def _summarize_ids(ids: np.ndarray, *, given: bool) -> dict[str, Any]:
+    ordered = np.sort(np.asarray(ids, dtype=np.int64))
+    digest = hashlib.sha256(",".join(map(str, ordered.tolist())).encode()).hexdigest()[:16]
+    return {"count": int(len(ordered)), "min": int(ordered[0]), "max": int(ordered[-1]), "sha256": digest,
+            "given": given}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return repr(value)

@@ -1,0 +1,192 @@
+"""Accuracy-cost frontiers: learned controllers traced over lambda, fixed policies over their routing parameters.
+
+A *family* is a set of points on the (macro cost, macro accuracy) plane: ``coba`` (CoBa-Routed over N_max and
+the number of strong routes; Light, Balanced and Strong are three of its points), ``best_of_n`` (majority vote
+over n), or a trained checkpoint evaluated at several lambdas. For every family the sweep reports its own
+Pareto front, the area under that front over a common log-cost range (``eval.pareto.frontier_area``: the mean
+best-reachable accuracy; higher is better), and for every point the points of other families it dominates.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agents.base import Policy
+from eval import metrics, pareto
+from eval.bench import COST_METRIC
+
+#: CoBa-Routed grid: (N_max, strong routes). (2, 0), (4, 2), (8, 4) are Light, Balanced and Strong.
+COBA_GRID: tuple[tuple[int, int], ...] = ((2, 0), (2, 1), (4, 0), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8))
+#: Best-of-n majority grid.
+BEST_OF_N_GRID: tuple[int, ...] = (1, 2, 4, 8, 16)
+#: Families a fixed sweep knows.
+FIXED_FAMILIES = ("coba", "best_of_n")
+#: The named points the acceptance compares against (registry names).
+ANCHORS = ("coba_light", "coba_balanced", "coba_strong", "greedy", "bon4_majority", "bon8_majority",
+           "bon16_majority")
+DEFAULT_EVAL_LAMBDAS = (0.01, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
+class SweepInputError(ValueError):
+    """Bad sweep input (unknown family or policy, bad lambda); the CLI exits 2 on it."""
+
+
+@dataclass
+class SweepPoint:
+    """One policy of a family: its registry-independent name, family, the parameter it sits at, and a factory."""
+
+    name: str
+    family: str
+    param: str
+    make: Callable[[], Policy]
+
+
+def _named(policy: Policy, name: str, label: str) -> Policy:
+    policy.name, policy.label = name, label
+    return policy
+
+
+def fixed_points(family: str) -> list[SweepPoint]:
+    """The sweep points of a fixed family (``coba`` or ``best_of_n``)."""
+    from agents.registry import make_policy
+
+    if family == "coba":
+        return [SweepPoint(f"coba_n{n}_k{k}", "coba", f"n_max={n},strong_routes={k}",
+                           lambda n=n, k=k: _named(make_policy("coba_strong", n_max=n, strong_routes=k),
+                                                   f"coba_n{n}_k{k}", f"CoBa N{n} K{k}"))
+                for n, k in COBA_GRID]
+    if family == "best_of_n":
+        return [SweepPoint(f"bon{n}", "best_of_n", f"n={n}",
+                           lambda n=n: _named(make_policy("bon4_majority", n=n), f"bon{n}", f"Best-of-{n}"))
+                for n in BEST_OF_N_GRID]
+    raise SweepInputError(f"unknown fixed family {family!r}; expected one of {list(FIXED_FAMILIES)}")
+
+
+def learned_points(loader: Callable[[float], Policy], family: str, lambdas: Sequence[float]) -> list[SweepPoint]:
+    """Points of a learned controller: ``loader(lam)`` builds it acting at ``lam``; named ``family@lam``."""
+    return [SweepPoint(f"{family}@{lam:g}", family, f"lambda={lam:g}",
+                       lambda lam=lam: _named(loader(lam), f"{family}@{lam:g}", f"{family} (lambda={lam:g})"))
+            for lam in lambdas]
+
+
+def anchor_points(names: Sequence[str] = ANCHORS) -> list[SweepPoint]:
+    """Registry policies as single-point families (their own names)."""
+    from agents.registry import make_policy
+
+    return [SweepPoint(n, n, "", lambda n=n: make_policy(n)) for n in names]
+
+
+def frontier_points(records: pd.DataFrame, families: dict[str, str], params: dict[str, str] | None = None,
+                    cost: str = "p_tokens") -> pd.DataFrame:
+    """One row per policy: family, parameter, macro accuracy (%) and macro cost per episode (all measures)."""
+    mac = metrics.macro(records)
+    rows = []
+    for name in mac.index:
+        rows.append({"policy": name, "family": families.get(name, name), "param": (params or {}).get(name, ""),
+                     "acc": float(mac.loc[name, "acc"]), "cost": float(mac.loc[name, COST_METRIC[cost]]),
+                     **{m: float(mac.loc[name, m]) for m in ("p_tokens", "total_tokens", "calls", "latency_s")}})
+    return pd.DataFrame(rows)
+
+
+def frontier_summary(points: pd.DataFrame) -> dict[str, Any]:
+    """Per family: its front and area over the common cost range; per point: which other points it dominates."""
+    pts = {r.policy: (r.cost, r.acc) for r in points.itertuples()}
+    positive = points[points["cost"] > 0]
+    x_range = (float(positive["cost"].min()), float(positive["cost"].max())) if len(positive) else None
+    families: dict[str, Any] = {}
+    for fam, group in points.groupby("family", sort=False):
+        fam_pts = {r.policy: (r.cost, r.acc) for r in group.itertuples() if r.cost > 0}
+        front = pareto.pareto_front(fam_pts) if fam_pts else []
+        area = pareto.frontier_area(fam_pts, x_range=x_range) if fam_pts and x_range else float("nan")
+        families[str(fam)] = {"front": [p.name for p in front], "area": area, "points": len(group)}
+    return {"x_range": x_range, "families": families, "dominates": pareto.dominance(pts),
+            "dominated_by": pareto.dominated_by(pts), "global_front": [p.name for p in pareto.pareto_front(pts)]}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
+    """Markdown: every point (sorted by family and cost) with the points it dominates, then family areas."""
+    lines = ["| family | policy | param | macro acc (%) | cost | dominated by | dominates |", "|---|---|---|---|---|---|---|"]
+    for r in points.sort_values(["family", "cost"]).itertuples():
+        lines.append(f"| {r.family} | {r.policy} | {r.param} | {r.acc:.2f} | {r.cost:.4g} | "
+                     f"{', '.join(summary['dominated_by'][r.policy]) or '-'} | "
+                     f"{len(summary['dominates'][r.policy])} |")
+    lo_hi = summary["x_range"]
+    lines += ["", f"Area under each family's front (mean best accuracy over log10 cost in "
+                  f"[{lo_hi[0]:.4g}, {lo_hi[1]:.4g}]):" if lo_hi else "", "",
+              "| family | points | area | front |", "|---|---|---|---|"]
+    for fam, info in summary["families"].items():
+        lines.append(f"| {fam} | {info['points']} | {info['area']:.2f} | {', '.join(info['front'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_frontier(points: pd.DataFrame, summary: dict[str, Any], out_dir: str | Path, stem: str = "frontier") -> None:
+    """Write ``<stem>.csv`` (points) and ``<stem>.md`` (points, dominance and areas) to ``out_dir``."""
+    out = Path(out_dir)
+    _atomic_write(out / f"{stem}.csv", points.to_csv(index=False))
+    _atomic_write(out / f"{stem}.md", frontier_markdown(points, summary))
+
+
+def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepPoint]:
+    """Sweep points for ``--policies`` items: a fixed family name, a checkpoint directory (traced over
+    ``lambdas``) or a registry policy name (a single point)."""
+    from agents.learned import is_checkpoint, load_checkpoint
+    from agents.registry import load_specs
+
+    table = load_specs()
+    out: list[SweepPoint] = []
+    for spec in specs:
+        if spec in FIXED_FAMILIES:
+            out += fixed_points(spec)
+        elif is_checkpoint(spec):
+            family = Path(spec).name or "checkpoint"
+            out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
+        elif spec in table:
+            out += anchor_points([spec])
+        else:
+            raise SweepInputError(f"unknown sweep policy {spec!r}: expected a family {list(FIXED_FAMILIES)}, a "
+                                  f"checkpoint directory (with controller.json) or a registered policy name")
+    names = [p.name for p in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SweepInputError(f"sweep point names repeat: {dupes} (give each checkpoint a distinct folder name)")
+    return out
+
+
+def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
+              out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
+              progress: bool = True, workers: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Evaluate every sweep point on ``pool`` (optionally only ``episode_ids``) and write the frontier tables."""
+    import numpy as np
+
+    from coba_env.env import as_compiled
+    from eval.runner import run_policies
+
+    if any(lam < 0 for lam in lambdas):
+        raise SweepInputError(f"lambdas must be >= 0, got {list(lambdas)}")
+    points = resolve_sweep(specs, lambdas)
+    compiled = as_compiled(pool)
+    if episode_ids is not None:
+        compiled = compiled.select(np.isin(compiled.episode_ids, list(episode_ids)))
+    run = run_policies([p.make() for p in points], compiled, cost_model=cost_model, progress=progress,
+                       workers=workers)
+    table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
+                            cost=cost_model)
+    summary = frontier_summary(table)
+    write_frontier(table, summary, out_dir)
+    _atomic_write(Path(out_dir) / "episodes.csv", run.records.to_csv(index=False))
+    return table, summary
