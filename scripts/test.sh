@@ -3,7 +3,7 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k env -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
+COBA_EXTRAS="dev,server-test" source scripts/setup.sh
 echo "== ruff check ."
 ruff check .
 echo "== pytest"

@@ -12,6 +12,7 @@ import pytest
 
 from pools.schema import TIERS
 from pools.store import Pool
+from tests.llama_server import llama_server  # noqa: F401  (the real-server fixture, for every test)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

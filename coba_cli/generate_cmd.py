@@ -1,0 +1,206 @@
+"""``coba pools generate | verify | build``: real pools from OpenAI-compatible servers (see docs/GENERATION.md).
+
+``register(pools_subparsers)`` adds the three subcommands to the ``coba pools`` group. The module also
+runs on its own (``python -m coba_cli.generate_cmd generate ...``) with the same subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
+from pools.errors import PoolError
+from pools.openai_client import Endpoint, EndpointError, parse_endpoint
+from pools.schema import TIERS
+
+#: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+
+_DATASETS = ("math500", "aime2024", "aime2025", "amc2023", "reasoning_gym")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _endpoints(specs: Sequence[str], model: str | None = None, params_b: float | None = None) -> list[Endpoint]:
+    if not specs:
+        raise UsageError("give at least one --endpoint URL,MODEL[,PARAMS_B]")
+    try:
+        return [parse_endpoint(s, model=model, params_b=params_b) for s in specs]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _options(args: argparse.Namespace):
+    from pools.generate import RunOptions
+
+    return RunOptions(concurrency=args.concurrency, timeout_s=args.timeout, max_attempts=args.max_attempts,
+                      backoff_s=args.backoff, api_key=args.api_key, progress=not args.no_progress)
+
+
+def _endpoint_failure(exc: EndpointError, workdir: str) -> int:
+    print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {workdir}/journal.jsonl; "
+          "run the same command again to continue", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _interrupted(workdir: str) -> int:
+    print(f"coba: interrupted; every call completed so far is kept in {workdir}/journal.jsonl; run the same "
+          "command again to continue", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _build(workdir: str, dest: str, args: argparse.Namespace) -> None:
+    from pools.generate import build_pool_from_workdir
+
+    pool = build_pool_from_workdir(workdir, dest, n=getattr(args, "n_build", None), force=args.force,
+                                   drop_incomplete=getattr(args, "drop_incomplete", False))
+    m = pool.manifest
+    print(f"built {dest}: {m['counts']['episodes']} episodes x {m['n_candidates']} candidates; "
+          f"tiers {', '.join(m['tiers']) or 'none'}; verifications {m['counts']['verifications']}")
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from pools.generate import SamplingSettings, generate
+    from pools.problems import load_problems
+
+    endpoints = _endpoints(args.endpoint)
+    if args.out and Path(args.out).exists() and not args.force:
+        raise PoolError("destination already exists (pass --force to replace it)", file=args.out)
+    problems = load_problems(args.dataset or ["math500"], args.problems_dir, rgym_config=args.rgym_config,
+                             limit=args.limit)
+    settings = SamplingSettings(n=args.n, temperature=args.temperature, top_p=args.top_p,
+                                max_tokens=args.max_tokens, seed=args.seed, n_per_request=args.n_per_request,
+                                api=args.api, prompt=args.prompt or "generate")
+    try:
+        stats = generate(args.workdir, problems, endpoints, settings, _options(args))
+    except EndpointError as exc:
+        return _endpoint_failure(exc, args.workdir)
+    except KeyboardInterrupt:
+        return _interrupted(args.workdir)
+    print(f"generated {stats['candidates']} candidates in {stats['calls']} calls "
+          f"({stats['already_done']} were already done) -> {args.workdir}")
+    if args.out:
+        _build(args.workdir, args.out, args)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from pools.verify_calls import verify
+
+    endpoints = _endpoints(args.endpoint, args.model, args.params_b)
+    if args.out and Path(args.out).exists() and not args.force:
+        raise PoolError("destination already exists (pass --force to replace it)", file=args.out)
+    try:
+        stats = verify(args.workdir, args.tier, endpoints, prompt=args.prompt, api=args.api, options=_options(args),
+                       limit=args.limit)
+    except EndpointError as exc:
+        return _endpoint_failure(exc, args.workdir)
+    except KeyboardInterrupt:
+        return _interrupted(args.workdir)
+    print(f"{args.tier}: scored {stats['scored']} candidates ({stats['unparsed']} without a usable score), "
+          f"{stats['already_scored']} already scored")
+    if args.out:
+        _build(args.workdir, args.out, args)
+    return 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    _build(args.workdir, args.dest, args)
+    return 0
+
+
+def _add_call_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("calls")
+    g.add_argument("--concurrency", type=_positive_int, default=8, help="calls in flight at once (default: 8)")
+    g.add_argument("--timeout", type=float, default=600.0, help="seconds per call before it is retried "
+                   "(default: 600)")
+    g.add_argument("--max-attempts", type=_positive_int, default=5, help="attempts per call on timeouts, connection "
+                   "errors and 5xx, with exponential backoff (default: 5)")
+    g.add_argument("--backoff", type=float, default=1.0, help="first backoff in seconds, doubled per attempt "
+                   "(default: 1)")
+    g.add_argument("--api", choices=("chat", "completions"), default="chat",
+                   help="/v1/chat/completions (default) or /v1/completions")
+    g.add_argument("--api-key", help="bearer token, if the server wants one")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--out", metavar="DEST", help="build the pool into DEST when done")
+    g.add_argument("--force", action="store_true", help="replace DEST if it exists")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``generate``, ``verify`` and ``build`` to the ``coba pools`` subcommands."""
+    p = subparsers.add_parser(
+        "generate", help="sample candidates through OpenAI-compatible servers into a work dir",
+        description="Sample N candidates per item x generator through one or more OpenAI-compatible endpoints "
+        "(vLLM, llama.cpp, ...) into WORKDIR/journal.jsonl. Re-running the same command resumes; see "
+        "docs/GENERATION.md.")
+    p.add_argument("workdir", help="work dir holding the journal (created if missing)")
+    p.add_argument("--endpoint", action="append", default=[], metavar="URL,MODEL[,PARAMS_B]",
+                   help="a server and the model it serves (repeatable: several models, or several servers per "
+                   "model used round-robin); PARAMS_B defaults to the size in the model name")
+    p.add_argument("--dataset", action="append", choices=_DATASETS, help="dataset(s) to sample (repeatable; "
+                   "default: math500)")
+    p.add_argument("--problems-dir", help="folder of the benchmark JSONL files (default: ../shared/data/problems "
+                   "from the repository root)")
+    p.add_argument("--rgym-config", help="Reasoning Gym subset YAML (default: pools/data/rgym_hard.yaml)")
+    p.add_argument("--limit", type=_positive_int, help="only the first LIMIT items of each dataset")
+    p.add_argument("--n", type=_positive_int, default=16, help="candidates per episode (default: 16)")
+    p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default: 0.6)")
+    p.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling top-p (default: 0.95)")
+    p.add_argument("--max-tokens", type=_positive_int, default=4096, help="output token cap per sample (default: 4096)")
+    p.add_argument("--seed", type=int, default=0, help="base seed; each request's seed derives from it")
+    p.add_argument("--n-per-request", type=_positive_int, default=1, help="samples asked per request with the n parameter "
+                   "(default: 1, which gives exact per-sample token counts and latencies)")
+    p.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
+    _add_call_options(p)
+    p.set_defaults(func=_cmd_generate)
+
+    p = subparsers.add_parser(
+        "verify", help="score a work dir's candidates with a verifier tier",
+        description="Score every candidate in WORKDIR that has no TIER score yet: V1 a yes/no judge (score = "
+        "P(yes) from logprobs), V2 a step judge, V3 a strong yes/no verifier. Re-running resumes.")
+    p.add_argument("workdir", help="work dir written by `coba pools generate`")
+    p.add_argument("--tier", required=True, choices=list(TIERS), help="verifier tier")
+    p.add_argument("--endpoint", action="append", default=[], metavar="URL[,MODEL[,PARAMS_B]]",
+                   help="judge server (repeatable)")
+    p.add_argument("--model", help="judge model name for endpoints that do not name one")
+    p.add_argument("--params-b", type=float, help="judge model size in billions, if not in its name")
+    p.add_argument("--prompt", help="judge prompt YAML (default: pools/data/prompts/v1_judge.yaml, "
+                   "v2_steps.yaml or v3_judge.yaml)")
+    p.add_argument("--limit", type=_positive_int, help="score at most LIMIT candidates this run")
+    _add_call_options(p)
+    p.set_defaults(func=_cmd_verify)
+
+    p = subparsers.add_parser(
+        "build", help="grade, validate and save a work dir as a pool",
+        description="Extract answers, cluster, grade and validate the work dir's candidates and scores, then "
+        "save the pool atomically to DEST.")
+    p.add_argument("workdir", help="work dir written by `coba pools generate`")
+    p.add_argument("dest", help="pool directory to create")
+    p.add_argument("--n", dest="n_build", type=_positive_int, help="use the first N candidates per episode (default: all)")
+    p.add_argument("--drop-incomplete", action="store_true", help="leave out episodes with fewer than N "
+                   "candidates instead of failing")
+    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.set_defaults(func=_cmd_build)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``generate``/``verify``/``build`` without the rest of ``coba`` (``python -m coba_cli.generate_cmd``)."""
+    parser = argparse.ArgumentParser(prog="coba pools", description=__doc__.splitlines()[0])
+    register(parser.add_subparsers(dest="pools_command", metavar="SUBCOMMAND"))
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    return run_guarded(args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""The generation work dir's journal: an append-only, fsync'd JSONL log of every completed call.
+
+A work dir holds ``journal.jsonl`` and a ``.lock`` file. Each line is one JSON object with a ``kind``:
+
+- ``item``: a problem (dataset, item_id, problem, gold, level, subject, task, metadata).
+- ``generation``: one completed sampling call: dataset, item_id, generator, params_b, settings, seed,
+  prompt_tokens, latency_s, and ``candidates`` (candidate index, text, finish_reason, output_tokens,
+  tokens_estimated) for the choices the server returned.
+- ``verification``: one completed judge call: dataset, item_id, generator, candidate, tier, model,
+  params_b, score (null = no usable score), method, prompt_tokens, output_tokens, latency_s.
+
+Lines are written whole and fsync'd before the call counts as done, so a crash loses at most the calls in
+flight; a torn last line (a crash mid-write) is cut off when the journal is next opened. Reading keeps the
+first line per key, (dataset, item_id, generator, candidate) for candidates and (..., tier) for scores, so
+nothing is ever counted twice. One process at a time may write a work dir (an exclusive ``flock``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pools.errors import PoolError
+
+__all__ = ["JOURNAL_NAME", "CandidateKey", "Journal", "JournalState", "ScoreKey", "read_journal"]
+
+JOURNAL_NAME = "journal.jsonl"
+LOCK_NAME = ".lock"
+
+#: (dataset, item_id, generator, candidate)
+CandidateKey = tuple[str, str, str, int]
+#: (dataset, item_id, generator, candidate, tier)
+ScoreKey = tuple[str, str, str, int, str]
+
+_ITEM_FIELDS = ("problem", "gold", "level", "subject", "task", "metadata")
+
+
+@dataclass
+class JournalState:
+    """What a journal holds, deduplicated: items, candidates and scores by key, in order of first appearance."""
+
+    items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    candidates: dict[CandidateKey, dict[str, Any]] = field(default_factory=dict)
+    scores: dict[ScoreKey, dict[str, Any]] = field(default_factory=dict)
+    by_episode: dict[tuple[str, str, str], set[int]] = field(default_factory=dict)
+    duplicates: int = 0
+    lines: int = 0
+
+    def candidate_indices(self, dataset: str, item_id: str, generator: str) -> set[int]:
+        """Candidate indices already generated for one episode."""
+        return set(self.by_episode.get((dataset, item_id, generator), ()))
+
+    def unseen(self, line: dict[str, Any], where: str) -> dict[str, Any] | None:
+        """``line`` without the candidates already held, or None when it adds nothing (checks item conflicts)."""
+        kind = line.get("kind")
+        if kind == "item":
+            if (line["dataset"], line["item_id"]) in self.items:
+                self.add(line, where)  # raises when the item differs from the one held
+                return None
+            return line
+        if kind == "generation":
+            base = (line["dataset"], line["item_id"], line["generator"])
+            fresh = [c for c in line["candidates"] if (*base, int(c["candidate"])) not in self.candidates]
+            if not fresh:
+                return None
+            return line if len(fresh) == len(line["candidates"]) else {**line, "candidates": fresh}
+        if kind == "verification":
+            key = (line["dataset"], line["item_id"], line["generator"], int(line["candidate"]), line["tier"])
+            return None if key in self.scores else line
+        raise PoolError(f"unknown line kind {kind!r}; expected 'item', 'generation' or 'verification'",
+                        file=where, field="kind")
+
+    def add(self, line: dict[str, Any], where: str) -> list[tuple]:
+        """Fold one journal line into the state; returns the new keys it added (duplicates are skipped)."""
+        kind = line.get("kind")
+        added: list[tuple] = []
+        if kind == "item":
+            key = (line["dataset"], line["item_id"])
+            item = {f: line.get(f) for f in _ITEM_FIELDS}
+            if key in self.items:
+                if self.items[key] != item:
+                    diff = [f for f in _ITEM_FIELDS if self.items[key][f] != item[f]]
+                    raise PoolError(f"item (dataset {key[0]!r}, item_id {key[1]!r}) differs from the journal's "
+                                    f"earlier line in {diff}; a work dir holds one version of each item",
+                                    file=where, field=diff[0])
+                return added
+            self.items[key] = item
+            added.append(key)
+        elif kind == "generation":
+            base = (line["dataset"], line["item_id"], line["generator"])
+            call = {k: v for k, v in line.items() if k != "candidates"}
+            for cand in line["candidates"]:
+                key = (*base, int(cand["candidate"]))
+                if key in self.candidates:
+                    self.duplicates += 1
+                    continue
+                self.candidates[key] = {**call, **cand}
+                self.by_episode.setdefault(base, set()).add(key[3])
+                added.append(key)
+        elif kind == "verification":
+            key = (line["dataset"], line["item_id"], line["generator"], int(line["candidate"]), line["tier"])
+            if key in self.scores:
+                self.duplicates += 1
+                return added
+            self.scores[key] = line
+            added.append(key)
+        else:
+            raise PoolError(f"unknown line kind {kind!r}; expected 'item', 'generation' or 'verification'",
+                            file=where, field="kind")
+        self.lines += 1
+        return added
+
+
+def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            if not text.endswith("\n"):
+                return  # a torn last line from a crash mid-write: that call was still in flight
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise PoolError(f"malformed journal line ({exc.msg} at column {exc.colno})",
+                                file=f"{path}, line {lineno}") from exc
+            yield lineno, obj
+
+
+def read_journal(workdir: str | os.PathLike[str]) -> JournalState:
+    """Read a work dir's journal (read-only, no lock) into a deduplicated ``JournalState``."""
+    path = Path(workdir) / JOURNAL_NAME
+    if not path.is_file():
+        raise PoolError("no journal here; run `coba pools generate` with this work dir first", file=str(path))
+    state = JournalState()
+    for lineno, obj in _iter_lines(path):
+        try:
+            state.add(obj, f"{path}, line {lineno}")
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, PoolError):
+                raise
+            raise PoolError(f"journal line lacks a field or has a bad value ({exc!r})",
+                            file=f"{path}, line {lineno}") from exc
+    return state
+
+
+class Journal:
+    """An open journal for writing: holds the work dir's lock; ``append`` writes, flushes and fsyncs a line."""
+
+    def __init__(self, workdir: str | os.PathLike[str]) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.path = self.workdir / JOURNAL_NAME
+        self._lock_fh = open(self.workdir / LOCK_NAME, "a+")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_fh.close()
+            raise PoolError("another process is writing this work dir (its .lock is held); wait for it or "
+                            "stop it first", file=str(self.workdir)) from None
+        self._cut_torn_tail()
+        self.state = read_journal(self.workdir) if self.path.exists() else JournalState()
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._mutex = threading.Lock()
+
+    def _cut_torn_tail(self) -> None:
+        """Drop a last line without its newline (a crash mid-write), so the next append starts clean."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb+") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return
+            block = 1 << 16
+            pos = size
+            while pos > 0:
+                start = max(0, pos - block)
+                fh.seek(start)
+                chunk = fh.read(pos - start)
+                cut = chunk.rfind(b"\n")
+                if cut >= 0:
+                    fh.truncate(start + cut + 1)
+                    break
+                pos = start
+            else:
+                fh.truncate(0)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def append(self, line: dict[str, Any]) -> list[tuple]:
+        """Write one line durably, less anything already journaled (then maybe nothing); return the new keys."""
+        return self.append_many([line])
+
+    def append_many(self, lines: list[dict[str, Any]]) -> list[tuple]:
+        """Write several lines with one fsync (each line still whole on its own); return the new keys."""
+        with self._mutex:
+            fresh: list[dict[str, Any]] = []
+            added: list[tuple] = []
+            for line in lines:
+                line = self.state.unseen(line, str(self.path))
+                if line is not None:
+                    fresh.append(line)
+                    added += self.state.add(line, str(self.path))  # if the write fails, the run stops
+            if fresh:
+                self._fh.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in fresh))
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            return added
+
+    def close(self) -> None:
+        """Close the file and release the work dir's lock."""
+        self._fh.close()
+        fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+        self._lock_fh.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
