@@ -1,0 +1,329 @@
+"""Evidence sources of ``LiveEnv``: model endpoints (``EndpointSource``) or a cached pool (``PoolReplaySource``).
+
+A source holds tasks (problems, or cached episodes); ``begin(i)`` starts task i, ``sample(c)`` reveals
+candidate c, ``verify(c, t)`` scores candidate c at tier t, and ``*_bound`` give an upper bound on what that
+call can cost before it is made (for the hard budgets). Sources compute nothing the environment computes:
+they return the raw evidence (answer cluster, tokens, cap hit, score, cost in every measure).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coba_env.compiled import CompiledPool
+from pools.generate import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
+from pools.grading import extract_answer
+from pools.live_grading import AnswerClusterer, uses_task_scorer
+from pools.openai_client import Endpoint, EndpointError, OpenAIClient
+from pools.problems import Problem
+from pools.schema import TIERS
+from pools.tokens import estimate_tokens
+from pools.verify_calls import DEFAULT_JUDGES, judge
+
+#: Role of each tier's endpoint, for messages.
+TIER_ROLES = {"V1": "judge (V1)", "V2": "step judge (V2)", "V3": "verifier (V3)"}
+#: Tokens a chat template may add around the messages (special tokens, a default system prompt).
+CHAT_TEMPLATE_TOKENS = 256
+
+
+class CallInterrupted(RuntimeError):
+    """The time budget ran out before or during a call; the call was abandoned."""
+
+
+class LiveEndpointError(RuntimeError):
+    """An endpoint could not be used (unreachable, bad model, server error after retries)."""
+
+
+@dataclass(frozen=True)
+class CallBound:
+    """Upper bound on one call's cost before it is made: tokens (prompt + max output), seconds (None = unknown)."""
+
+    tokens: float
+    seconds: float | None = None
+
+
+@dataclass
+class Revealed:
+    """A sampled candidate: answer cluster (-1 none), answer, output tokens, cap hit, cost, tiers it can get."""
+
+    cluster: int
+    answer: str | None
+    output_tokens: float
+    cap_hit: bool
+    cost: Sequence[float]  # in COST_MEASURES order
+    has_tiers: Sequence[bool]  # per tier of TIERS: whether this candidate can be verified there
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Scored:
+    """A verification: score in [0, 1] (NaN = no usable score) and its cost."""
+
+    score: float
+    cost: Sequence[float]
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class EvidenceSource(ABC):
+    """Where a ``LiveEnv`` gets its evidence. ``simulated_time``: seconds are the calls' recorded latencies
+    (a replay) instead of the wall clock."""
+
+    tiers: tuple[str, ...] = ()
+    simulated_time: bool = False
+    max_candidates: int = 1 << 30
+
+    @property
+    @abstractmethod
+    def n_episodes(self) -> int:
+        """Number of tasks."""
+
+    @abstractmethod
+    def begin(self, episode: int) -> dict[str, Any]:
+        """Start task ``episode``; returns its metadata (dataset, item_id, generator, problem, labels or None)."""
+
+    @abstractmethod
+    def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
+        """Reveal candidate ``candidate`` (they come in order 0, 1, ...)."""
+
+    @abstractmethod
+    def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
+        """Score a revealed candidate at tier index ``tier``."""
+
+    @abstractmethod
+    def sample_bound(self, candidate: int) -> CallBound:
+        """Bound on what ``sample(candidate)`` can cost."""
+
+    @abstractmethod
+    def verify_bound(self, candidate: int, tier: int) -> CallBound:
+        """Bound on what ``verify(candidate, tier)`` can cost."""
+
+
+class PoolReplaySource(EvidenceSource):
+    """Reveals a compiled pool's cached episodes (costs, latencies and labels as stored)."""
+
+    simulated_time = True
+
+    def __init__(self, compiled: CompiledPool) -> None:
+        self.compiled = compiled
+        self.tiers = tuple(compiled.tiers_present)
+        self.max_candidates = compiled.n_candidates
+        self._rows = compiled.episode_rows()
+        self._row: tuple = ()
+
+    @property
+    def n_episodes(self) -> int:
+        """Episodes of the pool."""
+        return self.compiled.n_episodes
+
+    def begin(self, episode: int) -> dict[str, Any]:
+        """Start pool episode ``episode``; its labels come along for the evaluator-side ``correct``."""
+        p, e = self.compiled, episode
+        self._e, self._row = e, self._rows[e]
+        return {"dataset": p.dataset[e], "item_id": p.item_id[e], "generator": p.generator[e],
+                "labels": p.labels.correct[e].tolist(), "problem": None}
+
+    def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
+        """The stored candidate."""
+        row, c = self._row, candidate
+        return Revealed(row[0][c], self.compiled.answer[self._e, c], row[1][c], row[2][c], row[3][c], row[4][c])
+
+    def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
+        """The stored score."""
+        return Scored(self._row[5][candidate][tier], self._row[6][candidate][tier])
+
+    def sample_bound(self, candidate: int) -> CallBound:
+        """Exact: the stored cost."""
+        cost = self._row[3][candidate]
+        return CallBound(cost[0], cost[3])
+
+    def verify_bound(self, candidate: int, tier: int) -> CallBound:
+        """Exact: the stored cost."""
+        cost = self._row[6][candidate][tier]
+        return CallBound(cost[0], cost[3])
+
+
+def _bytes(text: str | None) -> int:
+    return len((text or "").encode("utf-8"))
+
+
+class EndpointSource(EvidenceSource):
+    """Samples from a generator endpoint and scores with judge endpoints (``pools.openai_client``).
+
+    Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
+    (``pools.generate``, ``pools.verify_calls``); answers are extracted with ``pools.grading`` and clustered
+    as a pool build would (``pools.live_grading``). Token bounds: a prompt has at most one token per UTF-8
+    byte of its messages plus ``CHAT_TEMPLATE_TOKENS`` (the generator prompt's exact count is used once the
+    first call has reported it); output at most the request's ``max_tokens``.
+    """
+
+    def __init__(self, problems: Sequence[Problem], generator: Endpoint, judges: Mapping[str, Endpoint], *,
+                 settings: SamplingSettings | None = None, prompts: Mapping[str, str] | None = None,
+                 request_timeout_s: float = 600.0, max_attempts: int = 3, backoff_s: float = 1.0,
+                 api_key: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        unknown = sorted(set(judges) - set(TIERS))
+        if unknown:
+            raise ValueError(f"unknown tier(s) {unknown}; expected some of {list(TIERS)}")
+        if not problems:
+            raise ValueError("no problem given")
+        self.problems = list(problems)
+        self.generator = generator
+        self.judges = dict(judges)
+        self.tiers = tuple(t for t in TIERS if t in self.judges)
+        self.settings = settings or SamplingSettings(n=1)
+        self.gen_spec = load_prompt(self.settings.prompt)
+        prompts = dict(prompts or {})
+        self.judge_specs = {t: load_prompt(prompts.get(t, DEFAULT_JUDGES[t])) for t in self.tiers}
+        self.request_timeout_s = request_timeout_s
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.api_key = api_key
+        self._sleep = sleep
+        self.records: list[dict[str, Any]] = []
+
+    @property
+    def n_episodes(self) -> int:
+        """Problems given."""
+        return len(self.problems)
+
+    def begin(self, episode: int) -> dict[str, Any]:
+        """Start problem ``episode``: fresh answer clusters and an empty record."""
+        p = self.problems[episode]
+        self.problem = p
+        self._clusters = AnswerClusterer(literal=uses_task_scorer(p.task, p.metadata))
+        self._messages = chat_messages(self.gen_spec, problem=p.problem)
+        self._gen_prompt_tokens: int | None = None
+        self.records = []
+        return {"dataset": p.dataset, "item_id": p.item_id, "generator": self.generator.model, "labels": None,
+                "problem": {"dataset": p.dataset, "item_id": p.item_id, "problem": p.problem}}
+
+    # -- calls --------------------------------------------------------------------------------------
+    def check_endpoints(self, timeout_s: float = 10.0) -> None:
+        """Raise ``LiveEndpointError`` naming the first endpoint that does not answer GET /v1/models."""
+        for role, ep in [("generator", self.generator), *[(TIER_ROLES[t], self.judges[t]) for t in self.tiers]]:
+            client = OpenAIClient(ep.url, ep.model, api_key=self.api_key, timeout_s=timeout_s, max_attempts=1)
+            try:
+                client.models()
+            except EndpointError as exc:
+                raise LiveEndpointError(f"{role} endpoint {ep.url} (model {ep.model}) is not usable: {exc}") from None
+
+    def _call(self, role: str, ep: Endpoint, fn: Callable[[OpenAIClient], Any], timeout_s: float | None) -> Any:
+        """Run ``fn(client)``; with ``timeout_s`` the call (retries included) is cut at that many seconds."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def sleep(delay: float) -> None:  # backoff between retries never runs past the deadline
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise CallInterrupted(f"the time budget ran out while retrying the {role} call")
+            self._sleep(delay)
+
+        per_request = self.request_timeout_s if timeout_s is None else max(min(self.request_timeout_s, timeout_s),
+                                                                             1e-3)
+        client = OpenAIClient(ep.url, ep.model, api_key=self.api_key, timeout_s=per_request,
+                              max_attempts=self.max_attempts, backoff_s=self.backoff_s, sleep=sleep)
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = fn(client)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+
+        if timeout_s is None:
+            run()
+        else:
+            worker = threading.Thread(target=run, daemon=True, name="coba-live-call")
+            worker.start()
+            worker.join(max(deadline - time.monotonic(), 0.0))
+            if worker.is_alive():  # abandoned: the daemon thread ends with its socket timeout
+                raise CallInterrupted(f"the time budget ran out during the {role} call")
+        error = outcome.get("error")
+        if isinstance(error, EndpointError):
+            if deadline is not None and time.monotonic() >= deadline and error.status is None:
+                raise CallInterrupted(f"the time budget ran out during the {role} call")
+            raise LiveEndpointError(f"{role} endpoint {ep.url} (model {ep.model}): {error}") from None
+        if error is not None:
+            raise error
+        return outcome["value"]
+
+    def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
+        """One generator call; the answer is extracted and clustered with the earlier ones."""
+        s, p, ep = self.settings, self.problem, self.generator
+        seed = derive_seed(s.seed, p.dataset, p.item_id, ep.model, candidate)
+        params = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": seed,
+                  "extra_body": self.gen_spec.get("request") or None}
+        completion = self._call("generator", ep, lambda c: call_prompt(c, s.api, self._messages, **params),
+                                timeout_s)
+        if not completion.choices:
+            raise LiveEndpointError(f"generator endpoint {ep.url} (model {ep.model}) returned no choices")
+        choice = completion.choices[0]
+        prompt_tokens = completion.prompt_tokens
+        estimated = prompt_tokens is None
+        if estimated:
+            prompt_tokens = sum(estimate_tokens(m["content"]) for m in self._messages)
+        else:
+            self._gen_prompt_tokens = prompt_tokens
+        output_tokens = completion.completion_tokens
+        if output_tokens is None:
+            output_tokens = choice.n_tokens if choice.n_tokens is not None else estimate_tokens(choice.text)
+            estimated = estimated or choice.n_tokens is None
+        found = extract_answer(choice.text)
+        cluster = self._clusters.add(found.answer)
+        tokens = float(prompt_tokens + output_tokens)
+        cost = (tokens, tokens * ep.params_b, 1.0, float(completion.latency_s))
+        cap_hit = choice.finish_reason == "length"
+        self.records.append({"text": choice.text, "finish_reason": choice.finish_reason, "prompt_tokens":
+                             int(prompt_tokens), "output_tokens": int(output_tokens), "tokens_estimated": estimated,
+                             "latency_s": float(completion.latency_s), "answer": found.answer,
+                             "extraction_status": found.status, "incomplete_boxed": found.incomplete_boxed,
+                             "cluster": cluster, "seed": seed, "scores": {}})
+        detail = {"model": ep.model, "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
+                  "latency_s": float(completion.latency_s), "finish_reason": choice.finish_reason,
+                  "answer": found.answer, "extraction_status": found.status, "text": choice.text}
+        return Revealed(cluster, found.answer, float(output_tokens), cap_hit, cost,
+                        [t in self.judges for t in TIERS], detail)
+
+    def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
+        """One judge call with the tier's prompt file; a reply without a usable score gives NaN."""
+        name = TIERS[tier]
+        ep, spec, rec = self.judges[name], self.judge_specs[name], self.records[candidate]
+        out = self._call(TIER_ROLES[name], ep, lambda c: judge(c, spec, self.problem.problem, rec["text"] or "",
+                                                               api=self.settings.api), timeout_s)
+        tokens = float((out.prompt_tokens or 0) + (out.output_tokens or 0))
+        score = math.nan if out.score is None else float(out.score)
+        cost = (tokens, tokens * ep.params_b, 1.0, float(out.latency_s))
+        rec["scores"][name] = {"score": out.score, "model": ep.model, "params_b": ep.params_b,
+                               "prompt_tokens": int(out.prompt_tokens or 0), "output_tokens": int(out.output_tokens or 0),
+                               "latency_s": float(out.latency_s)}
+        return Scored(score, cost, {"model": ep.model, "tier": name, "score": out.score, "method": out.method,
+                                    "prompt_tokens": out.prompt_tokens, "output_tokens": out.output_tokens,
+                                    "latency_s": float(out.latency_s), "reply": out.reply[:200]})
+
+    # -- bounds -------------------------------------------------------------------------------------
+    def sample_bound(self, candidate: int) -> CallBound:
+        """Prompt tokens (exact once known) + the request's max_tokens."""
+        prompt = self._gen_prompt_tokens
+        if prompt is None:
+            prompt = sum(_bytes(m["content"]) for m in self._messages) + CHAT_TEMPLATE_TOKENS
+        return CallBound(float(prompt + self.settings.max_tokens))
+
+    def verify_bound(self, candidate: int, tier: int) -> CallBound:
+        """Bytes of the judge prompt's template, problem and (clipped) solution, + max_tokens; inf if unbounded."""
+        spec = self.judge_specs[TIERS[tier]]
+        if spec.get("max_tokens") is None:
+            return CallBound(math.inf)
+        text = self.records[candidate]["text"] or ""
+        limit = int(spec.get("max_solution_chars", 12000))
+        solution = min(_bytes(text), 4 * limit + 16)
+        steps = spec.get("mode") == "steps"
+        template = (spec.get("system") or "") + spec["user"]
+        n_problem = template.count("{{problem}}")
+        n_solution = template.count("{{solution}}") + (template.count("{{steps}}") if steps else 0)
+        overhead = 16 * int(spec.get("max_steps", 20)) + 8 if steps else 0  # "Step K: " labels, {{n_steps}}
+        prompt = (_bytes(template) + n_problem * _bytes(self.problem.problem) + n_solution * solution + overhead
+                  + CHAT_TEMPLATE_TOKENS)
+        return CallBound(float(prompt + int(spec["max_tokens"])))
