@@ -14,6 +14,9 @@ from coba_cli.errors import run_guarded
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "coba_cli.pools_cmd",
     "coba_cli.bench_cmd",
+    "coba_cli.train_cmd",
+    "coba_cli.sweep_cmd",
+    "coba_cli.solve_cmd",
 )
 
 
@@ -36,7 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"coba-env {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a capability not installed in this build: no subcommand for it
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
     return parser
 
 
