@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from coba_cli.arg_types import positive_int
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from pools.errors import PoolError
 from pools.openai_client import Endpoint, EndpointError, parse_endpoint
@@ -20,13 +21,6 @@ from pools.schema import TIERS
 EXIT_INTERRUPTED = 130
 
 _DATASETS = ("math500", "aime2024", "aime2025", "amc2023", "reasoning_gym")
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
 
 
 def _endpoints(specs: Sequence[str], model: str | None = None, params_b: float | None = None) -> list[Endpoint]:
@@ -119,10 +113,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 def _add_call_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("calls")
-    g.add_argument("--concurrency", type=_positive_int, default=8, help="calls in flight at once (default: 8)")
+    g.add_argument("--concurrency", type=positive_int, default=8, help="calls in flight at once (default: 8)")
     g.add_argument("--timeout", type=float, default=600.0, help="seconds per call before it is retried "
                    "(default: 600)")
-    g.add_argument("--max-attempts", type=_positive_int, default=5, help="attempts per call on timeouts, connection "
+    g.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per call on timeouts, connection "
                    "errors and 5xx, with exponential backoff (default: 5)")
     g.add_argument("--backoff", type=float, default=1.0, help="first backoff in seconds, doubled per attempt "
                    "(default: 1)")
@@ -150,13 +144,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--problems-dir", help="folder of the benchmark JSONL files (default: ../shared/data/problems "
                    "from the repository root)")
     p.add_argument("--rgym-config", help="Reasoning Gym subset YAML (default: pools/data/rgym_hard.yaml)")
-    p.add_argument("--limit", type=_positive_int, help="only the first LIMIT items of each dataset")
-    p.add_argument("--n", type=_positive_int, default=16, help="candidates per episode (default: 16)")
+    p.add_argument("--limit", type=positive_int, help="only the first LIMIT items of each dataset")
+    p.add_argument("--n", type=positive_int, default=16, help="candidates per episode (default: 16)")
     p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default: 0.6)")
     p.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling top-p (default: 0.95)")
-    p.add_argument("--max-tokens", type=_positive_int, default=4096, help="output token cap per sample (default: 4096)")
+    p.add_argument("--max-tokens", type=positive_int, default=4096, help="output token cap per sample (default: 4096)")
     p.add_argument("--seed", type=int, default=0, help="base seed; each request's seed derives from it")
-    p.add_argument("--n-per-request", type=_positive_int, default=1, help="samples asked per request with the n parameter "
+    p.add_argument("--n-per-request", type=positive_int, default=1, help="samples asked per request with the n parameter "
                    "(default: 1, which gives exact per-sample token counts and latencies)")
     p.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
     _add_call_options(p)
@@ -174,7 +168,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--params-b", type=float, help="judge model size in billions, if not in its name")
     p.add_argument("--prompt", help="judge prompt YAML (default: pools/data/prompts/v1_judge.yaml, "
                    "v2_steps.yaml or v3_judge.yaml)")
-    p.add_argument("--limit", type=_positive_int, help="score at most LIMIT candidates this run")
+    p.add_argument("--limit", type=positive_int, help="score at most LIMIT candidates this run")
     _add_call_options(p)
     p.set_defaults(func=_cmd_verify)
 
@@ -184,7 +178,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "save the pool atomically to DEST.")
     p.add_argument("workdir", help="work dir written by `coba pools generate`")
     p.add_argument("dest", help="pool directory to create")
-    p.add_argument("--n", dest="n_build", type=_positive_int, help="use the first N candidates per episode (default: all)")
+    p.add_argument("--n", dest="n_build", type=positive_int, help="use the first N candidates per episode (default: all)")
     p.add_argument("--drop-incomplete", action="store_true", help="leave out episodes with fewer than N "
                    "candidates instead of failing")
     p.add_argument("--force", action="store_true", help="replace DEST if it exists")

@@ -15,25 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from coba_cli.arg_types import COST_CHOICES, positive_float, positive_int
 from coba_cli.errors import UsageError
 from coba_env.costs import COST_MEASURES
 
-COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
 DEFAULT_N_MAX = 16
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,18 +48,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--verifier", metavar="URL,MODEL[,PARAMS_B]", help="the strong verifier (VERIFY_V3)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat", help="API of every call (default: chat)")
     g.add_argument("--api-key", help="bearer token, if the servers want one")
-    g.add_argument("--timeout", type=_positive_float, default=600.0,
+    g.add_argument("--timeout", type=positive_float, default=600.0,
                    help="seconds per request before it is retried (default: 600; --max-seconds cuts it shorter)")
-    g.add_argument("--max-attempts", type=_positive_int, default=3,
+    g.add_argument("--max-attempts", type=positive_int, default=3,
                    help="attempts per call on timeouts, connection errors, 429 and 5xx (default: 3)")
     b = p.add_argument_group("hard budgets per problem (never exceeded)")
-    b.add_argument("--max-tokens", type=_positive_float, metavar="N",
+    b.add_argument("--max-tokens", type=positive_float, metavar="N",
                    help="prompt + output tokens of all calls (a call counts at its bound: prompt bound + its max_tokens)")
-    b.add_argument("--max-calls", type=_positive_int, metavar="N", help="model calls")
-    b.add_argument("--max-seconds", type=_positive_float, metavar="S",
+    b.add_argument("--max-calls", type=positive_int, metavar="N", help="model calls")
+    b.add_argument("--max-seconds", type=positive_float, metavar="S",
                    help="wall-clock seconds; a call gets the remaining time as its timeout and is abandoned after it")
     s = p.add_argument_group("sampling and environment")
-    s.add_argument("--sample-max-tokens", type=_positive_int, default=4096,
+    s.add_argument("--sample-max-tokens", type=positive_int, default=4096,
                    help="output token cap of one generator call (default: 4096)")
     s.add_argument("--temperature", type=float, default=0.6, help="generator temperature (default: 0.6)")
     s.add_argument("--top-p", type=float, default=0.95, help="generator top-p (default: 0.95)")
@@ -83,12 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="cost weight lambda (default: a checkpoint's PATH@LAMBDA or its default, else 0.1)")
     s.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                    help="cost model of the reward and the budget_used feature (default: p_tokens)")
-    s.add_argument("--n-max", type=_positive_int, default=None,
+    s.add_argument("--n-max", type=positive_int, default=None,
                    help=f"most candidates per problem (default: the reference pool's N, else {DEFAULT_N_MAX})")
     s.add_argument("--reference", metavar="POOL",
                    help="pool (directory or simulator profile) whose N_max, budget B and max output tokens set the "
                         "feature scales: give the pool a trained controller was trained on")
-    s.add_argument("--budget", type=_positive_float, metavar="B",
+    s.add_argument("--budget", type=positive_float, metavar="B",
                    help="B in the cost model (default: the reference pool's, else N_max generator calls at the cap)")
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="OUT", help="write the JSON trace of every problem to OUT")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from coba_cli.arg_types import COST_CHOICES, lambda_list
 from coba_cli.errors import UsageError
-from coba_cli.train_cmd import COST_CHOICES, _lambdas
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated: a fixed family ('coba': N_max x strong routes, 'best_of_n': n), a "
                              "checkpoint directory (traced over --lambdas) or a registered policy name "
                              "(one point); default: coba,best_of_n")
-    parser.add_argument("--lambdas", type=_lambdas, default=None, metavar="L1,L2,...",
+    parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost measure of the x axis")
     parser.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default: sweep-out)")

@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from coba_cli.arg_types import COST_CHOICES, lambda_list
 from coba_cli.errors import UsageError
-
-COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
-
-
-def _lambdas(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected one or more lambdas >= 0, got {text!r}")
-    return values
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,11 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--lodo", action="store_true",
                         help="leave-one-dataset-out: train per held-out dataset and evaluate on it")
-    parser.add_argument("--lambdas", type=_lambdas, default=None, metavar="L1,L2,...",
+    parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="training lambdas (mlp: every visited state is labelled at each; ppo: lambda is drawn "
                              "per episode between their min and max); default: mlp 0.02,0.05,0.1,0.2,0.3,0.5,1, ppo its own "
                              "lambda range (train/ppo.py)")
-    parser.add_argument("--eval-lambdas", type=_lambdas, default=None, metavar="L1,L2,...",
+    parser.add_argument("--eval-lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="with --lodo: lambdas the learned controller is evaluated at (its frontier); "
                              "default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1")
     parser.add_argument("--held-out", default=None, metavar="DS1,DS2",

@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["FakeOpenAIServer", "RecordingProxy", "count_tokens"]
 
@@ -32,7 +32,41 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
-class FakeOpenAIServer:
+class _LoopbackHTTPService:
+    """A threaded HTTP server on a free loopback port: ``url``, ``stop()`` and the context-manager protocol."""
+
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:PORT."""
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def start(self) -> Self:
+        """Start serving."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class FakeOpenAIServer(_LoopbackHTTPService):
     """A threaded fake server; use as a context manager or call ``start()`` / ``stop()``."""
 
     def __init__(self, *, ignore_n: bool = False, fail_first: int = 0, delay_s: float = 0.0,
@@ -53,14 +87,6 @@ class FakeOpenAIServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL, e.g. http://127.0.0.1:PORT."""
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> FakeOpenAIServer:
         """Start serving on a free loopback port."""
@@ -92,25 +118,8 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (killed, timed out)
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
-        self._thread.start()
+        self._serve(Handler)
         return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------------------------------------
 
@@ -196,7 +205,7 @@ class FakeOpenAIServer:
         return text, {}, finish
 
 
-class RecordingProxy:
+class RecordingProxy(_LoopbackHTTPService):
     """Forward ``/v1/...`` requests to ``upstream`` (a base URL, with or without ``/v1``) and record the exchanges.
 
     ``exchanges`` holds (path, request body, status, response JSON) for every forwarded POST, in the order
@@ -209,13 +218,6 @@ class RecordingProxy:
         self.timeout_s = timeout_s
         self.exchanges: list[tuple[str, dict[str, Any], int, dict[str, Any]]] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL of the proxy, e.g. http://127.0.0.1:PORT."""
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def responses(self, path_suffix: str = "completions") -> list[dict[str, Any]]:
         """Answers (status 200) to POSTs whose path ends with ``path_suffix``."""
@@ -263,20 +265,5 @@ class RecordingProxy:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        self._serve(Handler)
         return self
-
-    def stop(self) -> None:
-        """Stop forwarding and free the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> RecordingProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
