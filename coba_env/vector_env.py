@@ -8,13 +8,15 @@ episode's values.
 
 Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` is. It keeps the top answer and
 runner-up counts incrementally (as ``Evidence`` does), computes the fusion rank R of every slot once per
-step into a reused array (VERIFY targets read the previous step's, which is still current for them),
-handles all VERIFY tiers in one pass, gathers with flat ``take`` indices, and keeps only the per-cluster
-score statistics that the observation reads. Resetting the finished rows is a handful of row writes: the
-integer counters and the float sums are one row-major block each (the named arrays are column views); the
-answer counts and per-cluster statistics are zeroed lazily, when a cluster first appears in an episode (a
-per-candidate table of the pool says which candidate that is); slots whose R is fixed (-2 without an answer,
--inf unrevealed) are encoded in the fusion terms (fnum, fden, and a constant -2 share column) instead of a mask.
+step (VERIFY targets read the previous step's, which is still current for them), handles all VERIFY tiers
+in one pass, gathers with flat ``take`` indices, and keeps only the per-cluster score statistics that the
+observation reads, plus a per-row copy of the top cluster's. The per-slot fusion terms, each slot's cluster
+count and R are slot-major [N, B], so the fusion arithmetic and the row max of R run over contiguous rows;
+a slot's terms are written when it is revealed, and a reset only marks every slot unrevealed (fnum = -inf).
+Resetting the finished rows is otherwise a handful of row writes: the integer counters and the float sums
+are one row-major block each (the named arrays are column views); the answer counts and per-cluster
+statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the
+pool says which candidate that is).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from coba_env.env import CoBaEnv
 from coba_env.evidence import FEATURE_NAMES, N_FEATURES
 from coba_env.selection import _TIER_INDEX
+from coba_env.vector_selection import select_by_rule
+from coba_env.vector_tables import VectorTables
 
 
 class CoBaVectorEnv(VectorEnv):
@@ -59,38 +63,18 @@ class CoBaVectorEnv(VectorEnv):
         self.tier_on = np.array(s._tier_on)
         self.clogc = np.array(s._clogc)
         self.logs = np.array(s._logs)
-        self.n_clusters = int(max(p.cluster.max() + 1, 1))
+        tables = VectorTables.build(p)
+        self.n_clusters = tables.n_clusters
+        self.has_rows, self.sample_float, self.sample_int = tables.has_rows, tables.sample_float, tables.sample_int
+        self.cluster_flat, self.score_flat, self.ver_cost_flat = tables.cluster_flat, tables.score_flat, tables.ver_cost_flat
         self.max_output_tokens = p.max_output_tokens
         self.lambda_index = FEATURE_NAMES.index("lambda")
-        answered = p.cluster >= 0
-        c = self.n_clusters
-        # Column of each candidate's share in ``share`` [B, C + 1]; the last column (always -2) is "no answer".
-        self.share_column = np.where(answered, p.cluster, c).astype(np.int64)
-        # Whether a candidate is the first of its answer cluster in its episode: counts and statistics of a
-        # cluster are zeroed when it first appears instead of on every reset.
-        first = np.zeros(p.cluster.shape, dtype=bool)
-        for e, row in enumerate(p.cluster):
-            _, at = np.unique(row, return_index=True)
-            first[e, at] = True
-        first &= answered
-        # fnum of a fresh episode [E, N] (fden is 1): fnum = -inf makes an unrevealed candidate's R -inf; a
-        # candidate without an answer reads -2 from the last share column ((-2 + 0) / 1).
-        self.fresh_fnum = np.where(answered, -np.inf, 0.0)
-        #: has_score of candidates with an answer, [T, E, N] (contiguous candidate rows for the VERIFY gathers).
-        self.has_score_tiers = np.ascontiguousarray((p.has_score & answered[:, :, None]).transpose(2, 0, 1))
-        # Flat per-(episode, candidate) tables for the SAMPLE gathers: float (gen_cost[4], output_tokens) and
-        # int (cluster, cap_hit, has_score with an answer [T], first of its cluster); and per-(episode,
-        # candidate, tier) for VERIFY.
-        n_cand = p.n_candidates
-        self.sample_float = np.concatenate([p.gen_cost, p.output_tokens[:, :, None]], axis=2).reshape(-1, 5)
-        self.sample_int = np.concatenate([p.cluster[:, :, None], p.cap_hit[:, :, None],
-                                          p.has_score & answered[:, :, None], first[:, :, None]],
-                                         axis=2).astype(np.int64)
-        self.sample_int = self.sample_int.reshape(-1, self.sample_int.shape[2])
-        self.cluster_flat = p.cluster.astype(np.int64).ravel()
-        self.score_flat = p.score.ravel()
-        self.ver_cost_flat = p.ver_cost.reshape(-1, p.ver_cost.shape[-1])
-        self.n_cand = n_cand
+        self.n_cand = p.n_candidates
+        # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
+        self._cluster_dtype = np.int8 if self.n_clusters < 127 else np.int64
+        # Stale per-slot fusion terms of unrevealed slots are harmless (fnum = -inf) unless a weight can make
+        # a stale denominator <= 0; then fden is reset too.
+        self._reset_fden = bool(np.min(self.weights) <= 0)
         self._cursor = 0
         self._perm: np.ndarray | None = None
         self._alloc()
@@ -120,29 +104,40 @@ class CoBaVectorEnv(VectorEnv):
         self._counter_scale = np.array([self.n_max, self.n_max, self.n_max, self.max_steps], dtype=np.float64)
         self._share_features = [names.index(f) for f in (
             "top_answer_share", "cap_hit_share", "v1_verified_frac", "v2_verified_frac", "v3_verified_frac")]
-        # Float sums and statistics, one row per sub-env (fresh = all zeros): clogc_sum, best_v3, len_sum and,
-        # per answer cluster, the usable-score statistics the observation reads (Evidence.tier_stats keeps all tiers): V1 sum,
-        # count, max and V3 sum, count, adjacent so that the gathers hit one cache line.
-        self._floats = np.zeros((b, 3))
+        # Float sums, one row per sub-env (fresh = all zeros): clogc_sum, best_v3, len_sum, then the top answer
+        # cluster's usable-score statistics that the observation reads (a copy of its ``top_stats`` entry, kept
+        # current when the top answer changes or gets a score): V1 sum, count, max and V3 sum, count.
+        self._floats = np.zeros((b, 8))
         self.clogc_sum, self.best_v3, self.len_sum = self._floats[:, 0], self._floats[:, 1], self._floats[:, 2]
-        # Zeroed when the cluster first appears in an episode (SAMPLE); cluster C stays 0 (read without a top).
+        self.top_copy = self._floats[:, 3:]
+        # Per answer cluster (Evidence.tier_stats keeps all tiers), adjacent so that the gathers hit one cache
+        # line; zeroed when the cluster first appears in an episode (SAMPLE).
         self.top_stats = np.zeros((b, c + 1, 5))
         self.cost = np.zeros((b, 4))  # contiguous: added to and copied whole every step
-        # Answers per cluster (whole numbers, float64 for the fusion arithmetic); contiguous: _fusion reads it all.
-        # Zeroed when the cluster first appears (older values of unrevealed clusters only meet fnum = -inf).
+        # Answers per cluster (whole numbers, float64 for the fusion arithmetic), zeroed when the cluster first
+        # appears in an episode.
         self.counts = np.zeros((b, c + 1))
-        # Fusion terms per candidate slot (see ``_fusion``); separate contiguous arrays: _fusion reads them whole.
-        self.fnum = np.zeros((b, n))
-        self.fden = np.ones((b, n))
-        self.verified = np.zeros((t, b, n), dtype=bool)  # tier-major: verified[t][rows] is a contiguous gather
+        # Per candidate slot, slot-major [N, B] so that the fusion arithmetic and its row max run over
+        # contiguous rows (see ``_fusion``): the fusion terms, the count of the slot's answer cluster and the
+        # slot's cluster. They are written when the slot is revealed; an unrevealed slot has fnum = -inf (set on
+        # reset) and stale values elsewhere, which never reach an R.
+        self.fnum_t = np.full((n, b), -np.inf)
+        self.fden_t = np.ones((n, b))
+        self.count_t = np.zeros((n, b))
+        self.cluster_t = np.full((n, b), -1, dtype=self._cluster_dtype)
+        self._added = np.full(b, -2, dtype=self._cluster_dtype)
+        #: verified[t, row, slot], written False when the slot is revealed (stale for unrevealed slots).
+        self.verified = np.zeros((t, b, n), dtype=bool)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
-        # Flat index into ``share`` of each candidate's cluster share (row * (C + 1) + column).
-        self.count_index = np.zeros((b, n), dtype=np.int64)
-        # R of every candidate slot after the last step (see ``_fusion``): VERIFY targets are chosen on it.
-        self.rank = np.full((b, n), -np.inf)
-        # wf * count / n per sub-env and cluster [B, C], then one constant -2 read by candidates without an answer.
-        self.share = np.full((b, c + 1), -2.0)
+        self._slot_b = np.arange(n) * b  # slot offsets in the flat [N, B] arrays
+        # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
+        self.rank_t = np.full((n, b), -np.inf)
+
+    @property
+    def rank(self) -> np.ndarray:
+        """R of every candidate slot after the last step [B, N]."""
+        return self.rank_t.T
 
     def _next_episodes(self, k: int) -> np.ndarray:
         n = self.pool.n_episodes
@@ -169,11 +164,11 @@ class CoBaVectorEnv(VectorEnv):
         self._ints[rows] = self._ints_fresh
         self._floats[rows] = 0.0
         self.cost[rows] = 0.0
-        self.fnum[rows] = self.fresh_fnum[episodes]
-        self.fden[rows] = 1.0
-        self.count_index[rows] = self.share_column[episodes] + (rows * (self.n_clusters + 1))[:, None]
-        self.verified[:, rows] = False
-        # self.rank[rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
+        slots = self._slot_b[None, :] + rows[:, None]
+        self.fnum_t.ravel()[slots] = -np.inf  # every slot unrevealed: R = -inf
+        if self._reset_fden:
+            self.fden_t.ravel()[slots] = 1.0
+        # self.rank_t[:, rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
         if self.lambda_range is not None:
             self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
         else:
@@ -195,31 +190,36 @@ class CoBaVectorEnv(VectorEnv):
         self._mask = self._masks()
         return self._observations(), {"action_mask": self._mask.copy(), "episode": self.ep.copy()}
 
+    def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
+        """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N]."""
+        revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
+        return self.verified[t][rows] & revealed
+
     @property
     def scores(self) -> np.ndarray:
         """Revealed scores [B, N, T]: NaN where not verified (or verified without a usable score)."""
-        return np.where(self.verified.transpose(1, 2, 0), self.pool.score[self.ep], np.nan)
+        verified = np.stack([self._verified(t, self.rows) for t in range(self.n_tiers)], axis=2)
+        return np.where(verified, self.pool.score[self.ep], np.nan)
 
     # -- evidence arithmetic (mirrors coba_env.evidence.Evidence) ------------------------------------
     def _fusion(self) -> np.ndarray:
-        """Update and return ``self.rank``: R for every candidate slot [B, N]; -2 where the candidate has no answer; else -inf where unrevealed.
+        """Update and return ``self.rank_t``: R for every candidate slot [N, B]; -inf where unrevealed; -2 without an answer.
 
         (``Evidence.rank`` uses -1 for no answer; -2 here makes the row max the observation's top R exactly
-        as before. VERIFY and STOP only read the R of revealed candidates with an answer.) A slot without an
-        answer reads the constant -2 column of ``share`` with fnum 0 and fden 1; an unrevealed one has fnum -inf
-        and fden 1; SAMPLE sets a revealed one's terms to 0 and wf, as ``Evidence.add_candidate`` does.
+        as before. VERIFY and STOP only read the R of revealed candidates with an answer.) SAMPLE sets a
+        revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
+        fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
         """
-        # wf * count / n per answer cluster, then per candidate (the same float operations as Evidence.fusion).
-        share, r = self.share, self.rank  # written in place: nothing else holds these arrays
-        np.multiply(self.weights[0], self.counts, out=share)
-        share /= np.maximum(self.n, 1).astype(np.float64)[:, None]
-        share[:, -1] = -2.0
+        # (wf * count / n + fnum) / fden per slot: the same float operations as Evidence.fusion.
+        r = self.rank_t  # written in place: nothing else holds this array
+        w_f = self.weights[0]
         with np.errstate(divide="ignore", invalid="ignore"):
-            share.ravel().take(self.count_index, out=r)
-            r += self.fnum
-            r /= self.fden
-        if self.weights[0] <= 0:
-            r[self.fden <= 0] = 0.0
+            np.multiply(self.count_t, w_f, out=r)
+            r /= np.maximum(self.n, 1).astype(np.float64)
+            r += self.fnum_t
+            r /= self.fden_t
+        if w_f <= 0:
+            r[(self.fden_t <= 0) & (self.fnum_t > -np.inf)] = 0.0
         return r
 
     def _masks(self) -> np.ndarray:
@@ -243,7 +243,7 @@ class CoBaVectorEnv(VectorEnv):
         return m
 
     def _observations(self) -> np.ndarray:
-        """Observations [B, N_FEATURES] of the current state (``self.rank`` must be current).
+        """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current).
 
         Before the first candidate every count and sum is 0, and without an answer the top-cluster counts and
         statistics are 0, so dividing by max(n, 1) (or max(count, 1)) gives the single env's 0 features.
@@ -264,8 +264,7 @@ class CoBaVectorEnv(VectorEnv):
         o[:, 4] = (self.top_count - self.second) / n_safe
         o[:, 5] = (n - na) / n_safe
         # The top cluster's V1 sum, count, max and V3 sum, count (all 0 without a top answer).
-        at = self.rows * (self.n_clusters + 1) + np.where(self.top >= 0, self.top, self.n_clusters)
-        stats = self.top_stats.reshape(-1, 5).take(at, axis=0)
+        stats = self.top_copy
         o[:, 6] = stats[:, 0] / np.maximum(stats[:, 1], 1.0)
         o[:, 7] = stats[:, 2]
         o[:, 8] = stats[:, 1] > 0
@@ -274,49 +273,135 @@ class CoBaVectorEnv(VectorEnv):
         o[:, 14] = self.cost[:, self.cost_k] / self.budget
         o[:, 15] = self.len_sum / n_safe / self.max_output_tokens
         o[:, 19] = self.lams
-        # The row max of R: over the transposed copy, a reduction across contiguous rows, is far faster.
-        o[:, 20] = np.where(na > 0, np.ascontiguousarray(self.rank.T).max(axis=0), 0.0)
+        o[:, 20] = np.where(na > 0, self.rank_t.max(axis=0), 0.0)  # slot-major: a reduction across rows
         return o
 
-    def _select(self, rows: np.ndarray, fusion: np.ndarray) -> np.ndarray:
+    def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
         rule = self.selection
-        n_cand = self.pool.n_candidates
-        cl = self.pool.cluster[self.ep[rows]]
-        revealed = np.arange(n_cand)[None, :] < self.n[rows, None]
-        answered = revealed & (cl >= 0)
         none = self.n_answered[rows] == 0  # no revealed candidate has an answer
-        if rule.rule in ("majority", "max_score"):
-            first_of_top = np.argmax(answered & (cl == self.top[rows, None]), axis=1)
         if rule.rule == "fusion":
-            r = np.where(answered, fusion[rows], -2.0)
-            sel = np.argmax(r, axis=1)
-        elif rule.rule == "majority":
-            sel = first_of_top
-        elif rule.rule == "last":
-            sel = n_cand - 1 - np.argmax(answered[:, ::-1], axis=1)
-        else:
+            # R of revealed candidates with an answer; -2 for the others (unrevealed ones have -inf).
+            r = np.take(self.rank_t, rows, axis=1).T
+            r[r == -np.inf] = -2.0
+            return np.where(none, -1, np.argmax(r, axis=1))
+        ep = self.ep[rows]
+        tier_scores = tier_verified = None
+        if rule.rule in ("max_score", "weighted_vote"):
             t = _TIER_INDEX[rule.tier]
-            s = np.where(self.verified[t][rows], self.pool.score[self.ep[rows], :, t], np.nan)
-            usable = answered & ~np.isnan(s)
-            if rule.rule == "weighted_vote":
-                vals = np.where(usable, s, rule.missing)
-                sel = np.empty(len(rows), dtype=np.int64)
-                for i in range(len(rows)):
-                    totals: dict[int, float] = {}
-                    for c in np.flatnonzero(answered[i]):
-                        totals[int(cl[i, c])] = totals.get(int(cl[i, c]), 0.0) + float(vals[i, c])
-                    if totals:
-                        best = max(totals, key=lambda k, tt=totals: (tt[k], -k))
-                        sel[i] = int(np.argmax(cl[i] == best))
-                    else:
-                        sel[i] = 0
-            else:  # max_score
-                masked = np.where(usable, s, -1.0)
-                sel = np.where(usable.any(axis=1), np.argmax(masked, axis=1), first_of_top)
+            tier_scores, tier_verified = self.pool.score[ep, :, t], self._verified(t, rows)
+        sel = select_by_rule(rule, self.pool.cluster[ep], self.n[rows], self.top[rows], tier_scores, tier_verified)
         return np.where(none, -1, sel)
 
     # -- stepping ------------------------------------------------------------------------------------
+    def _sample(self, rows: np.ndarray, step_cost: np.ndarray) -> None:
+        """SAMPLE for ``rows``: reveal each row's next candidate (Evidence.add_candidate)."""
+        col = self._column
+        t_n = self.n_tiers
+        b = self.num_envs
+        state = self._ints[rows]  # the rows' counters, updated here and written back in one go
+        c = state[:, col["n"]].copy()
+        flat = self.ep[rows] * self.n_cand + c
+        gathered = self.sample_float.take(flat, axis=0)  # gen_cost[4], output_tokens
+        table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
+        step_cost[rows] = gathered[:, :4]
+        cl = table[:, 0]
+        state[:, col["n"]] += 1
+        state[:, col["cap_count"]] += table[:, 1]
+        state[:, col["pending"]:col["pending"] + t_n] += table[:, 2:2 + t_n]
+        self.len_sum[rows] += gathered[:, 4]
+        slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
+        self.verified.reshape(t_n, -1)[:, rows * self.n_cand + c] = False
+        answered = cl >= 0
+        # The revealed slot's fusion terms: count 0, fnum -2, fden 1 without an answer (R = -2).
+        fnum = np.where(answered, 0.0, -2.0)
+        fden = np.where(answered, self.weights[0], 1.0)
+        count = np.zeros(len(rows))
+        ans = np.flatnonzero(answered)
+        if len(ans):
+            r, cc = rows[ans], cl[ans]
+            first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
+            at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
+            counts = self.counts.ravel()
+            old_f = counts.take(at)
+            old_f[first] = 0.0
+            self.top_stats.reshape(-1, 5)[at[first]] = 0.0
+            new_f = old_f + 1.0
+            counts[at] = new_f
+            count[ans] = new_f
+            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too).
+            added = self._added
+            added[r] = cc
+            np.add(self.count_t, self.cluster_t == added, out=self.count_t)
+            added[r] = -2
+            old = old_f.astype(np.int64)
+            new = old + 1
+            self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
+            sub = state[ans]
+            sub[:, col["n_distinct"]] += first
+            sub[:, col["n_answered"]] += 1
+            # The top answer and the runner-up's count, updated as Evidence.add_candidate does.
+            top, top_count, second = sub[:, col["top"]], sub[:, col["top_count"]], sub[:, col["second"]]
+            new_top = top < 0
+            same = cc == top
+            flip = ~new_top & ~same & ((new > top_count) | ((new == top_count) & (cc < top)))
+            changed = new_top | flip
+            updated = (np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second)),
+                       np.where(new_top | same | flip, new, top_count), np.where(changed, cc, top))
+            sub[:, col["second"]], sub[:, col["top_count"]], sub[:, col["top"]] = updated
+            sub[:, col["flips"]] += flip
+            state[ans] = sub
+            self.top_copy[r[changed]] = self.top_stats.reshape(-1, 5).take(at[changed], axis=0)
+        self._ints[rows] = state
+        self.fnum_t.ravel()[slot] = fnum
+        self.fden_t.ravel()[slot] = fden
+        self.count_t.ravel()[slot] = count
+        self.cluster_t.ravel()[slot] = cl
+
+    def _verify(self, rows: np.ndarray, a: np.ndarray, step_cost: np.ndarray) -> None:
+        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
+        t_n = self.n_tiers
+        b, n_slots = self.num_envs, self.pool.n_candidates
+        t = a - 1
+        e = self.ep[rows]
+        # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
+        # slots have R = -inf and a revealed eligible one exists (pending > 0).
+        eligible = self.has_rows.take(t * self.pool.n_episodes + e, axis=0)
+        at_tier = t * b + rows  # rows of ``verified`` as [T * B, N]
+        eligible &= ~self.verified.reshape(-1, n_slots).take(at_tier, axis=0)
+        c = np.argmax(np.where(eligible, np.take(self.rank_t, rows, axis=1).T, -np.inf), axis=1)
+        flat = (e * self.n_cand + c) * t_n + t
+        s = self.score_flat.take(flat)
+        step_cost[rows] = self.ver_cost_flat.take(flat, axis=0)
+        self.verified.reshape(-1, n_slots)[at_tier, c] = True
+        slot = c * b + rows
+        at = rows * self._ints.shape[1] + self._column["n_verified"] + t
+        self._ints.ravel()[at] += 1  # n_verified[rows, t]
+        self._ints.ravel()[at + t_n] -= 1  # pending[rows, t]
+        usable = ~np.isnan(s)
+        ru, cu, su, tu = rows[usable], c[usable], s[usable], t[usable]
+        w = self.weights[tu + 1]
+        slot = slot[usable]
+        self.fnum_t.ravel()[slot] += w * su
+        self.fden_t.ravel()[slot] += w
+        v3 = tu == 2
+        self.best_v3[ru[v3]] = np.maximum(self.best_v3[ru[v3]], su[v3])
+        cl = self.cluster_flat.take(e[usable] * self.n_cand + cu)  # >= 0: only answered ones are eligible
+        at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
+        stats = self.top_stats.ravel()
+        k = tu == 0  # V1: sum, count, max
+        s1 = su[k]
+        a1 = at[k] * 5
+        stats[a1] += s1
+        stats[a1 + 1] += 1
+        stats[a1 + 2] = np.maximum(stats.take(a1 + 2), s1)
+        k = tu == 2  # V3: sum, count
+        a3 = at[k] * 5
+        stats[a3 + 3] += su[k]
+        stats[a3 + 4] += 1
+        top = cl == self.top[ru]  # the top cluster's statistics changed: refresh the observation's copy
+        self.top_copy[ru[top]] = self.top_stats.reshape(-1, 5).take(at[top], axis=0)
+
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
         a = np.asarray(actions, dtype=np.int64)
@@ -334,89 +419,16 @@ class CoBaVectorEnv(VectorEnv):
         t_n = self.n_tiers
         self.steps += 1
         step_cost = np.zeros((b, 4))  # every cost measure (0 for STOP), added to ``cost`` in one pass
-        k_cost = self.cost_k
-        w_f = self.weights[0]
-
         rows = np.flatnonzero(a == 0)
         if len(rows):
-            col = self._column
-            state = self._ints[rows]  # the rows' counters, updated here and written back in one go
-            c = state[:, col["n"]].copy()
-            flat = self.ep[rows] * self.n_cand + c
-            gathered = self.sample_float.take(flat, axis=0)  # gen_cost[4], output_tokens
-            table = self.sample_int.take(flat, axis=0)  # cluster, cap_hit, has_score with an answer [T], first
-            step_cost[rows] = gathered[:, :4]
-            cl = table[:, 0]
-            state[:, col["n"]] += 1
-            state[:, col["cap_count"]] += table[:, 1]
-            state[:, col["pending"]:col["pending"] + t_n] += table[:, 2:2 + t_n]
-            self.len_sum[rows] += gathered[:, 4]
-            ans = np.flatnonzero(cl >= 0)
-            if len(ans):
-                r, cc = rows[ans], cl[ans]
-                revealed = c[ans]  # its R is computed from now on (Evidence.add_candidate: fnum 0, fden wf)
-                self.fnum[r, revealed] = 0.0
-                self.fden[r, revealed] = w_f
-                first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
-                old_f = self.counts[r, cc]
-                old_f[first] = 0.0
-                self.top_stats[r[first], cc[first]] = 0.0
-                self.counts[r, cc] = old_f + 1.0
-                old = old_f.astype(np.int64)
-                new = old + 1
-                self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
-                sub = state[ans]
-                sub[:, col["n_distinct"]] += first
-                sub[:, col["n_answered"]] += 1
-                # The top answer and the runner-up's count, updated as Evidence.add_candidate does.
-                top, top_count, second = sub[:, col["top"]], sub[:, col["top_count"]], sub[:, col["second"]]
-                new_top = top < 0
-                same = cc == top
-                flip = ~new_top & ~same & ((new > top_count) | ((new == top_count) & (cc < top)))
-                updated = (np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second)),
-                           np.where(new_top | same | flip, new, top_count), np.where(new_top | flip, cc, top))
-                sub[:, col["second"]], sub[:, col["top_count"]], sub[:, col["top"]] = updated
-                sub[:, col["flips"]] += flip
-                state[ans] = sub
-            self._ints[rows] = state
-
+            self._sample(rows, step_cost)
         rows = np.flatnonzero((a >= 1) & (a <= t_n))  # every VERIFY at once, each row with its own tier
         if len(rows):
-            t = a[rows] - 1
-            e = self.ep[rows]
-            # VERIFY targets the highest R before this step's evidence (self.rank, from the last step).
-            eligible = self.has_score_tiers[t, e] & ~self.verified[t, rows]
-            c = np.argmax(np.where(eligible, self.rank[rows], -np.inf), axis=1)
-            flat = (e * self.n_cand + c) * t_n + t
-            s = self.score_flat.take(flat)
-            ver_cost = self.ver_cost_flat.take(flat, axis=0)
-            step_cost[rows] = ver_cost
-            self.verified[t, rows, c] = True
-            at = rows * self._ints.shape[1] + self._column["n_verified"] + t
-            self._ints.ravel()[at] += 1  # n_verified[rows, t]
-            self._ints.ravel()[at + t_n] -= 1  # pending[rows, t]
-            usable = ~np.isnan(s)
-            ru, cu, su, tu = rows[usable], c[usable], s[usable], t[usable]
-            w = self.weights[tu + 1]
-            self.fnum[ru, cu] += w * su
-            self.fden[ru, cu] += w
-            v3 = tu == 2
-            self.best_v3[ru[v3]] = np.maximum(self.best_v3[ru[v3]], su[v3])
-            cl = self.cluster_flat.take(e[usable] * self.n_cand + cu)  # >= 0: only answered ones are eligible
-            stats = self.top_stats
-            k = tu == 0  # V1: sum, count, max
-            r1, c1, s1 = ru[k], cl[k], su[k]
-            stats[r1, c1, 0] += s1
-            stats[r1, c1, 1] += 1
-            stats[r1, c1, 2] = np.maximum(stats[r1, c1, 2], s1)
-            k = tu == 2  # V3: sum, count
-            r3, c3 = ru[k], cl[k]
-            stats[r3, c3, 3] += su[k]
-            stats[r3, c3, 4] += 1
+            self._verify(rows, a[rows], step_cost)
 
         moved = a != t_n + 1
         self.cost += step_cost
-        reward = -self.lams * step_cost[:, k_cost] / self.budget
+        reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         reward[~moved] = 0.0
 
         stop_rows = np.flatnonzero(~moved)
@@ -425,7 +437,7 @@ class CoBaVectorEnv(VectorEnv):
         self._fusion()
         obs = self._observations()
         if len(stop_rows):
-            sel = self._select(stop_rows, self.rank)
+            sel = self._select(stop_rows)
             correct = (sel >= 0) & p.labels.correct[self.ep[stop_rows], np.maximum(sel, 0)]
             reward[stop_rows] += correct
             full_final = np.zeros((b, N_FEATURES), dtype=np.float32)
@@ -451,4 +463,3 @@ class CoBaVectorEnv(VectorEnv):
     def action_masks(self) -> np.ndarray:
         """Legal actions per sub-env, bool [num_envs, n_actions]."""
         return self._mask.astype(bool)
-

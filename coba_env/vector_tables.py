@@ -1,0 +1,53 @@
+"""Flat lookup tables of a compiled pool for ``CoBaVectorEnv``: what SAMPLE and VERIFY gather, one ``take`` each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class VectorTables:
+    """Per-(episode, candidate) rows that the vector env gathers with flat indices ``episode * N + candidate``."""
+
+    #: Answer clusters per episode: the largest cluster id + 1 (at least 1).
+    n_clusters: int
+    #: has_score of candidates with an answer, [T * E, N]: VERIFY gathers rows ``tier * E + episode``.
+    has_rows: np.ndarray
+    #: float [E * N, 5]: generation cost (4 measures), output tokens.
+    sample_float: np.ndarray
+    #: int [E * N, 3 + T]: cluster (-1: no answer), cap_hit, has_score with an answer per tier, and whether the
+    #: candidate is the first of its answer cluster in its episode.
+    sample_int: np.ndarray
+    #: Cluster of every candidate [E * N].
+    cluster_flat: np.ndarray
+    #: Pool scores [E * N * T] (NaN: no usable score) and verification costs [E * N * T, 4].
+    score_flat: np.ndarray
+    ver_cost_flat: np.ndarray
+
+    @classmethod
+    def build(cls, pool) -> VectorTables:
+        """Build the tables of a ``CompiledPool``."""
+        cluster = pool.cluster
+        answered = cluster >= 0
+        # First candidate of each answer cluster in its episode: a cluster's counts and statistics are zeroed
+        # when it first appears instead of on every reset.
+        first = np.zeros(cluster.shape, dtype=bool)
+        for e, row in enumerate(cluster):
+            _, at = np.unique(row, return_index=True)
+            first[e, at] = True
+        first &= answered
+        has_answered = pool.has_score & answered[:, :, None]
+        n_cand = pool.n_candidates
+        sample_int = np.concatenate([np.where(answered, cluster, -1)[:, :, None], pool.cap_hit[:, :, None],
+                                     has_answered, first[:, :, None]], axis=2).astype(np.int64)
+        return cls(
+            n_clusters=int(max(cluster.max() + 1, 1)),
+            has_rows=np.ascontiguousarray(has_answered.transpose(2, 0, 1)).reshape(-1, n_cand),
+            sample_float=np.concatenate([pool.gen_cost, pool.output_tokens[:, :, None]], axis=2).reshape(-1, 5),
+            sample_int=sample_int.reshape(-1, sample_int.shape[2]),
+            cluster_flat=cluster.astype(np.int64).ravel(),
+            score_flat=pool.score.ravel(),
+            ver_cost_flat=pool.ver_cost.reshape(-1, pool.ver_cost.shape[-1]),
+        )
