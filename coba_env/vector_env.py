@@ -6,17 +6,20 @@ masks, rewards and selections as the one-episode env, bit for bit. Terminated su
 same step (SB3's convention): ``infos["final_observation"]`` and the final fields hold the finished
 episode's values.
 
-Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` is. It keeps the top answer and
-runner-up counts incrementally (as ``Evidence`` does), computes the fusion rank R of every slot once per
-step (VERIFY targets read the previous step's, which is still current for them), handles all VERIFY tiers
-in one pass, gathers with flat ``take`` indices, and keeps only the per-cluster score statistics that the
-observation reads, plus a per-row copy of the top cluster's. The per-slot fusion terms, each slot's cluster
-count and R are slot-major [N, B], so the fusion arithmetic and the row max of R run over contiguous rows;
-a slot's terms are written when it is revealed, and a reset only marks every slot unrevealed (fnum = -inf).
-Resetting the finished rows is otherwise a handful of row writes: the integer counters and the float sums
-are one row-major block each (the named arrays are column views); the answer counts and per-cluster
-statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the
-pool says which candidate that is).
+Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) is, and nearly all of them run
+over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
+computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
+still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. State
+is laid out feature-major: the integer counters are one [K, B] block and the float sums (costs included) one
+[7, B] block, each named array a contiguous row; the per-slot fusion terms, each slot's cluster count, the
+verified flags and R are slot-major ([N, B], [N, T * B]), so the fusion arithmetic, VERIFY's target choice
+and the STOP selection read whole rows. The observation is built feature by feature in a [F, B] buffer and
+cast into its [B, F] result a few features at a time. Per answer cluster it keeps only the score statistics
+that the observation reads (one 40-byte record per row and cluster, gathered at the top answer each step).
+A reset zeroes the counters with one multiply and writes a few rows, a slot's terms are written when it is
+revealed, and a reset only marks every slot unrevealed (fnum = -inf); the answer counts and per-cluster
+statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool
+says which candidate that is).
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ class CoBaVectorEnv(VectorEnv):
         self.logs = np.array(s._logs)
         tables = VectorTables.build(p)
         self.n_clusters = tables.n_clusters
-        self.has_rows, self.sample_float, self.sample_int = tables.has_rows, tables.sample_float, tables.sample_int
+        self.sample_float, self.sample_int = tables.sample_float, tables.sample_int
+        self.has_t = np.ascontiguousarray(tables.has_rows.T)  # [N, T * E]: VERIFY gathers columns
         self.cluster_flat, self.score_flat, self.ver_cost_flat = tables.cluster_flat, tables.score_flat, tables.ver_cost_flat
         self.max_output_tokens = p.max_output_tokens
         self.lambda_index = FEATURE_NAMES.index("lambda")
@@ -83,54 +87,56 @@ class CoBaVectorEnv(VectorEnv):
     def _alloc(self) -> None:
         b, n, t, c = self.num_envs, self.pool.n_candidates, self.n_tiers, self.n_clusters
         self.ep = np.zeros(b, dtype=np.int64)
-        # Integer counters, one row per sub-env; the named arrays are column views (reset = one row write).
-        # The order makes the observation's divisions a few block operations (see ``_observations``).
+        # Integer counters, counter-major [K, B]: each named array is one contiguous row, so the observation,
+        # the masks and the updates run over contiguous memory. The order makes the observation's divisions
+        # two block operations (see ``_observations``).
         int_names = ("n", "n_distinct", "flips", "steps", "top_count", "cap_count")
         k = len(int_names)
-        self._ints = np.zeros((b, k + 2 * t + 3), dtype=np.int64)
+        self._ints = np.zeros((k + 2 * t + 3, b), dtype=np.int64)
         for i, name in enumerate(int_names):
-            setattr(self, name, self._ints[:, i])
-        self.n_verified = self._ints[:, k:k + t]
-        self.pending = self._ints[:, k + t:k + 2 * t]
+            setattr(self, name, self._ints[i])
+        self._verified_n, self._pending = self._ints[k:k + t], self._ints[k + t:k + 2 * t]  # [T, B]
+        self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
-        self.n_answered, self.top, self.second = (self._ints[:, k + 2 * t + i] for i in range(3))
-        self._column = {name: i for i, name in enumerate(
-            (*int_names, "n_verified", *["_"] * (t - 1), "pending", *["_"] * (t - 1), "n_answered", "top", "second"))}
-        self._ints_fresh = np.zeros(self._ints.shape[1], dtype=np.int64)
-        self._ints_fresh[k + 2 * t + 1] = -1
+        self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
         names = list(FEATURE_NAMES)
         self._counter_features = [names.index(f) for f in (
             "revealed_frac", "distinct_answers_frac", "answer_flips", "step_frac")]
         self._counter_scale = np.array([self.n_max, self.n_max, self.n_max, self.max_steps], dtype=np.float64)
         self._share_features = [names.index(f) for f in (
             "top_answer_share", "cap_hit_share", "v1_verified_frac", "v2_verified_frac", "v3_verified_frac")]
-        # Float sums, one row per sub-env (fresh = all zeros): clogc_sum, best_v3, len_sum, then the top answer
-        # cluster's usable-score statistics that the observation reads (a copy of its ``top_stats`` entry, kept
-        # current when the top answer changes or gets a score): V1 sum, count, max and V3 sum, count.
-        self._floats = np.zeros((b, 8))
-        self.clogc_sum, self.best_v3, self.len_sum = self._floats[:, 0], self._floats[:, 1], self._floats[:, 2]
-        self.top_copy = self._floats[:, 3:]
-        # Per answer cluster (Evidence.tier_stats keeps all tiers), adjacent so that the gathers hit one cache
-        # line; zeroed when the cluster first appears in an episode (SAMPLE).
+        # Float sums, feature-major [7, B] (fresh = all zeros): the 4 cost measures, clogc_sum, best_v3, len_sum.
+        self._floats = np.zeros((7, b))
+        self._cost = self._floats[:4]
+        self.cost = self._cost.T  # [B, 4] view
+        self.clogc_sum, self.best_v3, self.len_sum = self._floats[4:]
+        # Per answer cluster (Evidence.tier_stats keeps all tiers): V1 sum, count, max and V3 sum, count, adjacent
+        # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
+        # The extra cluster C is never written, so it stays 0: the observation reads the top answer's statistics
+        # at row * (C + 1) + top, which for top = -1 is the (zero) cluster C of the row before (or of the last row).
         self.top_stats = np.zeros((b, c + 1, 5))
-        self.cost = np.zeros((b, 4))  # contiguous: added to and copied whole every step
+        self._stats_rows = np.arange(b) * (c + 1)
         # Answers per cluster (whole numbers, float64 for the fusion arithmetic), zeroed when the cluster first
         # appears in an episode.
         self.counts = np.zeros((b, c + 1))
         # Per candidate slot, slot-major [N, B] so that the fusion arithmetic and its row max run over
-        # contiguous rows (see ``_fusion``): the fusion terms, the count of the slot's answer cluster and the
-        # slot's cluster. They are written when the slot is revealed; an unrevealed slot has fnum = -inf (set on
-        # reset) and stale values elsewhere, which never reach an R.
+        # contiguous rows (see ``_fusion``): the fusion terms, the count of the slot's answer cluster (int8: a
+        # count <= N, or a wrapped stale one) and the slot's cluster. They are written when the slot is revealed;
+        # an unrevealed slot has fnum = -inf (set on reset) and stale values elsewhere, which never reach an R.
         self.fnum_t = np.full((n, b), -np.inf)
         self.fden_t = np.ones((n, b))
-        self.count_t = np.zeros((n, b))
+        self.count_t = np.zeros((n, b), dtype=np.int8 if n < 127 else np.int64)
         self.cluster_t = np.full((n, b), -1, dtype=self._cluster_dtype)
         self._added = np.full(b, -2, dtype=self._cluster_dtype)
-        #: verified[t, row, slot], written False when the slot is revealed (stale for unrevealed slots).
-        self.verified = np.zeros((t, b, n), dtype=bool)
+        # Verified flags, slot-major [N, T * B] (column t * B + row), like the R that VERIFY compares: written
+        # False when the slot is revealed (stale for unrevealed slots).
+        self.verified_t = np.zeros((n, t * b), dtype=bool)
+        #: verified[t, row, slot], a view.
+        self.verified = self.verified_t.reshape(n, t, b).transpose(1, 2, 0)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
-        self._slot_b = np.arange(n) * b  # slot offsets in the flat [N, B] arrays
+        self._obs_t = np.empty((N_FEATURES, b))  # see ``_observations``
+        self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
 
@@ -161,13 +167,14 @@ class CoBaVectorEnv(VectorEnv):
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
         self.ep[rows] = episodes
-        self._ints[rows] = self._ints_fresh
-        self._floats[rows] = 0.0
-        self.cost[rows] = 0.0
-        slots = self._slot_b[None, :] + rows[:, None]
-        self.fnum_t.ravel()[slots] = -np.inf  # every slot unrevealed: R = -inf
+        keep = np.ones(self.num_envs, dtype=np.int64)
+        keep[rows] = 0
+        self._ints *= keep  # every counter 0 ...
+        self.top[rows] = -1  # ... but top
+        self._floats[:, rows] = 0.0
+        self.fnum_t[:, rows] = -np.inf  # every slot unrevealed: R = -inf
         if self._reset_fden:
-            self.fden_t.ravel()[slots] = 1.0
+            self.fden_t[:, rows] = 1.0
         # self.rank_t[:, rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
         if self.lambda_range is not None:
             self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
@@ -193,7 +200,7 @@ class CoBaVectorEnv(VectorEnv):
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
         """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N]."""
         revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
-        return self.verified[t][rows] & revealed
+        return self.verified_t[:, t * self.num_envs + rows].T & revealed
 
     @property
     def scores(self) -> np.ndarray:
@@ -214,7 +221,7 @@ class CoBaVectorEnv(VectorEnv):
         r = self.rank_t  # written in place: nothing else holds this array
         w_f = self.weights[0]
         with np.errstate(divide="ignore", invalid="ignore"):
-            np.multiply(self.count_t, w_f, out=r)
+            np.multiply(self.count_t, w_f, out=r, dtype=np.float64)
             r /= np.maximum(self.n, 1).astype(np.float64)
             r += self.fnum_t
             r /= self.fden_t
@@ -228,15 +235,11 @@ class CoBaVectorEnv(VectorEnv):
         can_sample = self.n < self.n_max
         m[:, 0] = can_sample
         anything = can_sample.copy()
-        for k in range(t):  # column by column: ``pending`` is a strided view
-            if self.tier_on[k]:
-                verify = self.pending[:, k] > 0
-                m[:, 1 + k] = verify
-                anything |= verify
-            else:
-                m[:, 1 + k] = 0
+        for k in range(t):
+            m[:, 1 + k] = verify = (self._pending[k] > 0) & self.tier_on[k]
+            anything |= verify
         m[:, t + 1] = (self.n > 0) | ~anything
-        spent = self.cost[:, self.cost_k] >= self.max_cost
+        spent = self._cost[self.cost_k] >= self.max_cost
         if spent.any():
             m[spent] = 0
             m[spent, t + 1] = 1
@@ -248,33 +251,37 @@ class CoBaVectorEnv(VectorEnv):
         Before the first candidate every count and sum is 0, and without an answer the top-cluster counts and
         statistics are 0, so dividing by max(n, 1) (or max(count, 1)) gives the single env's 0 features.
         """
-        o = np.empty((self.num_envs, N_FEATURES), dtype=np.float32)  # column writes cast float64 -> float32
+        # Feature by feature into a feature-major float64 buffer (contiguous rows), then cast into the [B, F]
+        # float32 result a few features at a time: far fewer passes over it than one per feature.
+        o = self._obs_t
         n = self.n
         n_safe = np.maximum(n, 1).astype(np.float64)
-        # Column by column: the counters are strided views, on which 2-D operations are slow.
-        for k, column in enumerate(self._counter_features):  # n, n_distinct, flips, steps
-            o[:, column] = self._ints[:, k] / self._counter_scale[k]
-        for k, column in enumerate(self._share_features):  # top_count, cap_count, n_verified[T]
-            o[:, column] = self._ints[:, 4 + k] / n_safe
+        for k, feature in enumerate(self._counter_features):  # n, n_distinct, flips, steps
+            np.divide(self._ints[k], self._counter_scale[k], out=o[feature])
+        for k, feature in enumerate(self._share_features):  # top_count, cap_count, n_verified[T]
+            np.divide(self._ints[4 + k], n_safe, out=o[feature])
         na = self.n_answered
         if self.n_max > 1:
-            o[:, 3] = (self.logs[na] - self.clogc_sum / np.maximum(na, 1)) / self.logs[self.n_max]
+            np.divide(self.logs[na] - self.clogc_sum / np.maximum(na, 1), self.logs[self.n_max], out=o[3])
         else:
-            o[:, 3] = 0.0
-        o[:, 4] = (self.top_count - self.second) / n_safe
-        o[:, 5] = (n - na) / n_safe
+            o[3] = 0.0
+        np.divide(self.top_count - self.second, n_safe, out=o[4])
+        np.divide(n - na, n_safe, out=o[5])
         # The top cluster's V1 sum, count, max and V3 sum, count (all 0 without a top answer).
-        stats = self.top_copy
-        o[:, 6] = stats[:, 0] / np.maximum(stats[:, 1], 1.0)
-        o[:, 7] = stats[:, 2]
-        o[:, 8] = stats[:, 1] > 0
-        o[:, 9] = self.best_v3
-        o[:, 10] = stats[:, 3] / np.maximum(stats[:, 4], 1.0)
-        o[:, 14] = self.cost[:, self.cost_k] / self.budget
-        o[:, 15] = self.len_sum / n_safe / self.max_output_tokens
-        o[:, 19] = self.lams
-        o[:, 20] = np.where(na > 0, self.rank_t.max(axis=0), 0.0)  # slot-major: a reduction across rows
-        return o
+        stats = self.top_stats.reshape(-1, 5).take(self._stats_rows + self.top, axis=0)  # see ``_alloc``
+        np.divide(stats[:, 0], np.maximum(stats[:, 1], 1.0), out=o[6])
+        o[7] = stats[:, 2]
+        o[8] = stats[:, 1] > 0
+        o[9] = self.best_v3
+        np.divide(stats[:, 3], np.maximum(stats[:, 4], 1.0), out=o[10])
+        np.divide(self._cost[self.cost_k], self.budget, out=o[14])
+        np.divide(self.len_sum / n_safe, self.max_output_tokens, out=o[15])
+        o[19] = self.lams
+        o[20] = np.where(na > 0, self.rank_t.max(axis=0), 0.0)  # slot-major: a reduction across rows
+        out = np.empty((self.num_envs, N_FEATURES), dtype=np.float32)
+        for i in range(0, N_FEATURES, 7):
+            out[:, i:i + 7] = o[i:i + 7].T
+        return out
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
@@ -282,9 +289,9 @@ class CoBaVectorEnv(VectorEnv):
         none = self.n_answered[rows] == 0  # no revealed candidate has an answer
         if rule.rule == "fusion":
             # R of revealed candidates with an answer; -2 for the others (unrevealed ones have -inf).
-            r = np.take(self.rank_t, rows, axis=1).T
+            r = np.take(self.rank_t, rows, axis=1)  # slot-major [N, len(rows)]
             r[r == -np.inf] = -2.0
-            return np.where(none, -1, np.argmax(r, axis=1))
+            return np.where(none, -1, np.argmax(r, axis=0))
         ep = self.ep[rows]
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
@@ -296,27 +303,28 @@ class CoBaVectorEnv(VectorEnv):
     # -- stepping ------------------------------------------------------------------------------------
     def _sample(self, rows: np.ndarray, step_cost: np.ndarray) -> None:
         """SAMPLE for ``rows``: reveal each row's next candidate (Evidence.add_candidate)."""
-        col = self._column
         t_n = self.n_tiers
         b = self.num_envs
-        state = self._ints[rows]  # the rows' counters, updated here and written back in one go
-        c = state[:, col["n"]].copy()
-        flat = self.ep[rows] * self.n_cand + c
+        c = self.n.take(rows)
+        flat = self.ep.take(rows) * self.n_cand + c
         gathered = self.sample_float.take(flat, axis=0)  # gen_cost[4], output_tokens
         table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
-        step_cost[rows] = gathered[:, :4]
+        for k in range(4):
+            step_cost[k, rows] = gathered[:, k]
         cl = table[:, 0]
-        state[:, col["n"]] += 1
-        state[:, col["cap_count"]] += table[:, 1]
-        state[:, col["pending"]:col["pending"] + t_n] += table[:, 2:2 + t_n]
+        self.n[rows] = c + 1
+        self.cap_count[rows] += table[:, 1]
+        for k in range(t_n):
+            self._pending[k, rows] += table[:, 2 + k]
         self.len_sum[rows] += gathered[:, 4]
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
-        self.verified.reshape(t_n, -1)[:, rows * self.n_cand + c] = False
+        self.verified_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = False
         answered = cl >= 0
         # The revealed slot's fusion terms: count 0, fnum -2, fden 1 without an answer (R = -2).
-        fnum = np.where(answered, 0.0, -2.0)
-        fden = np.where(answered, self.weights[0], 1.0)
-        count = np.zeros(len(rows))
+        self.fnum_t.ravel()[slot] = np.where(answered, 0.0, -2.0)
+        self.fden_t.ravel()[slot] = np.where(answered, self.weights[0], 1.0)
+        self.cluster_t.ravel()[slot] = cl
+        count = np.zeros(len(rows), dtype=self.count_t.dtype)
         ans = np.flatnonzero(answered)
         if len(ans):
             r, cc = rows[ans], cl[ans]
@@ -325,7 +333,9 @@ class CoBaVectorEnv(VectorEnv):
             counts = self.counts.ravel()
             old_f = counts.take(at)
             old_f[first] = 0.0
-            self.top_stats.reshape(-1, 5)[at[first]] = 0.0
+            stats, a5 = self.top_stats.ravel(), at[first] * 5
+            for k in range(5):  # 1-D scatters: faster than assigning [*, 5] rows
+                stats[a5 + k] = 0.0
             new_f = old_f + 1.0
             counts[at] = new_f
             count[ans] = new_f
@@ -337,51 +347,43 @@ class CoBaVectorEnv(VectorEnv):
             old = old_f.astype(np.int64)
             new = old + 1
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
-            sub = state[ans]
-            sub[:, col["n_distinct"]] += first
-            sub[:, col["n_answered"]] += 1
+            self.n_distinct[r] += first
+            self.n_answered[r] += 1
             # The top answer and the runner-up's count, updated as Evidence.add_candidate does.
-            top, top_count, second = sub[:, col["top"]], sub[:, col["top_count"]], sub[:, col["second"]]
+            top, top_count, second = self.top.take(r), self.top_count.take(r), self.second.take(r)
             new_top = top < 0
             same = cc == top
             flip = ~new_top & ~same & ((new > top_count) | ((new == top_count) & (cc < top)))
-            changed = new_top | flip
-            updated = (np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second)),
-                       np.where(new_top | same | flip, new, top_count), np.where(changed, cc, top))
-            sub[:, col["second"]], sub[:, col["top_count"]], sub[:, col["top"]] = updated
-            sub[:, col["flips"]] += flip
-            state[ans] = sub
-            self.top_copy[r[changed]] = self.top_stats.reshape(-1, 5).take(at[changed], axis=0)
-        self._ints[rows] = state
-        self.fnum_t.ravel()[slot] = fnum
-        self.fden_t.ravel()[slot] = fden
+            self.second[r] = np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second))
+            self.top_count[r] = np.where(new_top | same | flip, new, top_count)
+            self.top[r] = np.where(new_top | flip, cc, top)
+            self.flips[r] += flip
         self.count_t.ravel()[slot] = count
-        self.cluster_t.ravel()[slot] = cl
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, step_cost: np.ndarray) -> None:
         """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
         t_n = self.n_tiers
-        b, n_slots = self.num_envs, self.pool.n_candidates
+        b = self.num_envs
         t = a - 1
-        e = self.ep[rows]
+        e = self.ep.take(rows)
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
-        # slots have R = -inf and a revealed eligible one exists (pending > 0).
-        eligible = self.has_rows.take(t * self.pool.n_episodes + e, axis=0)
-        at_tier = t * b + rows  # rows of ``verified`` as [T * B, N]
-        eligible &= ~self.verified.reshape(-1, n_slots).take(at_tier, axis=0)
-        c = np.argmax(np.where(eligible, np.take(self.rank_t, rows, axis=1).T, -np.inf), axis=1)
+        # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
+        eligible = self.has_t.take(t * self.pool.n_episodes + e, axis=1)
+        at_tier = t * b + rows  # columns of ``verified_t``
+        eligible &= ~self.verified_t.take(at_tier, axis=1)
+        c = np.argmax(np.where(eligible, np.take(self.rank_t, rows, axis=1), -np.inf), axis=0)
         flat = (e * self.n_cand + c) * t_n + t
         s = self.score_flat.take(flat)
-        step_cost[rows] = self.ver_cost_flat.take(flat, axis=0)
-        self.verified.reshape(-1, n_slots)[at_tier, c] = True
-        slot = c * b + rows
-        at = rows * self._ints.shape[1] + self._column["n_verified"] + t
-        self._ints.ravel()[at] += 1  # n_verified[rows, t]
-        self._ints.ravel()[at + t_n] -= 1  # pending[rows, t]
+        cost = self.ver_cost_flat.take(flat, axis=0)
+        for k in range(4):
+            step_cost[k, rows] = cost[:, k]
+        self.verified_t.ravel()[c * (t_n * b) + at_tier] = True
+        self._verified_n.ravel()[at_tier] += 1  # n_verified[t, rows] and pending[t, rows] (flat [T, B])
+        self._pending.ravel()[at_tier] -= 1
         usable = ~np.isnan(s)
         ru, cu, su, tu = rows[usable], c[usable], s[usable], t[usable]
         w = self.weights[tu + 1]
-        slot = slot[usable]
+        slot = cu * b + ru
         self.fnum_t.ravel()[slot] += w * su
         self.fden_t.ravel()[slot] += w
         v3 = tu == 2
@@ -390,8 +392,7 @@ class CoBaVectorEnv(VectorEnv):
         at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
         stats = self.top_stats.ravel()
         k = tu == 0  # V1: sum, count, max
-        s1 = su[k]
-        a1 = at[k] * 5
+        s1, a1 = su[k], at[k] * 5
         stats[a1] += s1
         stats[a1 + 1] += 1
         stats[a1 + 2] = np.maximum(stats.take(a1 + 2), s1)
@@ -399,8 +400,6 @@ class CoBaVectorEnv(VectorEnv):
         a3 = at[k] * 5
         stats[a3 + 3] += su[k]
         stats[a3 + 4] += 1
-        top = cl == self.top[ru]  # the top cluster's statistics changed: refresh the observation's copy
-        self.top_copy[ru[top]] = self.top_stats.reshape(-1, 5).take(at[top], axis=0)
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
@@ -418,7 +417,7 @@ class CoBaVectorEnv(VectorEnv):
         p = self.pool
         t_n = self.n_tiers
         self.steps += 1
-        step_cost = np.zeros((b, 4))  # every cost measure (0 for STOP), added to ``cost`` in one pass
+        step_cost = np.zeros((4, b))  # every cost measure (0 for STOP), added to ``cost`` in one pass
         rows = np.flatnonzero(a == 0)
         if len(rows):
             self._sample(rows, step_cost)
@@ -427,8 +426,8 @@ class CoBaVectorEnv(VectorEnv):
             self._verify(rows, a[rows], step_cost)
 
         moved = a != t_n + 1
-        self.cost += step_cost
-        reward = -self.lams * step_cost[:, self.cost_k] / self.budget
+        self._cost += step_cost
+        reward = -self.lams * step_cost[self.cost_k] / self.budget
         reward[~moved] = 0.0
 
         stop_rows = np.flatnonzero(~moved)

@@ -17,8 +17,8 @@ class VectorTables:
     has_rows: np.ndarray
     #: float [E * N, 5]: generation cost (4 measures), output tokens.
     sample_float: np.ndarray
-    #: int [E * N, 3 + T]: cluster (-1: no answer), cap_hit, has_score with an answer per tier, and whether the
-    #: candidate is the first of its answer cluster in its episode.
+    #: int8 (int64 from 127 clusters) [E * N, 3 + T]: cluster (-1: no answer), cap_hit, has_score with an
+    #: answer per tier, and whether the candidate is the first of its answer cluster in its episode.
     sample_int: np.ndarray
     #: Cluster of every candidate [E * N].
     cluster_flat: np.ndarray
@@ -40,10 +40,13 @@ class VectorTables:
         first &= answered
         has_answered = pool.has_score & answered[:, :, None]
         n_cand = pool.n_candidates
+        n_clusters = int(max(cluster.max() + 1, 1))
         sample_int = np.concatenate([np.where(answered, cluster, -1)[:, :, None], pool.cap_hit[:, :, None],
-                                     has_answered, first[:, :, None]], axis=2).astype(np.int64)
+                                     has_answered, first[:, :, None]], axis=2)
+        # int8 when the cluster ids fit: a smaller table, so SAMPLE's random-row gather hits the cache.
+        sample_int = sample_int.astype(np.int8 if n_clusters < 127 else np.int64)
         return cls(
-            n_clusters=int(max(cluster.max() + 1, 1)),
+            n_clusters=n_clusters,
             has_rows=np.ascontiguousarray(has_answered.transpose(2, 0, 1)).reshape(-1, n_cand),
             sample_float=np.concatenate([pool.gen_cost, pool.output_tokens[:, :, None]], axis=2).reshape(-1, 5),
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
