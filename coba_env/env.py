@@ -375,7 +375,7 @@ class CoBaEnv(gym.Env):
             correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
             self._mask, self._bits = self._mask_table[0], 0
             obs[_STEP] = ev.steps / self.max_steps
-            return (np.array(obs, dtype=np.float32), 1.0 if correct else 0.0, True, False,
+            return (np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False,
                     self._final_info(selected, correct))
         if a == self.SAMPLE:
             c = ev.n_revealed
@@ -427,7 +427,7 @@ class CoBaEnv(gym.Env):
             obs[_STEP] = ev.steps / self.max_steps
             obs[_TOP_R] = ev.best_r
         self._mask = self._compute_mask()
-        return np.array(obs, dtype=np.float32), reward, False, False, {"action_mask": self._mask.copy()}
+        return np.fromiter(obs, np.float32, N_FEATURES), reward, False, False, {"action_mask": self._mask.copy()}
 
     def _observation(self) -> np.ndarray:
         """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
