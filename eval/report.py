@@ -2,9 +2,7 @@
 
 Every file is written atomically (a temporary file in the same folder, then ``os.replace``), so a reader
 never sees a half-written report. On the simulated paper pool (manifest provenance profile "paper") the
-report puts the paper's own figures from ``paper-targets.json`` beside ours; that file is read at run time
-(``COBA_PAPER_TARGETS`` or ``../shared/reference/paper-targets.json`` from the repository root), never
-copied into code.
+report puts the paper's own figures from ``paper-targets.json`` beside ours (``eval.paper_comparison``).
 """
 
 from __future__ import annotations
@@ -24,18 +22,15 @@ import pandas as pd
 
 from eval import figures as figs
 from eval import tables as tabs
-from eval.bootstrap import format_p
 from eval.metrics import to_plain
-from eval.tables import HIGHCOST, REFERENCE, Column, Table
+from eval.paper_comparison import PAPER_TARGETS_ENV, load_paper_targets, paper_comparison
+from eval.tables import HIGHCOST, REFERENCE, Table
 
 if TYPE_CHECKING:
     from eval.bench import BenchData
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-PAPER_TARGETS_ENV = "COBA_PAPER_TARGETS"
-DEFAULT_PAPER_TARGETS = REPO_ROOT / ".." / "shared" / "reference" / "paper-targets.json"
 
 
 # ---------------------------------------------------------------- atomic files
@@ -74,145 +69,6 @@ def save_figure(fig: Any, stem: Path) -> list[Path]:
     finally:
         plt.close(fig)
     return out
-
-
-# ---------------------------------------------------------------- the paper's figures
-
-def paper_targets_path() -> Path:
-    """Where the paper's reported figures are read from (``$COBA_PAPER_TARGETS`` or the shared folder)."""
-    env = os.environ.get(PAPER_TARGETS_ENV)
-    if env:
-        p = Path(env)
-        return p if p.is_absolute() else (REPO_ROOT / p)
-    return DEFAULT_PAPER_TARGETS.resolve()
-
-
-def load_paper_targets() -> tuple[dict[str, Any] | None, Path]:
-    """The parsed ``paper-targets.json`` (None when missing or unreadable) and the path tried."""
-    path = paper_targets_path()
-    try:
-        return json.loads(path.read_text()), path
-    except (OSError, ValueError):
-        return None, path
-
-
-def _resolve_name(short: str, names: list[str]) -> str | None:
-    """Map a short policy name used in paper-target keys ("bon16", "self_eval") onto a bench policy name."""
-    if short in names:
-        return short
-    hits = [n for n in names if n.startswith(short + "_") or n.startswith(short)]
-    return hits[0] if len(hits) == 1 else None
-
-
-def paper_comparison(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any], list[Table]]:
-    """Our numbers beside the paper's: main table, per-dataset accuracy, bootstrap, claims, setup."""
-    mac, names = data.macro, data.ran
-    out: dict[str, Any] = {}
-    shown: list[Table] = []
-    main = targets.get("main_table") or {}
-    cols = list(main.get("columns") or [])
-    if cols and main.get("rows"):
-        rows, block = [], {}
-        for name, values in main["rows"].items():
-            ours = mac.loc[name] if name in mac.index else None
-            entry = {}
-            row: dict[str, Any] = {"method": data.info[name].label if name in data.info else name, "policy": name}
-            for col, paper in zip(cols, values, strict=False):
-                mine = float(ours[col]) if ours is not None and col in ours.index else None
-                entry[col] = {"ours": mine, "paper": paper,
-                              "delta": None if mine is None else mine - paper}
-                row[f"{col}_ours"], row[f"{col}_paper"] = mine, paper
-            row["acc_delta"] = entry.get("acc", {}).get("delta")
-            block[name] = entry
-            rows.append(row)
-        out["main_table"] = block
-        fmt = {"acc": tabs.fmt_acc, "total_tokens": tabs.fmt_k, "calls": tabs.fmt_2, "p_tokens": tabs.fmt_k,
-               "latency_s": tabs.fmt_1}
-        header = {"acc": "Acc.", "total_tokens": "Tok.", "calls": "Calls", "p_tokens": "P-Tok.",
-                  "latency_s": "Latency"}
-        columns = [Column("method", "Method")]
-        for col in cols:
-            columns += [Column(f"{col}_ours", f"{header.get(col, col)} ours", fmt.get(col, tabs.fmt_2)),
-                        Column(f"{col}_paper", f"{header.get(col, col)} paper", fmt.get(col, tabs.fmt_2))]
-            if col == "acc":
-                columns.append(Column("acc_delta", "Δ acc", tabs.fmt_signed))
-        columns.append(Column("policy", "Policy", csv_only=True))
-        shown.append(Table("paper_main", "Main table: this run (macro) beside the paper's reported values.",
-                           columns, [rows]))
-    per_ds = targets.get("per_dataset_accuracy") or {}
-    if per_ds.get("rows") and len(data.per_dataset):
-        ds_cols = list(per_ds.get("columns") or [])
-        block, rows = {}, []
-        for name, values in per_ds["rows"].items():
-            row = {"method": data.info[name].label if name in data.info else name, "policy": name}
-            entry = {}
-            for ds, paper in zip(ds_cols, values, strict=False):
-                key = (name, ds)
-                mine = float(data.per_dataset.loc[key, "acc"]) if key in data.per_dataset.index else None
-                entry[ds] = {"ours": mine, "paper": paper, "delta": None if mine is None else mine - paper}
-                row[ds] = f"{tabs.fmt_acc1(mine)} / {paper:.1f}"
-            block[name] = entry
-            rows.append(row)
-        out["per_dataset_accuracy"] = block
-        shown.append(Table("paper_per_dataset", "Per-dataset accuracy, this run / paper.",
-                           [Column("method", "Method")] + [Column(ds, ds) for ds in ds_cols]
-                           + [Column("policy", "Policy", csv_only=True)], [rows]))
-    boot = targets.get("paired_bootstrap_per_example") or {}
-    if boot:
-        block, rows = {}, []
-        lookup = {(r.a, r.b): r for r in data.pairwise.itertuples(index=False)} if len(data.pairwise) else {}
-        for key, paper in boot.items():
-            a_short, _, b_short = key.partition("_minus_")
-            a, b = _resolve_name(a_short, names), _resolve_name(b_short, names)
-            r = lookup.get((a, b))
-            mine = None if r is None else {"diff": r.diff, "ci": [r.ci_low, r.ci_high], "p": r.p,
-                                           "significant": bool(r.significant)}
-            block[key] = {"a": a, "b": b, "ours": mine, "paper": paper}
-            paper_ci = paper.get("ci")
-            rows.append({
-                "comparison": f"{a or a_short} - {b or b_short}",
-                "ours": "-" if mine is None else f"{r.diff:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], "
-                                                 f"p {format_p(r.p, data.resamples)}",
-                "paper": f"{paper.get('diff', float('nan')):+.2f} "
-                         + (f"[{paper_ci[0]:+.2f}, {paper_ci[1]:+.2f}]" if paper_ci else
-                            ("CI includes 0" if paper.get("ci_includes_zero") else ""))
-                         + (f", p {paper['p']}" if "p" in paper else ""),
-            })
-        out["paired_bootstrap"] = block
-        shown.append(Table("paper_bootstrap", f"Paired bootstrap ({data.bootstrap_unit} unit): this run vs paper.",
-                           [Column("comparison", "Comparison"), Column("ours", "This run"),
-                            Column("paper", "Paper")], [rows]))
-    claims = targets.get("claims") or {}
-    block, rows = {}, []
-    for key, paper in claims.items():
-        if not key.endswith("_p_tokens_saving") or "_vs_" not in key:
-            block[key] = {"paper": paper, "ours": None}
-            continue
-        a_short, _, b_short = key[: -len("_p_tokens_saving")].partition("_vs_")
-        a, b = _resolve_name(a_short, names), _resolve_name(b_short, names)
-        mine = None
-        if a in mac.index and b in mac.index and mac.loc[b, "p_tokens"] > 0:
-            mine = 1.0 - float(mac.loc[a, "p_tokens"]) / float(mac.loc[b, "p_tokens"])
-        block[key] = {"a": a, "b": b, "ours": mine, "paper": paper}
-        rows.append({"claim": f"p-token saving of {a or a_short} vs {b or b_short}",
-                     "ours": "-" if mine is None else f"{100 * mine:.1f}%", "paper": f"{100 * paper:.1f}%"})
-    out["claims"] = block
-    if rows:
-        shown.append(Table("paper_claims", "Cost claims: this run vs paper.",
-                           [Column("claim", "Claim"), Column("ours", "This run"), Column("paper", "Paper")], [rows]))
-    setup = targets.get("setup") or {}
-    items = data.records[["dataset", "item_id"]].drop_duplicates().shape[0] if len(data.records) else 0
-    n_pairs = int(data.pairwise["n_units"].iloc[0]) if len(data.pairwise) else None
-    ours_setup = {"evaluations": int(data.compiled.n_episodes), "unique_examples": int(items),
-                  "pairs": len(data.datasets) * len(data.generators), "paired_examples": n_pairs}
-    paper_setup = {"evaluations": setup.get("evaluations"), "unique_examples": setup.get("unique_examples"),
-                   "pairs": setup.get("pairs"), "paired_examples": (setup.get("bootstrap") or {}).get("paired_examples")}
-    out["setup"] = {k: {"ours": ours_setup[k], "paper": paper_setup[k]} for k in ours_setup}
-    shown.insert(0, Table("paper_setup", "Setup: this run vs paper.",
-                          [Column("what", "Quantity"), Column("ours", "This run"), Column("paper", "Paper")],
-                          [[{"what": k.replace("_", " "), "ours": v["ours"], "paper": v["paper"]}
-                            for k, v in out["setup"].items()]]))
-    return out, shown
 
 
 # ---------------------------------------------------------------- tables and figures
