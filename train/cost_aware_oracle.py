@@ -2,7 +2,8 @@
 
 Evaluator-side: it reads the correctness labels, so it is an upper bound and a teacher, never a deployable
 policy. It replays the env's exact rules (masks, deterministic VERIFY targets by fusion rank, the STOP
-selection) on a compact copy of the episode state, and searches as follows.
+selection) on a compact copy of the episode state (``train.oracle_model.OracleModel``), and searches as
+follows.
 
 Why a shortest-path search is exact. Costs are additive and non-negative and the reward at STOP is 1 or 0,
 so from a start state with cost C0 the best return is
@@ -33,21 +34,19 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from agents.base import Policy
 from coba_env.compiled import CompiledPool
-from coba_env.costs import COST_MEASURES, cost_index
-from coba_env.env import CoBaEnv, default_budget
-from coba_env.evidence import Evidence, clogc_table
-from coba_env.selection import SelectionRule, select_candidate
+from coba_env.costs import COST_MEASURES
+from coba_env.env import CoBaEnv
+from coba_env.selection import SelectionRule
 from pools.schema import TIERS
+from train.oracle_model import N_TIERS, SAMPLE, STOP, Episode, OracleModel
 
-SAMPLE, STOP = 0, len(TIERS) + 1
-N_TIERS = len(TIERS)
+__all__ = ["DEFAULT_NODE_LIMIT", "N_TIERS", "SAMPLE", "STOP", "CostAwareOracle", "OraclePlan", "oracle_plan"]
+
 DEFAULT_NODE_LIMIT = 20_000
 _EPS = 1e-9
 #: Expansion counts at which the search runs a greedy dive for an incumbent.
@@ -86,23 +85,6 @@ class _Search:
     lower: float  # certified lower bound on the least cost to a correct state (within the cap)
 
 
-@dataclass
-class _Episode:
-    """Per-episode tables the search reads (plain Python lists for speed)."""
-
-    cl: list[int]
-    gen: list[list[float]]
-    has: list[list[bool]]
-    score: list[list[float]]
-    ver: list[list[list[float]]]
-    correct: list[bool]
-    counts_at: list[list[int]]  # counts_at[n][cluster]: cluster sizes among the first n candidates
-    prefix_cost: list[float]  # generation cost (cost model) of the first n candidates
-    first_correct: int  # first correct candidate index < n_max, or -1
-    feas: Any = None  # numpy tables for the feasibility test
-    searches: dict = field(default_factory=dict)
-
-
 class CostAwareOracle:
     """Plans with the env's exact rules on one compiled pool and env configuration; caches per episode.
 
@@ -114,155 +96,16 @@ class CostAwareOracle:
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
                  tiers: Sequence[str] = TIERS, max_cost: float | None = None,
                  node_limit: int = DEFAULT_NODE_LIMIT) -> None:
-        self.pool = compiled
-        self.cost_model = cost_model
-        self.k = cost_index(cost_model)
-        self.n_max = int(n_max or compiled.n_candidates)
-        if not 1 <= self.n_max <= compiled.n_candidates:
-            raise ValueError(f"n_max must be in 1..{compiled.n_candidates}, got {n_max}")
-        self.budget = float(budget) if budget is not None else default_budget(compiled, cost_model, self.n_max)
-        self.selection = SelectionRule.from_spec(selection)
-        self.weights = self.selection.weight_vector()
-        self.tier_on = [t in tiers and t in compiled.tiers_present for t in TIERS]
-        self.max_cost = float(max_cost) if max_cost is not None else math.inf
+        self.model = m = OracleModel(compiled, budget=budget, cost_model=cost_model, selection=selection,
+                                     n_max=n_max, tiers=tiers, max_cost=max_cost)
+        self.pool, self.cost_model, self.k, self.n_max = m.pool, m.cost_model, m.k, m.n_max
+        self.budget, self.selection, self.weights = m.budget, m.selection, m.weights
+        self.tier_on, self.max_cost = m.tier_on, m.max_cost
         self.node_limit = int(node_limit)
-        self._rows = compiled.episode_rows()
-        self._episodes: dict[int, _Episode] = {}
-
-    # ------------------------------------------------------------------ episode tables
-    def _episode(self, e: int) -> _Episode:
-        ep = self._episodes.get(e)
-        if ep is not None:
-            return ep
-        cl, _out, _cap, gen, has, score, ver, n_clusters = self._rows[e]
-        correct = self.pool.labels.correct[e].tolist()
-        counts = [0] * max(n_clusters, 1)
-        counts_at = [list(counts)]
-        prefix = [0.0]
-        for c in range(self.n_max):
-            if cl[c] >= 0:
-                counts[cl[c]] += 1
-            counts_at.append(list(counts))
-            prefix.append(prefix[-1] + gen[c][self.k])
-        first = next((c for c in range(self.n_max) if correct[c]), -1)
-        ep = _Episode(cl=cl, gen=gen, has=has, score=score, ver=ver, correct=correct, counts_at=counts_at,
-                      prefix_cost=prefix, first_correct=first)
-        if self.selection.rule == "fusion" and first >= 0:
-            ep.feas = self._feasibility_tables(ep)
-        self._episodes[e] = ep
-        return ep
-
-    def _feasibility_tables(self, ep: _Episode) -> dict[str, np.ndarray]:
-        n_max, w = self.n_max, self.weights
-        cl = np.array(ep.cl[:n_max])
-        counts = np.array([[row[x] if x >= 0 else 0 for x in ep.cl[:n_max]] for row in ep.counts_at])
-        n_prime = np.maximum(np.arange(n_max + 1), 1)[:, None]
-        freq = w[0] * counts / n_prime  # [N'+1, n_max], as the env computes wf * count / n
-        visible = np.arange(n_max)[None, :] < np.arange(n_max + 1)[:, None]
-        correct = np.array(ep.correct[:n_max], dtype=bool)
-        answered = cl >= 0
-        has = np.array(ep.has[:n_max], dtype=bool) & np.array(self.tier_on)[None, :]
-        score = np.array(ep.score[:n_max], dtype=np.float64)
-        usable = has & ~np.isnan(score)
-        wt = np.array(w[1:])[None, :]
-        ver_cost = np.array([[v[self.k] for v in row] for row in ep.ver[:n_max]])
-        return {"freq": freq, "gold": visible & correct[None] & answered[None],
-                "rival": visible & ~correct[None] & answered[None], "usable": usable,
-                "wnum": np.where(usable, wt * np.nan_to_num(score), 0.0), "wden": np.where(usable, wt, 0.0),
-                "ver_cost": np.where(usable, ver_cost, np.inf), "prefix": np.array(ep.prefix_cost),
-                "shift": np.arange(n_max * N_TIERS, dtype=np.int64).reshape(n_max, N_TIERS)}
-
-    # ------------------------------------------------------------------ state machine
-    # A state is (n, verified bits, fnum, fden, cost): verified bit c * N_TIERS + t; fnum / fden the fusion
-    # sums in the env's addition order; cost a 4-tuple accumulated in the env's order.
-    def _root(self) -> tuple:
-        return (0, 0, (), (), (0.0, 0.0, 0.0, 0.0))
-
-    def _fusion(self, ep: _Episode, state: tuple) -> list[float]:
-        n, _, fnum, fden, _ = state
-        wf, cl, counts = self.weights[0], ep.cl, ep.counts_at[n]
-        out = []
-        for c in range(n):
-            x = cl[c]
-            if x < 0:
-                out.append(-1.0)
-            else:
-                den = fden[c]
-                out.append((wf * counts[x] / n + fnum[c]) / den if den > 0 else 0.0)
-        return out
-
-    def _target(self, ep: _Episode, state: tuple, r: list[float], t: int) -> int:
-        ver, has, cl = state[1], ep.has, ep.cl
-        best, best_r = -1, -3.0
-        for c in range(state[0]):
-            # As the env: a candidate without an answer is never a VERIFY target (it can never be selected).
-            if cl[c] >= 0 and has[c][t] and not (ver >> (c * N_TIERS + t)) & 1 and r[c] > best_r:
-                best, best_r = c, r[c]
-        return best
-
-    def _apply(self, ep: _Episode, state: tuple, a: int, r: list[float] | None = None) -> tuple:
-        n, ver, fnum, fden, cost = state
-        if a == SAMPLE:
-            g = ep.gen[n]
-            return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
-                    (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
-        t = a - 1
-        c = self._target(ep, state, r if r is not None else self._fusion(ep, state), t)
-        s = ep.score[c][t]
-        g = ep.ver[c][t]
-        if s == s:
-            w = self.weights[t + 1]
-            fnum = fnum[:c] + (fnum[c] + w * s,) + fnum[c + 1:]
-            fden = fden[:c] + (fden[c] + w,) + fden[c + 1:]
-        return (n, ver | (1 << (c * N_TIERS + t)), fnum, fden,
-                (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
-
-    def _legal(self, ep: _Episode, state: tuple, r: list[float]) -> list[int]:
-        """Legal actions in the env's mask order (STOP last)."""
-        n = state[0]
-        if state[4][self.k] >= self.max_cost:
-            return [STOP]
-        acts = [SAMPLE] if n < self.n_max else []
-        for t in range(N_TIERS):
-            if self.tier_on[t] and self._target(ep, state, r, t) >= 0:
-                acts.append(t + 1)
-        if n > 0 or not acts:
-            acts.append(STOP)
-        return acts
-
-    def _selected(self, ep: _Episode, state: tuple, r: list[float] | None = None) -> int:
-        if self.selection.rule == "fusion":
-            if r is None:
-                r = self._fusion(ep, state)
-            best, best_r = -1, -2.0
-            for c in range(state[0]):
-                if ep.cl[c] >= 0 and r[c] > best_r:
-                    best, best_r = c, r[c]
-            return best
-        return select_candidate(self._evidence(ep, state), self.selection)
-
-    def _evidence(self, ep: _Episode, state: tuple) -> Evidence:
-        """An env ``Evidence`` for ``state`` (used only for non-fusion selection rules)."""
-        n, ver = state[0], state[1]
-        ev = Evidence(self.n_max, N_TIERS, len(ep.counts_at[0]), 0.0, self.weights)
-        clogc = clogc_table(self.pool.n_candidates)
-        for c in range(n):
-            ev.add_candidate(ep.cl[c], 0.0, False, clogc)
-        for c in range(n):
-            for t in range(N_TIERS):
-                if (ver >> (c * N_TIERS + t)) & 1:
-                    ev.add_score(c, t, ep.score[c][t])
-        ev.fnum, ev.fden = list(state[2]), list(state[3])
-        return ev
-
-    def _is_correct(self, ep: _Episode, state: tuple, r: list[float] | None = None) -> bool:
-        if state[0] == 0:
-            return False
-        sel = self._selected(ep, state, r)
-        return sel >= 0 and ep.correct[sel]
+        self._searches: dict[int, dict[tuple, _Search]] = {}
 
     # ------------------------------------------------------------------ search
-    def _lower_bound(self, ep: _Episode, state: tuple) -> float:
+    def _lower_bound(self, ep: Episode, state: tuple) -> float:
         """Admissible extra cost to a correct selection (inf when provably unreachable)."""
         n = state[0]
         g0 = ep.first_correct
@@ -272,7 +115,7 @@ class CostAwareOracle:
             return self._relaxed_cost(ep, state)
         return max(ep.prefix_cost[g0 + 1] - ep.prefix_cost[n], 0.0) if n <= g0 else 0.0
 
-    def _relaxed_cost(self, ep: _Episode, state: tuple) -> float:
+    def _relaxed_cost(self, ep: Episode, state: tuple) -> float:
         """Least extra cost in a relaxation (fusion rule): any subset of unverified tiers may be added per
         candidate, ignoring the forced VERIFY order and the hard budget.
 
@@ -311,25 +154,22 @@ class CostAwareOracle:
         total = t["prefix"][n:] - t["prefix"][n] + gold_need + rival_need
         return float(np.where(feasible, total, np.inf).min())
 
-    def _key(self, state: tuple) -> tuple:
-        return state[:4]
-
-    def _dive(self, ep: _Episode, state: tuple, best_cost: float, cap: float) -> tuple[list[int], float] | None:
+    def _dive(self, ep: Episode, state: tuple, best_cost: float, cap: float) -> tuple[list[int], float] | None:
         """Greedy descent on g + h from ``state`` to a correct state: an incumbent that tightens the search."""
-        k, path = self.k, []
+        m, k, path = self.model, self.k, []
         for _ in range(self.n_max * (N_TIERS + 1)):
-            if self._is_correct(ep, state):
+            if m.is_correct(ep, state):
                 return path, state[4][k]
-            r = self._fusion(ep, state)
+            r = m.fusion(ep, state)
             best = None
-            for a in self._legal(ep, state, r):
+            for a in m.legal(ep, state, r):
                 if a == STOP:
                     continue
-                child = self._apply(ep, state, a, r)
+                child = m.apply(ep, state, a, r)
                 g = child[4][k]
                 if g >= best_cost or g > cap:
                     continue
-                f = g if self._is_correct(ep, child) else g + self._lower_bound(ep, child)
+                f = g if m.is_correct(ep, child) else g + self._lower_bound(ep, child)
                 if f < best_cost and f <= cap and (best is None or f < best[0]):
                     best = (f, a, child)
             if best is None:
@@ -340,9 +180,11 @@ class CostAwareOracle:
 
     def _search(self, e: int, start: tuple, cap: float) -> _Search:
         """Least-cost path from ``start`` to a state whose selection is correct, among paths costing <= cap."""
-        ep = self._episode(e)
-        key0 = self._key(start)
-        cached = ep.searches.get(key0)
+        m = self.model
+        ep = m.episode(e)
+        key0 = m.key(start)
+        searches = self._searches.setdefault(e, {})
+        cached = searches.get(key0)
         if cached is not None and (cached.path is not None or cached.cap >= cap or not cached.exact):
             return cached
         k = self.k
@@ -368,19 +210,19 @@ class CostAwareOracle:
                 found = self._dive(ep, state, best_cost, cap)
                 if found is not None:
                     best_key, best_tail, best_cost = key, found[0], found[1]
-            r = self._fusion(ep, state)
-            for a in self._legal(ep, state, r):
+            r = m.fusion(ep, state)
+            for a in m.legal(ep, state, r):
                 if a == STOP:
                     continue
-                child = self._apply(ep, state, a, r)
-                ck = self._key(child)
+                child = m.apply(ep, state, a, r)
+                ck = m.key(child)
                 if ck in parents:
                     continue
                 g = child[4][k]
                 if g >= best_cost or g > cap:
                     continue
                 parents[ck] = (key, a, child)
-                if self._is_correct(ep, child):
+                if m.is_correct(ep, child):
                     best_key, best_tail, best_cost = ck, [], g
                     continue
                 h = self._lower_bound(ep, child)
@@ -402,26 +244,26 @@ class CostAwareOracle:
             path += best_tail
         exact = lower >= best_cost
         result = _Search(path=path, goal_cost=best_cost, cap=cap, exact=exact, nodes=expanded, lower=lower)
-        ep.searches[key0] = result
+        searches[key0] = result
         if exact and path is not None:
             # Bellman: the suffix of an optimal path is optimal from every state on it.
             state = start
             for i, a in enumerate(path[:-1]):
-                state = self._apply(ep, state, a)
-                ep.searches.setdefault(self._key(state), _Search(path=path[i + 1:], goal_cost=best_cost,
-                                                                  cap=cap, exact=True, nodes=0, lower=best_cost))
+                state = m.apply(ep, state, a)
+                searches.setdefault(m.key(state), _Search(path=path[i + 1:], goal_cost=best_cost, cap=cap,
+                                                          exact=True, nodes=0, lower=best_cost))
         return result
 
     # ------------------------------------------------------------------ public
     def start_state(self, episode: int, prefix: Sequence[int] = ()) -> tuple:
         """The compact state after the legal action ``prefix`` (raises ValueError on an illegal action)."""
-        ep = self._episode(episode)
-        state = self._root()
+        ep = self.model.episode(episode)
+        state = self.model.root()
         for i, a in enumerate(prefix):
-            r = self._fusion(ep, state)
-            if a == STOP or a not in self._legal(ep, state, r):
+            r = self.model.fusion(ep, state)
+            if a == STOP or a not in self.model.legal(ep, state, r):
                 raise ValueError(f"prefix action {a} at position {i} is not allowed (or ends the episode)")
-            state = self._apply(ep, state, a, r)
+            state = self.model.apply(ep, state, a, r)
         return state
 
     def plan(self, episode: int, lam: float, prefix: Sequence[int] = ()) -> OraclePlan:
@@ -432,18 +274,18 @@ class CostAwareOracle:
         """Plans for several lambdas with one search (the least cost to a correct state is lambda-free)."""
         if any(lam < 0 for lam in lams):
             raise ValueError(f"lambda must be >= 0, got {list(lams)}")
-        ep = self._episode(episode)
+        ep = self.model.episode(episode)
         start = self.start_state(episode, prefix)
         k, big_b = self.k, self.budget
-        r = self._fusion(ep, start)
-        legal = self._legal(ep, start, r)
+        r = self.model.fusion(ep, start)
+        legal = self.model.legal(ep, start, r)
         if STOP in legal:
             stop_path: list[int] = []
             stop_state = start
         else:  # only reachable at n = 0: the cheapest legal STOP is after one SAMPLE
             stop_path = [SAMPLE]
-            stop_state = self._apply(ep, start, SAMPLE, r)
-        stop_correct = self._is_correct(ep, stop_state)
+            stop_state = self.model.apply(ep, start, SAMPLE, r)
+        stop_correct = self.model.is_correct(ep, stop_state)
         if stop_correct:
             # Every path to a STOP passes through stop_state, so this is the cheapest correct state too.
             search = _Search(path=stop_path, goal_cost=stop_state[4][k], cap=math.inf, exact=True, nodes=0,
@@ -463,12 +305,12 @@ class CostAwareOracle:
             plans.append(plan)
         return plans
 
-    def _finish(self, ep: _Episode, start: tuple, path: list[int], lam: float, exact: bool,
+    def _finish(self, ep: Episode, start: tuple, path: list[int], lam: float, exact: bool,
                 nodes: int) -> OraclePlan:
         state = start
         for a in path:
-            state = self._apply(ep, state, a)
-        sel = self._selected(ep, state) if state[0] > 0 else -1
+            state = self.model.apply(ep, state, a)
+        sel = self.model.selected(ep, state) if state[0] > 0 else -1
         correct = sel >= 0 and ep.correct[sel]
         cost = state[4]
         value = (1.0 if correct else 0.0) - lam * cost[self.k] / self.budget
@@ -479,13 +321,13 @@ class CostAwareOracle:
     def action_values(self, episode: int, lams: Sequence[float], prefix: Sequence[int] = ()) -> np.ndarray:
         """Oracle cost-to-go of every action from the state after ``prefix``: ``q[i, a]`` is the best episode
         value at ``lams[i]`` when ``a`` is played next (STOP: the value of stopping now); -inf where illegal."""
-        ep = self._episode(episode)
+        ep = self.model.episode(episode)
         state = self.start_state(episode, prefix)
-        r = self._fusion(ep, state)
+        r = self.model.fusion(ep, state)
         q = np.full((len(lams), STOP + 1), -np.inf)
-        for a in self._legal(ep, state, r):
+        for a in self.model.legal(ep, state, r):
             if a == STOP:
-                won = 1.0 if self._is_correct(ep, state, r) else 0.0
+                won = 1.0 if self.model.is_correct(ep, state, r) else 0.0
                 q[:, STOP] = [won - lam * state[4][self.k] / self.budget for lam in lams]
             else:
                 q[:, a] = [p.value for p in self.plan_many(episode, lams, [*prefix, a])]
@@ -497,7 +339,8 @@ class CostAwareOracle:
 
     def clear_cache(self) -> None:
         """Forget cached searches (memory grows with the states planned from)."""
-        self._episodes.clear()
+        self.model.clear()
+        self._searches.clear()
 
     @classmethod
     def for_env(cls, env: CoBaEnv, node_limit: int = DEFAULT_NODE_LIMIT) -> CostAwareOracle:
@@ -515,38 +358,3 @@ def oracle_plan(compiled: CompiledPool, episode: int, lam: float, *, budget: flo
     oracle = CostAwareOracle(compiled, budget=budget, cost_model=cost_model, selection=selection, n_max=n_max,
                              tiers=tiers, max_cost=max_cost, node_limit=node_limit)
     return oracle.plan(episode, lam, prefix)
-
-
-class CostAwareOraclePolicy(Policy):
-    """The oracle as a Policy (evaluator-side: reads labels; an upper bound, never a deployable method).
-
-    It plans at the first ``act`` of an episode with the env's episode index and the episode's lambda, then
-    replays the plan. Build it with ``CostAwareOraclePolicy.for_env(env)`` or pass an oracle configured like
-    the env it will run in.
-    """
-
-    name = "cost_aware_oracle"
-    label = "Cost-aware oracle"
-    group = "oracle"
-    uses_labels = True
-
-    def __init__(self, oracle: CostAwareOracle | None = None, node_limit: int = DEFAULT_NODE_LIMIT) -> None:
-        self.oracle = oracle
-        self.node_limit = node_limit
-        self._plan: list[int] = []
-        self._episode = -1
-
-    def reset(self, env: CoBaEnv) -> None:
-        """Remember the env's episode; (re)build the oracle if it was built for another pool."""
-        if self.oracle is None or self.oracle.pool is not env.pool:
-            self.oracle = CostAwareOracle.for_env(env, self.node_limit)
-        self._episode = env._ep
-        self._plan = []
-        self._started = False
-
-    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
-        """Replay the plan computed at the episode's first step."""
-        if not self._started:
-            self._plan = list(self.oracle.plan(self._episode, evidence.lam).actions)
-            self._started = True
-        return self._plan.pop(0)

@@ -1,0 +1,216 @@
+"""The cost-aware oracle's model of the env: what ``CoBaEnv`` would do in a compact, hashable episode state.
+
+It replays the env's exact rules (action masks, deterministic VERIFY targets by fusion rank, the STOP
+selection) on per-episode tables read from the compiled pool, labels included (evaluator side). The search
+over these states lives in ``train.cost_aware_oracle``.
+
+A state is the tuple ``(n, verified bits, fnum, fden, cost)``: ``n`` candidates revealed; verified bit
+``c * N_TIERS + t`` set once tier ``t`` verified candidate ``c``; ``fnum`` / ``fden`` the per-candidate fusion
+sums in the env's addition order; ``cost`` the 4-tuple of cost measures accumulated in the env's order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from coba_env.compiled import CompiledPool
+from coba_env.costs import cost_index
+from coba_env.env import default_budget
+from coba_env.evidence import Evidence, clogc_table
+from coba_env.selection import SelectionRule, select_candidate
+from pools.schema import TIERS
+
+SAMPLE, STOP = 0, len(TIERS) + 1
+N_TIERS = len(TIERS)
+
+
+@dataclass
+class Episode:
+    """Per-episode tables the oracle reads (plain Python lists for speed)."""
+
+    cl: list[int]
+    gen: list[list[float]]
+    has: list[list[bool]]
+    score: list[list[float]]
+    ver: list[list[list[float]]]
+    correct: list[bool]
+    counts_at: list[list[int]]  # counts_at[n][cluster]: cluster sizes among the first n candidates
+    prefix_cost: list[float]  # generation cost (cost model) of the first n candidates
+    first_correct: int  # first correct candidate index < n_max, or -1
+    feas: Any = None  # numpy tables for the feasibility test
+
+
+class OracleModel:
+    """The env's rules on one compiled pool and env configuration, over hashable state tuples.
+
+    The configuration mirrors ``CoBaEnv``'s: budget (default as the env's), cost model, selection rule,
+    ``n_max``, enabled ``tiers`` and ``max_cost``. Episode tables are built on first use and cached.
+    """
+
+    def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
+                 selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
+                 tiers: Sequence[str] = TIERS, max_cost: float | None = None) -> None:
+        self.pool = compiled
+        self.cost_model = cost_model
+        self.k = cost_index(cost_model)
+        self.n_max = int(n_max or compiled.n_candidates)
+        if not 1 <= self.n_max <= compiled.n_candidates:
+            raise ValueError(f"n_max must be in 1..{compiled.n_candidates}, got {n_max}")
+        self.budget = float(budget) if budget is not None else default_budget(compiled, cost_model, self.n_max)
+        self.selection = SelectionRule.from_spec(selection)
+        self.weights = self.selection.weight_vector()
+        self.tier_on = [t in tiers and t in compiled.tiers_present for t in TIERS]
+        self.max_cost = float(max_cost) if max_cost is not None else math.inf
+        self._rows = compiled.episode_rows()
+        self._episodes: dict[int, Episode] = {}
+
+    # ------------------------------------------------------------------ episode tables
+    def episode(self, e: int) -> Episode:
+        """The (cached) tables of episode ``e``."""
+        ep = self._episodes.get(e)
+        if ep is not None:
+            return ep
+        cl, _out, _cap, gen, has, score, ver, n_clusters = self._rows[e]
+        correct = self.pool.labels.correct[e].tolist()
+        counts = [0] * max(n_clusters, 1)
+        counts_at = [list(counts)]
+        prefix = [0.0]
+        for c in range(self.n_max):
+            if cl[c] >= 0:
+                counts[cl[c]] += 1
+            counts_at.append(list(counts))
+            prefix.append(prefix[-1] + gen[c][self.k])
+        first = next((c for c in range(self.n_max) if correct[c]), -1)
+        ep = Episode(cl=cl, gen=gen, has=has, score=score, ver=ver, correct=correct, counts_at=counts_at,
+                     prefix_cost=prefix, first_correct=first)
+        if self.selection.rule == "fusion" and first >= 0:
+            ep.feas = self._feasibility_tables(ep)
+        self._episodes[e] = ep
+        return ep
+
+    def clear(self) -> None:
+        """Forget the cached episode tables."""
+        self._episodes.clear()
+
+    def _feasibility_tables(self, ep: Episode) -> dict[str, np.ndarray]:
+        n_max, w = self.n_max, self.weights
+        cl = np.array(ep.cl[:n_max])
+        counts = np.array([[row[x] if x >= 0 else 0 for x in ep.cl[:n_max]] for row in ep.counts_at])
+        n_prime = np.maximum(np.arange(n_max + 1), 1)[:, None]
+        freq = w[0] * counts / n_prime  # [N'+1, n_max], as the env computes wf * count / n
+        visible = np.arange(n_max)[None, :] < np.arange(n_max + 1)[:, None]
+        correct = np.array(ep.correct[:n_max], dtype=bool)
+        answered = cl >= 0
+        has = np.array(ep.has[:n_max], dtype=bool) & np.array(self.tier_on)[None, :]
+        score = np.array(ep.score[:n_max], dtype=np.float64)
+        usable = has & ~np.isnan(score)
+        wt = np.array(w[1:])[None, :]
+        ver_cost = np.array([[v[self.k] for v in row] for row in ep.ver[:n_max]])
+        return {"freq": freq, "gold": visible & correct[None] & answered[None],
+                "rival": visible & ~correct[None] & answered[None], "usable": usable,
+                "wnum": np.where(usable, wt * np.nan_to_num(score), 0.0), "wden": np.where(usable, wt, 0.0),
+                "ver_cost": np.where(usable, ver_cost, np.inf), "prefix": np.array(ep.prefix_cost),
+                "shift": np.arange(n_max * N_TIERS, dtype=np.int64).reshape(n_max, N_TIERS)}
+
+    # ------------------------------------------------------------------ state machine
+    def root(self) -> tuple:
+        """The state at the start of an episode."""
+        return (0, 0, (), (), (0.0, 0.0, 0.0, 0.0))
+
+    @staticmethod
+    def key(state: tuple) -> tuple:
+        """The evidence part of ``state`` (its cost follows from it)."""
+        return state[:4]
+
+    def fusion(self, ep: Episode, state: tuple) -> list[float]:
+        """The fusion rank R of every revealed candidate (-1 for one without an answer)."""
+        n, _, fnum, fden, _ = state
+        wf, cl, counts = self.weights[0], ep.cl, ep.counts_at[n]
+        out = []
+        for c in range(n):
+            x = cl[c]
+            if x < 0:
+                out.append(-1.0)
+            else:
+                den = fden[c]
+                out.append((wf * counts[x] / n + fnum[c]) / den if den > 0 else 0.0)
+        return out
+
+    def target(self, ep: Episode, state: tuple, r: list[float], t: int) -> int:
+        """The candidate a VERIFY of tier ``t`` would score (-1 if none)."""
+        ver, has, cl = state[1], ep.has, ep.cl
+        best, best_r = -1, -3.0
+        for c in range(state[0]):
+            # As the env: a candidate without an answer is never a VERIFY target (it can never be selected).
+            if cl[c] >= 0 and has[c][t] and not (ver >> (c * N_TIERS + t)) & 1 and r[c] > best_r:
+                best, best_r = c, r[c]
+        return best
+
+    def apply(self, ep: Episode, state: tuple, a: int, r: list[float] | None = None) -> tuple:
+        """The state after the (legal, non-STOP) action ``a``; ``r`` is ``fusion(ep, state)`` if known."""
+        n, ver, fnum, fden, cost = state
+        if a == SAMPLE:
+            g = ep.gen[n]
+            return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
+                    (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
+        t = a - 1
+        c = self.target(ep, state, r if r is not None else self.fusion(ep, state), t)
+        s = ep.score[c][t]
+        g = ep.ver[c][t]
+        if s == s:
+            w = self.weights[t + 1]
+            fnum = fnum[:c] + (fnum[c] + w * s,) + fnum[c + 1:]
+            fden = fden[:c] + (fden[c] + w,) + fden[c + 1:]
+        return (n, ver | (1 << (c * N_TIERS + t)), fnum, fden,
+                (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
+
+    def legal(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
+        """Legal actions in the env's mask order (STOP last)."""
+        n = state[0]
+        if state[4][self.k] >= self.max_cost:
+            return [STOP]
+        acts = [SAMPLE] if n < self.n_max else []
+        for t in range(N_TIERS):
+            if self.tier_on[t] and self.target(ep, state, r, t) >= 0:
+                acts.append(t + 1)
+        if n > 0 or not acts:
+            acts.append(STOP)
+        return acts
+
+    def selected(self, ep: Episode, state: tuple, r: list[float] | None = None) -> int:
+        """The candidate STOP would select in ``state`` (-1 if none)."""
+        if self.selection.rule == "fusion":
+            if r is None:
+                r = self.fusion(ep, state)
+            best, best_r = -1, -2.0
+            for c in range(state[0]):
+                if ep.cl[c] >= 0 and r[c] > best_r:
+                    best, best_r = c, r[c]
+            return best
+        return select_candidate(self.evidence(ep, state), self.selection)
+
+    def evidence(self, ep: Episode, state: tuple) -> Evidence:
+        """An env ``Evidence`` for ``state`` (used only for non-fusion selection rules)."""
+        n, ver = state[0], state[1]
+        ev = Evidence(self.n_max, N_TIERS, len(ep.counts_at[0]), 0.0, self.weights)
+        clogc = clogc_table(self.pool.n_candidates)
+        for c in range(n):
+            ev.add_candidate(ep.cl[c], 0.0, False, clogc)
+        for c in range(n):
+            for t in range(N_TIERS):
+                if (ver >> (c * N_TIERS + t)) & 1:
+                    ev.add_score(c, t, ep.score[c][t])
+        ev.fnum, ev.fden = list(state[2]), list(state[3])
+        return ev
+
+    def is_correct(self, ep: Episode, state: tuple, r: list[float] | None = None) -> bool:
+        """Whether STOP in ``state`` would select a correct candidate."""
+        if state[0] == 0:
+            return False
+        sel = self.selected(ep, state, r)
+        return sel >= 0 and ep.correct[sel]
