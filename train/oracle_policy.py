@@ -14,9 +14,8 @@ class CostAwareOraclePolicy(Policy):
     """The oracle as a Policy (evaluator-side: reads labels; an upper bound, never a deployable method).
 
     It plans at the first ``act`` of an episode with the env's episode index and the episode's lambda, then
-    replays the plan. Without an oracle it builds one for the env at its first episode (``CostAwareOracle.for_env``);
-    or pass an oracle configured like
-    the env it will run in.
+    replays the plan. Without an oracle it builds one for the env at its first episode
+    (``CostAwareOracle.for_env``); or pass an oracle configured like the env it will run in.
     """
 
     name = "cost_aware_oracle"
