@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from coba_cli.arg_types import positive_int
@@ -39,16 +39,26 @@ def _options(args: argparse.Namespace):
                       backoff_s=args.backoff, api_key=args.api_key, progress=not args.no_progress)
 
 
-def _endpoint_failure(exc: EndpointError, workdir: str) -> int:
-    print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {workdir}/journal.jsonl; "
-          "run the same command again to continue", file=sys.stderr)
-    return EXIT_USAGE
+def _run_calls(args: argparse.Namespace, calls: Callable[[], str]) -> int:
+    """Run ``calls`` (model calls into ``args.workdir``; returns the summary line), then build ``--out`` if given.
 
-
-def _interrupted(workdir: str) -> int:
-    print(f"coba: interrupted; every call completed so far is kept in {workdir}/journal.jsonl; run the same "
-          "command again to continue", file=sys.stderr)
-    return EXIT_INTERRUPTED
+    A failing endpoint exits 2 and Ctrl-C exits 130, both saying that the journal keeps every completed call.
+    """
+    if args.out and Path(args.out).exists() and not args.force:
+        raise PoolError("destination already exists (pass --force to replace it)", file=args.out)
+    kept = f"{args.workdir}/journal.jsonl; run the same command again to continue"
+    try:
+        summary = calls()
+    except EndpointError as exc:
+        print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {kept}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"coba: interrupted; every call completed so far is kept in {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(summary)
+    if args.out:
+        _build(args.workdir, args.out, args)
+    return 0
 
 
 def _build(workdir: str, dest: str, args: argparse.Namespace) -> None:
@@ -66,44 +76,32 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from pools.problems import load_problems
 
     endpoints = _endpoints(args.endpoint)
-    if args.out and Path(args.out).exists() and not args.force:
-        raise PoolError("destination already exists (pass --force to replace it)", file=args.out)
-    problems = load_problems(args.dataset or ["math500"], args.problems_dir, rgym_config=args.rgym_config,
-                             limit=args.limit)
-    settings = SamplingSettings(n=args.n, temperature=args.temperature, top_p=args.top_p,
-                                max_tokens=args.max_tokens, seed=args.seed, n_per_request=args.n_per_request,
-                                api=args.api, prompt=args.prompt or "generate")
-    try:
+
+    def calls() -> str:
+        problems = load_problems(args.dataset or ["math500"], args.problems_dir, rgym_config=args.rgym_config,
+                                 limit=args.limit)
+        settings = SamplingSettings(n=args.n, temperature=args.temperature, top_p=args.top_p,
+                                    max_tokens=args.max_tokens, seed=args.seed, n_per_request=args.n_per_request,
+                                    api=args.api, prompt=args.prompt or "generate")
         stats = generate(args.workdir, problems, endpoints, settings, _options(args))
-    except EndpointError as exc:
-        return _endpoint_failure(exc, args.workdir)
-    except KeyboardInterrupt:
-        return _interrupted(args.workdir)
-    print(f"generated {stats['candidates']} candidates in {stats['calls']} calls "
-          f"({stats['already_done']} were already done) -> {args.workdir}")
-    if args.out:
-        _build(args.workdir, args.out, args)
-    return 0
+        return (f"generated {stats['candidates']} candidates in {stats['calls']} calls "
+                f"({stats['already_done']} were already done) -> {args.workdir}")
+
+    return _run_calls(args, calls)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from pools.verify_calls import verify
 
     endpoints = _endpoints(args.endpoint, args.model, args.params_b)
-    if args.out and Path(args.out).exists() and not args.force:
-        raise PoolError("destination already exists (pass --force to replace it)", file=args.out)
-    try:
+
+    def calls() -> str:
         stats = verify(args.workdir, args.tier, endpoints, prompt=args.prompt, api=args.api, options=_options(args),
                        limit=args.limit)
-    except EndpointError as exc:
-        return _endpoint_failure(exc, args.workdir)
-    except KeyboardInterrupt:
-        return _interrupted(args.workdir)
-    print(f"{args.tier}: scored {stats['scored']} candidates ({stats['unparsed']} without a usable score), "
-          f"{stats['already_scored']} already scored")
-    if args.out:
-        _build(args.workdir, args.out, args)
-    return 0
+        return (f"{args.tier}: scored {stats['scored']} candidates ({stats['unparsed']} without a usable score), "
+                f"{stats['already_scored']} already scored")
+
+    return _run_calls(args, calls)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
