@@ -18,7 +18,7 @@ from pools.default import resolve_pool
 from tests.test_label_leak import permuted_labels
 from train.imitation import train_mlp
 
-FAST = {"dagger_rounds": 2, "epochs": 20, "episodes_per_round": None}
+FAST = {"dagger_rounds": 4, "epochs": 20, "episodes_per_round": None}  # train_mlp's default rounds
 
 
 @pytest.fixture(scope="module")

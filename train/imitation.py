@@ -58,6 +58,8 @@ def _rollout(env: CoBaEnv, oracle: CostAwareOracle, learner: MLPController | Non
     obs, info = env.reset(options={"episode": episode, "lam": lam})
     mask, prefix, states, total = info["action_mask"], [], [], 0.0
     plan: list[int] = []
+    if learner is not None:
+        learner.lam = lam  # the learner acts at the rollout's lambda (it builds its features from learner.lam)
     while True:
         states.append((controller_features(obs, mask, env.evidence, lam=lam, **feature_kw), tuple(prefix)))
         if learner is None or rng.random() < expert_prob:
