@@ -45,6 +45,7 @@ class CompiledPool:
     labels: Labels
     tiers_present: tuple[str, ...] = ()
     _episode_rows: list | None = field(default=None, repr=False)
+    _episode_meta: tuple | None = field(default=None, repr=False)
 
     @property
     def n_episodes(self) -> int:
@@ -90,6 +91,13 @@ class CompiledPool:
                 rows.append((cl[e], out[e], cap[e], gc[e], hs[e], sc[e], vc[e], int(self.cluster[e].max()) + 1))
             self._episode_rows = rows
         return self._episode_rows
+
+    def episode_meta(self) -> tuple[list, list, list, list]:
+        """(episode ids, datasets, generators, item ids) as plain Python lists, for per-episode infos (built once)."""
+        if self._episode_meta is None:
+            self._episode_meta = (self.episode_ids.tolist(), list(self.dataset), list(self.generator),
+                                  list(self.item_id))
+        return self._episode_meta
 
 
 def compile_pool(pool: Pool) -> CompiledPool:

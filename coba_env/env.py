@@ -248,7 +248,6 @@ class CoBaEnv(gym.Env):
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
         self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32)
-        self._meta: tuple[Any, list, list, list, list] | None = None
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
         self._obs: list[float] = [0.0] * N_FEATURES
 
@@ -278,13 +277,10 @@ class CoBaEnv(gym.Env):
         n = self.pool.n_episodes
         if self.order == "random":
             return int(self.np_random.integers(n))
-        if self.order == "shuffle":
-            if self._perm is None or self._cursor >= n:
-                self._perm = self.np_random.permutation(n)
-                self._cursor = 0
-            ep = int(self._perm[self._cursor])
-        else:
-            ep = self._cursor % n
+        if self._perm is None or self._cursor >= n:  # "shuffle"
+            self._perm = self.np_random.permutation(n)
+            self._cursor = 0
+        ep = int(self._perm[self._cursor])
         self._cursor += 1
         return ep
 
@@ -294,13 +290,13 @@ class CoBaEnv(gym.Env):
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             self._cursor, self._perm = 0, None
         options = options or {}
-        if options and "episode" in options:
+        if "episode" in options:
             ep = int(options["episode"])
             if not 0 <= ep < self.pool.n_episodes:
                 raise ValueError(f"episode index {ep} out of range 0..{self.pool.n_episodes - 1}")
         else:
             ep = self._next_episode()
-        if options and "lam" in options:
+        if "lam" in options:
             lam = float(options["lam"])
         elif self.lambda_range is not None:
             lam = float(self.np_random.uniform(*self.lambda_range))
@@ -454,17 +450,9 @@ class CoBaEnv(gym.Env):
                 why = f"no revealed candidate is left to verify at {tier}"
         return f"action {a} ({name}) is not allowed now: {why}"
 
-    def _episode_meta(self) -> tuple[Any, list, list, list, list]:
-        """(pool, episode ids, datasets, generators, item ids) of ``self.pool`` as lists, rebuilt if it changes."""
-        meta, pool = self._meta, self.pool
-        if meta is None or meta[0] is not pool:
-            meta = self._meta = (pool, pool.episode_ids.tolist(), list(pool.dataset), list(pool.generator),
-                                 list(pool.item_id))
-        return meta
-
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         ev, ep = self._ev, self._ep
-        _, ids, datasets, generators, items = self._episode_meta()
+        ids, datasets, generators, items = self.pool.episode_meta()
         answers = self.pool.answer[ep]
         names, cost = self.actions, ev.cost
         return {

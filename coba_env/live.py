@@ -198,7 +198,6 @@ class LiveEnv(CoBaEnv):
         # else is (as in the base rule "STOP is legal once a candidate is revealed or nothing else is").
         super()._compute_mask()
         bits = self._bits
-        self._live_base_bits = bits
         self._live_blocked: dict[str, str] = {}
         stop = 1 << (self.n_tiers + 1)
         if self._live_interrupted is not None:
@@ -217,6 +216,12 @@ class LiveEnv(CoBaEnv):
         return self._mask_table[bits]
 
     # -- stepping -----------------------------------------------------------------------------------
+    def _illegal_reason(self, a: int) -> str:
+        if 0 <= a <= self.n_tiers and self.actions[a] in self._live_blocked:
+            return (f"action {a} ({self.actions[a]}) is not allowed now: its call could exceed the "
+                    f"hard {self._live_blocked[self.actions[a]]} budget ({self._live_limit_text()})")
+        return super()._illegal_reason(a)
+
     def step(self, action: int):
         """Fetch the evidence ``action`` reveals from the source, then let ``CoBaEnv.step`` apply it."""
         a = int(action)
@@ -227,10 +232,6 @@ class LiveEnv(CoBaEnv):
                 self._live_interrupted = str(exc)
                 self._mask = self._compute_mask()
                 a = self.STOP
-        elif not self._done and 0 <= a <= self.n_tiers and not (self._bits >> a) & 1 \
-                and self.actions[a] in self._live_blocked:
-            raise ValueError(f"action {a} ({self.actions[a]}) is not allowed now: its call could exceed the "
-                             f"hard {self._live_blocked[self.actions[a]]} budget ({self._live_limit_text()})")
         stopping = a == self.STOP and not self._done
         stop_reason = self._live_stop_reason() if stopping else None
         spent = self.spent() if stopping else None  # taken when STOP is applied: the episode's final use

@@ -69,8 +69,8 @@ class CoBaVectorEnv(VectorEnv):
         tables = VectorTables.build(p)
         self.n_clusters = tables.n_clusters
         self.sample_float, self.sample_int = tables.sample_float, tables.sample_int
-        self.has_t = np.ascontiguousarray(tables.has_rows.T)  # [N, T * E]: VERIFY gathers columns
-        self.cluster_flat, self.score_flat, self.ver_cost_flat = tables.cluster_flat, tables.score_flat, tables.ver_cost_flat
+        self.has_t = tables.has_slots  # [N, T * E]: VERIFY gathers columns
+        self.score_flat, self.ver_cost_flat = tables.score_flat, tables.ver_cost_flat
         self.max_output_tokens = p.max_output_tokens
         self.lambda_index = FEATURE_NAMES.index("lambda")
         self.n_cand = p.n_candidates
@@ -153,15 +153,12 @@ class CoBaVectorEnv(VectorEnv):
             out = (self._cursor + np.arange(k)) % n
             self._cursor += k
             return out
-        out = np.empty(k, dtype=np.int64)
+        out = np.empty(k, dtype=np.int64)  # "shuffle": the single env's stream, one episode at a time
         for i in range(k):
-            if self.order == "shuffle":
-                if self._perm is None or self._cursor >= n:
-                    self._perm = self.np_random.permutation(n)
-                    self._cursor = 0
-                out[i] = self._perm[self._cursor]
-            else:
-                out[i] = self._cursor % n
+            if self._perm is None or self._cursor >= n:
+                self._perm = self.np_random.permutation(n)
+                self._cursor = 0
+            out[i] = self._perm[self._cursor]
             self._cursor += 1
         return out
 
@@ -388,7 +385,7 @@ class CoBaVectorEnv(VectorEnv):
         self.fden_t.ravel()[slot] += w
         v3 = tu == 2
         self.best_v3[ru[v3]] = np.maximum(self.best_v3[ru[v3]], su[v3])
-        cl = self.cluster_flat.take(e[usable] * self.n_cand + cu)  # >= 0: only answered ones are eligible
+        cl = self.cluster_t.ravel().take(slot).astype(np.int64)  # >= 0: only answered ones are eligible
         at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
         stats = self.top_stats.ravel()
         k = tu == 0  # V1: sum, count, max

@@ -13,15 +13,13 @@ class VectorTables:
 
     #: Answer clusters per episode: the largest cluster id + 1 (at least 1).
     n_clusters: int
-    #: has_score of candidates with an answer, [T * E, N]: VERIFY gathers rows ``tier * E + episode``.
-    has_rows: np.ndarray
+    #: has_score of candidates with an answer, [N, T * E]: VERIFY gathers columns ``tier * E + episode``.
+    has_slots: np.ndarray
     #: float [E * N, 5]: generation cost (4 measures), output tokens.
     sample_float: np.ndarray
     #: int8 (int64 from 127 clusters) [E * N, 3 + T]: cluster (-1: no answer), cap_hit, has_score with an
     #: answer per tier, and whether the candidate is the first of its answer cluster in its episode.
     sample_int: np.ndarray
-    #: Cluster of every candidate [E * N].
-    cluster_flat: np.ndarray
     #: Pool scores [E * N * T] (NaN: no usable score) and verification costs [E * N * T, 4].
     score_flat: np.ndarray
     ver_cost_flat: np.ndarray
@@ -47,10 +45,9 @@ class VectorTables:
         sample_int = sample_int.astype(np.int8 if n_clusters < 127 else np.int64)
         return cls(
             n_clusters=n_clusters,
-            has_rows=np.ascontiguousarray(has_answered.transpose(2, 0, 1)).reshape(-1, n_cand),
+            has_slots=np.ascontiguousarray(has_answered.transpose(1, 2, 0)).reshape(n_cand, -1),
             sample_float=np.concatenate([pool.gen_cost, pool.output_tokens[:, :, None]], axis=2).reshape(-1, 5),
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
-            cluster_flat=cluster.astype(np.int64).ravel(),
             score_flat=pool.score.ravel(),
             ver_cost_flat=pool.ver_cost.reshape(-1, pool.ver_cost.shape[-1]),
         )

@@ -14,6 +14,7 @@ import collections
 import time
 
 import numpy as np
+from bench_env import legal_action_table  # scripts/ is sys.path[0] when run as a script
 
 from coba_env import compile_pool
 from coba_env.vector_env import CoBaVectorEnv
@@ -42,11 +43,7 @@ def main() -> None:
 
         setattr(venv, name, timed)
     n_actions = int(venv.single_action_space.n)
-    count = np.zeros(1 << n_actions, dtype=np.int64)
-    legal = np.zeros((1 << n_actions, n_actions), dtype=np.int64)
-    for bits in range(1 << n_actions):
-        actions = [a for a in range(n_actions) if bits >> a & 1]
-        count[bits], legal[bits, :len(actions)] = len(actions), actions
+    count, legal = legal_action_table(n_actions)  # bench_env's action rule
     legal_flat = legal.ravel()
     rng = np.random.default_rng(0)
     _, info = venv.reset(seed=0)

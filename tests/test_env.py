@@ -284,3 +284,20 @@ def test_leave_one_dataset_out(pool):
     splits = leave_one_dataset_out(compile_pool(pool))
     assert [s.held_out for s in splits] == ["a", "b"]
     assert splits[0].eval_episode_ids.tolist() == [0] and splits[0].train_episode_ids.tolist() == [1]
+
+
+@pytest.mark.parametrize("selection", ["fusion", "majority"])
+def test_incremental_observation_equals_a_rebuild_from_the_evidence(selection):
+    """step() patches the observation in place; rebuilding it from the evidence always gives the same vector."""
+    from pools.default import resolve_pool
+
+    env = CoBaEnv(compile_pool(resolve_pool("tiny")), lam=0.2, selection=selection, order="shuffle")
+    rng = np.random.default_rng(1)
+    obs, info = env.reset(seed=1)
+    for _ in range(3000):
+        action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, _, done, _, info = env.step(action)
+        if done:
+            obs, info = env.reset()
+        else:
+            np.testing.assert_array_equal(obs, env._observation().astype(np.float32))
