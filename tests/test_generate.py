@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import socket
@@ -457,8 +456,8 @@ def test_v2_parse_failure_is_missing_score(server: FakeOpenAIServer, tmp_path: P
 ])
 def test_steps_score(reply: str, n_steps: int, aggregate: str, score: float | None) -> None:
     got, method = steps_score(reply, n_steps, aggregate)
-    assert (got, method) == ((score, "steps") if score is not None else (None, "unparsed")) or (
-        score is not None and math.isclose(got, score))
+    assert method == ("steps" if score is not None else "unparsed")
+    assert got == (pytest.approx(score) if score is not None else None)
 
 
 def test_split_steps_merges_tail() -> None:

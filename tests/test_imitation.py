@@ -37,6 +37,7 @@ def random_policy_mean_return(compiled, lam: float, rollouts: int = 30, seed: in
     """Mean return of a uniformly random legal policy, by Monte Carlo through the env's own action sampler."""
     env = CoBaEnv(compiled, lam=lam)
     env.reset(seed=seed)
+    env.action_space.seed(seed)  # the masked sampler draws from the action space's own generator
     total = 0.0
     for e in range(env.n_episodes):
         for _ in range(rollouts):

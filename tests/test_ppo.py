@@ -163,6 +163,11 @@ def test_checkpoint_round_trip(tiny, split, trained):
     shown[LAMBDA_INDEX] = 0.7
     expected, _ = fixed.model.predict(shown, action_masks=info["action_mask"].astype(bool), deterministic=True)
     assert fixed.act(o, info["action_mask"], env.evidence) == int(expected)
+    # The action rarely changes with lambda on the tiny pool, so check the network's output itself: the fixed
+    # policy scores the observation exactly as the free one scores it with lambda 0.7 written in, not as shown.
+    free = load(trained)
+    np.testing.assert_array_equal(fixed._logits(o[None]), free._logits(shown[None]))
+    assert not np.array_equal(fixed._logits(o[None]), free._logits(o[None]))
     assert load(snapshots[0]).model.num_timesteps < meta["timesteps"]  # a snapshot loads too
 
 

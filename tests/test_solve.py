@@ -12,6 +12,7 @@ from agents.registry import make_policy
 from agents.runner import make_env, run_episode
 from coba_cli.main import main
 from coba_env import compile_pool
+from pools.grading import reasoning_gym_scorer
 from pools.problems import load_reasoning_gym
 from pools.store import load_pool
 from tests.fake_openai_server import FakeOpenAIServer, count_tokens
@@ -149,6 +150,16 @@ def rgym_file(tmp_path_factory) -> Path:
     return path
 
 
+def assert_graded_by_the_task_scorer(results: list[dict], rgym_file: Path) -> None:
+    """Each result's correctness is the task's own score_answer on the returned answer (evaluator side)."""
+    problems = [json.loads(line) for line in rgym_file.read_text().splitlines()]
+    assert len(problems) == len(results)
+    for problem, result in zip(problems, results, strict=True):
+        entry = {"question": problem["problem"], "answer": problem["gold"], "metadata": problem["metadata"]}
+        expected = result["answer"] is not None and bool(reasoning_gym_scorer(problem["task"], entry)(result["answer"]))
+        assert result["correct"] is expected, (problem["item_id"], result["answer"])
+
+
 def real_endpoints(url: str) -> list[str]:
     # One small model plays every role; no step judge (its 512-token replies would make the test slow).
     spec = f"{url},{MODEL},{PARAMS_B}"
@@ -167,7 +178,7 @@ def test_coba_light_solves_reasoning_gym_problems_on_a_real_server(llama_server,
         check_result(result, limits)
         assert result["actions"].count("SAMPLE") <= 2  # Light: N_max = 2
         assert "VERIFY_V3" not in result["actions"]  # Light routes nothing to the strong verifier
-        assert result["correct"] in (True, False)  # graded evaluator-side by the task's own scorer
+    assert_graded_by_the_task_scorer(results, rgym_file)
 
 
 def test_trained_controller_solves_reasoning_gym_problems_on_a_real_server(llama_server, rgym_file, controller,
@@ -181,4 +192,4 @@ def test_trained_controller_solves_reasoning_gym_problems_on_a_real_server(llama
     assert len(results) == 2
     for result in results:
         check_result(result, limits)
-        assert result["correct"] in (True, False)
+    assert_graded_by_the_task_scorer(results, rgym_file)
