@@ -18,8 +18,7 @@ from typing import Any
 
 from coba_env.compiled import CompiledPool
 from pools.generate import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
-from pools.grading import extract_answer
-from pools.live_grading import AnswerClusterer, uses_task_scorer
+from pools.grading import AnswerClusterer, extract_answer, uses_task_scorer
 from pools.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.problems import Problem
 from pools.schema import TIERS
@@ -157,9 +156,9 @@ class EndpointSource(EvidenceSource):
 
     Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
     (``pools.generate``, ``pools.verify_calls``); answers are extracted with ``pools.grading`` and clustered
-    as a pool build would (``pools.live_grading``). Token bounds: a prompt has at most one token per UTF-8
-    byte of its messages plus ``CHAT_TEMPLATE_TOKENS`` (the generator prompt's exact count is used once the
-    first call has reported it); output at most the request's ``max_tokens``.
+    as a pool build would (``pools.grading.AnswerClusterer``). Token bounds: a prompt has at most one token
+    per UTF-8 byte of its messages plus ``CHAT_TEMPLATE_TOKENS`` (the generator prompt's exact count is used
+    once the first call has reported it); output at most the request's ``max_tokens``.
     """
 
     def __init__(self, problems: Sequence[Problem], generator: Endpoint, judges: Mapping[str, Endpoint], *,

@@ -291,7 +291,7 @@ def journal_records(state: JournalState, where: str, n: int | None = None,
         item = state.items.get((dataset, item_id))
         if item is None:
             raise PoolError(f"candidate of unknown item (dataset {dataset!r}, item_id {item_id!r})", file=where)
-        rec = {"dataset": dataset, "item_id": item_id, **{f: v for f, v in item.items()},
+        rec = {"dataset": dataset, "item_id": item_id, **item,
                "generator": generator, "generator_params_b": float(cand["params_b"]), "candidate": k,
                "text": cand["text"], "prompt_tokens": int(cand["prompt_tokens"]),
                "tokens_estimated": bool(cand.get("tokens_estimated", False)),

@@ -56,28 +56,17 @@ class JournalState:
         """Candidate indices already generated for one episode."""
         return set(self.by_episode.get((dataset, item_id, generator), ()))
 
-    def unseen(self, line: dict[str, Any], where: str) -> dict[str, Any] | None:
-        """``line`` without the candidates already held, or None when it adds nothing (checks item conflicts)."""
-        kind = line.get("kind")
-        if kind == "item":
-            if (line["dataset"], line["item_id"]) in self.items:
-                self.add(line, where)  # raises when the item differs from the one held
-                return None
-            return line
-        if kind == "generation":
-            base = (line["dataset"], line["item_id"], line["generator"])
-            fresh = [c for c in line["candidates"] if (*base, int(c["candidate"])) not in self.candidates]
-            if not fresh:
-                return None
-            return line if len(fresh) == len(line["candidates"]) else {**line, "candidates": fresh}
-        if kind == "verification":
-            key = (line["dataset"], line["item_id"], line["generator"], int(line["candidate"]), line["tier"])
-            return None if key in self.scores else line
-        raise PoolError(f"unknown line kind {kind!r}; expected 'item', 'generation' or 'verification'",
-                        file=where, field="kind")
-
     def add(self, line: dict[str, Any], where: str) -> list[tuple]:
         """Fold one journal line into the state; returns the new keys it added (duplicates are skipped)."""
+        return self._fold(line, where, writing=False)[1]
+
+    def add_unseen(self, line: dict[str, Any], where: str) -> tuple[dict[str, Any] | None, list[tuple]]:
+        """Fold in a line about to be journaled: returns it less the candidates already held (None when it
+        adds nothing; then the state is unchanged) and the new keys. Raises when an item conflicts."""
+        return self._fold(line, where, writing=True)
+
+    def _fold(self, line: dict[str, Any], where: str, *, writing: bool) -> tuple[dict[str, Any] | None, list[tuple]]:
+        """``add`` and ``add_unseen``: a writer skips what is already held without counting it a duplicate."""
         kind = line.get("kind")
         added: list[tuple] = []
         if kind == "item":
@@ -89,32 +78,44 @@ class JournalState:
                     raise PoolError(f"item (dataset {key[0]!r}, item_id {key[1]!r}) differs from the journal's "
                                     f"earlier line in {diff}; a work dir holds one version of each item",
                                     file=where, field=diff[0])
-                return added
+                return None, added
             self.items[key] = item
             added.append(key)
+            unseen = line
         elif kind == "generation":
             base = (line["dataset"], line["item_id"], line["generator"])
+            keys = [(*base, int(cand["candidate"])) for cand in line["candidates"]]
             call = {k: v for k, v in line.items() if k != "candidates"}
-            for cand in line["candidates"]:
-                key = (*base, int(cand["candidate"]))
+            fresh: list[dict[str, Any]] = []  # the candidates not held before this line
+            for key, cand in zip(keys, line["candidates"], strict=True):
                 if key in self.candidates:
-                    self.duplicates += 1
+                    if key in added:  # repeated within this line: journaled as given, counted as a duplicate
+                        fresh.append(cand)
+                        self.duplicates += 1
+                    elif not writing:
+                        self.duplicates += 1
                     continue
                 self.candidates[key] = {**call, **cand}
                 self.by_episode.setdefault(base, set()).add(key[3])
                 added.append(key)
+                fresh.append(cand)
+            if writing and not fresh:
+                return None, added
+            unseen = line if len(fresh) == len(line["candidates"]) else {**line, "candidates": fresh}
         elif kind == "verification":
             key = (line["dataset"], line["item_id"], line["generator"], int(line["candidate"]), line["tier"])
             if key in self.scores:
-                self.duplicates += 1
-                return added
+                if not writing:
+                    self.duplicates += 1
+                return None, added
             self.scores[key] = line
             added.append(key)
+            unseen = line
         else:
             raise PoolError(f"unknown line kind {kind!r}; expected 'item', 'generation' or 'verification'",
                             file=where, field="kind")
         self.lines += 1
-        return added
+        return unseen, added
 
 
 def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -206,10 +207,10 @@ class Journal:
             fresh: list[dict[str, Any]] = []
             added: list[tuple] = []
             for line in lines:
-                line = self.state.unseen(line, str(self.path))
-                if line is not None:
-                    fresh.append(line)
-                    added += self.state.add(line, str(self.path))  # if the write fails, the run stops
+                unseen, keys = self.state.add_unseen(line, str(self.path))  # if the write fails, the run stops
+                if unseen is not None:
+                    fresh.append(unseen)
+                    added += keys
             if fresh:
                 self._fh.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in fresh))
                 self._fh.flush()

@@ -26,8 +26,6 @@ def live_records(problem: Problem, generator: str, generator_params_b: float,
                  candidates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Canonical candidate records (``pools.importers.jsonl``) of one live episode."""
     item = problem.to_record()
-    if item["gold"] is None:
-        item["gold"] = ""
     out = []
     for k, cand in enumerate(candidates):
         rec = {**item, "generator": generator, "generator_params_b": float(generator_params_b), "candidate": k,

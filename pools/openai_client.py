@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Choice", "Completion", "Endpoint", "EndpointError", "EndpointPool", "OpenAIClient", "guess_params_b",
@@ -57,7 +57,6 @@ class Completion:
     completion_tokens: int | None
     latency_s: float
     attempts: int = 1
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def _chat_text(message: dict[str, Any]) -> str:
@@ -126,7 +125,7 @@ class OpenAIClient:
     def chat(self, messages: Sequence[dict[str, str]], **params: Any) -> Completion:
         """POST /v1/chat/completions; ``params``: temperature, top_p, max_tokens, seed, n, logprobs, top_logprobs, ..."""
         body = {"model": self.model, "messages": list(messages), **_clean(params, chat=True)}
-        data, latency, attempts = self._post("/v1/chat/completions", body)
+        data, latency, attempts = self._request("/v1/chat/completions", body)
         choices = []
         for ch in sorted(data.get("choices") or [], key=lambda c: c.get("index", 0)):
             top, count = _chat_logprobs(ch.get("logprobs"))
@@ -137,7 +136,7 @@ class OpenAIClient:
     def complete(self, prompt: str, **params: Any) -> Completion:
         """POST /v1/completions with a raw ``prompt``; same ``params`` as ``chat``."""
         body = {"model": self.model, "prompt": prompt, **_clean(params, chat=False)}
-        data, latency, attempts = self._post("/v1/completions", body)
+        data, latency, attempts = self._request("/v1/completions", body)
         choices = []
         for ch in sorted(data.get("choices") or [], key=lambda c: c.get("index", 0)):
             top, count = _text_logprobs(ch.get("logprobs"))
@@ -156,10 +155,7 @@ class OpenAIClient:
         prompt = usage.get("prompt_tokens")
         completion = usage.get("completion_tokens")
         return Completion(choices, int(prompt) if prompt is not None else None,
-                          int(completion) if completion is not None else None, latency, attempts, data)
-
-    def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], float, int]:
-        return self._request(path, body)
+                          int(completion) if completion is not None else None, latency, attempts)
 
     def _request(self, path: str, body: dict[str, Any] | None) -> tuple[dict[str, Any], float, int]:
         """Send with retries; return (parsed JSON, latency of the successful attempt, attempts used)."""

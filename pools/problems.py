@@ -8,7 +8,6 @@ procedural: ``pools/data/rgym_hard.yaml`` lists the tasks, their difficulty sett
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -60,12 +59,6 @@ class Problem:
         """The item fields of a canonical JSONL record (``pools.importers.jsonl``)."""
         return {"dataset": self.dataset, "item_id": self.item_id, "problem": self.problem, "gold": self.gold,
                 "level": self.level, "subject": self.subject, "task": self.task, "metadata": self.metadata}
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> Problem:
-        """The inverse of ``to_record``."""
-        return cls(**{k: rec.get(k) for k in ("dataset", "item_id", "problem", "gold", "level", "subject",
-                                              "task", "metadata")})
 
 
 def numeric_gold(value: Any) -> str:
@@ -147,25 +140,21 @@ def load_jsonl_problems(dataset: str, problems_dir: str | os.PathLike[str] | Non
     if not path.is_file():
         raise PoolError(f"problem file not found; expected {file_name} of dataset {dataset!r} in {folder} "
                         "(pass --problems-dir or set COBA_PROBLEMS_DIR)", file=str(path))
+    # Imported here: the importers pull in the graders (math_verify), which loading problems does not need.
+    from pools.importers.jsonl import read_json_lines
+
     problems: list[Problem] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PoolError(f"malformed JSON ({exc.msg} at column {exc.colno})", file=where) from exc
-            if not isinstance(row, dict):
-                raise PoolError("expected a JSON object per line", file=where)
-            problem = parse(row, where)
-            if problem.item_id in seen:
-                raise PoolError(f"duplicate id {problem.item_id!r} (first at line {seen[problem.item_id]})",
-                                file=where, field="id")
-            seen[problem.item_id] = lineno
-            problems.append(problem)
+    for lineno, row in read_json_lines(path):
+        where = f"{path}, line {lineno}"
+        if not isinstance(row, dict):
+            raise PoolError("expected a JSON object per line", file=where)
+        problem = parse(row, where)
+        if problem.item_id in seen:
+            raise PoolError(f"duplicate id {problem.item_id!r} (first at line {seen[problem.item_id]})",
+                            file=where, field="id")
+        seen[problem.item_id] = lineno
+        problems.append(problem)
     return problems
 
 

@@ -118,13 +118,12 @@ def _clip(text: str, limit: int) -> str:
     return text[:head] + "\n[...]\n" + text[len(text) - (limit - head):]
 
 
-def judge(client: Any, spec: dict[str, Any], problem: str, solution: str, *, api: str = "chat",
-          seed: int | None = None) -> JudgeOutcome:
+def judge(client: Any, spec: dict[str, Any], problem: str, solution: str, *, api: str = "chat") -> JudgeOutcome:
     """Score one solution with the judge described by ``spec`` (a loaded prompt file)."""
     mode = spec.get("mode", "yes_no")
     solution = _clip(solution or "", int(spec.get("max_solution_chars", 12000)))
     params: dict[str, Any] = {"temperature": spec.get("temperature", 0.0), "max_tokens": spec.get("max_tokens"),
-                              "seed": seed, "extra_body": spec.get("request") or None}
+                              "extra_body": spec.get("request") or None}
     if mode == "yes_no":
         messages = chat_messages(spec, problem=problem, solution=solution)
         params["top_logprobs"] = spec.get("top_logprobs", 20)

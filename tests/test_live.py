@@ -26,8 +26,7 @@ from coba_env.live import (
 )
 from pools.default import resolve_pool
 from pools.generate import SamplingSettings
-from pools.grading import cluster_answers, extract_answer, literal_key
-from pools.live_grading import AnswerClusterer
+from pools.grading import AnswerClusterer, cluster_answers, extract_answer, literal_key
 from pools.openai_client import Endpoint
 from pools.problems import Problem
 from tests.factory import Cand, Ep, build_pool

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from pools.grading.equivalence import answers_equivalent, answers_match_gold, normalize_answer
 
-__all__ = ["NO_ANSWER", "cluster_answers", "grade_episode", "literal_key"]
+__all__ = ["NO_ANSWER", "AnswerClusterer", "cluster_answers", "grade_episode", "literal_key"]
 
 #: Cluster id of a candidate without an answer.
 NO_ANSWER = -1
@@ -25,35 +25,59 @@ def _never_equivalent(a: str, b: str) -> bool:
     return False
 
 
+class AnswerClusterer:
+    """Cluster ids for answers added one by one (a live run reveals candidates one at a time).
+
+    Ids are 0, 1, 2, ... in order of first appearance; -1 for no answer. Answers are grouped by ``key``
+    (the normalized answer) first; a key seen for the first time is then compared, through ``equivalent``
+    on raw answers, with the first answer of each existing cluster and joins the first cluster it matches,
+    else opens a new one. With k distinct keys that is at most k * (k - 1) / 2 calls. An answer whose key
+    is None (None, empty) gets -1.
+
+    ``literal=True`` is the clustering of items graded by their own scorer (see ``grade_episode``): answers
+    cluster only when equal up to whitespace (``literal_key``, no equivalence calls). ``equivalent`` and
+    ``key``, when given, replace the chosen defaults (math equivalence and ``normalize_answer``).
+    """
+
+    def __init__(
+        self,
+        *,
+        literal: bool = False,
+        equivalent: Callable[[str, str], bool] | None = None,
+        key: Callable[[str | None], str | None] | None = None,
+    ) -> None:
+        if equivalent is None:
+            equivalent = _never_equivalent if literal else answers_equivalent
+        if key is None:
+            key = literal_key if literal else normalize_answer
+        self._equivalent = equivalent
+        self._key = key
+        self._key_to_cluster: dict[str, int] = {}
+        self._heads: list[str] = []  # the first raw answer of each cluster, in cluster-id order
+
+    def add(self, answer: str | None) -> int:
+        """The cluster id of the next answer (-1 when it has none)."""
+        answer_key = self._key(answer)
+        if answer_key is None or answer is None:
+            return NO_ANSWER
+        if answer_key not in self._key_to_cluster:
+            match = next((cid for cid, head in enumerate(self._heads) if self._equivalent(head, answer)), None)
+            if match is None:
+                match = len(self._heads)
+                self._heads.append(answer)
+            self._key_to_cluster[answer_key] = match
+        return self._key_to_cluster[answer_key]
+
+
 def cluster_answers(
     answers: Sequence[str | None],
     *,
     equivalent: Callable[[str, str], bool] = answers_equivalent,
     key: Callable[[str | None], str | None] = normalize_answer,
 ) -> list[int]:
-    """Cluster id per answer: 0, 1, 2, ... in order of first appearance; -1 for no answer.
-
-    Answers are grouped by ``key`` (the normalized answer) first; a key seen for the first time is then
-    compared, through ``equivalent`` on raw answers, with the first answer of each existing cluster and
-    joins the first cluster it matches, else opens a new one. With k distinct keys that is at most
-    k * (k - 1) / 2 calls. An answer whose key is None (None, empty) gets -1.
-    """
-    key_to_cluster: dict[str, int] = {}
-    cluster_heads: list[str] = []  # the first raw answer of each cluster, in cluster-id order
-    clusters: list[int] = []
-    for answer in answers:
-        answer_key = key(answer)
-        if answer_key is None or answer is None:
-            clusters.append(NO_ANSWER)
-            continue
-        if answer_key not in key_to_cluster:
-            match = next((cid for cid, head in enumerate(cluster_heads) if equivalent(head, answer)), None)
-            if match is None:
-                match = len(cluster_heads)
-                cluster_heads.append(answer)
-            key_to_cluster[answer_key] = match
-        clusters.append(key_to_cluster[answer_key])
-    return clusters
+    """Cluster id per answer, as ``AnswerClusterer`` gives them one by one (0, 1, ...; -1 for no answer)."""
+    clusterer = AnswerClusterer(equivalent=equivalent, key=key)
+    return [clusterer.add(answer) for answer in answers]
 
 
 def grade_episode(
@@ -64,16 +88,14 @@ def grade_episode(
 ) -> tuple[list[int], list[bool]]:
     """Cluster the answers and grade each cluster once (its first member); returns (clusters, correct).
 
-    Without ``scorer``: math clustering (``cluster_answers`` defaults) and ``answers_match_gold`` against
+    Without ``scorer``: math clustering (``AnswerClusterer`` defaults) and ``answers_match_gold`` against
     ``gold``. With ``scorer`` (e.g. a Reasoning Gym task's scoring): the scorer replaces the gold
-    comparison, and answers cluster only when literally equal up to whitespace (``literal_key``), because
+    comparison, and answers cluster only when literally equal up to whitespace (``literal=True``), because
     math equivalence can merge answers such a scorer tells apart ("1 2 3" and "123", an anagram and its
     word) and every member of a cluster must share its verdict. No answer (None) is incorrect.
     """
-    if scorer is None:
-        clusters = cluster_answers(answers)
-    else:
-        clusters = cluster_answers(answers, equivalent=_never_equivalent, key=literal_key)
+    clusterer = AnswerClusterer(literal=scorer is not None)
+    clusters = [clusterer.add(answer) for answer in answers]
     verdict_by_cluster: dict[int, bool] = {}
     for answer, cluster in zip(answers, clusters, strict=True):
         if cluster == NO_ANSWER or cluster in verdict_by_cluster or answer is None:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["make_reasoning_gym_items", "reasoning_gym_scorer"]
+__all__ = ["item_scorer", "make_reasoning_gym_items", "reasoning_gym_scorer", "uses_task_scorer"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,3 +132,15 @@ def reasoning_gym_scorer(
         return value is not None and float(value) >= threshold - _SCORE_EPSILON
 
     return score
+
+
+def uses_task_scorer(task: str | None, metadata: Any) -> bool:
+    """Whether an item is graded by its Reasoning Gym task's scorer (task and metadata set)."""
+    return bool(task) and metadata is not None
+
+
+def item_scorer(task: str | None, problem: str, gold: str, metadata: Any) -> Callable[[str], bool] | None:
+    """The task's scorer of a Reasoning Gym item (``uses_task_scorer``), else None (math-verify against gold)."""
+    if not uses_task_scorer(task, metadata):
+        return None
+    return reasoning_gym_scorer(task, {"question": problem, "answer": gold, "metadata": metadata})

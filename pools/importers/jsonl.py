@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,9 +21,9 @@ from pools.errors import PoolError
 from pools.grading import (
     extract_answer,
     grade_episode,
+    item_scorer,
     literal_key,
     normalize_answer,
-    reasoning_gym_scorer,
     repetition_score,
 )
 from pools.schema import TABLES, TIERS
@@ -205,14 +205,6 @@ class _Models:
         return out
 
 
-def _scorer_for(item: dict[str, Any]) -> Callable[[str], bool] | None:
-    """A Reasoning Gym item (task and metadata set) is graded by its task's own scorer."""
-    if item.get("task") and item.get("metadata") is not None:
-        return reasoning_gym_scorer(item["task"], {"question": item["problem"], "answer": item["gold"],
-                                                   "metadata": item["metadata"]})
-    return None
-
-
 def _group_records(records: Iterable[tuple[str, dict[str, Any]]], models: _Models):
     """Items and episodes (in order of first appearance) from checked records."""
     items: dict[tuple[str, str], dict[str, Any]] = {}
@@ -299,7 +291,7 @@ class _Report:
 def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: dict[str, Any],
                  report: _Report, cand: _Columns, verif: _Columns) -> None:
     """Candidate and verification rows of one episode: answers, clusters, labels, costs (docs/POOLS.md)."""
-    scorer = _scorer_for(item)
+    scorer = item_scorer(item["task"], item["problem"], item["gold"], item["metadata"])
     key_of = literal_key if scorer is not None else normalize_answer
     parsed = [_answer_fields(rec) for _, rec in recs]
     graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer)
