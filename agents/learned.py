@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from agents.base import Policy
+from coba_env.evidence import FEATURE_NAMES
 
 CONFIG_FILE = "controller.json"
 KINDS = ("mlp", "ppo")
+#: Observation index of the cost weight lambda, which a controller fixed at a lambda overwrites.
+LAMBDA_INDEX = FEATURE_NAMES.index("lambda")
 
 
 def split_spec(spec: str | Path) -> tuple[Path, float | None]:
@@ -35,19 +39,32 @@ def is_checkpoint(spec: str | Path) -> bool:
     return (path / CONFIG_FILE).is_file()
 
 
-def checkpoint_kind(path: str | Path) -> str:
-    """The ``kind`` field of ``path/controller.json`` (raises naming the file and the field when invalid)."""
-    cfg = Path(path) / CONFIG_FILE
+def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any]:
+    """The JSON object in ``directory/controller.json``, its ``kind`` checked (``kind``, else any of ``KINDS``).
+
+    Raises ``FileNotFoundError`` when the file is missing and ``ValueError`` when it is not valid JSON, not a
+    JSON object, or has the wrong ``kind``; each message names the file (and the field).
+    """
+    cfg = Path(directory) / CONFIG_FILE
+    what = f"{kind.upper()} checkpoint" if kind else "controller checkpoint"
     if not cfg.is_file():
-        raise FileNotFoundError(f"{cfg}: not a controller checkpoint (no controller.json)")
+        raise FileNotFoundError(f"{cfg}: missing; not a {what} directory (no {CONFIG_FILE})")
     try:
         data = json.loads(cfg.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{cfg}: invalid JSON: {exc}") from exc
-    kind = data.get("kind") if isinstance(data, dict) else None
-    if kind not in KINDS:
-        raise ValueError(f"{cfg}: field 'kind' is {kind!r}, expected one of {list(KINDS)}")
-    return kind
+        raise ValueError(f"{cfg}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{cfg}: expected a JSON object, got {type(data).__name__}")
+    expected = (kind,) if kind else KINDS
+    if data.get("kind") not in expected:
+        want = repr(kind) if kind else f"one of {list(KINDS)}"
+        raise ValueError(f"{cfg}: field 'kind' is {data.get('kind')!r}; expected {want}")
+    return data
+
+
+def checkpoint_kind(path: str | Path) -> str:
+    """The ``kind`` field of ``path/controller.json`` (raises naming the file and the field when invalid)."""
+    return read_config(path)["kind"]
 
 
 def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:

@@ -14,8 +14,6 @@ normalization, the training budget and configuration) and ``model.pt`` (the torc
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +22,16 @@ import torch
 from torch import nn
 
 from agents.base import Policy
+from agents.learned import CONFIG_FILE, LAMBDA_INDEX, read_config
 from coba_env.costs import cost_index
 from coba_env.env import CoBaEnv
 from coba_env.evidence import FEATURE_NAMES, N_FEATURES, Evidence
+from pools.atomic_write import atomic_write, atomic_write_text
 
 N_ACTIONS = 5
 N_INPUTS = N_FEATURES + N_ACTIONS
 _BUDGET = FEATURE_NAMES.index("budget_used")
 _MEAN_LEN = FEATURE_NAMES.index("mean_length")
-LAMBDA_INDEX = FEATURE_NAMES.index("lambda")
-CONFIG_FILE = "controller.json"
 WEIGHTS_FILE = "model.pt"
 
 
@@ -69,7 +67,6 @@ class MLPController(Policy):
     group = "learned"
 
     def __init__(self, network: nn.Module, config: dict[str, Any], *, lam: float | None = None) -> None:
-        self.network = network.eval()
         self.config = config
         self.lam = float(config.get("default_lambda", 0.1) if lam is None else lam)
         if self.lam < 0:
@@ -120,14 +117,8 @@ def save(out_dir: str | Path, network: nn.Module, config: dict[str, Any]) -> Pat
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = {**config, "kind": "mlp"}
-    fd, tmp = tempfile.mkstemp(dir=out, suffix=".pt.tmp")
-    os.close(fd)
-    torch.save(network.state_dict(), tmp)
-    os.replace(tmp, out / WEIGHTS_FILE)
-    fd, tmp = tempfile.mkstemp(dir=out, suffix=".json.tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(config, f, indent=2)
-    os.replace(tmp, out / CONFIG_FILE)
+    atomic_write(out / WEIGHTS_FILE, lambda tmp: torch.save(network.state_dict(), tmp))
+    atomic_write_text(out / CONFIG_FILE, json.dumps(config, indent=2))
     return out
 
 
@@ -135,11 +126,7 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
     """Load an MLP checkpoint directory as a policy acting at ``lam`` (default: its ``default_lambda``)."""
     path = Path(path)
     cfg_file = path / CONFIG_FILE
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"{cfg_file}: no controller.json; expected an MLP checkpoint directory")
-    config = json.loads(cfg_file.read_text())
-    if config.get("kind") != "mlp":
-        raise ValueError(f"{cfg_file}: field 'kind' is {config.get('kind')!r}, expected 'mlp'")
+    config = read_config(path, kind="mlp")
     for key in ("hidden", "budget", "cost_model", "max_output_tokens", "feature_mean", "feature_scale"):
         if key not in config:
             raise ValueError(f"{cfg_file}: missing field {key!r}")

@@ -22,7 +22,6 @@ Acting never reads labels: the inputs are the observation and the action mask on
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,12 +29,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
+from agents.learned import CONFIG_FILE, LAMBDA_INDEX, read_config
 from coba_env.env import CoBaEnv
-from coba_env.evidence import FEATURE_NAMES, Evidence
+from coba_env.evidence import Evidence
 
-CONTROLLER_FILE = "controller.json"
 SUPPORTED_FORMATS = (1,)
-LAMBDA_INDEX = FEATURE_NAMES.index("lambda")
 
 
 class PPOController(Policy):
@@ -43,8 +41,7 @@ class PPOController(Policy):
 
     group: ClassVar[str] = "learned"
 
-    def __init__(self, model: Any, meta: dict[str, Any], *, lam: float | None = None, name: str | None = None,
-                 source: str = "") -> None:
+    def __init__(self, model: Any, meta: dict[str, Any], *, lam: float | None = None, source: str = "") -> None:
         import torch
 
         self._torch = torch
@@ -53,7 +50,7 @@ class PPOController(Policy):
         self.lam = None if lam is None else float(lam)
         self.source = source
         suffix = "" if self.lam is None else f"@{self.lam:g}"
-        self.name = name or f"ppo{suffix}"
+        self.name = f"ppo{suffix}"
         self.label = f"PPO (lambda={self.lam:g})" if self.lam is not None else "PPO (env lambda)"
         self.selection = meta.get("selection")
         self.requires_tiers = ()
@@ -119,19 +116,10 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
     elif path.is_dir():
         directory, model_file = path, None
     else:
-        raise FileNotFoundError(f"{path}: no such PPO checkpoint (expected a directory with {CONTROLLER_FILE} "
+        raise FileNotFoundError(f"{path}: no such PPO checkpoint (expected a directory with {CONFIG_FILE} "
                                 "or a model .zip inside one)")
-    meta_file = directory / CONTROLLER_FILE
-    if not meta_file.is_file():
-        raise FileNotFoundError(f"{meta_file}: missing; a PPO checkpoint directory holds {CONTROLLER_FILE}")
-    try:
-        meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{meta_file}: not valid JSON ({exc})") from exc
-    if not isinstance(meta, dict):
-        raise ValueError(f"{meta_file}: expected a JSON object")
-    if meta.get("kind") != "ppo":
-        raise ValueError(f"{meta_file}: field 'kind' is {meta.get('kind')!r}; expected 'ppo'")
+    meta_file = directory / CONFIG_FILE
+    meta = read_config(directory, kind="ppo")
     if meta.get("format_version") not in SUPPORTED_FORMATS:
         raise ValueError(f"{meta_file}: field 'format_version' is {meta.get('format_version')!r}; "
                          f"expected one of {list(SUPPORTED_FORMATS)}")

@@ -11,13 +11,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from coba_cli.arg_types import COST_CHOICES, positive_float, positive_int
 from coba_cli.errors import UsageError
 from coba_env.costs import COST_MEASURES
+from pools.atomic_write import atomic_write_text
 
 DEFAULT_N_MAX = 16
 
@@ -210,17 +209,7 @@ def summary(result: dict[str, Any]) -> str:
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, default=_json_default)
-            fh.write("\n")
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=2, default=_json_default) + "\n")
 
 
 def _json_default(value: Any) -> Any:

@@ -30,17 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep for parsed ``args``; bad input exits 2."""
-    from pools.default import resolve_pool
     from train.sweep import DEFAULT_EVAL_LAMBDAS, SweepInputError, frontier_markdown, run_sweep
 
     specs = [s.strip() for s in args.policies.split(",") if s.strip()]
     if not specs:
         raise UsageError("--policies names nothing")
-    try:
-        from train.sweep import resolve_sweep
-
-        resolve_sweep(specs, args.lambdas or DEFAULT_EVAL_LAMBDAS)  # fail on bad input before building the pool
-        table, summary = run_sweep(resolve_pool(args.pool), specs, args.lambdas or DEFAULT_EVAL_LAMBDAS,
+    try:  # run_sweep resolves the sweep points (failing on bad input) before it builds the pool
+        table, summary = run_sweep(args.pool, specs, args.lambdas or DEFAULT_EVAL_LAMBDAS,
                                    out_dir=args.out, cost_model=args.cost, progress=not args.no_progress)
     except SweepInputError as exc:
         raise UsageError(str(exc)) from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, lambda_list
+from coba_cli.arg_types import COST_CHOICES, lambda_list, non_negative_int, positive_int
 from coba_cli.errors import UsageError
 
 
@@ -32,10 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --lodo: only these held-out datasets (default: every dataset)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost model of the reward")
     parser.add_argument("--seed", type=int, default=0, help="seed; a fixed seed reproduces the run (default: 0)")
-    parser.add_argument("--rounds", type=int, default=None, metavar="R", help="mlp: DAgger rounds after the "
-                        "oracle round (default: 3)")
-    parser.add_argument("--epochs", type=int, default=None, metavar="E", help="mlp: epochs per round (default: 20)")
-    parser.add_argument("--episodes-per-round", type=int, default=None, metavar="K",
+    parser.add_argument("--rounds", type=non_negative_int, default=None, metavar="R",
+                        help="mlp: DAgger rounds after the oracle round (default: 4)")
+    parser.add_argument("--epochs", type=positive_int, default=None, metavar="E", help="mlp: epochs per round (default: 20)")
+    parser.add_argument("--episodes-per-round", type=positive_int, default=None, metavar="K",
                         help="mlp: episodes rolled out per round (default: 1200)")
     parser.add_argument("--loss", default=None, choices=("q", "ce"),
                         help="mlp: 'q' regresses the oracle's action values (default), 'ce' clones its actions "
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--targets", default=None, choices=("rollout", "oracle"),
                         help="mlp: action values after round 0 from the learner's own continuation (rollout, "
                              "default) or from the cost-aware oracle (oracle)")
-    parser.add_argument("--timesteps", type=int, default=None, metavar="T", help="ppo: total timesteps")
+    parser.add_argument("--timesteps", type=positive_int, default=None, metavar="T", help="ppo: total timesteps")
     parser.add_argument("--out", default="train-out", metavar="DIR",
                         help="output: the checkpoint directory, or with --lodo the tables and checkpoints "
                              "(default: train-out)")
@@ -64,24 +64,17 @@ def _options(args: argparse.Namespace) -> dict:
                                ("--targets", args.targets)) if v is not None]
         if used:
             raise UsageError(f"{', '.join(used)} apply to mlp only")
-    for key in ("dagger_rounds", "epochs", "episodes_per_round", "total_timesteps"):
-        if opts.get(key) is not None and opts[key] < (0 if key == "dagger_rounds" else 1):
-            raise UsageError(f"--{key.replace('_', '-')} must be >= {0 if key == 'dagger_rounds' else 1}, "
-                             f"got {opts[key]}")
     return {k: v for k, v in opts.items() if v is not None}
 
 
 def run(args: argparse.Namespace) -> int:
     """Train (or run leave-one-dataset-out) for parsed ``args``; bad input exits 2."""
     from coba_env.env import as_compiled
-    from pools.default import resolve_pool
 
     options = _options(args)
     if not args.lodo and (args.eval_lambdas is not None or args.held_out is not None):
         raise UsageError("--eval-lambdas and --held-out need --lodo")
-    compiled = as_compiled(resolve_pool(args.pool))
-    from train.imitation import DEFAULT_LAMBDAS
-
+    compiled = as_compiled(args.pool)
     lambdas = args.lambdas
     if args.lodo:
         from train.lodo import run_lodo
@@ -103,20 +96,11 @@ def run(args: argparse.Namespace) -> int:
         if v:
             print(f"not dominated by {v['reference']}: {v['met']} (see {args.out}/verdict.md)")
         return 0
+    from train.lodo import train_kind
+
     try:
-        if args.kind == "mlp":
-            from train.imitation import train_mlp
-
-            path = train_mlp(compiled, args.out, lambdas=lambdas or DEFAULT_LAMBDAS, cost_model=args.cost,
-                             seed=args.seed,
-                             progress=not args.no_progress, **options)
-        else:
-            from train.ppo import train_ppo
-
-            if lambdas:
-                options["lambda_range"] = (min(lambdas), max(lambdas))
-            path = train_ppo(compiled, args.out, cost_model=args.cost, seed=args.seed,
-                             progress=not args.no_progress, **options)
+        path = train_kind(args.kind, compiled, args.out, lambdas=lambdas, cost_model=args.cost, seed=args.seed,
+                          progress=not args.no_progress, options=options)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     print(f"checkpoint: {path} (evaluate with: coba bench --policies main,{path})")

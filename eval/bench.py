@@ -253,17 +253,13 @@ def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
         if isinstance(item, Policy):
             objs.append(item)
             continue
-        if is_checkpoint(str(item).strip()):  # a trained controller: `--policies main,PATH[@LAMBDA]`
-            try:
-                objs.append(make_policy(str(item).strip(), specs=table))
-            except (ValueError, FileNotFoundError) as exc:
-                raise BenchInputError(f"checkpoint {str(item).strip()!r}: {exc}") from exc
-            continue
-        for name in select_policies([str(item).strip()], table):
+        item = str(item).strip()
+        checkpoint = is_checkpoint(item)  # a trained controller: `--policies main,PATH[@LAMBDA]`
+        for name in [item] if checkpoint else select_policies([item], table):
             try:
                 objs.append(make_policy(name, specs=table))
-            except ValueError as exc:
-                raise BenchInputError(f"policy {name!r}: {exc}") from exc
+            except (ValueError, FileNotFoundError) as exc:
+                raise BenchInputError(f"{'checkpoint' if checkpoint else 'policy'} {name!r}: {exc}") from exc
     if not objs:
         raise BenchInputError("no policy selected")
     names = [p.name for p in objs]

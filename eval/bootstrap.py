@@ -96,10 +96,12 @@ def compare(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, seed: i
         raise ValueError("cannot bootstrap zero paired units")
     counts = resample_counts(a.size, resamples, seed)
     boot = bootstrap_means(np.vstack([a, b]), counts)
-    return _summary(a.mean() - b.mean(), boot[0] - boot[1], ci)
+    return summary(a.mean() - b.mean(), boot[0] - boot[1], ci)
 
 
-def _summary(diff: float, boot_diff: np.ndarray, ci: float) -> dict[str, float]:
+def summary(diff: float, boot_diff: np.ndarray, ci: float = CI) -> dict[str, float]:
+    """One paired comparison in points (x100): ``diff``, the percentile CI of ``boot_diff`` (the resampled
+    differences), the two-sided p-value (see the module docstring) and whether the CI excludes 0."""
     b = boot_diff.size
     # Exact zeros: identical vectors give differences like 1e-17 from the matrix product; round them away.
     boot_diff = np.round(boot_diff, 12)
@@ -125,7 +127,7 @@ def pairwise(records: pd.DataFrame, policies: Sequence[str] | None = None, *, un
         for j, b in enumerate(data.policies):
             if i == j:
                 continue
-            rows.append({"a": a, "b": b, **_summary(means[i] - means[j], boot[i] - boot[j], ci),
+            rows.append({"a": a, "b": b, **summary(means[i] - means[j], boot[i] - boot[j], ci),
                          "n_units": data.values.shape[1]})
     out = pd.DataFrame(rows)
     out.attrs.update(unit=unit, resamples=resamples, seed=seed, ci=ci, dropped=data.dropped)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,37 +23,13 @@ from eval import tables as tabs
 from eval.metrics import to_plain
 from eval.paper_comparison import PAPER_TARGETS_ENV, load_paper_targets, paper_comparison
 from eval.tables import HIGHCOST, REFERENCE, Table
+from pools.atomic_write import atomic_write, atomic_write_text  # also re-exported from here
 
 if TYPE_CHECKING:
     from eval.bench import BenchData
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
 
 # ---------------------------------------------------------------- atomic files
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it onto ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
 
 def save_figure(fig: Any, stem: Path) -> list[Path]:
     """Save ``fig`` as ``stem``.png and ``stem``.svg (atomically) and close it."""

@@ -108,7 +108,7 @@ def test_bad_training_arguments_are_rejected(tiny, tmp_path, kwargs, match):
 
 @pytest.mark.parametrize(("content", "error", "match"), [
     (None, FileNotFoundError, "controller.json"),
-    ("{not json", ValueError, "invalid JSON"),
+    ("{not json", ValueError, "controller.json: not valid JSON"),
     ('{"kind": "tree"}', ValueError, "field 'kind' is 'tree'"),
     ('{"kind": "mlp"}', ValueError, "missing field 'hidden'"),
 ])

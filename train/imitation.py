@@ -120,7 +120,7 @@ def _fit(network: torch.nn.Module, x: np.ndarray, q: np.ndarray, target: np.ndar
             idx = order[start:start + batch_size]
             out = network(xt[idx])
             if loss == "q":
-                # Values are compared relative to STOP's (exact) value: what matters is which action is best.
+                # Mean squared error against the target action values, over the legal actions only.
                 m = legal[idx].float()
                 err = (out - qt[idx]) ** 2 * m
                 value = err.sum() / m.sum()

@@ -35,23 +35,25 @@ KINDS = ("mlp", "ppo")
 REFERENCE = "coba_strong"
 
 
-def train_kind(kind: str, compiled: Any, out_dir: Path, *, episode_ids: np.ndarray,
-               lambdas: Sequence[float] | None, cost_model: str, seed: int, progress: bool, budget: float,
-               options: dict[str, Any]) -> Path:
-    """Train one controller of ``kind`` on ``episode_ids``; returns its checkpoint directory.
+def train_kind(kind: str, compiled: Any, out_dir: str | Path, *, episode_ids: np.ndarray | None = None,
+               lambdas: Sequence[float] | None, cost_model: str, seed: int, progress: bool,
+               budget: float | None = None, options: dict[str, Any]) -> Path:
+    """Train one controller of ``kind`` on ``episode_ids`` (None: every episode); returns its checkpoint directory.
 
-    ``lambdas`` None: each trainer's default (MLP: ``DEFAULT_LAMBDAS``; PPO: its own ``lambda_range``)."""
+    ``lambdas`` None: each trainer's default (MLP: ``DEFAULT_LAMBDAS``; PPO: its own ``lambda_range``).
+    ``budget`` (MLP only) None: the MLP trainer's default budget."""
+    ids = None if episode_ids is None else episode_ids.tolist()
     if kind == "mlp":
         from train.imitation import train_mlp
 
-        return train_mlp(compiled, out_dir, episode_ids=episode_ids.tolist(), lambdas=lambdas or DEFAULT_LAMBDAS,
+        return train_mlp(compiled, out_dir, episode_ids=ids, lambdas=lambdas or DEFAULT_LAMBDAS,
                          cost_model=cost_model, seed=seed, progress=progress, budget=budget, **options)
     if kind == "ppo":
         from train.ppo import train_ppo
 
         if lambdas:
             options = {**options, "lambda_range": (float(min(lambdas)), float(max(lambdas)))}
-        return train_ppo(compiled, out_dir, episode_ids=episode_ids.tolist(), cost_model=cost_model, seed=seed,
+        return train_ppo(compiled, out_dir, episode_ids=ids, cost_model=cost_model, seed=seed,
                          progress=progress, **options)
     raise ValueError(f"unknown controller kind {kind!r}; expected one of {list(KINDS)}")
 
@@ -84,13 +86,9 @@ def macro_pairwise(records: pd.DataFrame, policies: Sequence[str], *, seed: int,
     rows = []
     for i, a in enumerate(data.policies):
         for j, b in enumerate(data.policies):
-            if i != j:
-                d = np.round(boot[i] - boot[j], 12)
-                lo, hi = np.quantile(d, [(1 - ci) / 2, 1 - (1 - ci) / 2])
-                p = min(1.0, 2.0 * min(int((d <= 0).sum()) + 1, int((d >= 0).sum()) + 1) / (resamples + 1))
-                rows.append({"a": a, "b": b, "diff": 100.0 * float(point[i] - point[j]), "ci_low": 100.0 * float(lo),
-                             "ci_high": 100.0 * float(hi), "p": p, "significant": bool(lo > 0 or hi < 0),
-                             "n_units": values.shape[1]})
+            if i != j:  # diff unrounded (bootstrap.summary rounds it to 1e-12), as this table has always had it
+                rows.append({"a": a, "b": b, **bootstrap.summary(point[i] - point[j], boot[i] - boot[j], ci),
+                             "diff": 100.0 * float(point[i] - point[j]), "n_units": values.shape[1]})
     return pd.DataFrame(rows)
 
 

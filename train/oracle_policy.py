@@ -33,7 +33,7 @@ class CostAwareOraclePolicy(Policy):
         """Remember the env's episode; (re)build the oracle if it was built for another pool."""
         if self.oracle is None or self.oracle.pool is not env.pool:
             self.oracle = CostAwareOracle.for_env(env, self.node_limit)
-        self._episode = env._ep
+        self._episode = env.episode_index
         self._plan = []
         self._started = False
 

@@ -63,11 +63,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,15 +76,16 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 
+from agents.learned import CONFIG_FILE
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
 from coba_env.evidence import FEATURE_NAMES
+from pools.atomic_write import atomic_write, atomic_write_text
 from pools.schema import TIERS
 from pools.store import Pool
 from train.sb3_vec_env import CoBaSB3VecEnv
 
 FORMAT_VERSION = 1
-CONTROLLER_FILE = "controller.json"
 MODEL_FILE = "model.zip"
 CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tb"
@@ -192,7 +191,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "n_envs": n_envs,
             "ppo": _jsonable(hyper),
         }
-        _write_json(out / CONTROLLER_FILE, meta)
+        _write_json(out / CONFIG_FILE, meta)
         monitor = TrainingMonitor(out / CHECKPOINT_DIR, checkpoint_every, total_timesteps, progress=progress)
 
         # ---- 5. learn -----------------------------------------------------------------------------
@@ -201,7 +200,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
 
         # ---- 6. the final model and its controller.json -------------------------------------------
-        _atomic_write_bytes(out / MODEL_FILE, _model_bytes(model))
+        atomic_write(out / MODEL_FILE, model.save)
         meta.update(complete=True, timesteps=int(model.num_timesteps), training={
             "seconds": round(seconds, 3), "env_seconds": round(env.env_seconds, 3),
             "env_share": round(env.env_share(seconds), 5),
@@ -210,7 +209,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "steps_per_second": round(model.num_timesteps / seconds, 1) if seconds > 0 else None,
             "torch_threads": threads,
         }, checkpoints=sorted(p.name for p in (out / CHECKPOINT_DIR).glob("step_*.zip")))
-        _write_json(out / CONTROLLER_FILE, meta)
+        _write_json(out / CONFIG_FILE, meta)
         return out
     finally:
         torch.set_num_threads(previous_threads)
@@ -277,8 +276,7 @@ class TrainingMonitor(BaseCallback):
     def _on_rollout_start(self) -> None:
         # Called after each update: the weights saved here are the ones the next rollout will use.
         if self.num_timesteps >= self._next_checkpoint:
-            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            _atomic_write_bytes(self.checkpoint_dir / f"step_{self.num_timesteps:010d}.zip", _model_bytes(self.model))
+            atomic_write(self.checkpoint_dir / f"step_{self.num_timesteps:010d}.zip", self.model.save)
             while self._next_checkpoint <= self.num_timesteps:
                 self._next_checkpoint += self.checkpoint_every
 
@@ -288,26 +286,8 @@ class TrainingMonitor(BaseCallback):
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def _model_bytes(model: MaskablePPO) -> bytes:
-    buffer = io.BytesIO()
-    model.save(buffer)
-    return buffer.getvalue()
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    _atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def _describe_pool(pool: Any) -> str:

@@ -52,7 +52,6 @@ class CoBaSB3VecEnv(VecEnv):
         super().__init__(self.venv.num_envs, single, spaces.Discrete(n_actions))
         self.env_seconds = 0.0
         self.env_cpu_seconds = 0.0
-        self.env_calls = 0
         self._actions: np.ndarray | None = None
         self._returns = np.zeros(self.num_envs)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
@@ -74,7 +73,6 @@ class CoBaSB3VecEnv(VecEnv):
         masks = info["action_mask"]
         self.reset_infos = [{"action_mask": masks[i]} for i in range(self.num_envs)]
         self._clock(start, cpu)
-        self.env_calls += 1
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -119,7 +117,6 @@ class CoBaSB3VecEnv(VecEnv):
             self._lengths[done_rows] = 0
             self._lams[done_rows] = self.venv.lams[done_rows]
         self._clock(start, cpu)
-        self.env_calls += 1
         return obs, reward.astype(np.float32), dones, infos
 
     def action_masks(self) -> np.ndarray:

@@ -9,8 +9,6 @@ best-reachable accuracy; higher is better), and for every point the points of ot
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ import pandas as pd
 from agents.base import Policy
 from eval import metrics, pareto
 from eval.bench import COST_METRIC
+from pools.atomic_write import atomic_write_text
 
 #: CoBa-Routed grid: (N_max, strong routes). (2, 0), (4, 2), (8, 4) are Light, Balanced and Strong.
 COBA_GRID: tuple[tuple[int, int], ...] = ((2, 0), (2, 1), (4, 0), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8))
@@ -110,14 +109,6 @@ def frontier_summary(points: pd.DataFrame) -> dict[str, Any]:
             "dominated_by": pareto.dominated_by(pts), "global_front": [p.name for p in pareto.pareto_front(pts)]}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
     """Markdown: every point (sorted by family and cost) with the points it dominates, then family areas."""
     lines = ["| family | policy | param | macro acc (%) | cost | dominated by | dominates |", "|---|---|---|---|---|---|---|"]
@@ -137,8 +128,8 @@ def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
 def write_frontier(points: pd.DataFrame, summary: dict[str, Any], out_dir: str | Path, stem: str = "frontier") -> None:
     """Write ``<stem>.csv`` (points) and ``<stem>.md`` (points, dominance and areas) to ``out_dir``."""
     out = Path(out_dir)
-    _atomic_write(out / f"{stem}.csv", points.to_csv(index=False))
-    _atomic_write(out / f"{stem}.md", frontier_markdown(points, summary))
+    atomic_write_text(out / f"{stem}.csv", points.to_csv(index=False))
+    atomic_write_text(out / f"{stem}.md", frontier_markdown(points, summary))
 
 
 def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepPoint]:
@@ -188,5 +179,5 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
                             cost=cost_model)
     summary = frontier_summary(table)
     write_frontier(table, summary, out_dir)
-    _atomic_write(Path(out_dir) / "episodes.csv", run.records.to_csv(index=False))
+    atomic_write_text(Path(out_dir) / "episodes.csv", run.records.to_csv(index=False))
     return table, summary
