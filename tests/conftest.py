@@ -12,7 +12,11 @@ import pytest
 
 from pools.schema import TIERS
 from pools.store import Pool
-from tests.llama_server import llama_server  # noqa: F401  (the real-server fixture, for every test)
+from tests.llama_server import (  # noqa: F401  (the real-server fixtures and dead-server hook, for every test)
+    llama_server,
+    llama_server_process,
+    pytest_runtest_makereport,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
