@@ -8,7 +8,8 @@ Selectors over the first ``n`` candidates of an episode:
 * first-sample: candidate 0 is correct;
 * majority@n: the answer with the most votes wins, ties going to the answer that appeared first; votes are
   counted per answer cluster (``key="cluster"``) or per exact ``raw_answer`` string (``key="raw_answer"``);
-  candidates without an answer do not vote, and an episode where none answers counts as wrong;
+  candidates without an answer (none, or an empty string) do not vote, and an episode where none answers
+  counts as wrong;
 * pass@n: at least one candidate is correct.
 
 A selector's verdict is unknown (NaN, left out of the mean) when the label it needs is null.
@@ -54,7 +55,10 @@ def _majority(cands: pd.DataFrame, correct: pd.Series, key: str) -> pd.Series:
     """Per episode with at least one answer: the label of the first member of the winning vote group."""
     if key not in VOTE_KEYS:
         raise ValueError(f"unknown vote key {key!r}; expected one of {list(VOTE_KEYS)}")
-    voting = cands["cluster"] >= 0 if key == "cluster" else cands["raw_answer"].notna()
+    if key == "cluster":
+        voting = cands["cluster"] >= 0
+    else:  # an empty or blank answer is no answer, here as in clustering
+        voting = cands["raw_answer"].fillna("").astype(str).str.strip() != ""
     v = cands.loc[voting, ["episode_id", "candidate", key]]
     groups = v.groupby(["episode_id", key], sort=False)["candidate"].agg(["size", "min"]).reset_index()
     winners = groups.sort_values(["episode_id", "size", "min"], ascending=[True, False, True])
@@ -123,6 +127,17 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
         "groups": groups,
         "overall": overall,
         "grader_disagreements": len(agreement.get("disagreements", [])) if agreement else None,
+        "estimated": _estimated(pool),
+    }
+
+
+def _estimated(pool: Pool) -> dict[str, Any]:
+    """How much of the pool's cost data was estimated: flagged candidates and the import's per-field counts."""
+    counts = (pool.manifest.get("provenance") or {}).get("estimated") or {}
+    return {
+        "candidates_with_estimated_tokens": int(pool.candidates["tokens_estimated"].sum()),
+        "candidates": int(len(pool.candidates)),
+        "fields": {str(name): int(n) for name, n in counts.items() if n},
     }
 
 
@@ -152,6 +167,11 @@ def format_inspection(stats: dict[str, Any]) -> str:
     models = ", ".join(f"{m['name']} ({m['params_b']:g}B, {m['role']})" for m in stats["models"])
     counts = ", ".join(f"{k} {v}" for k, v in stats["counts"].items())
     footer = [f"models: {models}", f"tiers: {', '.join(stats['tiers']) or 'none'}", f"rows: {counts}"]
+    est = stats.get("estimated")
+    if est and est["candidates"]:
+        fields = ", ".join(f"{name} {n}" for name, n in est["fields"].items()) or "none counted by the importer"
+        footer.append(f"estimated: token counts of {est['candidates_with_estimated_tokens']}/{est['candidates']} "
+                      f"candidates (tokens_estimated); values per field: {fields}")
     if stats.get("grader_disagreements"):
         footer.append(f"grader disagreements with the source's labels: {stats['grader_disagreements']} "
                       "(listed in manifest.json provenance.grader_agreement)")

@@ -50,10 +50,10 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "answer_key": ("str?", False),
     "cluster": ("int", False),
     "correct": ("bool?", False),
-    "prompt_tokens": ("int", True),
-    "output_tokens": ("int", False),
+    "prompt_tokens": ("int?", False),
+    "output_tokens": ("int?", False),
     "tokens_estimated": ("bool", False),
-    "latency_s": ("num", False),
+    "latency_s": ("num?", False),
     "finish_reason": ("str", False),
     "cap_hit": ("bool", False),
     "extraction_status": ("str", False),
@@ -66,9 +66,9 @@ SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "score": ("num?", True),
     "model": ("str", True),
     "params_b": ("num", True),
-    "prompt_tokens": ("int", False),
-    "output_tokens": ("int", False),
-    "latency_s": ("num", False),
+    "prompt_tokens": ("int?", False),
+    "output_tokens": ("int?", False),
+    "latency_s": ("num?", False),
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -254,7 +254,7 @@ class _Report:
     """What an import estimated, where its labels came from, and how the grader agrees with given labels."""
 
     def __init__(self) -> None:
-        self.estimated = dict.fromkeys(("output_tokens", "latency_s", "verifier_prompt_tokens",
+        self.estimated = dict.fromkeys(("prompt_tokens", "output_tokens", "latency_s", "verifier_prompt_tokens",
                                         "verifier_output_tokens", "verifier_latency_s"), 0)
         self.labels = {"given": 0, "graded": 0, "unknown": 0}
         self.groups: dict[tuple[str, str], dict[str, int]] = {}
@@ -306,6 +306,10 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
         context = {"episode_id": episode_id, "candidate": k, "dataset": rec["dataset"], "item_id": rec["item_id"],
                    "generator": rec["generator"], "answer": answer, "gold": item["gold"]}
         text = rec.get("text")
+        prompt_tokens = rec.get("prompt_tokens")
+        if prompt_tokens is None:  # the prompt template is unknown: the problem statement is all we can count
+            prompt_tokens = estimate_tokens(item["problem"])
+            report.estimated["prompt_tokens"] += 1
         output_tokens = rec.get("output_tokens")
         if output_tokens is None:
             if text is None:
@@ -315,15 +319,16 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
             report.estimated["output_tokens"] += 1
         latency = rec.get("latency_s")
         if latency is None:
-            latency = estimate_latency_s(rec["prompt_tokens"], output_tokens, rec["generator_params_b"])
+            latency = estimate_latency_s(prompt_tokens, output_tokens, rec["generator_params_b"])
             report.estimated["latency_s"] += 1
         finish_reason = rec.get("finish_reason", UNKNOWN_FINISH_REASON)
         cand.add(
             episode_id=episode_id, candidate=k, text=text, raw_answer=answer,
             answer_key=rec["answer_key"] if "answer_key" in rec else key_of(answer), cluster=clusters[k],
-            correct=report.label(rec, verdict, context), prompt_tokens=rec["prompt_tokens"],
+            correct=report.label(rec, verdict, context), prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
-            tokens_estimated=rec.get("tokens_estimated", False) or "output_tokens" not in rec,
+            tokens_estimated=(rec.get("tokens_estimated", False) or rec.get("output_tokens") is None
+                              or rec.get("prompt_tokens") is None),
             latency_s=float(latency), finish_reason=finish_reason,
             cap_hit=rec.get("cap_hit", finish_reason == "length"), extraction_status=status,
             incomplete_boxed=incomplete,
@@ -374,6 +379,8 @@ def _answer_fields(rec: dict[str, Any]) -> tuple[str | None, str, bool]:
     given, is read off the text whenever there is one.
     """
     answer, status, text = rec.get("answer"), rec.get("extraction_status"), rec.get("text")
+    if answer is not None and not answer.strip():  # an empty answer is no answer: no vote, no cluster
+        answer, status = None, "none"
     found = extract_answer(text) if text is not None and ("incomplete_boxed" not in rec or
                                                          (answer is None and status is None)) else None
     incomplete = rec["incomplete_boxed"] if "incomplete_boxed" in rec else bool(found and found.incomplete_boxed)
