@@ -10,7 +10,8 @@ Selectors over the first ``n`` candidates of an episode:
   counted per answer cluster (``key="cluster"``) or per exact ``raw_answer`` string (``key="raw_answer"``);
   candidates without an answer (none, or an empty string) do not vote, and an episode where none answers
   counts as wrong;
-* pass@n: at least one candidate is correct.
+* pass@n: at least one candidate is correct;
+* mean (per-sample accuracy): the share of correct candidates among those with a known label.
 
 A selector's verdict is unknown (NaN, left out of the mean) when the label it needs is null.
 """
@@ -96,6 +97,7 @@ def _group_stats(pool: Pool, episode_ids: pd.Index, outcomes: pd.DataFrame) -> d
         "majority_at_n": _mean(o["majority"]),
         "majority_at_n_exact": _mean(o["majority_exact"]),
         "pass_at_n": _mean(o["pass_at_n"]),
+        "mean_accuracy": _mean(pd.Series(_labels(cands))),
         "mean_prompt_tokens": float(cands["prompt_tokens"].mean()) if n_cands else None,
         "mean_output_tokens": float(cands["output_tokens"].mean()) if n_cands else None,
         "tokens_estimated_share": float(cands["tokens_estimated"].mean()) if n_cands else None,
@@ -152,13 +154,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
 def format_inspection(stats: dict[str, Any]) -> str:
     """A plain-text table of ``inspect_pool``'s result, one row per (dataset, generator) plus the total."""
     n = stats["n_candidates"]
-    header = ["dataset", "generator", "episodes", "N", "first", f"maj@{n}", f"maj@{n} exact", f"pass@{n}",
+    header = ["dataset", "generator", "episodes", "N", "first", "mean", f"maj@{n}", f"maj@{n} exact", f"pass@{n}",
               "prompt tok", "output tok", *[f"cov {t}" for t in TIERS], "grader agree"]
     rows = []
     for g in [*stats["groups"], {"dataset": "all", "generator": "", **stats["overall"]}]:
         rows.append([
             g["dataset"], g["generator"], _fmt(g["episodes"]), _fmt(g["n"]),
-            _fmt(g["first_sample_accuracy"]), _fmt(g["majority_at_n"]), _fmt(g["majority_at_n_exact"]),
+            _fmt(g["first_sample_accuracy"]), _fmt(g["mean_accuracy"]), _fmt(g["majority_at_n"]), _fmt(g["majority_at_n_exact"]),
             _fmt(g["pass_at_n"]), _fmt(g["mean_prompt_tokens"], 1), _fmt(g["mean_output_tokens"], 1),
             *[_fmt(g["score_coverage"][t], 2) for t in TIERS], _fmt(g["grader_agreement"]),
         ])

@@ -50,6 +50,7 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "answer_key": ("str?", False),
     "cluster": ("int", False),
     "correct": ("bool?", False),
+    "reference_correct": ("bool?", False),
     "prompt_tokens": ("int?", False),
     "output_tokens": ("int?", False),
     "tokens_estimated": ("bool", False),
@@ -262,20 +263,26 @@ class _Report:
 
     def label(self, rec: dict[str, Any], verdict: bool, context: dict[str, Any]) -> bool | None:
         """The candidate's correctness: the record's label when it has one (compared with the grader's
-        ``verdict``), else the verdict; an explicit null stays unknown."""
+        ``verdict``), else the verdict; an explicit null stays unknown. ``reference_correct`` is a source's
+        own label that is only compared with the grader: the verdict is kept."""
         if "correct" not in rec:
             self.labels["graded"] += 1
+            if rec.get("reference_correct") is not None:
+                self._compare(rec["reference_correct"], verdict, context)
             return verdict
         if rec["correct"] is None:
             self.labels["unknown"] += 1
             return None
         self.labels["given"] += 1
+        self._compare(rec["correct"], verdict, context)
+        return rec["correct"]
+
+    def _compare(self, label: bool, verdict: bool, context: dict[str, Any]) -> None:
         group = self.groups.setdefault((context["dataset"], context["generator"]), {"compared": 0, "agree": 0})
         group["compared"] += 1
-        group["agree"] += rec["correct"] == verdict
-        if rec["correct"] != verdict:
-            self.disagreements.append({**context, "label": rec["correct"], "grader": verdict})
-        return rec["correct"]
+        group["agree"] += label == verdict
+        if label != verdict:
+            self.disagreements.append({**context, "label": label, "grader": verdict})
 
     def provenance(self) -> dict[str, Any]:
         compared = sum(g["compared"] for g in self.groups.values())
