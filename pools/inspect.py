@@ -133,13 +133,21 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
     }
 
 
+_ESTIMATED_FIELDS = ("prompt_tokens", "output_tokens", "latency_s", "verifier_prompt_tokens",
+                     "verifier_output_tokens", "verifier_latency_s")
+
+
+def _field_order(name: str) -> tuple[int, str]:
+    return (_ESTIMATED_FIELDS.index(name) if name in _ESTIMATED_FIELDS else len(_ESTIMATED_FIELDS), name)
+
+
 def _estimated(pool: Pool) -> dict[str, Any]:
     """How much of the pool's cost data was estimated: flagged candidates and the import's per-field counts."""
     counts = (pool.manifest.get("provenance") or {}).get("estimated") or {}
     return {
         "candidates_with_estimated_tokens": int(pool.candidates["tokens_estimated"].sum()),
         "candidates": int(len(pool.candidates)),
-        "fields": {str(name): int(n) for name, n in counts.items() if n},
+        "fields": {name: int(counts[name]) for name in sorted(counts, key=_field_order) if counts[name]},
     }
 
 
