@@ -44,6 +44,12 @@ QUOTED_PAIRS = [
     ("936/5525", r"\frac{72}{425}", True),
     ("sqrt(3)/2", r"\frac{\sqrt{3}}{2}", True),
     ("pi/2", r"\frac{\pi}{2}", True),
+    # a 2x2 matrix is LaTeX, not prose: math-verify still compares its entries
+    (r"\begin{pmatrix} \frac12 & 1 \\ 3 & 4 \end{pmatrix}", r"\begin{pmatrix} 0.5 & 1 \\ 3 & 4 \end{pmatrix}", True),
+    (r"\begin{pmatrix} 1 & 1 \\ 3 & 4 \end{pmatrix}", r"\begin{pmatrix} 0.5 & 1 \\ 3 & 4 \end{pmatrix}", False),
+    # sentences are compared as text, case aside
+    ("No solution", "no solution", True),
+    ("There is no solution", "There are no solutions", False),
     # near misses stay apart
     ("6√2", r"6 \sqrt{3}", False),
     ("(-∞, 3) ∪ (4, ∞)", r"(-\infty,3)\cup(3,\infty)", False),

@@ -95,8 +95,12 @@ _LONG_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{5,}")
 _FUNCTION_NAMES = frozenset({"arcsin", "arccos", "arctan", "arcsec", "arccsc", "arccot", "infty"})
 
 
+_ENVIRONMENT = re.compile(r"\\(?:begin|end)\{[A-Za-z*]*\}")
+
+
 def _is_prose(key: str) -> bool:
-    return any(word.lower() not in _FUNCTION_NAMES for word in _LONG_WORD.findall(key))
+    words = _LONG_WORD.findall(_ENVIRONMENT.sub(" ", key))  # "\begin{pmatrix}" is LaTeX, not a sentence
+    return any(word.lower() not in _FUNCTION_NAMES for word in words)
 
 
 _CLOCK_KEY = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
