@@ -133,6 +133,17 @@ RG_RESULTS = {
 }
 
 
+def test_rg_eval_unknown_task_with_metadata_falls_back_to_math(tmp_path: Path) -> None:
+    data = {"model": "m", "categories": [{"name": "c", "datasets": [{"dataset_name": "my_own_task", "results": [
+        {"question": "1/2 as a decimal?", "expected_answer": "0.5", "metadata": {"x": 1}, "completions": [
+            {"model_answer": "\\frac{1}{2}", "full_model_response": "...", "score": 1.0}]}]}]}]}
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(data), encoding="utf-8")
+    pool = import_pool(str(src), "rg-eval", generator_params_b=1.0)
+    assert pool.items["task"].isna().all()  # no reasoning_gym scorer of that name: graded by math
+    assert pool.manifest["provenance"]["grader_agreement"]["agree"] == 1
+
+
 def test_rg_eval_import(tmp_path: Path) -> None:
     src = tmp_path / "results.json"
     src.write_text(json.dumps(RG_RESULTS), encoding="utf-8")
@@ -243,3 +254,19 @@ def test_jsonl_without_token_counts_or_latencies_imports_with_estimates_flagged(
     text = format_inspection(inspect_pool(pool))
     assert "estimated: token counts of 2/3 candidates" in text
     assert "prompt_tokens 2, output_tokens 2, latency_s 2" in text
+
+
+@pytest.mark.parametrize(
+    ("task", "metadata", "message"),
+    [("nonexistent", {}, r"task 'nonexistent' \(ValueError: Dataset 'nonexistent' not registered\)"),
+     ("game24", {"n": 1}, r"task 'game24' \(KeyError: 'numbers'\)")],
+)
+def test_jsonl_task_without_a_usable_scorer_is_bad_input(tmp_path: Path, capsys, task: str, metadata: dict,
+                                                          message: str) -> None:
+    record = {"dataset": "d", "item_id": "1", "problem": "p", "gold": "5", "task": task, "metadata": metadata,
+              "generator": "g", "generator_params_b": 1.0, "candidate": 0, "answer": "5"}
+    src = write_jsonl(tmp_path / "bad.jsonl", [record])
+    assert main(["pools", "import", str(src), str(tmp_path / "p")]) == 2
+    assert re.search(r"bad.jsonl, line 1, field 'task': cannot build the scorer of " + message,
+                     capsys.readouterr().err)
+    assert not (tmp_path / "p").exists()

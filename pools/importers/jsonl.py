@@ -298,7 +298,12 @@ class _Report:
 def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: dict[str, Any],
                  report: _Report, cand: _Columns, verif: _Columns) -> None:
     """Candidate and verification rows of one episode: answers, clusters, labels, costs (docs/POOLS.md)."""
-    scorer = item_scorer(item["task"], item["problem"], item["gold"], item["metadata"])
+    try:
+        scorer = item_scorer(item["task"], item["problem"], item["gold"], item["metadata"])
+    except Exception as exc:  # an unknown task, or metadata its scorer cannot use: bad input, not a crash
+        raise PoolError(f"cannot build the scorer of task {item['task']!r} ({type(exc).__name__}: {exc}); expected "
+                        "a reasoning_gym dataset name or game24 with its metadata", file=recs[0][0],
+                        field="task") from exc
     key_of = literal_key if scorer is not None else normalize_answer
     parsed = [_answer_fields(rec) for _, rec in recs]
     graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer)

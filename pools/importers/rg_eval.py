@@ -11,8 +11,9 @@ episode of canonical records for ``build_pool``:
 * the answer is ``model_answer`` as given (``null``, blank or ``"ERROR"`` is no answer); the text is
   ``full_model_response``; the label is ``score >= 1`` (Reasoning Gym gives partial credit, e.g. 0.01 for
   a wrong format; only a full score is correct);
-* with ``metadata`` the project's grader is the task's own scorer and its agreement with the labels is
-  recorded; without it (the eval ran without ``--save-metadata``) the math grader runs for agreement only;
+* with ``metadata`` (and a dataset name the installed reasoning_gym knows) the project's grader is the
+  task's own scorer and its agreement with the labels is recorded; otherwise (e.g. the eval ran without
+  ``--save-metadata``) the math grader runs, for agreement only;
 * nothing about costs is in the file: prompt tokens from the question, output tokens from the text
   (``pools.tokens.estimate_tokens``), latency by rule, all flagged as estimated.
 """
@@ -94,6 +95,13 @@ def import_rg_eval(
     return build_pool(records, source=src, provenance=provenance)
 
 
+def _is_reasoning_gym_task(name: str) -> bool:
+    """Whether ``name`` is a dataset registered in the installed reasoning_gym (its scorer can be built)."""
+    from reasoning_gym.factory import DATASETS  # imported here: reasoning_gym is slow to import
+
+    return name in DATASETS
+
+
 def _entry_records(entry: Any, where: str, dataset: str, index: int, generator: str,
                    params_b: float) -> list[tuple[str, dict[str, Any]]]:
     if not isinstance(entry, dict):
@@ -111,7 +119,8 @@ def _entry_records(entry: Any, where: str, dataset: str, index: int, generator: 
             answer = None
         rec = {
             "dataset": dataset, "item_id": str(index), "problem": entry["question"], "gold": entry["expected_answer"],
-            "task": dataset if metadata is not None else None, "metadata": metadata, "generator": generator,
+            "task": dataset if metadata is not None and _is_reasoning_gym_task(dataset) else None,
+            "metadata": metadata, "generator": generator,
             "generator_params_b": params_b, "candidate": k, "text": completion.get("full_model_response"),
             "answer": answer, "extraction_status": "given" if answer and answer.strip() else "none",
             "correct": float(completion["score"]) >= 1.0,
