@@ -16,11 +16,27 @@ from pools.inspect import format_inspection, inspect_pool
 from pools.schema import TIERS
 from pools.store import Pool, load_pool, save_pool
 
-#: Options that only the qwen-lists importer takes: option dest -> importer keyword.
-_QWEN_OPTIONS: dict[str, str] = {
-    "rm_tier": "rm_tier", "rm_model": "rm_model", "rm_params_b": "rm_params_b", "generator": "generator",
-    "generator_params_b": "generator_params_b", "dataset": "dataset", "score_transform": "score_transform",
+#: Importer options each --format takes (option dest == importer keyword), and those it requires.
+_FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "jsonl": (),
+    "qwen-lists": ("generator", "generator_params_b", "dataset", "rm_tier", "rm_model", "rm_params_b",
+                   "score_transform"),
+    "tot-game24": ("generator", "generator_params_b", "puzzles"),
+    "rg-eval": ("generator", "generator_params_b"),
+    "llm-monkeys": ("generator", "generator_params_b", "dataset"),
 }
+_REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {
+    "qwen-lists": ("generator", "generator_params_b"),
+    "tot-game24": ("generator_params_b",),
+    "rg-eval": ("generator_params_b",),
+    "llm-monkeys": ("generator", "generator_params_b"),
+}
+_ALL_OPTIONS: tuple[str, ...] = tuple(dict.fromkeys(o for opts in _FORMAT_OPTIONS.values() for o in opts))
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
 
 #: Modules of other layers that add their own ``coba pools`` subcommands through ``register(sub)``.
 OPTIONAL_SUBCOMMAND_MODULES: tuple[str, ...] = ("coba_cli.generate_cmd", "coba_cli.simulate_cmd")
@@ -40,15 +56,15 @@ def _refuse_existing(dest: Path, force: bool) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    given = {opt: getattr(args, opt) for opt in _QWEN_OPTIONS if getattr(args, opt) is not None}
-    if args.format != "qwen-lists" and given:
-        flags = ", ".join("--" + opt.replace("_", "-") for opt in given)
-        raise UsageError(f"{flags} only apply to --format qwen-lists")
-    options = {_QWEN_OPTIONS[opt]: value for opt, value in given.items()}
-    if args.format == "qwen-lists":
-        missing = [f"--{o.replace('_', '-')}" for o in ("generator", "generator_params_b") if o not in given]
-        if missing:
-            raise UsageError(f"--format qwen-lists needs {' and '.join(missing)} (the file does not name its model)")
+    given = {opt: getattr(args, opt) for opt in _ALL_OPTIONS if getattr(args, opt, None) is not None}
+    wrong = [opt for opt in given if opt not in _FORMAT_OPTIONS[args.format]]
+    if wrong:
+        takers = [fmt for fmt, opts in _FORMAT_OPTIONS.items() if wrong[0] in opts]
+        raise UsageError(f"{', '.join(_flag(o) for o in wrong)} only apply to --format {', '.join(takers)}")
+    missing = [_flag(o) for o in _REQUIRED_OPTIONS.get(args.format, ()) if o not in given]
+    if missing:
+        raise UsageError(f"--format {args.format} needs {' and '.join(missing)} (the source does not say)")
+    options = dict(given)
     dest = Path(args.dest)
     _refuse_existing(dest, args.force)
     pool = import_pool(args.src, args.format, **options)  # everything in memory; nothing written yet
@@ -104,12 +120,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "is built and validated in memory first; nothing is written on failure.")
     p.add_argument("src", help="source file")
     p.add_argument("dest", help="pool directory to create")
-    p.add_argument("--format", choices=list(IMPORTERS), default="jsonl", help="source format (default: jsonl)")
+    p.add_argument("--format", choices=list(IMPORTERS), default="jsonl",
+                   help="source format (default: jsonl; see docs/POOLS.md for each)")
     p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    m = p.add_argument_group("model options (qwen-lists, tot-game24, rg-eval, llm-monkeys)")
+    m.add_argument("--generator", help="generator model name (tot-game24: default from the file name; rg-eval: "
+                   "default the file's 'model')")
+    m.add_argument("--generator-params-b", type=float, help="generator size in billions of parameters")
+    m.add_argument("--dataset", help="dataset name of the items (qwen-lists: default math; llm-monkeys: default "
+                   "the directory's name)")
+    t = p.add_argument_group("tot-game24 options")
+    t.add_argument("--puzzles", help="the puzzles file 24.csv (default: 24.csv next to SRC)")
     q = p.add_argument_group("qwen-lists options")
-    q.add_argument("--generator", help="generator model name")
-    q.add_argument("--generator-params-b", type=float, help="generator size in billions of parameters")
-    q.add_argument("--dataset", help="dataset name of the items (default: math)")
     q.add_argument("--rm-tier", choices=list(TIERS), help="tier the reward-model scores go to (default: V3)")
     q.add_argument("--rm-model", help=f"reward-model name (default: {DEFAULT_RM_MODEL})")
     q.add_argument("--rm-params-b", type=float, help=f"reward-model size in billions (default: {DEFAULT_RM_PARAMS_B:g})")

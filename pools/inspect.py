@@ -8,8 +8,10 @@ Selectors over the first ``n`` candidates of an episode:
 * first-sample: candidate 0 is correct;
 * majority@n: the answer with the most votes wins, ties going to the answer that appeared first; votes are
   counted per answer cluster (``key="cluster"``) or per exact ``raw_answer`` string (``key="raw_answer"``);
-  candidates without an answer do not vote, and an episode where none answers counts as wrong;
-* pass@n: at least one candidate is correct.
+  candidates without an answer (none, or an empty string) do not vote, and an episode where none answers
+  counts as wrong;
+* pass@n: at least one candidate is correct;
+* mean (per-sample accuracy): the share of correct candidates among those with a known label.
 
 A selector's verdict is unknown (NaN, left out of the mean) when the label it needs is null.
 """
@@ -54,7 +56,10 @@ def _majority(cands: pd.DataFrame, correct: pd.Series, key: str) -> pd.Series:
     """Per episode with at least one answer: the label of the first member of the winning vote group."""
     if key not in VOTE_KEYS:
         raise ValueError(f"unknown vote key {key!r}; expected one of {list(VOTE_KEYS)}")
-    voting = cands["cluster"] >= 0 if key == "cluster" else cands["raw_answer"].notna()
+    if key == "cluster":
+        voting = cands["cluster"] >= 0
+    else:  # an empty or blank answer is no answer, here as in clustering
+        voting = cands["raw_answer"].fillna("").astype(str).str.strip() != ""
     v = cands.loc[voting, ["episode_id", "candidate", key]]
     groups = v.groupby(["episode_id", key], sort=False)["candidate"].agg(["size", "min"]).reset_index()
     winners = groups.sort_values(["episode_id", "size", "min"], ascending=[True, False, True])
@@ -92,6 +97,7 @@ def _group_stats(pool: Pool, episode_ids: pd.Index, outcomes: pd.DataFrame) -> d
         "majority_at_n": _mean(o["majority"]),
         "majority_at_n_exact": _mean(o["majority_exact"]),
         "pass_at_n": _mean(o["pass_at_n"]),
+        "mean_accuracy": _mean(pd.Series(_labels(cands))),
         "mean_prompt_tokens": float(cands["prompt_tokens"].mean()) if n_cands else None,
         "mean_output_tokens": float(cands["output_tokens"].mean()) if n_cands else None,
         "tokens_estimated_share": float(cands["tokens_estimated"].mean()) if n_cands else None,
@@ -123,6 +129,25 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
         "groups": groups,
         "overall": overall,
         "grader_disagreements": len(agreement.get("disagreements", [])) if agreement else None,
+        "estimated": _estimated(pool),
+    }
+
+
+_ESTIMATED_FIELDS = ("prompt_tokens", "output_tokens", "latency_s", "verifier_prompt_tokens",
+                     "verifier_output_tokens", "verifier_latency_s")
+
+
+def _field_order(name: str) -> tuple[int, str]:
+    return (_ESTIMATED_FIELDS.index(name) if name in _ESTIMATED_FIELDS else len(_ESTIMATED_FIELDS), name)
+
+
+def _estimated(pool: Pool) -> dict[str, Any]:
+    """How much of the pool's cost data was estimated: flagged candidates and the import's per-field counts."""
+    counts = (pool.manifest.get("provenance") or {}).get("estimated") or {}
+    return {
+        "candidates_with_estimated_tokens": int(pool.candidates["tokens_estimated"].sum()),
+        "candidates": int(len(pool.candidates)),
+        "fields": {name: int(counts[name]) for name in sorted(counts, key=_field_order) if counts[name]},
     }
 
 
@@ -137,13 +162,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
 def format_inspection(stats: dict[str, Any]) -> str:
     """A plain-text table of ``inspect_pool``'s result, one row per (dataset, generator) plus the total."""
     n = stats["n_candidates"]
-    header = ["dataset", "generator", "episodes", "N", "first", f"maj@{n}", f"maj@{n} exact", f"pass@{n}",
+    header = ["dataset", "generator", "episodes", "N", "first", "mean", f"maj@{n}", f"maj@{n} exact", f"pass@{n}",
               "prompt tok", "output tok", *[f"cov {t}" for t in TIERS], "grader agree"]
     rows = []
     for g in [*stats["groups"], {"dataset": "all", "generator": "", **stats["overall"]}]:
         rows.append([
             g["dataset"], g["generator"], _fmt(g["episodes"]), _fmt(g["n"]),
-            _fmt(g["first_sample_accuracy"]), _fmt(g["majority_at_n"]), _fmt(g["majority_at_n_exact"]),
+            _fmt(g["first_sample_accuracy"]), _fmt(g["mean_accuracy"]), _fmt(g["majority_at_n"]), _fmt(g["majority_at_n_exact"]),
             _fmt(g["pass_at_n"]), _fmt(g["mean_prompt_tokens"], 1), _fmt(g["mean_output_tokens"], 1),
             *[_fmt(g["score_coverage"][t], 2) for t in TIERS], _fmt(g["grader_agreement"]),
         ])
@@ -152,6 +177,11 @@ def format_inspection(stats: dict[str, Any]) -> str:
     models = ", ".join(f"{m['name']} ({m['params_b']:g}B, {m['role']})" for m in stats["models"])
     counts = ", ".join(f"{k} {v}" for k, v in stats["counts"].items())
     footer = [f"models: {models}", f"tiers: {', '.join(stats['tiers']) or 'none'}", f"rows: {counts}"]
+    est = stats.get("estimated")
+    if est and est["candidates"]:
+        fields = ", ".join(f"{name} {n}" for name, n in est["fields"].items()) or "none counted by the importer"
+        footer.append(f"estimated: token counts of {est['candidates_with_estimated_tokens']}/{est['candidates']} "
+                      f"candidates (tokens_estimated); values per field: {fields}")
     if stats.get("grader_disagreements"):
         footer.append(f"grader disagreements with the source's labels: {stats['grader_disagreements']} "
                       "(listed in manifest.json provenance.grader_agreement)")

@@ -54,3 +54,24 @@ def estimate_latency_s(prompt_tokens: int, output_tokens: int, params_b: float) 
     prefill = prompt_tokens * 2.0 * params / PREFILL_FLOPS
     decode = output_tokens * 2.0 * params / DECODE_BYTES_PER_S
     return round(LATENCY_OVERHEAD_S + prefill + decode, 6)
+
+
+def apportion(total: int, weights: list[float]) -> list[int]:
+    """Split the integer ``total`` in proportion to ``weights`` (largest remainders; the parts sum to total).
+
+    All-zero weights split evenly. Used to share one call's (or one puzzle's) recorded token count among
+    the samples it produced, weighted by each sample's estimated length.
+    """
+    if total < 0 or any(w < 0 for w in weights):
+        raise ValueError("apportion needs a non-negative total and weights")
+    if not weights:
+        return []
+    if not any(weights):
+        weights = [1.0] * len(weights)
+    scale = total / sum(weights)
+    exact = [w * scale for w in weights]
+    parts = [math.floor(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), i))
+    for i in order[: total - sum(parts)]:
+        parts[i] += 1
+    return parts

@@ -223,7 +223,7 @@ JSONL_CASES = [
     ("missing required field", _rewrite(_records_with(1, gold=_DROP)),
      r"small\.jsonl, line 2, field 'gold': missing required field \(a string\)"),
     ("string for an integer", _rewrite(_records_with(0, prompt_tokens="40")),
-     r"line 1, field 'prompt_tokens': expected an integer, got \"40\" \(str\)"),
+     r"line 1, field 'prompt_tokens': expected an integer or null, got \"40\" \(str\)"),
     ("boolean for an integer", _rewrite(_records_with(3, candidate=True)),
      r"line 4, field 'candidate': expected an integer, got true \(bool\)"),
     ("number for a string", _rewrite(_records_with(4, item_id=7)),

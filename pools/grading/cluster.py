@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from pools.grading.equivalence import answers_equivalent, answers_match_gold, normalize_answer
+from pools.grading.equivalence import (
+    answers_equivalent,
+    answers_match_gold,
+    normalize_answer,
+    numeric_value,
+    values_differ,
+)
 
 __all__ = ["NO_ANSWER", "AnswerClusterer", "cluster_answers", "grade_episode", "literal_key"]
 
@@ -37,6 +43,11 @@ class AnswerClusterer:
     ``literal=True`` is the clustering of items graded by their own scorer (see ``grade_episode``): answers
     cluster only when equal up to whitespace (``literal_key``, no equivalence calls). ``equivalent`` and
     ``key``, when given, replace the chosen defaults (math equivalence and ``normalize_answer``).
+
+    Speed: with math equivalence, each answer's number (``numeric_value``, None when it is not a plain
+    number) is computed once, and a pair of numbers that ``values_differ`` is never sent to math-verify
+    (it could not call them equal). ``value`` replaces that function; ``value=None`` with a custom
+    ``equivalent`` (the default then) compares every pair.
     """
 
     def __init__(
@@ -45,15 +56,25 @@ class AnswerClusterer:
         literal: bool = False,
         equivalent: Callable[[str, str], bool] | None = None,
         key: Callable[[str | None], str | None] | None = None,
+        value: Callable[[str], complex | None] | None | str = "auto",
     ) -> None:
+        math_default = equivalent is None and not literal
         if equivalent is None:
             equivalent = _never_equivalent if literal else answers_equivalent
         if key is None:
             key = literal_key if literal else normalize_answer
+        if value == "auto":
+            value = numeric_value if math_default or equivalent is answers_equivalent else None
         self._equivalent = equivalent
         self._key = key
+        self._value = value
         self._key_to_cluster: dict[str, int] = {}
-        self._heads: list[str] = []  # the first raw answer of each cluster, in cluster-id order
+        self._heads: list[tuple[str, complex | None]] = []  # (first raw answer, its number) per cluster
+
+    @property
+    def distinct_keys(self) -> int:
+        """How many distinct answer keys have been seen."""
+        return len(self._key_to_cluster)
 
     def add(self, answer: str | None) -> int:
         """The cluster id of the next answer (-1 when it has none)."""
@@ -61,10 +82,12 @@ class AnswerClusterer:
         if answer_key is None or answer is None:
             return NO_ANSWER
         if answer_key not in self._key_to_cluster:
-            match = next((cid for cid, head in enumerate(self._heads) if self._equivalent(head, answer)), None)
+            number = self._value(answer) if self._value is not None else None
+            match = next((cid for cid, (head, head_number) in enumerate(self._heads)
+                          if not values_differ(number, head_number) and self._equivalent(head, answer)), None)
             if match is None:
                 match = len(self._heads)
-                self._heads.append(answer)
+                self._heads.append((answer, number))
             self._key_to_cluster[answer_key] = match
         return self._key_to_cluster[answer_key]
 

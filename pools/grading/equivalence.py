@@ -21,11 +21,15 @@ import re
 import signal
 import threading
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any, TypeVar
 
+import sympy
 from math_verify import parse, verify
 
-__all__ = ["answers_equivalent", "answers_match_gold", "normalize_answer"]
+from pools.grading.plaintext import canonical_time, final_value, latexify_plain_text
+
+__all__ = ["answers_equivalent", "answers_match_gold", "normalize_answer", "numeric_value", "values_differ"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,6 +90,20 @@ _SIMPLE_FRACTION = re.compile(r"(-?)(\d+)/(\d+)")
 _SINGLE_ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
 _CHOICE = re.compile(r"\(([A-Ea-e])\)")
 _WORD = re.compile(r"[A-Za-z]{2,}")
+# A run of 5+ letters that is no LaTeX command and no function name marks a sentence, not math.
+_LONG_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{5,}")
+_FUNCTION_NAMES = frozenset({"arcsin", "arccos", "arctan", "arcsec", "arccsc", "arccot", "infty"})
+
+
+_ENVIRONMENT = re.compile(r"\\(?:begin|end)\{[A-Za-z*]*\}")
+
+
+def _is_prose(key: str) -> bool:
+    words = _LONG_WORD.findall(_ENVIRONMENT.sub(" ", key))  # "\begin{pmatrix}" is LaTeX, not a sentence
+    return any(word.lower() not in _FUNCTION_NAMES for word in words)
+
+
+_CLOCK_KEY = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
 _BASE_SUBSCRIPT = re.compile(r"(?<=[0-9A-Za-z])_\{?(\d+)\}?")
 
 
@@ -151,6 +169,10 @@ def normalize_answer(answer: str | None) -> str | None:
     if answer is None:
         return None
     text = _strip_outer(str(answer))
+    time = canonical_time(text)
+    if time is not None:  # a clock time keys as 24-hour HH:MM[:SS]; no number rule below may touch it
+        return time
+    text = latexify_plain_text(text)
     text = text.replace("\\displaystyle", "")
     text = re.sub(r"\\[dt]frac", r"\\frac", text)
     text = re.sub(r"\\[dt]binom", r"\\binom", text)
@@ -174,6 +196,7 @@ def normalize_answer(answer: str | None) -> str | None:
         text = text[:-1]
     if _THOUSANDS.fullmatch(text):
         text = text.replace(",", "")
+    text = final_value(text)
     assignment = _SINGLE_ASSIGNMENT.match(text)
     if assignment is not None and text.count("=") == 1 and text[assignment.end() :]:
         text = text[assignment.end() :]
@@ -284,6 +307,57 @@ def _parsed(key: str) -> tuple[Any, ...]:
     return tuple(parse(f"${key}$", parsing_timeout=None))
 
 
+def _value_of_key(key: str) -> complex | None:
+    parsed = _parsed(key)
+    if not parsed or not isinstance(parsed[0], sympy.Expr) or parsed[0].free_symbols:
+        return None
+    value = complex(parsed[0].evalf(30))
+    return value if math.isfinite(value.real) and math.isfinite(value.imag) else None
+
+
+_EXACT_NUMBER = re.compile(r"(-?)(?:(\d+)|\\frac\{(\d+)\}\{(\d+)\}|(\d*\.\d+))")
+
+
+def _exact_number(key: str) -> tuple[Fraction, bool] | None:
+    """(value, written with a decimal point) of a key that is an integer, decimal or ``\\frac{p}{q}``; else None."""
+    match = _EXACT_NUMBER.fullmatch(key)
+    if match is None:
+        return None
+    sign, integer, numerator, denominator, decimal = match.groups()
+    if numerator is not None and int(denominator) == 0:
+        return None
+    value = Fraction(integer or decimal or 0) if numerator is None else Fraction(int(numerator), int(denominator))
+    return (-value if sign else value), decimal is not None
+
+
+@functools.lru_cache(maxsize=65536)
+def numeric_value(answer: str | None, *, timeout_s: float = 2.0) -> complex | None:
+    """The number an answer denotes (math-verify's parse of its key, evaluated), or None if not a number."""
+    key = normalize_answer(answer)
+    if key is None or _WORD.fullmatch(key) or _is_prose(key) or _CLOCK_KEY.fullmatch(key) or _BASE_SUBSCRIPT.search(key):
+        return None
+    exact = _exact_number(key)
+    if exact is not None:  # no parse needed
+        return complex(float(exact[0]))
+    try:
+        finished, value = call_with_timeout(lambda: _value_of_key(key), timeout_s)
+    except Exception:  # SymPy failing to evaluate means "not a plain number", nothing more
+        return None
+    return value if finished else None
+
+
+#: Numbers further apart than this (relative to the larger, at least 1) are never equivalent: math-verify
+#: compares floats rounded to 6 decimals and everything else exactly.
+VALUE_TOLERANCE = 1e-4
+
+
+def values_differ(a: complex | None, b: complex | None) -> bool:
+    """True when both are numbers and they differ by more than ``VALUE_TOLERANCE`` (relative): no need to ask."""
+    if a is None or b is None:
+        return False
+    return abs(a - b) > VALUE_TOLERANCE * max(1.0, abs(a), abs(b))
+
+
 def _verify(gold_key: str, answer_key: str, *, both_directions: bool) -> bool:
     gold_parsed, answer_parsed = list(_parsed(gold_key)), list(_parsed(answer_key))
     if not gold_parsed or not answer_parsed:
@@ -300,9 +374,15 @@ def _compare(a: str | None, b: str | None, timeout_s: float, *, both_directions:
         return False
     if key_a == key_b:
         return True
-    if _WORD.fullmatch(key_a) or _WORD.fullmatch(key_b):
-        # SymPy reads a word as a product of one-letter symbols, so "east" would equal "seat".
+    if _WORD.fullmatch(key_a) or _WORD.fullmatch(key_b) or _is_prose(key_a) or _is_prose(key_b):
+        # SymPy reads a word as a product of one-letter symbols, so "east" would equal "seat"; a sentence
+        # ("Not possible with these numbers") is compared as text, and never costs a math-verify call.
         return key_a.lower() == key_b.lower()
+    exact_a, exact_b = _exact_number(key_a), _exact_number(key_b)
+    if exact_a is not None and exact_b is not None and not (exact_a[1] or exact_b[1]):
+        return exact_a[0] == exact_b[0]  # two integers or fractions: exact; decimals go on (0.333333 ~ 1/3)
+    if _CLOCK_KEY.fullmatch(key_a) or _CLOCK_KEY.fullmatch(key_b):
+        return False  # clock times (keyed by canonical_time) are equal only as equal keys
     bases_a, bases_b = _BASE_SUBSCRIPT.findall(key_a), _BASE_SUBSCRIPT.findall(key_b)
     if bases_a and bases_b and bases_a != bases_b:
         return False  # math-verify drops subscripts: it would read 52_8 and 52_9 as 52 and 52

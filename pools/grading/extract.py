@@ -2,9 +2,12 @@
 
 Strategies, strongest first; the first that finds something wins:
 
+0. ``answer_tag``: the last non-empty ``<answer>...</answer>`` block (a box inside it gives the box's content;
+   otherwise the whole block, never a number picked out of it: ``<answer>\\frac{5}{8}</answer>`` is 5/8).
 1. ``boxed``: the last complete ``\\boxed{...}`` or ``\\fbox{...}`` (nested and escaped braces handled;
    ``\\boxed 5`` without braces too).
-2. ``final_answer``: the last "final answer is ...", "the answer is ...", or "Answer: ..." statement.
+2. ``final_answer``: the last "final answer is ...", "the answer is ...", "Answer: ..." statement, or a
+   GSM8K-style ``#### n`` line.
 3. ``last_expression``: the last inline math segment (``$...$``, ``\\(...\\)``, ``\\[...\\]``) or the last
    number, whichever ends later; for a segment ``x = 5`` the part after the last ``=``.
 4. ``none``: nothing usable.
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 __all__ = ["Extraction", "extract_answer", "find_boxed"]
 
-STATUSES: tuple[str, ...] = ("boxed", "final_answer", "last_expression", "none")
+STATUSES: tuple[str, ...] = ("answer_tag", "boxed", "final_answer", "last_expression", "none")
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,9 @@ _FINAL_PREFIXES: tuple[re.Pattern[str], ...] = (
     re.compile(r"final\s+answer\s*(?:is|:|=)\s*:?", re.IGNORECASE),
     re.compile(r"\bthe\s+(?:correct\s+)?answer\s+is\s*:?", re.IGNORECASE),
     re.compile(r"(?:^|\n)[ \t>#*_]*answer[*_]*\s*[:：]", re.IGNORECASE),
+    re.compile(r"(?:^|\n)[ \t]*####(?!#)"),
 )
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _DELIMITED = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 # A clause ends at a full stop, ;, !, ? followed by a space, or at a comma followed by a word
 # ("3.14, approximately"); a comma between numbers ("(3, 4]") does not end it.
@@ -156,10 +161,29 @@ def _last_expression(text: str) -> str | None:
     return None
 
 
+def _answer_tag(text: str) -> str | None:
+    """The content of the last non-empty ``<answer>`` block: its box when it holds one, else all of it.
+
+    "" when the text has answer blocks and all are empty (an explicit empty answer); None when it has none.
+    """
+    found = None
+    for match in reversed(list(_ANSWER_TAG.finditer(text))):
+        content = match.group(1).strip()
+        boxed, _ = _scan_boxes(content)
+        found = (boxed or content).strip()
+        if found:
+            return found
+    return found
+
+
 def extract_answer(text: str | None) -> Extraction:
-    """Extract the final answer from a solution text (boxed, then final-answer statement, then fallback)."""
+    """Extract the final answer from a solution text (answer tag, boxed, final-answer statement, fallback)."""
     if not text or not text.strip():
         return Extraction(answer=None, status="none", incomplete_boxed=False)
+    tagged = _answer_tag(text)
+    if tagged is not None:  # an empty answer block is no answer, never a vote
+        return Extraction(answer=tagged or None, status="answer_tag" if tagged else "none",
+                          incomplete_boxed=_scan_boxes(text)[1] is not None)
     boxed, unclosed_at = _scan_boxes(text)
     incomplete = unclosed_at is not None
     if boxed is not None:

@@ -16,9 +16,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pools.grading.game24 import game24_scorer
+
 __all__ = ["item_scorer", "make_reasoning_gym_items", "reasoning_gym_scorer", "uses_task_scorer"]
 
 logger = logging.getLogger(__name__)
+
+#: Tasks whose items are Game-of-24 puzzles (``metadata["numbers"]``): "game24" is graded by the check alone.
+GAME24_TASKS: tuple[str, ...] = ("game24", "puzzle24")
 
 #: A float tolerance on the threshold, so a score computed as 0.9999999999 still counts as 1.0.
 _SCORE_EPSILON = 1e-9
@@ -88,10 +93,29 @@ def make_reasoning_gym_items(
 
 
 @functools.lru_cache(maxsize=256)
-def _scoring_dataset(task: str, config_json: str) -> Any:
-    """A dataset instance of ``task`` to call ``score_answer`` on (scoring does not depend on its items)."""
+def _scoring_dataset(task: str, config_json: str, overrides_json: str = "{}") -> Any:
+    """A dataset instance of ``task`` to call ``score_answer`` on (scoring does not depend on its items).
+
+    ``overrides`` are set on the dataset's config after it is built: a scorer reads them at call time, and
+    setting them late skips the config's generation limits (puzzle24 refuses ``max_value > 10`` at build
+    time, yet its scorer must accept the 11-13 of a puzzle that has them).
+    """
     kwargs = {**json.loads(config_json), "size": 1, "seed": 0}
-    return _create_dataset(task, **kwargs)
+    dataset = _create_dataset(task, **kwargs)
+    for name, value in json.loads(overrides_json).items():
+        setattr(dataset.config, name, value)
+    return dataset
+
+
+def _puzzle24_config(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    numbers = [int(n) for n in metadata.get("numbers") or []]
+    return {"min_value": min(numbers), "max_value": max(numbers)} if numbers else {}
+
+
+#: Task -> function of an item's metadata giving the scorer's config for that item.
+SCORER_CONFIG_FROM_METADATA: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "puzzle24": _puzzle24_config,
+}
 
 
 def _as_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,8 +141,9 @@ def reasoning_gym_scorer(
     ``make_reasoning_gym_items`` (problem, gold, metadata; metadata may be a JSON string). ``config`` is
     the task's dataset config when its scoring depends on it (rare). A scorer that raises counts as wrong.
     """
-    dataset = _scoring_dataset(task, json.dumps(config or {}, sort_keys=True))
     full_entry = _as_entry(entry)
+    overrides = SCORER_CONFIG_FROM_METADATA.get(task, lambda metadata: {})(full_entry["metadata"])
+    dataset = _scoring_dataset(task, json.dumps(config or {}, sort_keys=True), json.dumps(overrides, sort_keys=True))
 
     def score(answer: str) -> bool:
         if answer is None:
@@ -135,12 +160,24 @@ def reasoning_gym_scorer(
 
 
 def uses_task_scorer(task: str | None, metadata: Any) -> bool:
-    """Whether an item is graded by its Reasoning Gym task's scorer (task and metadata set)."""
+    """Whether an item is graded by its task's scorer (task and metadata set), not by math against gold."""
     return bool(task) and metadata is not None
 
 
 def item_scorer(task: str | None, problem: str, gold: str, metadata: Any) -> Callable[[str], bool] | None:
-    """The task's scorer of a Reasoning Gym item (``uses_task_scorer``), else None (math-verify against gold)."""
+    """The task's scorer of an item (``uses_task_scorer``), else None (math-verify against gold).
+
+    ``game24`` items (``metadata["numbers"]``) use the Game-of-24 check; Reasoning Gym's ``puzzle24`` uses
+    its own scorer configured from the item's numbers and the Game-of-24 check on top (its scorer ignores
+    which numbers the puzzle gave); any other task its Reasoning Gym scorer.
+    """
     if not uses_task_scorer(task, metadata):
         return None
-    return reasoning_gym_scorer(task, {"question": problem, "answer": gold, "metadata": metadata})
+    meta = json.loads(metadata) if isinstance(metadata, str) else metadata
+    if task in GAME24_TASKS:
+        puzzle = game24_scorer(meta["numbers"])
+        if task == "game24":
+            return puzzle
+        task_score = reasoning_gym_scorer(task, {"question": problem, "answer": gold, "metadata": meta})
+        return lambda answer: puzzle(answer) and task_score(answer)
+    return reasoning_gym_scorer(task, {"question": problem, "answer": gold, "metadata": meta})

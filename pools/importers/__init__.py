@@ -11,12 +11,18 @@ from collections.abc import Callable
 from typing import Any
 
 from pools.importers.jsonl import build_pool, import_jsonl
+from pools.importers.llm_monkeys import import_llm_monkeys
 from pools.importers.qwen_lists import import_qwen_lists
+from pools.importers.rg_eval import import_rg_eval
+from pools.importers.tot_game24 import import_tot_game24
 from pools.store import Pool
 
 IMPORTERS: dict[str, Callable[..., Pool]] = {
     "jsonl": import_jsonl,
     "qwen-lists": import_qwen_lists,
+    "tot-game24": import_tot_game24,
+    "rg-eval": import_rg_eval,
+    "llm-monkeys": import_llm_monkeys,
 }
 
 
@@ -29,4 +35,5 @@ def import_pool(src: str, fmt: str, **options: Any) -> Pool:
     return importer(src, **options)
 
 
-__all__ = ["IMPORTERS", "build_pool", "import_jsonl", "import_pool", "import_qwen_lists"]
+__all__ = ["IMPORTERS", "build_pool", "import_jsonl", "import_llm_monkeys", "import_pool", "import_qwen_lists",
+           "import_rg_eval", "import_tot_game24"]

@@ -50,10 +50,11 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "answer_key": ("str?", False),
     "cluster": ("int", False),
     "correct": ("bool?", False),
-    "prompt_tokens": ("int", True),
-    "output_tokens": ("int", False),
+    "reference_correct": ("bool?", False),
+    "prompt_tokens": ("int?", False),
+    "output_tokens": ("int?", False),
     "tokens_estimated": ("bool", False),
-    "latency_s": ("num", False),
+    "latency_s": ("num?", False),
     "finish_reason": ("str", False),
     "cap_hit": ("bool", False),
     "extraction_status": ("str", False),
@@ -66,9 +67,9 @@ SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "score": ("num?", True),
     "model": ("str", True),
     "params_b": ("num", True),
-    "prompt_tokens": ("int", False),
-    "output_tokens": ("int", False),
-    "latency_s": ("num", False),
+    "prompt_tokens": ("int?", False),
+    "output_tokens": ("int?", False),
+    "latency_s": ("num?", False),
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -254,7 +255,7 @@ class _Report:
     """What an import estimated, where its labels came from, and how the grader agrees with given labels."""
 
     def __init__(self) -> None:
-        self.estimated = dict.fromkeys(("output_tokens", "latency_s", "verifier_prompt_tokens",
+        self.estimated = dict.fromkeys(("prompt_tokens", "output_tokens", "latency_s", "verifier_prompt_tokens",
                                         "verifier_output_tokens", "verifier_latency_s"), 0)
         self.labels = {"given": 0, "graded": 0, "unknown": 0}
         self.groups: dict[tuple[str, str], dict[str, int]] = {}
@@ -262,20 +263,26 @@ class _Report:
 
     def label(self, rec: dict[str, Any], verdict: bool, context: dict[str, Any]) -> bool | None:
         """The candidate's correctness: the record's label when it has one (compared with the grader's
-        ``verdict``), else the verdict; an explicit null stays unknown."""
+        ``verdict``), else the verdict; an explicit null stays unknown. ``reference_correct`` is a source's
+        own label that is only compared with the grader: the verdict is kept."""
         if "correct" not in rec:
             self.labels["graded"] += 1
+            if rec.get("reference_correct") is not None:
+                self._compare(rec["reference_correct"], verdict, context)
             return verdict
         if rec["correct"] is None:
             self.labels["unknown"] += 1
             return None
         self.labels["given"] += 1
+        self._compare(rec["correct"], verdict, context)
+        return rec["correct"]
+
+    def _compare(self, label: bool, verdict: bool, context: dict[str, Any]) -> None:
         group = self.groups.setdefault((context["dataset"], context["generator"]), {"compared": 0, "agree": 0})
         group["compared"] += 1
-        group["agree"] += rec["correct"] == verdict
-        if rec["correct"] != verdict:
-            self.disagreements.append({**context, "label": rec["correct"], "grader": verdict})
-        return rec["correct"]
+        group["agree"] += label == verdict
+        if label != verdict:
+            self.disagreements.append({**context, "label": label, "grader": verdict})
 
     def provenance(self) -> dict[str, Any]:
         compared = sum(g["compared"] for g in self.groups.values())
@@ -291,7 +298,12 @@ class _Report:
 def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: dict[str, Any],
                  report: _Report, cand: _Columns, verif: _Columns) -> None:
     """Candidate and verification rows of one episode: answers, clusters, labels, costs (docs/POOLS.md)."""
-    scorer = item_scorer(item["task"], item["problem"], item["gold"], item["metadata"])
+    try:
+        scorer = item_scorer(item["task"], item["problem"], item["gold"], item["metadata"])
+    except Exception as exc:  # an unknown task, or metadata its scorer cannot use: bad input, not a crash
+        raise PoolError(f"cannot build the scorer of task {item['task']!r} ({type(exc).__name__}: {exc}); expected "
+                        "a reasoning_gym dataset name or game24 with its metadata", file=recs[0][0],
+                        field="task") from exc
     key_of = literal_key if scorer is not None else normalize_answer
     parsed = [_answer_fields(rec) for _, rec in recs]
     graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer)
@@ -306,6 +318,10 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
         context = {"episode_id": episode_id, "candidate": k, "dataset": rec["dataset"], "item_id": rec["item_id"],
                    "generator": rec["generator"], "answer": answer, "gold": item["gold"]}
         text = rec.get("text")
+        prompt_tokens = rec.get("prompt_tokens")
+        if prompt_tokens is None:  # the prompt template is unknown: the problem statement is all we can count
+            prompt_tokens = estimate_tokens(item["problem"])
+            report.estimated["prompt_tokens"] += 1
         output_tokens = rec.get("output_tokens")
         if output_tokens is None:
             if text is None:
@@ -315,15 +331,16 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
             report.estimated["output_tokens"] += 1
         latency = rec.get("latency_s")
         if latency is None:
-            latency = estimate_latency_s(rec["prompt_tokens"], output_tokens, rec["generator_params_b"])
+            latency = estimate_latency_s(prompt_tokens, output_tokens, rec["generator_params_b"])
             report.estimated["latency_s"] += 1
         finish_reason = rec.get("finish_reason", UNKNOWN_FINISH_REASON)
         cand.add(
             episode_id=episode_id, candidate=k, text=text, raw_answer=answer,
             answer_key=rec["answer_key"] if "answer_key" in rec else key_of(answer), cluster=clusters[k],
-            correct=report.label(rec, verdict, context), prompt_tokens=rec["prompt_tokens"],
+            correct=report.label(rec, verdict, context), prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
-            tokens_estimated=rec.get("tokens_estimated", False) or "output_tokens" not in rec,
+            tokens_estimated=(rec.get("tokens_estimated", False) or rec.get("output_tokens") is None
+                              or rec.get("prompt_tokens") is None),
             latency_s=float(latency), finish_reason=finish_reason,
             cap_hit=rec.get("cap_hit", finish_reason == "length"), extraction_status=status,
             incomplete_boxed=incomplete,
@@ -374,6 +391,8 @@ def _answer_fields(rec: dict[str, Any]) -> tuple[str | None, str, bool]:
     given, is read off the text whenever there is one.
     """
     answer, status, text = rec.get("answer"), rec.get("extraction_status"), rec.get("text")
+    if answer is not None and not answer.strip():  # an empty answer is no answer: no vote, no cluster
+        answer, status = None, "none"
     found = extract_answer(text) if text is not None and ("incomplete_boxed" not in rec or
                                                          (answer is None and status is None)) else None
     incomplete = rec["incomplete_boxed"] if "incomplete_boxed" in rec else bool(found and found.incomplete_boxed)

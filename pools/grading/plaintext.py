@@ -1,0 +1,197 @@
+"""Rewrite plain-text and unicode math into the LaTeX that math-verify reads, before normalization.
+
+Chat models often answer in plain text or unicode (``6√3``, ``7 - 2pi``, ``(-∞, 3) ∪ (3, ∞)``,
+``x ∈ ℝ``, ``sqrt(3)/2``, ``[11, -36, -3]``, ``k = 0 or k = 4``, ``$15,000``, ``-1/13 - 5/13 i``), while
+gold answers are LaTeX (``6 \\sqrt{3}``, ``\\begin{pmatrix} 11 \\\\ -36 \\\\ -3 \\end{pmatrix}``,
+``\\$15,\\!000``, ``2 \\text{ euros}``, ``4\\!:\\!51\\!:\\!06 \\text{ p.m.}``). math-verify's own parsing
+(``LatexExtractionConfig`` with its ``NormalizationConfig``, ``ExprExtractionConfig``) reads LaTeX and
+sympy-style text but not these spellings; each rule below covers one thing it cannot do, and each is
+applied to both sides of a comparison, so it never needs to know which side is gold.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["canonical_time", "final_value", "latexify_plain_text", "merge_alternatives"]
+
+# One-character unicode math -> LaTeX (a trailing space keeps "\\pi r" from becoming "\\pir").
+_UNICODE = {
+    "π": "\\pi ", "∞": "\\infty ", "∪": "\\cup ", "∩": "\\cap ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ",
+    "±": "\\pm ", "∓": "\\mp ", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "−": "-", "–": "-",
+    "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ", "°": "^\\circ", "²": "^2", "³": "^3", "∅": "\\emptyset ",
+}
+_REALS = re.compile(
+    r"^\s*(?:[a-z]\s*(?:∈|\\in)\s*)?(?:ℝ|\\mathbb\s*\{?R\}?|\\R\b|all\s+real\s+numbers|"
+    r"\\text\{\s*all\s+real\s+numbers\s*\}|the\s+set\s+of\s+(?:all\s+)?real\s+numbers)\.?\s*$",
+    re.IGNORECASE,
+)
+_WORD_PI = re.compile(r"(?<![A-Za-z\\])pi(?![A-Za-z])")
+_WORD_INF = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])")
+_SQRT_WORD = re.compile(r"(?<![A-Za-z\\])sqrt\s*(?=\()")
+_SQRT_WORD_NUMBER = re.compile(r"(?<![A-Za-z\\])sqrt\s*(\d+(?:\.\d+)?)")
+_SQRT_SIGN = re.compile(r"√\s*")
+_PLAIN_FRACTION = re.compile(r"(?<![\w.}^])(\d+)\s*/\s*(\d+)(?![\d.])")
+_LEADING_CURRENCY = re.compile(r"^\s*(-?)\s*(?:\\\$|\$|€|£|USD\s*)\s*(?=[\d.])")
+# LaTeX thousands separators: "15,\!000", "20{,}000", "1,\,000".
+_LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:,\\[!,;: ]|\{,\})(?=\d{3}(?!\d))")
+# A plain-text number with thousands commas that is not a list: every group after the first has 3 digits.
+_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+_MATRIX = re.compile(r"\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}", re.DOTALL)
+_BRACKET_LIST = re.compile(r"^\[([^\[\]]*)\]$")
+_TRAILING_TEXT_WORDS = re.compile(r"(?<=\S)\s*\\(?:text|mbox|textrm|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}\s*\.?\s*$")
+_NUMBER_THEN_WORD = re.compile(r"^(-?[\d.,]+(?:/\d+)?)\s+[A-Za-z]{3,}\.?$")
+_ALTERNATIVE_SPLIT = re.compile(r"\s*(?:\\text\{\s*or\s*\}|\\quad|\bor\b|\band\b|,|;)\s*")
+_ASSIGNED = re.compile(r"^\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*(?!=)(.+?)\s*$")
+_TIME = re.compile(
+    r"^\s*(\d{1,2})\s*:\s*(\d{2})(?:\s*:\s*(\d{2}))?\s*(?:\\text\s*\{\s*)?([ap])?\.?\s*(?:m\.?)?\s*\}?\s*\.?\s*$",
+    re.IGNORECASE,
+)
+
+
+def canonical_time(text: str) -> str | None:
+    """A clock time as 24-hour ``HH:MM[:SS]`` ("4:51:06 p.m." -> "16:51:06"), or None when not a time."""
+    cleaned = re.sub(r"\\[!,;: ]", "", text).replace("$", "")
+    match = _TIME.match(cleaned)
+    if match is None:
+        return None
+    hours, minutes, seconds, half = match.groups()
+    hour, minute = int(hours), int(minutes)
+    if half is not None:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if half.lower() == "p" else 0)
+    if hour > 23 or minute > 59 or (seconds is not None and int(seconds) > 59):
+        return None
+    return f"{hour:02d}:{minute:02d}" + ("" if seconds is None else f":{int(seconds):02d}")
+
+
+def _replace_sqrt_calls(text: str) -> str:
+    """``sqrt(expr)`` -> ``\\sqrt{expr}`` with balanced parentheses; ``sqrt3`` -> ``\\sqrt{3}``."""
+    while (match := _SQRT_WORD.search(text)) is not None:
+        start = match.end()
+        depth, i = 0, start
+        while i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        if depth:  # unbalanced: leave the rest alone
+            return text
+        text = f"{text[: match.start()]}\\sqrt{{{text[start + 1 : i]}}}{text[i + 1 :]}"
+    return _SQRT_WORD_NUMBER.sub(r"\\sqrt{\1}", text)
+
+
+def _replace_sqrt_signs(text: str) -> str:
+    """``√3``, ``√(x+1)``, ``√{x}`` -> ``\\sqrt{...}``: the radicand is a number, a letter or a group."""
+    out = []
+    i = 0
+    while i < len(text):
+        if text[i] != "√":
+            out.append(text[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(text) and text[j] == " ":
+            j += 1
+        if j < len(text) and text[j] in "({":
+            closer = ")" if text[j] == "(" else "}"
+            depth, k = 0, j
+            while k < len(text):
+                depth += 1 if text[k] == text[j] else -1 if text[k] == closer else 0
+                if depth == 0:
+                    break
+                k += 1
+            out.append(f"\\sqrt{{{text[j + 1 : k]}}}")
+            i = k + 1
+            continue
+        radicand = re.match(r"\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+", text[j:])
+        if radicand is None:
+            out.append("\\sqrt")
+            i = j
+            continue
+        out.append(f"\\sqrt{{{radicand.group(0)}}}")
+        i = j + radicand.end()
+    return "".join(out)
+
+
+def _matrix_as_tuple(match: re.Match[str]) -> str:
+    """A one-column or one-row ``pmatrix``/``bmatrix`` as a tuple; larger matrices stay as they are."""
+    rows = [row.strip() for row in re.split(r"\\\\", match.group(1)) if row.strip()]
+    cells = [[cell.strip() for cell in row.split("&")] for row in rows]
+    if len(cells) > 1 and all(len(row) == 1 for row in cells):
+        return "(" + ",".join(row[0] for row in cells) + ")"
+    if len(cells) == 1 and len(cells[0]) > 1:
+        return "(" + ",".join(cells[0]) + ")"
+    return match.group(0)
+
+
+def merge_alternatives(text: str) -> str:
+    """``x = 2 or x = -3`` (or commas, ``\\text{ or }``, "and") -> ``2,-3`` when every part assigns one variable."""
+    if "=" not in text:
+        return text
+    parts = [part for part in _ALTERNATIVE_SPLIT.split(text) if part.strip()]
+    if len(parts) < 2:
+        return text
+    names, values = set(), []
+    for part in parts:
+        match = _ASSIGNED.match(part)
+        if match is None:
+            return text
+        names.add(match.group(1))
+        values.append(match.group(2))
+    return ",".join(values) if len(names) == 1 else text
+
+
+def latexify_plain_text(answer: str) -> str:
+    """``answer`` with plain-text and unicode math rewritten as LaTeX (see the module docstring)."""
+    text = answer.strip()
+    if _REALS.match(text):
+        return "(-\\infty,\\infty)"
+    text = _LATEX_THOUSANDS.sub("", text)
+    text = _LEADING_CURRENCY.sub(r"\1", text)
+    text = _TRAILING_TEXT_WORDS.sub("", text)  # "2 \text{ euros}" -> "2"; a unit-only word after a quantity
+    number_word = _NUMBER_THEN_WORD.match(text)
+    if number_word is not None:
+        text = number_word.group(1)
+    text = _replace_sqrt_signs(text)
+    text = "".join(_UNICODE.get(char, char) for char in text)
+    text = _replace_sqrt_calls(text)
+    text = _WORD_PI.sub(r"\\pi ", text)
+    text = _WORD_INF.sub(r"\\infty ", text)
+    text = _MATRIX.sub(_matrix_as_tuple, text)
+    bracket = _BRACKET_LIST.match(text.strip())
+    if bracket is not None and bracket.group(1).count(",") >= 2:  # [a, b] is an interval; 3+ items a list
+        text = "(" + bracket.group(1) + ")"
+    text = _GROUPED.sub(lambda m: m.group(0).replace(",", "") if _is_single_number(text, m) else m.group(0), text)
+    text = _PLAIN_FRACTION.sub(r"\\frac{\1}{\2}", text)
+    return merge_alternatives(text)
+
+
+def _is_single_number(text: str, match: re.Match[str]) -> bool:
+    """A grouped number is a thousands-separated number unless the text around it is a list of numbers."""
+    before, after = text[: match.start()].rstrip(), text[match.end() :].lstrip()
+    return not (before.endswith(",") or after.startswith(",")) and not (
+        before.endswith(("(", "[", "\\{")) and after.startswith((")", "]", "\\}"))
+    )
+
+
+# Arithmetic-only left sides: digits, operators, brackets, and the LaTeX of numbers (\frac, \sqrt, \pi ...).
+_ARITHMETIC = re.compile(
+    r"^(?:[\d.\s+\-*/^(){}\[\]]|\\(?:frac|dfrac|tfrac|sqrt|times|cdot|div|pi|left|right|[,;:! ]))+$"
+)
+
+
+def final_value(text: str) -> str:
+    """``expr = value`` -> ``value`` when every side but the last is arithmetic (``18+3=21`` -> ``21``).
+
+    An equation of numbers is a claim whose truth SymPy evaluates; comparing two such claims would make
+    every true one equal to every other. The answer they state is their final value.
+    """
+    if "=" not in text or any(op in text for op in ("==", "\\le", "\\ge", "\\ne", "<", ">")):
+        return text
+    sides = text.split("=")
+    value = sides[-1].strip()
+    if value and all(side.strip() and _ARITHMETIC.match(side) for side in sides[:-1]):
+        return value
+    return text
