@@ -206,6 +206,7 @@ def run_lodo(pool: Any, out_dir: str | Path, *, kinds: Sequence[str] = ("mlp",),
         frame.to_csv(out / f"{stem}.csv", index=False)
         (out / f"{stem}.md").write_text(_md(frame))
     result["seconds"] = time.perf_counter() - t0
-    result["frontier"] = {"families": summary["families"], "global_front": summary["global_front"]}
+    result["frontier"] = {"families": summary["families"], "comparisons": summary["comparisons"],
+                          "global_front": summary["global_front"]}
     (out / "lodo.json").write_text(json.dumps(result, indent=2, default=str))
     return result
