@@ -163,11 +163,17 @@ def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datase
     nrows = math.ceil(n / ncols)
     names_all = list(dict.fromkeys(per_ds.index.get_level_values("policy")))
     number = _numbering(names_all, info)
-    key_cols = 3
+    fig_w = max(3.4 * ncols, 8.0)
+    # Key columns as wide as the longest entry (about 0.066 in per character at 8.5 pt), as many as fit.
+    longest = max((len(_label(m, info)) + (14 if _is_oracle(m, info) else 0) for m in number), default=10)
+    col_w = 0.066 * (longest + 5)
+    key_cols = max(1, min(4, int((fig_w - 0.3) // col_w)))
     key_rows = math.ceil(len(number) / key_cols)
-    key_h = 0.2 * key_rows + 0.55  # inches: key lines plus the legend row
+    legend_rows = 1 if fig_w >= 9.5 else 2
+    legend_h = 0.3 * legend_rows + 0.1
+    key_h = 0.2 * key_rows + legend_h + 0.15  # inches: the legend rows, then the key lines
     fig_h = 3.1 * nrows + key_h + 0.4
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, fig_h), dpi=150, squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(fig_w, fig_h), dpi=150, squeeze=False)
     panels = []
     groups: set[str] = set()
     any_front = False
@@ -197,15 +203,17 @@ def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datase
         place_labels(ax, [float(frame.loc[m, cost]) for m in names], [float(frame.loc[m, "acc"]) for m in names],
                      [str(number[m]) for m in names], [_style(m, info)["color"] for m in names], fontsize=8,
                      avoid=_front_boxes(ax, front))
-    fig.legend(handles=_legend_handles(groups, any_front), loc="lower center", ncol=6, fontsize=8.5, frameon=False,
-               bbox_to_anchor=(0.5, bottom - 0.45 / fig_h))
-    # The key: "n  label" in columns, coloured by group, under the panels.
+    handles = _legend_handles(groups, any_front)
+    fig.legend(handles=handles, loc="upper center", ncol=math.ceil(len(handles) / legend_rows), fontsize=8.5,
+               frameon=False, bbox_to_anchor=(0.5, bottom - 0.05 / fig_h))
+    # The key: "n  label" in columns, coloured by group, under the legend, filled row by row in number order.
     line_h = 0.2 / fig_h
+    left = max(0.02, (1 - key_cols * col_w / fig_w) / 2)
     for k, (name, num) in enumerate(number.items()):
-        row, col = k // key_cols, k % key_cols  # filled row by row, in number order
+        row, col = k // key_cols, k % key_cols
         text = f"{num:>2}  {_label(name, info)}" + (" (upper bound)" if _is_oracle(name, info) else "")
-        fig.text(0.04 + col * 0.32, bottom - 0.5 / fig_h - (row + 1) * line_h, text, fontsize=8.5,
-                 color=_style(name, info)["color"], ha="left", va="bottom")
+        fig.text(left + col * col_w / fig_w, bottom - (legend_h + 0.05) / fig_h - (row + 1) * line_h, text,
+                 fontsize=8.5, color=_style(name, info)["color"], ha="left", va="bottom")
     return fig
 
 

@@ -24,8 +24,9 @@ def place_labels(ax, xs: Sequence[float], ys: Sequence[float], texts: Sequence[s
                  fontsize: float = 7.5, avoid: Sequence = ()) -> None:
     """Label points without overlaps where possible: try offsets around each marker, keep the first free one.
 
-    Text extents come from the Agg renderer; a label must not overlap an earlier label, any marker, or
-    leave the axes. When every offset collides, the one with the least overlap is used.
+    Text extents come from the Agg renderer; a label must not overlap an earlier label, any marker, an
+    obstacle of ``avoid`` or a leader line, its leader line (for far offsets) must not cross a label or another
+    leader, and it must not leave the axes. When every offset collides, the one with the least overlap is used.
     """
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
@@ -51,6 +52,20 @@ def place_labels(ax, xs: Sequence[float], ys: Sequence[float], texts: Sequence[s
         h = min(a[3], b[3]) - max(a[1], b[1])
         return w * h if w > 0 and h > 0 else 0.0
 
+    def crosses(p, q, r, t) -> bool:
+        # Whether segments p-q and r-t properly intersect (orientation test).
+        def orient(a, b, c) -> float:
+            return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+        return orient(p, q, r) * orient(p, q, t) < 0 and orient(r, t, p) * orient(r, t, q) < 0
+
+    def on_segment_inside(seg, box) -> int:
+        # How many of 10 points along the segment fall inside the box (a leader line running under a label).
+        (x0, y0), (x1, y1) = seg
+        return sum(1 for k in range(1, 10) if box[0] <= x0 + (x1 - x0) * k / 10 <= box[2]
+                   and box[1] <= y0 + (y1 - y0) * k / 10 <= box[3])
+
+    leaders: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    line_cost = 40.0  # a leader line crossing a label or another leader counts like 40 px2 of overlap
     pt = fig.dpi / 72.0
     for i, (x, y, text, color) in enumerate(zip(xs, ys, texts, colors, strict=True)):
         # Measure the text once; every candidate box is then placed arithmetically (creating and measuring an
@@ -65,11 +80,16 @@ def place_labels(ax, xs: Sequence[float], ys: Sequence[float], texts: Sequence[s
             far = abs(dx) + abs(dy) > 20
             ax0 = px + dx * pt - {"left": 0.0, "center": width / 2, "right": width}[ha]
             ay0 = py + dy * pt - {"bottom": 0.0, "center": height / 2, "top": height}[va]
-            box = (ax0 - 1, ay0 - 1, ax0 + width + 1, ay0 + height + 1)
+            box = (ax0 - 3, ay0 - 1, ax0 + width + 3, ay0 + height + 1)  # keep neighbours apart: "13" "20" not "1320"
             outside = (box[0] < axes_box.x0) + (box[2] > axes_box.x1) + (box[1] < axes_box.y0) + \
                 (box[3] > axes_box.y1)
             clash = sum(overlap(box, p) for p in placed) + \
                 sum(overlap(box, m) for j, m in enumerate(marker_boxes) if j != i)
+            clash += line_cost * sum(on_segment_inside(seg, box) for seg in leaders)
+            seg = ((px, py), (px + dx * pt, py + dy * pt))
+            if far:
+                clash += line_cost * (sum(on_segment_inside(seg, p) for p in placed)
+                                      + sum(crosses(*seg, *other) for other in leaders))
             # A label should sit closer to its own marker than to any other, unless a leader line shows which.
             ambiguous = 0 if far else sum(1 for j, m in enumerate(marker_boxes)
                                           if j != i and gap(box, m) < gap(box, marker_boxes[i]) + 4)
@@ -83,3 +103,5 @@ def place_labels(ax, xs: Sequence[float], ys: Sequence[float], texts: Sequence[s
                     color=color, arrowprops={"arrowstyle": "-", "color": color, "lw": 0.5, "alpha": 0.6,
                                              "shrinkA": 0, "shrinkB": 4} if far else None)
         placed.append(best[2])
+        if far:
+            leaders.append(((px, py), (px + dx * pt, py + dy * pt)))
