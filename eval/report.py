@@ -21,7 +21,7 @@ from eval import figures as figs
 from eval import tables as tabs
 from eval.bench_data import BenchData
 from eval.metrics import to_plain
-from eval.paper_comparison import load_paper_targets, paper_comparison
+from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
 from eval.report_html import render_html
 from eval.tables import HIGHCOST, REFERENCE, Table
@@ -269,6 +269,7 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
             head += f" {'paper acc':>9}"
         buf.write(head + "\n" + "-" * len(head) + "\n")
         order = data.macro.sort_values("acc", ascending=False).index
+        off = False
         for n in order:
             r = data.macro.loc[n]
             tag = " (upper bound)" if data.info[n].group == "oracle" else ""
@@ -276,11 +277,17 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
                     f"{r['total_tokens'] / 1000:>8.1f}k {r['calls']:>6.2f} {r['latency_s']:>8.1f}")
             if paper_rows and acc_i is not None:
                 line += f" {paper_rows[n][acc_i]:>9.2f}" if n in paper_rows else f" {'':>9}"
+                if n in paper_rows and abs(r["acc"] - paper_rows[n][acc_i]) > TOLERANCE_POINTS:
+                    line += " off"
+                    off = True
             buf.write(line + "\n")
+        if off:
+            buf.write(f"off: more than {TOLERANCE_POINTS:g} point from the paper's accuracy (beyond the simulator's "
+                      "tolerance); the report says why\n")
     for name, reason in data.run.not_applicable.items():
         buf.write(f"not applicable: {name}: {reason}\n")
     t = data.timings
     buf.write(f"bench: {data.compiled.n_episodes} episodes x {len(data.ran)} policies in "
               f"{t.get('total_s', float('nan')):.1f} s (replay {t.get('replay_s', float('nan')):.1f} s)\n")
-    buf.write(f"report: {Path(out_dir) / 'report.md'}\n")
+    buf.write(f"report: {Path(out_dir) / 'report.md'} (one page: {Path(out_dir) / 'report.html'})\n")
     return buf.getvalue()

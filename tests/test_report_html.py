@@ -28,7 +28,7 @@ RUN = """
 import json, sys
 from eval.bench import run_bench
 results = run_bench(sys.argv[1], "greedy,coba_strong,difficulty_adaptive,bon16_majority,pool_oracle",
-                    out_dir=sys.argv[2], progress=False, workers=1, resamples=200, quiet=True)
+                    out_dir=sys.argv[2], progress=False, workers=1, resamples=200)
 print(json.dumps(results["paper"]))
 """
 
@@ -50,7 +50,7 @@ def installed_run(tmp_path_factory):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (site.parent / "shared").exists()  # no ../shared next to the install
-    return root, out, json.loads(proc.stdout.strip().splitlines()[-1])
+    return root, out, json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout
 
 
 def _report_texts(out: Path) -> dict[str, str]:
@@ -59,7 +59,7 @@ def _report_texts(out: Path) -> dict[str, str]:
 
 
 def test_paper_comparison_works_from_an_install_without_shared(installed_run, shared_dir):
-    root, out, paper = installed_run
+    root, out, paper, printed = installed_run
     assert paper["status"] == "compared"
     reference = json.loads((shared_dir / "reference" / "paper-targets.json").read_text())
     rows = reference["main_table"]["rows"]
@@ -71,10 +71,12 @@ def test_paper_comparison_works_from_an_install_without_shared(installed_run, sh
     assert f"{rows['difficulty_adaptive'][acc]:.2f}" in report
     assert "label tab:main" in report  # the source table is named
     assert (out / "tables" / "paper_main.md").is_file()
+    greedy = [line for line in printed.splitlines() if line.startswith("greedy ")]
+    assert "paper acc" in printed and greedy and f" {rows['greedy'][acc]:.2f}" in greedy[0]
 
 
 def test_no_report_holds_a_machine_path(installed_run):
-    root, out, _ = installed_run
+    root, out, _, _ = installed_run
     machine = {str(root), str(root.resolve()), str(REPO_ROOT), os.path.expanduser("~"), str(root / "home")}
     for name, text in _report_texts(out).items():
         for path in machine:
@@ -147,7 +149,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 def test_report_html_shows_every_figure_in_a_browser(installed_run, tmp_path):
     browser = _browser()
-    _, out, _ = installed_run
+    _, out, _, _ = installed_run
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<img" in page and 'src="figures/' not in page  # embedded, not linked
     probe = tmp_path / "report.html"  # only the page: no figures folder next to it
