@@ -30,7 +30,7 @@ figcaption {{ font-size: 0.9em; color: #555; font-style: italic; }}
 table {{ border-collapse: collapse; font-size: 0.88em; }}
 p.caption {{ font-style: italic; color: #555; margin: 0 0 0.3em 0; font-size: 0.9em; }}
 th, td {{ padding: 0.2em 0.6em; text-align: right; white-space: nowrap; }}
-tbody th, thead th:first-child {{ text-align: left; font-weight: normal; }}
+tbody th, thead th:first-child, td:not([data-value]) {{ text-align: left; font-weight: normal; }}
 thead th {{ border-bottom: 2px solid #444; cursor: pointer; user-select: none; font-weight: 600; }}
 thead th[aria-sort="ascending"]::after {{ content: " \\25B2"; }}
 thead th[aria-sort="descending"]::after {{ content: " \\25BC"; }}
