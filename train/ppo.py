@@ -23,8 +23,8 @@ B the mean cost of drawing N_max candidates (``coba_env.env.default_budget``), s
 like best-of-N_max" and one more sample costs about ``lambda / N_max``. A policy that moves from one point of
 the fixed policies' frontier to the next is worth it when the accuracy gained exceeds ``lambda * (extra C) / B``,
 so the break-even lambda of each step of the frontier is its slope in B units. On the simulated paper pool
-(``coba bench --policies main``, B = 1.06M p_tokens): greedy (75.7%, 0.09 B) -> overthinking stop (83.6%,
-0.31 B): lambda ~ 0.36; -> k-stable stop / CoBa-Strong (85.3-85.4%, 0.48-0.72 B): lambda ~ 0.1 to 0.05;
+(``coba bench``, B = 1.06M p_tokens): greedy (75.7%, 0.09 B) -> overthinking stop (83.6%,
+0.31 B): lambda ~ 0.36; -> k-stable stop (strict leader) / CoBa-Strong (85.3-85.4%, 0.48-0.72 B): lambda ~ 0.1 to 0.05;
 -> best-of-16 (85.1%, 1.45 B): no gain, lambda ~ 0. Every step of the frontier thus lies in [0, 0.4]; above
 0.5 the optimum is greedy (a sample there must buy 3% accuracy) and episodes drawn there teach nothing new,
 so [0, 0.5] covers the whole frontier, both ends included, without spending half the samples on the greedy
