@@ -50,19 +50,26 @@ class BestOfN(ConfiguredPolicy):
 
 @register("k_stable")
 class KStableStop(ConfiguredPolicy):
-    """k-stable stop: SAMPLE until the same answer has been the strict majority after each of the last ``k``
-    samples, or ``max_samples`` are drawn; majority selection. A tie at the top counts as "no leader", so a
-    split such as 7, 8 never looks stable (the env breaks ties towards the earlier answer, which would make
-    the plain "top answer unchanged" rule stop on three different answers)."""
+    """k-stable stop: SAMPLE until the same answer has led after each of the last ``k`` samples, or
+    ``max_samples`` are drawn; majority selection.
 
-    defaults: ClassVar[dict[str, Any]] = {"k": 3, "max_samples": 16}
+    ``leader`` says what leads. "top" (default, the paper's reading): the majority answer with App. C's
+    tie rule (ties go to the answer seen first), the answer the vote would select; so three different
+    answers in a row (7, 8, 9 keeps 7 on top) count as stable. "strict": an answer strictly more frequent
+    than every other; a tie at the top is "no leader", which waits for real agreement (more samples, more
+    accurate; docs/POLICIES.md)."""
+
+    defaults: ClassVar[dict[str, Any]] = {"k": 3, "max_samples": 16, "leader": "top"}
     k: int
     max_samples: int
+    leader: str
 
     def configure(self) -> None:
-        """Majority selection; k >= 1."""
+        """Majority selection; k >= 1; leader "top" or "strict"."""
         if self.k < 1 or self.max_samples < 1:
             raise ValueError(f"k and max_samples must be >= 1, got {self.k} and {self.max_samples}")
+        if self.leader not in ("top", "strict"):
+            raise ValueError(f"leader must be 'top' or 'strict', got {self.leader!r}")
         self.selection = "majority"
 
     def start_episode(self) -> None:
@@ -70,10 +77,10 @@ class KStableStop(ConfiguredPolicy):
         self._leaders: list[int] = []
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
-        """SAMPLE until the strict leader is unchanged over the last k samples (or the cap), then STOP."""
+        """SAMPLE until the leader is unchanged over the last k samples (or the cap), then STOP."""
         self.track(evidence)
         while len(self._leaders) < evidence.n_revealed:
-            self._leaders.append(strict_leader(evidence))
+            self._leaders.append(strict_leader(evidence) if self.leader == "strict" else evidence.top)
         last = self._leaders[-self.k:]
         stable = len(last) == self.k and last[0] >= 0 and all(v == last[0] for v in last)
         if not stable and evidence.n_revealed < self.max_samples and can(action_mask, SAMPLE):

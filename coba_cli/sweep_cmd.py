@@ -13,7 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep", help="trace accuracy-cost frontiers: checkpoints over lambda, CoBa / best-of-n over parameters",
         description="Evaluate sweep points on a pool and write frontier.csv / frontier.md: macro accuracy and "
-        "cost of every point, which points dominate which, and the area under each family's front.")
+        "cost of every point, which points dominate which, and every two families' fronts compared over the cost "
+        "range both cover (mean best-reachable accuracy there).")
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--policies", default="coba,best_of_n", metavar="ITEMS",
@@ -22,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(one point); default: coba,best_of_n")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
-    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost measure of the x axis")
+    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
+                        help="cost measure of the x axis (default: p_tokens)")
     parser.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default: sweep-out)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from coba_cli.arg_types import COST_CHOICES, lambda_list, non_negative_int, positive_int
 from coba_cli.errors import UsageError
+
+#: ``train.ppo.train_ppo``'s default ``total_timesteps`` (not imported: that would load torch for --help).
+PPO_DEFAULT_TIMESTEPS = 200_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1")
     parser.add_argument("--held-out", default=None, metavar="DS1,DS2",
                         help="with --lodo: only these held-out datasets (default: every dataset)")
-    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost model of the reward")
+    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
+                        help="cost model of the reward (default: p_tokens)")
     parser.add_argument("--seed", type=int, default=0, help="seed; a fixed seed reproduces the run (default: 0)")
     parser.add_argument("--rounds", type=non_negative_int, default=None, metavar="R",
                         help="mlp: DAgger rounds after the oracle round (default: 4)")
@@ -43,7 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--targets", default=None, choices=("rollout", "oracle"),
                         help="mlp: action values after round 0 from the learner's own continuation (rollout, "
                              "default) or from the cost-aware oracle (oracle)")
-    parser.add_argument("--timesteps", type=positive_int, default=None, metavar="T", help="ppo: total timesteps")
+    parser.add_argument("--timesteps", type=positive_int, default=None, metavar="T",
+                        help=f"ppo: total timesteps (default: {PPO_DEFAULT_TIMESTEPS}); PPO collects whole rollouts "
+                             "(1024 envs x up to 16 steps), so a count that is not a multiple of the rollout "
+                             "rounds up, and the run says so")
     parser.add_argument("--out", default="train-out", metavar="DIR",
                         help="output: the checkpoint directory, or with --lodo the tables and checkpoints "
                              "(default: train-out)")
@@ -103,5 +111,9 @@ def run(args: argparse.Namespace) -> int:
                           progress=not args.no_progress, options=options)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    print(f"checkpoint: {path} (evaluate with: coba bench --policies main,{path})")
+    from pools.default import DEFAULT_SPEC
+
+    pool = args.pool if args.pool is not None else DEFAULT_SPEC
+    print(f"checkpoint: {path} (evaluate with: coba bench --pool {shlex.quote(str(pool))} "
+          f"--policies {shlex.quote(f'main,{path}')})")
     return 0

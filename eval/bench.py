@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,67 +18,18 @@ import pandas as pd
 from agents.base import Policy
 from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
-from eval import bootstrap, metrics, pareto
+from eval import bootstrap, metrics, pareto, report
+from eval.bench_data import COST_METRIC, BenchData
 from eval.runner import BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.store import Pool
 
-#: Cost model (``CoBaEnv`` cost measure) -> the metric column that the frontier's x axis uses.
-COST_METRIC: dict[str, str] = {"tokens": "total_tokens", "p_tokens": "p_tokens", "calls": "calls",
-                               "latency": "latency_s"}
 #: ``--policies`` keywords: "all" (every non-learned policy, the default) and "main" (paper main table).
 POLICY_SETS = ("all", "main")
 
 
 class BenchInputError(ValueError):
     """Bad bench input (unknown policy, empty selection, unknown cost model); the CLI exits 2 on it."""
-
-
-@dataclass
-class BenchData:
-    """Everything a bench run computed; ``eval.report`` renders it."""
-
-    pool: Pool
-    compiled: CompiledPool
-    pool_spec: str | None
-    run: BenchRun
-    records: pd.DataFrame
-    info: dict[str, PolicyInfo]
-    cost_model: str
-    seed: int
-    datasets: list[str]
-    generators: list[str]
-    macro: pd.DataFrame
-    pooled: pd.DataFrame
-    per_dataset: pd.DataFrame
-    per_generator: pd.DataFrame
-    allocation: pd.DataFrame
-    allocation_overall: pd.DataFrame
-    gap: pd.DataFrame
-    gap_by_dataset: pd.DataFrame
-    summary: dict[str, Any]
-    pairwise: pd.DataFrame
-    versus: pd.DataFrame
-    pareto: dict[str, Any]
-    bootstrap_unit: str = "item"
-    resamples: int = bootstrap.RESAMPLES
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def cost_metric(self) -> str:
-        """The metric column matching the cost model (frontier x axis)."""
-        return COST_METRIC[self.cost_model]
-
-    @property
-    def is_paper_pool(self) -> bool:
-        """Whether the pool is the simulated ``paper`` profile (manifest provenance)."""
-        prov = self.pool.manifest.get("provenance") or {}
-        return prov.get("profile") == "paper"
-
-    @property
-    def ran(self) -> list[str]:
-        """Names of the policies that ran, in bench order."""
-        return [r.name for r in self.run.runs if r.applicable]
 
 
 def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None, str | None]:
@@ -177,9 +127,11 @@ def _pareto(mac: pd.DataFrame, dset: pd.DataFrame, info: dict[str, PolicyInfo], 
         pts = {n: (float(frame.loc[n, cost]), float(frame.loc[n, "acc"])) for n in deployable}
         front = pareto.pareto_front(pts)
         positive = {n: v for n, v in pts.items() if v[0] > 0}
-        area = pareto.frontier_area(positive) if positive else None
+        span = pareto.cost_span(positive)
+        # Mean best-reachable accuracy over the front's own cost range (log10 cost): one number per plane.
+        mean_acc = pareto.mean_front_accuracy(positive, *span) if span else None
         return {"front": [p.name for p in front], "dominates": pareto.dominance(pts),
-                "dominated_by": pareto.dominated_by(pts), "area_log10": area,
+                "dominated_by": pareto.dominated_by(pts), "front_cost_range": span, "front_mean_acc": mean_acc,
                 "excluded_upper_bounds": [n for n in frame.index if n not in deployable]}
 
     out = {"cost": cost, **analyse_plane(mac)}
@@ -201,8 +153,6 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
     content of ``results.json``. Prints a summary table unless ``quiet``.
     """
-    from eval import report
-
     t0 = time.perf_counter()
     if cost_model not in COST_MEASURES:
         raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
@@ -218,7 +168,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
                    resamples=resamples)
     data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
-    results = report.write_all(data, Path(out_dir), figures=figures, t0=t0)
+    results = report.write_all(data, Path(out_dir), figures=figures, t0=t0, progress=progress)
     if not quiet:
         print(report.terminal_summary(data, Path(out_dir)))
     return results

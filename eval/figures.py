@@ -1,10 +1,11 @@
 """The paper's figures as matplotlib Figures (Agg backend); ``eval.report`` saves them as PNG and SVG.
 
 - ``frontier``: accuracy vs cost (log x), the Pareto front of deployable methods, the oracle as upper bound.
-- ``small_multiples``: the same per dataset.
+- ``small_multiples``: the same per dataset, points numbered, a key under the panels naming them.
 - ``heatmap``: per-dataset accuracy, methods x datasets.
-- ``allocation``: stacked bars of the mean actions per item, per dataset, for the CoBa variants.
-- ``savings``: cost of the methods of comparable accuracy relative to the reference (CoBa-Routed-Strong).
+- ``allocation``: stacked bars of the mean actions per item, one panel per dataset, one bar per CoBa variant.
+- ``savings``: cost of the methods of comparable accuracy relative to the reference (CoBa-Routed-Strong); the
+  threshold for "comparable" (``COMPARABLE_WITHIN``) is printed on the figure.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from eval.label_placement import place_labels  # noqa: E402
 from eval.pareto import Point, pareto_front  # noqa: E402
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo  # noqa: E402
 
@@ -35,6 +37,8 @@ GROUP_STYLE = {
 COST_LABEL = {"p_tokens": "parameter-weighted tokens per item (log scale)",
               "total_tokens": "total tokens per item (log scale)", "calls": "model calls per item (log scale)",
               "latency_s": "latency per item, s (log scale)"}
+#: "Comparable accuracy" in the cost-savings figure: at most this many points below the reference's accuracy.
+COMPARABLE_WITHIN = 1.0
 ACTION_STYLE = (("n_samples", "Sample", "#9ecae1"), ("n_v1", "V1 cheap judge", "#fdae6b"),
                 ("n_v2", "V2 process judge", "#bcbddc"), ("n_v3", "V3 strong verifier", "#e6550d"))
 
@@ -52,116 +56,74 @@ def _is_oracle(name: str, info: Mapping[str, PolicyInfo]) -> bool:
     return name in info and info[name].group == ORACLE_GROUP
 
 
-#: Label offsets (points) tried in order around a marker: right, left, above, below, the diagonals, then
-#: farther positions that get a leader line.
-_OFFSETS = ((7, 0, "left", "center"), (-7, 0, "right", "center"), (0, 8, "center", "bottom"),
-            (0, -8, "center", "top"), (7, 7, "left", "bottom"), (7, -7, "left", "top"),
-            (-7, 7, "right", "bottom"), (-7, -7, "right", "top"), (20, 16, "left", "bottom"),
-            (20, -16, "left", "top"), (-20, 16, "right", "bottom"), (-20, -16, "right", "top"),
-            (0, 24, "center", "bottom"), (0, -24, "center", "top"), (34, 28, "left", "bottom"),
-            (34, -28, "left", "top"), (-34, 28, "right", "bottom"), (-34, -28, "right", "top"),
-            (0, 40, "center", "bottom"), (0, -40, "center", "top"), (50, 40, "left", "bottom"),
-            (50, -40, "left", "top"), (-50, 40, "right", "bottom"), (-50, -40, "right", "top"))
+GROUP_LEGEND = {"coba": "CoBa routing", "baseline": "baselines", "learned": "learned",
+                ORACLE_GROUP: "pool oracle (upper bound)"}
 
 
-def place_labels(ax, xs: Sequence[float], ys: Sequence[float], texts: Sequence[str], colors: Sequence[str],
-                 fontsize: float = 7.5, avoid: Sequence = ()) -> None:
-    """Label points without overlaps where possible: try offsets around each marker, keep the first free one.
-
-    Text extents come from the Agg renderer; a label must not overlap an earlier label, any marker, or
-    leave the axes. When every offset collides, the one with the least overlap is used.
-    """
-    fig = ax.figure
-    renderer = fig.canvas.get_renderer()
-    to_px = ax.transData.transform
-    marker_boxes = []
-    for x, y in zip(xs, ys, strict=True):
-        px, py = to_px((x, y))
-        marker_boxes.append((px - 5, py - 5, px + 5, py + 5))
-    axes_box = ax.get_window_extent(renderer)
-    placed: list[tuple[float, float, float, float]] = [(b.x0, b.y0, b.x1, b.y1) for b in avoid]
-
-    def gap(box, m) -> float:
-        # Distance from a marker box's centre to a label box (0 when inside).
-        cx, cy = (m[0] + m[2]) / 2, (m[1] + m[3]) / 2
-        dx = max(box[0] - cx, 0.0, cx - box[2])
-        dy = max(box[1] - cy, 0.0, cy - box[3])
-        return (dx * dx + dy * dy) ** 0.5
-
-    def overlap(a, b) -> float:
-        w = min(a[2], b[2]) - max(a[0], b[0])
-        h = min(a[3], b[3]) - max(a[1], b[1])
-        return w * h if w > 0 and h > 0 else 0.0
-
-    pt = fig.dpi / 72.0
-    for i, (x, y, text, color) in enumerate(zip(xs, ys, texts, colors, strict=True)):
-        # Measure the text once; every candidate box is then placed arithmetically (creating and measuring an
-        # annotation per candidate costs ~1 s per figure).
-        probe = ax.text(0, 0, text, fontsize=fontsize, transform=None)
-        bb = probe.get_window_extent(renderer)
-        width, height = bb.width, bb.height
-        probe.remove()
-        px, py = to_px((x, y))
-        best = None
-        for dx, dy, ha, va in _OFFSETS:
-            far = abs(dx) + abs(dy) > 20
-            ax0 = px + dx * pt - {"left": 0.0, "center": width / 2, "right": width}[ha]
-            ay0 = py + dy * pt - {"bottom": 0.0, "center": height / 2, "top": height}[va]
-            box = (ax0 - 1, ay0 - 1, ax0 + width + 1, ay0 + height + 1)
-            outside = (box[0] < axes_box.x0) + (box[2] > axes_box.x1) + (box[1] < axes_box.y0) + \
-                (box[3] > axes_box.y1)
-            clash = sum(overlap(box, p) for p in placed) + \
-                sum(overlap(box, m) for j, m in enumerate(marker_boxes) if j != i)
-            # A label should sit closer to its own marker than to any other, unless a leader line shows which.
-            ambiguous = 0 if far else sum(1 for j, m in enumerate(marker_boxes)
-                                          if j != i and gap(box, m) < gap(box, marker_boxes[i]) + 4)
-            cost = (outside, clash, ambiguous)
-            if best is None or cost < best[0]:
-                best = (cost, (dx, dy, ha, va, far), box)
-            if cost == (0, 0.0, 0):
-                break
-        dx, dy, ha, va, far = best[1]
-        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=fontsize,
-                    color=color, arrowprops={"arrowstyle": "-", "color": color, "lw": 0.5, "alpha": 0.6,
-                                             "shrinkA": 0, "shrinkB": 4} if far else None)
-        placed.append(best[2])
+def _group(name: str, info: Mapping[str, PolicyInfo]) -> str:
+    return info[name].group if name in info else "baseline"
 
 
-def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str) -> list[str]:
-    """Scatter methods on the accuracy-cost plane with the Pareto front; returns the names plotted."""
+def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str) -> tuple[list[str], list[Point]]:
+    """Scatter methods on the accuracy-cost plane with the Pareto front (a dashed staircase from the cheapest to
+    the most accurate front point, front points ringed); returns the names plotted and the front."""
     names = [n for n in frame.index if frame.loc[n, cost] > 0]
     pts = [Point(n, float(frame.loc[n, cost]), float(frame.loc[n, "acc"])) for n in names if not _is_oracle(n, info)]
     front = pareto_front(pts)
     if front:
-        xs = [p.cost for p in front]
-        ys = [p.accuracy for p in front]
-        ax.step(xs + [xs[-1] * 1.6], ys + [ys[-1]], where="post", color="#888888", lw=1.2, ls="--", zorder=1,
-                label="Pareto front")
+        ax.step([p.cost for p in front], [p.accuracy for p in front], where="post", color="#888888", lw=1.2,
+                ls="--", zorder=1)
     on_front = {p.name for p in front}
     for group in (["baseline", "learned", "coba", ORACLE_GROUP]):
-        sel = [n for n in names if (info[n].group if n in info else "baseline") == group]
+        sel = [n for n in names if _group(n, info) == group]
         if not sel:
             continue
         st = GROUP_STYLE.get(group, GROUP_STYLE["baseline"])
         ax.scatter([frame.loc[n, cost] for n in sel], [frame.loc[n, "acc"] for n in sel], s=st["size"],
-                   marker=st["marker"], color=st["color"], zorder=3, edgecolor="white", linewidth=0.6,
-                   label={"coba": "CoBa routing", "baseline": "baselines", "learned": "learned",
-                          ORACLE_GROUP: "pool oracle (upper bound)"}.get(group, group))
-        for n in sel:
-            if n in on_front:
-                ax.scatter([frame.loc[n, cost]], [frame.loc[n, "acc"]], s=st["size"] * 2.2, marker="o",
-                           facecolor="none", edgecolor="#555555", lw=0.8, zorder=2)
+                   marker=st["marker"], color=st["color"], zorder=3, edgecolor="white", linewidth=0.6)
+        ring = [n for n in sel if n in on_front]
+        if ring:
+            ax.scatter([frame.loc[n, cost] for n in ring], [frame.loc[n, "acc"] for n in ring], s=st["size"] * 2.2,
+                       marker="o", facecolor="none", edgecolor="#555555", lw=0.8, zorder=2)
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())  # minor log labels (2x10^5, 3x10^5...) collide
     ax.grid(True, which="major", alpha=0.3)
-    return names
+    return names, front
+
+
+def _legend_handles(groups: Sequence[str], with_front: bool) -> list:
+    """Legend entries: one per group present, then the front's staircase and the ring marking front points."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for group in ("coba", "baseline", "learned", ORACLE_GROUP):
+        if group in groups:
+            st = GROUP_STYLE[group]
+            handles.append(Line2D([], [], ls="none", marker=st["marker"], color=st["color"], markeredgecolor="white",
+                                  markersize=math.sqrt(st["size"]), label=GROUP_LEGEND[group]))
+    if with_front:
+        handles += [Line2D([], [], color="#888888", lw=1.2, ls="--", label="Pareto front"),
+                    Line2D([], [], ls="none", marker="o", markersize=11, markerfacecolor="none",
+                           markeredgecolor="#555555", label="on the Pareto front")]
+    return handles
+
+
+def _front_boxes(ax, front: Sequence[Point], pad: float = 2.0) -> list[tuple[float, float, float, float]]:
+    """The front's staircase as thin boxes in display pixels (labels placed later keep off the line)."""
+    to_px = ax.transData.transform
+    boxes = []
+    for a, b in zip(front, front[1:], strict=False):
+        (x0, y0), (x1, y1) = to_px((a.cost, a.accuracy)), to_px((b.cost, b.accuracy))
+        boxes.append((min(x0, x1) - pad, y0 - pad, max(x0, x1) + pad, y0 + pad))  # horizontal at a's accuracy
+        boxes.append((x1 - pad, min(y0, y1) - pad, x1 + pad, max(y0, y1) + pad))  # vertical at b's cost
+    return boxes
 
 
 def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_tokens",
              title: str = "Accuracy-cost frontier (macro over dataset x generator pairs)") -> Figure:
     """Accuracy vs cost per method (log x), Pareto front of deployable methods, oracle marked as upper bound."""
     fig, ax = plt.subplots(figsize=(9.5, 6.0), dpi=150)
-    names = _plot_plane(ax, mac, info, cost)
+    names, front = _plot_plane(ax, mac, info, cost)
     ax.set_xlabel(COST_LABEL.get(cost, cost))
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title, fontsize=11)
@@ -169,46 +131,89 @@ def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_t
     ax.set_xlim(xmin / 1.3, xmax * 1.5)  # room for labels left and right of the extreme points
     ymin, ymax = ax.get_ylim()
     ax.set_ylim(ymin - 0.03 * (ymax - ymin), ymax + 0.05 * (ymax - ymin))
-    legend = ax.legend(loc="lower right", fontsize=8, frameon=True, framealpha=0.9)
+    legend = ax.legend(handles=_legend_handles({_group(n, info) for n in names}, bool(front)), loc="lower right",
+                       fontsize=8, frameon=True, framealpha=0.9)
     fig.tight_layout()
     # Label after the layout is final, so the text extents measured are the ones drawn.
-    order = sorted(names, key=lambda n: (not _is_oracle(n, info) and info.get(n, PolicyInfo(n, "")).group != "coba",
+    order = sorted(names, key=lambda n: (not _is_oracle(n, info) and _group(n, info) != "coba",
                                          -float(mac.loc[n, "acc"])))
+    renderer = fig.canvas.get_renderer()
     place_labels(ax, [float(mac.loc[n, cost]) for n in order], [float(mac.loc[n, "acc"]) for n in order],
                  [_label(n, info) + (" (upper bound)" if _is_oracle(n, info) else "") for n in order],
                  [_style(n, info)["color"] for n in order],
-                 avoid=[legend.get_window_extent(fig.canvas.get_renderer())])
+                 avoid=[legend.get_window_extent(renderer), *_front_boxes(ax, front)])
     return fig
+
+
+def _numbering(names: Sequence[str], info: Mapping[str, PolicyInfo]) -> dict[str, int]:
+    """Point numbers for the per-dataset panels: CoBa variants first, then baselines, learned, the oracle."""
+    rank = {"coba": 0, "baseline": 1, "learned": 2, ORACLE_GROUP: 3}
+    ordered = sorted(names, key=lambda n: (rank.get(_group(n, info), 1), list(names).index(n)))
+    return {n: k + 1 for k, n in enumerate(ordered)}
 
 
 def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datasets: Sequence[str],
                     cost: str = "p_tokens") -> Figure:
-    """One accuracy-cost panel per dataset (values averaged over generators), each with its Pareto front."""
+    """One accuracy-cost panel per dataset (values averaged over generators), each with its Pareto front.
+
+    Points carry numbers (placed clear of each other and of the front's line); a key under the panels names
+    them, so every method is identified however many share a panel."""
     n = len(datasets)
     ncols = min(3, max(1, n))
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows), dpi=130, squeeze=False)
+    names_all = list(dict.fromkeys(per_ds.index.get_level_values("policy")))
+    number = _numbering(names_all, info)
+    fig_w = max(3.4 * ncols, 8.0)
+    # Key columns as wide as the longest entry (about 0.066 in per character at 8.5 pt), as many as fit.
+    longest = max((len(_label(m, info)) + (14 if _is_oracle(m, info) else 0) for m in number), default=10)
+    col_w = 0.066 * (longest + 5)
+    key_cols = max(1, min(4, int((fig_w - 0.3) // col_w)))
+    key_rows = math.ceil(len(number) / key_cols)
+    legend_rows = 1 if fig_w >= 9.5 else 2
+    legend_h = 0.3 * legend_rows + 0.1
+    key_h = 0.2 * key_rows + legend_h + 0.15  # inches: the legend rows, then the key lines
+    fig_h = 3.1 * nrows + key_h + 0.4
+    fig, axes = plt.subplots(nrows, ncols, figsize=(fig_w, fig_h), dpi=150, squeeze=False)
+    panels = []
+    groups: set[str] = set()
+    any_front = False
     for k, ds in enumerate(datasets):
         ax = axes[k // ncols][k % ncols]
         frame = per_ds.xs(ds, level="dataset")
-        _plot_plane(ax, frame, info, cost)
-        for n_ in frame.index:
-            if info.get(n_, PolicyInfo(n_, "")).group == "coba":
-                short = _label(n_, info).replace("CoBa-Routed-", "").replace("CoBa-Routed", "Balanced")
-                ax.annotate(short, (frame.loc[n_, cost], frame.loc[n_, "acc"]), xytext=(4, -9),
-                            textcoords="offset points", fontsize=6.5, color=_style(n_, info)["color"])
+        names, front = _plot_plane(ax, frame, info, cost)
+        panels.append((ax, frame, names, front))
+        groups |= {_group(m, info) for m in names}
+        any_front |= bool(front)
         ax.set_title(ds, fontsize=10)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
+        ymin, ymax = ax.get_ylim()
+        ax.set_ylim(ymin - 0.04 * (ymax - ymin), ymax + 0.06 * (ymax - ymin))
+        xmin, xmax = ax.get_xlim()
+        ax.set_xlim(xmin / 1.15, xmax * 1.15)
         if k % ncols == 0:
-            ax.set_ylabel("accuracy (%)", fontsize=8)
+            ax.set_ylabel("accuracy (%)", fontsize=9)
         if k + ncols >= n:  # nothing below this panel
-            ax.set_xlabel(COST_LABEL.get(cost, cost).replace(" per item (log scale)", " (log)"), fontsize=8)
+            ax.set_xlabel(COST_LABEL.get(cost, cost).replace(" per item (log scale)", " (log)"), fontsize=9)
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.suptitle("Accuracy-cost frontiers per dataset (averaged over generators)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    bottom = key_h / fig_h
+    fig.tight_layout(rect=(0, bottom, 1, 0.97))
+    for ax, frame, names, front in panels:
+        place_labels(ax, [float(frame.loc[m, cost]) for m in names], [float(frame.loc[m, "acc"]) for m in names],
+                     [str(number[m]) for m in names], [_style(m, info)["color"] for m in names], fontsize=8,
+                     avoid=_front_boxes(ax, front))
+    handles = _legend_handles(groups, any_front)
+    fig.legend(handles=handles, loc="upper center", ncol=math.ceil(len(handles) / legend_rows), fontsize=8.5,
+               frameon=False, bbox_to_anchor=(0.5, bottom - 0.05 / fig_h))
+    # The key: "n  label" in columns, coloured by group, under the legend, filled row by row in number order.
+    line_h = 0.2 / fig_h
+    left = max(0.02, (1 - key_cols * col_w / fig_w) / 2)
+    for k, (name, num) in enumerate(number.items()):
+        row, col = k // key_cols, k % key_cols
+        text = f"{num:>2}  {_label(name, info)}" + (" (upper bound)" if _is_oracle(name, info) else "")
+        fig.text(left + col * col_w / fig_w, bottom - (legend_h + 0.05) / fig_h - (row + 1) * line_h, text,
+                 fontsize=8.5, color=_style(name, info)["color"], ha="left", va="bottom")
     return fig
 
 
@@ -240,40 +245,60 @@ def heatmap(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datasets: Sequ
     return fig
 
 
+def _short(name: str, info: Mapping[str, PolicyInfo]) -> str:
+    """A CoBa variant's short name: "Light", "Balanced", "Strong", "Strong (literal)"."""
+    label = _label(name, info)
+    return label.replace("CoBa-Routed-", "").replace("CoBa-Routed", "Balanced").replace("CoBa ", "").strip()
+
+
 def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Sequence[str],
                datasets: Sequence[str]) -> Figure:
-    """Stacked bars of the mean number of each action per item, per dataset, one bar per policy."""
+    """Stacked bars of the mean number of each action per item: one panel per dataset, one bar per policy
+    (named under it), the actions stacked in the legend's colours."""
     names = [n for n in names if n in alloc.index.get_level_values("policy")]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.5 * len(datasets) * max(1, len(names)) / 2.2), 4.4), dpi=150)
-    width = 0.8 / max(1, len(names))
-    hatches = ["", "//", "..", "xx", "\\\\"]
-    for k, n in enumerate(names):
-        xs = np.arange(len(datasets)) + (k - (len(names) - 1) / 2) * width
-        bottom = np.zeros(len(datasets))
+    n_ds = max(1, len(datasets))
+    ncols = min(5, n_ds)
+    nrows = math.ceil(n_ds / ncols)
+    longest = max((len(_short(n, info)) for n in names), default=6)
+    label_h = 0.09 * longest  # inches taken by the 45-degree bar names
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(6.0, 2.0 * ncols), (2.9 + label_h) * nrows + 0.8),
+                             dpi=150, sharey=True, squeeze=False)
+    xs = np.arange(len(names))
+    top = 0.0
+    for k, ds in enumerate(datasets):
+        ax = axes[k // ncols][k % ncols]
+        bottom = np.zeros(len(names))
         for col, lab, color in ACTION_STYLE:
-            vals = np.array([alloc.loc[(n, ds), col] if (n, ds) in alloc.index else 0.0 for ds in datasets])
-            ax.bar(xs, vals, width * 0.92, bottom=bottom, color=color, edgecolor="#333333", lw=0.4,
-                   hatch=hatches[k % len(hatches)], label=lab if k == 0 else None)
+            vals = np.array([alloc.loc[(n, ds), col] if (n, ds) in alloc.index else 0.0 for n in names])
+            ax.bar(xs, vals, 0.75, bottom=bottom, color=color, edgecolor="#333333", lw=0.4, label=lab)
             bottom += vals
-        for x, top in zip(xs, bottom, strict=True):
-            ax.text(x, top + 0.08, _label(n, info).replace("CoBa-Routed-", "").replace("CoBa ", ""),
-                    ha="center", va="bottom", fontsize=6.5, rotation=90)
-    ax.set_xticks(range(len(datasets)), labels=list(datasets), fontsize=9)
-    ax.set_ylabel("mean actions per item")
-    ymax = ax.get_ylim()[1]
-    ax.set_ylim(0, ymax * 1.25)
-    ax.legend(fontsize=8, frameon=False, loc="upper left", ncol=4)
-    ax.set_title("Action allocation per dataset (" + ", ".join(_label(n, info) for n in names) + ")", fontsize=9)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
+        top = max(top, float(bottom.max()) if len(bottom) else 0.0)
+        ax.set_xticks(xs, labels=[_short(n, info) for n in names], rotation=45, ha="right",
+                      rotation_mode="anchor", fontsize=8.5)
+        ax.set_title(ds, fontsize=10)
+        ax.tick_params(axis="y", labelsize=8.5)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+        if k % ncols == 0:
+            ax.set_ylabel("mean actions per item", fontsize=9)
+    for k in range(n_ds, nrows * ncols):
+        axes[k // ncols][k % ncols].axis("off")
+    axes[0][0].set_ylim(0, top * 1.08 if top > 0 else 1.0)
+    fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", lw=0.4, label=lab) for _, lab, c in ACTION_STYLE],
+               loc="upper center", ncol=4, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.94))
+    fig.suptitle("Action allocation per dataset: mean actions per item for each CoBa variant", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.90))
     return fig
 
 
 def savings(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Sequence[str],
-            reference: str = REFERENCE) -> Figure:
-    """Total and parameter-weighted tokens of methods of comparable accuracy, as multiples of ``reference``."""
+            reference: str = REFERENCE, within: float = COMPARABLE_WITHIN) -> Figure:
+    """Total and parameter-weighted tokens of methods of comparable accuracy, as multiples of ``reference``.
+
+    The subtitle states what "comparable" means: macro accuracy at least the reference's minus ``within``
+    points (``comparable_methods``), plus the paper's high-cost comparisons whatever their accuracy."""
     names = [n for n in names if n in mac.index]
-    fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.62 * len(names)), dpi=150)
+    fig, ax = plt.subplots(figsize=(8.0, 1.6 + 0.62 * len(names)), dpi=150)
     ys = np.arange(len(names))[::-1].astype(float)
     height = 0.38
     series = (("total_tokens", "total tokens", "#9ecae1"), ("p_tokens", "parameter-weighted tokens", "#2c6fbb"))
@@ -286,22 +311,31 @@ def savings(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Sequence[s
                 edgecolor=["#c0392b" if n == reference else "none" for n in names], linewidth=1.2)
         for y, v, n in zip(offs, rel, names, strict=True):
             if np.isfinite(v):
-                ax.text(v, y, f" {v:.2f}x ({float(mac.loc[n, col]) / 1000:.1f}k)", va="center", fontsize=7)
+                ax.text(v + 0.02, y, f"{v:.2f}x ({float(mac.loc[n, col]) / 1000:.1f}k)", va="center", fontsize=8)
                 top = max(top, v)
     ax.axvline(1.0, color="#c0392b", lw=1, ls="--")
-    ax.set_yticks(ys, labels=[f"{_label(n, info)}\nacc {float(mac.loc[n, 'acc']):.2f}%" for n in names], fontsize=8)
-    ax.set_xlim(0, top * 1.35)
+    ax.set_yticks(ys, labels=[f"{_label(n, info)}\nacc {float(mac.loc[n, 'acc']):.2f}%" for n in names], fontsize=8.5)
+    ax.set_xlim(0, top * 1.38)
     ax.set_xlabel(f"cost per item relative to {_label(reference, info)}")
-    ax.legend(handles=[Patch(color=c, label=lab) for _, lab, c in series], fontsize=8, frameon=False,
-              loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    ax.legend(handles=[Patch(color=c, label=lab) for _, lab, c in series], fontsize=8.5, frameon=False,
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.set_title(f"Cost at comparable accuracy (relative to {_label(reference, info)})", fontsize=10)
+    ref_label = _label(reference, info)
+    if reference in mac.index:
+        floor = float(mac.loc[reference, "acc"]) - within
+        rule = (f"comparable accuracy: macro accuracy >= {floor:.2f}% ({ref_label}'s "
+                f"{float(mac.loc[reference, 'acc']):.2f}% minus {within:g} point),\nplus the paper's high-cost "
+                "comparisons (self-evaluation vote, best-of-16) whatever their accuracy")
+    else:
+        rule = f"{ref_label} did not run: the paper's high-cost comparisons only"
+    fig.suptitle(f"Cost at comparable accuracy, relative to {ref_label}", fontsize=10.5)
+    ax.set_title(rule, fontsize=8.5, color="#444444", pad=24)
     fig.tight_layout()
     return fig
 
 
 def comparable_methods(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], reference: str = REFERENCE,
-                       within: float = 1.0, always: Sequence[str] = ()) -> list[str]:
+                       within: float = COMPARABLE_WITHIN, always: Sequence[str] = ()) -> list[str]:
     """Non-oracle methods whose macro accuracy is at least the reference's minus ``within`` points."""
     if reference not in mac.index:
         return [n for n in always if n in mac.index]

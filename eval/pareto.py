@@ -1,8 +1,10 @@
-"""Accuracy-cost Pareto frontiers: which points are efficient, which dominate which, and frontier area.
+"""Accuracy-cost Pareto frontiers: which points are efficient, which dominate which, and how fronts compare.
 
 A point (cost, accuracy) *dominates* another when it costs no more and is at least as accurate, and is
 strictly better in one of the two. The front is the set of points no other point dominates. Points marked
 as upper bounds (the pool oracle) are shown but never enter a front: they are not deployable methods.
+Two fronts are compared by their mean best-reachable accuracy over the cost range both cover
+(``compare_fronts``); outside that range one of them has no point, so there is nothing to compare.
 """
 
 from __future__ import annotations
@@ -52,19 +54,23 @@ def dominated_by(points: Mapping[str, tuple[float, float]] | Sequence[Point]) ->
     return {p.name: sorted(q.name for q in pts if dominates(q, p)) for p in pts}
 
 
-def frontier_area(points: Mapping[str, tuple[float, float]] | Sequence[Point], *,
-                  x_range: tuple[float, float] | None = None, log_x: bool = True) -> float:
-    """Mean best-reachable accuracy over a cost range: the area under the front's staircase / range width.
+def mean_front_accuracy(points: Mapping[str, tuple[float, float]] | Sequence[Point], lo: float, hi: float, *,
+                        log_x: bool = True) -> float:
+    """Mean best-reachable accuracy of a front over the cost range [``lo``, ``hi``].
 
-    The staircase is the best accuracy any front point reaches at cost <= x (and the cheapest point's
-    accuracy to its left is 0, i.e. nothing is reachable below the cheapest method). With ``log_x`` the
-    integral runs over log10(cost). ``x_range`` defaults to the front's own cost range; a front of a single
-    point (or a zero-width range) returns that point's accuracy. Higher is better; compare fronts only over
-    the same ``x_range``.
+    The front's staircase S(x) is the best accuracy of any point costing at most x; the result is the mean
+    of S over [lo, hi] (over log10 cost with ``log_x``), i.e. the area under the staircase divided by the
+    range's width. ``lo`` must not lie below the front's cheapest point: there S is undefined (nothing is
+    reachable), and counting it as 0 accuracy would penalise a family for what it does not cover rather than
+    for what it achieves. A zero-width range gives S(hi). Compare fronts only over the same range
+    (``common_cost_range``, ``compare_fronts``).
     """
     front = pareto_front(points)
     if not front:
         return float("nan")
+    if lo < front[0].cost or hi < lo:
+        raise ValueError(f"cost range [{lo:g}, {hi:g}] must start at or above the front's cheapest point "
+                         f"({front[0].cost:g}) and end at or above its start")
 
     def tx(x: float) -> float:
         if not log_x:
@@ -73,24 +79,52 @@ def frontier_area(points: Mapping[str, tuple[float, float]] | Sequence[Point], *
             raise ValueError(f"log_x needs positive costs, got {x}")
         return math.log10(x)
 
-    lo, hi = x_range if x_range is not None else (front[0].cost, front[-1].cost)
     a, b = tx(lo), tx(hi)
     if b <= a:
-        reach = [p.accuracy for p in front if p.cost <= hi]
-        return max(reach) if reach else 0.0
-    area, best = 0.0, 0.0
-    # Walk the steps: at each front point's cost the reachable accuracy jumps to its accuracy.
-    edges = [(tx(p.cost), p.accuracy) for p in front]
-    x_prev = a
-    for x, acc in edges:
+        return max(p.accuracy for p in front if p.cost <= hi)
+    area, best, x_prev = 0.0, 0.0, a
+    # Walk the steps: at each front point's cost the reachable accuracy jumps to that point's accuracy.
+    for p in front:
+        x = tx(p.cost)
         if x > a:
             seg_end = min(x, b)
             if seg_end > x_prev:
                 area += best * (seg_end - x_prev)
                 x_prev = seg_end
-        best = max(best, acc)
         if x >= b:
             break
+        best = max(best, p.accuracy)
     if b > x_prev:
         area += best * (b - x_prev)
     return area / (b - a)
+
+
+def cost_span(points: Mapping[str, tuple[float, float]] | Sequence[Point]) -> tuple[float, float] | None:
+    """The cost range a front covers: its cheapest and its costliest point (None for no point)."""
+    front = pareto_front(points)
+    return (front[0].cost, front[-1].cost) if front else None
+
+
+def common_cost_range(fronts: Sequence[Mapping[str, tuple[float, float]] | Sequence[Point]]
+                      ) -> tuple[float, float] | None:
+    """The cost range every front covers (latest start, earliest end), or None when they do not overlap."""
+    spans = [cost_span(f) for f in fronts]
+    if not spans or any(s is None for s in spans):
+        return None
+    lo, hi = max(s[0] for s in spans), min(s[1] for s in spans)  # type: ignore[index]
+    return (lo, hi) if hi > lo else None
+
+
+def compare_fronts(a: Mapping[str, tuple[float, float]] | Sequence[Point],
+                   b: Mapping[str, tuple[float, float]] | Sequence[Point], *, log_x: bool = True
+                   ) -> dict[str, float] | None:
+    """Two fronts over their common cost range: each one's mean best-reachable accuracy there and a - b.
+
+    None when the fronts' cost ranges do not overlap (e.g. one of them is a single point).
+    """
+    rng = common_cost_range([a, b])
+    if rng is None:
+        return None
+    acc_a = mean_front_accuracy(a, *rng, log_x=log_x)
+    acc_b = mean_front_accuracy(b, *rng, log_x=log_x)
+    return {"lo": rng[0], "hi": rng[1], "a_acc": acc_a, "b_acc": acc_b, "diff": acc_a - acc_b}

@@ -1,21 +1,34 @@
-"""The paper's tables, each rendered as Markdown, CSV and LaTeX (booktabs).
+"""The paper's tables built from a bench run's aggregates (``eval.metrics``), as ``Table`` objects.
 
-A ``Table`` holds raw values; formatting happens per renderer, so the CSV keeps full precision while the
-Markdown and LaTeX use the paper's formats (accuracy 2 decimals, tokens in thousands "58.0k", calls 2
-decimals, latency 1 decimal). Rows come in sections separated by a rule (the oracle always sits alone in
-the last section, as an upper bound). Bold marks the best non-oracle value where the paper bolds one.
+Rendering (Markdown, CSV, LaTeX, HTML) and the number formats live in ``eval.table_render`` and are
+re-exported here. Rows come in sections (the oracle always sits alone in the last section, as an upper
+bound); bold marks the best non-oracle value where the paper bolds one.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from eval.table_render import (  # noqa: F401  (re-exported: callers format with tables.fmt_*)
+    Column,
+    Table,
+    _missing,
+    _num,
+    fmt_1,
+    fmt_2,
+    fmt_acc,
+    fmt_acc1,
+    fmt_k,
+    fmt_pct,
+    fmt_signed,
+    fmt_text,
+    fmt_times,
+)
 
 #: The policy every bootstrap and relative-cost comparison is made against (CoBa-Routed-Strong).
 REFERENCE = "coba_strong"
@@ -24,161 +37,6 @@ ABLATION = ("coba_light", "coba_balanced", "coba_strong", "self_eval_weighted", 
 #: High-accuracy methods compared on cost (paper Table "highcost"), in order.
 HIGHCOST = ("coba_strong", "self_eval_weighted", "bon16_majority")
 ORACLE_GROUP = "oracle"
-
-
-def fmt_acc(v: Any) -> str:
-    """Accuracy in percent, 2 decimals."""
-    return _num(v, "{:.2f}")
-
-
-def fmt_acc1(v: Any) -> str:
-    """Accuracy in percent, 1 decimal (per-dataset tables)."""
-    return _num(v, "{:.1f}")
-
-
-def fmt_k(v: Any) -> str:
-    """A token count in thousands with one decimal: 58013 -> '58.0k'."""
-    if _missing(v):
-        return "-"
-    return f"{float(v) / 1000:.1f}k"
-
-
-def fmt_2(v: Any) -> str:
-    """Two decimals."""
-    return _num(v, "{:.2f}")
-
-
-def fmt_1(v: Any) -> str:
-    """One decimal."""
-    return _num(v, "{:.1f}")
-
-
-def fmt_signed(v: Any) -> str:
-    """A signed difference with 2 decimals: '+3.74'."""
-    return _num(v, "{:+.2f}")
-
-
-def fmt_times(v: Any) -> str:
-    """A ratio as '2.43x'."""
-    return _num(v, "{:.2f}x")
-
-
-def fmt_pct(v: Any) -> str:
-    """A share in [0, 1] as a percentage with one decimal."""
-    return "-" if _missing(v) else f"{100 * float(v):.1f}%"
-
-
-def fmt_text(v: Any) -> str:
-    """Plain text."""
-    return "" if v is None else str(v)
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _num(v: Any, pattern: str) -> str:
-    return "-" if _missing(v) else pattern.format(float(v))
-
-
-@dataclass
-class Column:
-    """One column: the row key it shows, its header, formatter, and which direction is better."""
-
-    key: str
-    header: str
-    fmt: Callable[[Any], str] = fmt_text
-    better: str | None = None  # "up", "down" or None
-    csv_only: bool = False  # raw keys such as the policy name: in the CSV, not in Markdown or LaTeX
-
-    def title(self, arrows: bool = True) -> str:
-        """The header, with an up/down arrow when ``better`` is set."""
-        if not arrows or self.better is None:
-            return self.header
-        return f"{self.header} {'↑' if self.better == 'up' else '↓'}"
-
-
-@dataclass
-class Table:
-    """A table: named columns, rows (dicts of raw values) in sections, bold cells, caption and notes."""
-
-    name: str
-    caption: str
-    columns: list[Column]
-    sections: list[list[dict[str, Any]]]
-    bold: set[tuple[int, int, str]] = field(default_factory=set)  # (section, row, column key)
-    notes: str = ""
-
-    @property
-    def shown(self) -> list[Column]:
-        """The columns Markdown and LaTeX show (all but ``csv_only`` ones)."""
-        return [c for c in self.columns if not c.csv_only]
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        """All rows, sections flattened."""
-        return [r for s in self.sections for r in s]
-
-    def to_markdown(self) -> str:
-        """GitHub-flavoured Markdown (no section rules; bold as **x**)."""
-        shown = self.shown
-        head = "| " + " | ".join(c.title() for c in shown) + " |"
-        align = "|" + "|".join(":---" if i == 0 else "---:" for i, _ in enumerate(shown)) + "|"
-        lines = [head, align]
-        for s, section in enumerate(self.sections):
-            for r, row in enumerate(section):
-                cells = []
-                for c in shown:
-                    text = c.fmt(row.get(c.key)).replace("|", "\\|")
-                    cells.append(f"**{text}**" if (s, r, c.key) in self.bold and text else text)
-                lines.append("| " + " | ".join(cells) + " |")
-        return "\n".join(lines) + "\n"
-
-    def to_csv(self) -> str:
-        """CSV with raw (unformatted) values and the column keys as the header."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([c.key for c in self.columns])
-        for row in self.rows:
-            writer.writerow(["" if _missing(row.get(c.key)) else row.get(c.key) for c in self.columns])
-        return buf.getvalue()
-
-    def to_latex(self) -> str:
-        """A booktabs ``table`` environment with caption and label ``tab:<name>``."""
-        shown = self.shown
-        spec = "@{}l" + "c" * (len(shown) - 1) + "@{}"
-        head = " & ".join(r"\textbf{" + _tex(c.header) + "}" + _arrow_tex(c.better) for c in shown)
-        lines = [r"\begin{table}[!t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-                 head + r" \\", r"\midrule"]
-        for s, section in enumerate(self.sections):
-            if s > 0:
-                lines.append(r"\midrule")
-            for r, row in enumerate(section):
-                cells = []
-                for c in shown:
-                    text = _tex(c.fmt(row.get(c.key)))
-                    cells.append(r"\textbf{" + text + "}" if (s, r, c.key) in self.bold and text else text)
-                lines.append(" & ".join(cells) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(self.caption)}}}",
-                  rf"\label{{tab:{self.name}}}", r"\end{table}"]
-        return "\n".join(lines) + "\n"
-
-
-def _arrow_tex(better: str | None) -> str:
-    if better == "up":
-        return r"~$\uparrow$"
-    if better == "down":
-        return r"~$\downarrow$"
-    return ""
-
-
-_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                "↑": r"$\uparrow$", "↓": r"$\downarrow$", "≤": r"$\le$", "−": "-"}
-
-
-def _tex(text: str) -> str:
-    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
 # ---------------------------------------------------------------- building the paper's tables
@@ -276,6 +134,9 @@ def ablation_table(mac: pd.DataFrame, alloc: pd.DataFrame, info: Mapping[str, Po
             Column("candidates", "Candidates", fmt_2), Column("strong_calls", "V3 calls", fmt_2),
             Column("policy", "Policy", csv_only=True)]
     coba = [n for n in present if info.get(n, PolicyInfo(n, "")).group == "coba"]
+    if not coba:  # the ablation is about routing strength: without a CoBa variant there is nothing to ablate
+        return Table("ablation", "Routing-strength ablation: no CoBa variant ran, so there is nothing to compare.",
+                     cols, [])
     other = [n for n in present if n not in coba and not _is_oracle(n, info)]
     oracle = [n for n in present if _is_oracle(n, info)]
     sections = []
@@ -369,20 +230,26 @@ def allocation_table(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names:
                  "actions, mean candidates drawn and mean verifier calls per item.", cols, sections)
 
 
-def oracle_gap_table(gap: pd.DataFrame, mac: pd.DataFrame, info: Mapping[str, PolicyInfo]) -> Table:
-    """Errors split into allocation errors (a correct candidate was in the pool) and generation errors."""
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            Column("wrong_rate", "Wrong %", fmt_1, "down"),
+def oracle_gap_table(gap: pd.DataFrame, info: Mapping[str, PolicyInfo]) -> Table:
+    """Errors split into allocation errors (a correct candidate was in the pool) and generation errors.
+
+    Every column is pooled over episodes, the accuracy too (100 - wrong %), so the row adds up: accuracy +
+    allocation errors + generation errors = 100. The macro accuracy of the main table weighs the
+    dataset x generator pairs equally instead and differs from this one."""
+    cols = [Column("method", "Method"), Column("acc", "Acc. (pooled) %", fmt_acc, "up"),
             Column("allocation_errors_rate", "Allocation err. %", fmt_1, "down"),
             Column("generation_errors_rate", "Generation err. %", fmt_1, "down"),
+            Column("wrong_rate", "Wrong %", fmt_1, "down"),
             Column("allocation_share", "Alloc. share of errors", fmt_pct),
             Column("allocation_errors", "Allocation err.", lambda v: _num(v, "{:.0f}")),
             Column("generation_errors", "Generation err.", lambda v: _num(v, "{:.0f}")),
             Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
-    order = mac.sort_values("acc").index.tolist()
-    sections = [[{"method": _label(n, info), "policy": n, "acc": mac.loc[n, "acc"], **gap.loc[n].to_dict()}
-                 for n in sec if n in gap.index] for sec in _split_oracle(order, info)]
-    return Table("oracle_gap", "Oracle-gap split (pooled over episodes): allocation errors are wrong answers "
+    acc = 100.0 - gap["wrong_rate"]
+    order = acc.sort_values(kind="stable").index.tolist()
+    sections = [[{"method": _label(n, info), "policy": n, "acc": float(acc[n]), **gap.loc[n].to_dict()}
+                 for n in sec] for sec in _split_oracle(order, info)]
+    return Table("oracle_gap", "Oracle-gap split, pooled over episodes (every episode weighs the same, so "
+                 "accuracy + allocation errors + generation errors = 100%): allocation errors are wrong answers "
                  "although a correct candidate was in the pool; generation errors had none.", cols,
                  [s for s in sections if s])
 

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COBA_EXTRAS="dev,server-test" source scripts/setup.sh
+bash scripts/setup_browser.sh  # Chromium for the report.html test (tests/test_report_html.py)
 echo "== ruff check ."
 ruff check .
 echo "== pytest"

@@ -117,16 +117,6 @@ def test_pareto_front_and_dominance():
     assert pareto.dominates(pareto.Point("x", 1, 1), pareto.Point("y", 1, 1)) is False
 
 
-def test_frontier_area_by_hand():
-    pts = {"a": (1.0, 50.0), "b": (10.0, 60.0)}
-    # over log10 cost [0, 2]: 50 on [0, 1), 60 on [1, 2] -> mean 55
-    assert pareto.frontier_area(pts, x_range=(1.0, 100.0)) == pytest.approx(55.0)
-    # below the cheapest method nothing is reachable: [-1, 0) counts 0 -> (0 + 50 + 60) / 3
-    assert pareto.frontier_area(pts, x_range=(0.1, 100.0)) == pytest.approx(110 / 3)
-    assert pareto.frontier_area(pts, x_range=(1.0, 100.0), log_x=False) == pytest.approx((50 * 9 + 60 * 90) / 99)
-    assert pareto.frontier_area({"a": (2.0, 70.0)}) == 70.0
-
-
 # ---------------------------------------------------------------- end to end
 
 EXPECTED_TABLES = ["main", "pooled", "per_dataset", "per_dataset_p_tokens", "per_generator", "ablation", "highcost",
@@ -220,13 +210,13 @@ def test_bench_paper_comparison(tmp_path, monkeypatch):
     results = run_bench(small_pool(profile="paper"), ["greedy", "coba_strong"], out_dir=out, progress=False,
                         figures=False, workers=1, resamples=100, quiet=True)
     paper = results["paper"]
-    assert paper["targets_path"] == str(path)
+    assert paper["source"] == "`targets.json` (from $COBA_PAPER_TARGETS)"  # the file's name, not its path
     assert paper["main_table"]["greedy"]["acc"]["paper"] == 50.0
     assert paper["main_table"]["greedy"]["acc"]["ours"] == pytest.approx(results["policies"]["greedy"]["macro"]["acc"])
     assert paper["paired_bootstrap"]["coba_strong_minus_greedy"]["b"] == "greedy"
     assert paper["claims"]["coba_strong_vs_greedy_p_tokens_saving"]["ours"] is not None
     text = (out / "report.md").read_text()
-    assert "Comparison with the paper" in text and str(path) in text
+    assert "Comparison with the paper" in text and "`targets.json`" in text and str(tmp_path) not in text
     assert (out / "tables" / "paper_main.md").is_file()
     assert not (out / "figures").exists()
 
@@ -234,7 +224,7 @@ def test_bench_paper_comparison(tmp_path, monkeypatch):
     results = run_bench(small_pool(profile="paper"), ["greedy"], out_dir=out, progress=False, figures=False,
                         quiet=True)
     assert results["paper"]["status"] == "not_found"
-    assert "not found" in (out / "report.md").read_text()
+    assert "could not be read from `missing.json`" in (out / "report.md").read_text()
 
 
 def test_bench_prints_summary(tmp_path, capsys):

@@ -17,14 +17,16 @@ def _points(rows):
 
 
 def test_frontier_summary_hand_worked():
-    """Dominance and the area under each family's staircase front, worked by hand on a log10 cost axis."""
+    """Dominance and the fronts compared over their common cost range, worked by hand on a log10 cost axis."""
     pts = _points([("a1", "A", 10.0, 50.0), ("a2", "A", 100.0, 80.0), ("b1", "B", 10.0, 40.0),
                    ("b2", "B", 100.0, 90.0), ("b3", "B", 1000.0, 85.0)])
     summary = sweep.frontier_summary(pts)
-    assert summary["x_range"] == (10.0, 1000.0)
-    # A: 50 over log-cost [1, 2], 80 over [2, 3] -> mean 65. B: 40 then 90 -> 65 (b3 is dominated by b2).
-    assert summary["families"]["A"]["area"] == pytest.approx(65.0)
-    assert summary["families"]["B"]["area"] == pytest.approx(65.0)
+    # Both fronts cover cost 10 to 100 (b3 is dominated by b2): over log-cost [1, 2] A reaches 50, B 40.
+    assert summary["common_range"] == (10.0, 100.0)
+    assert summary["families"]["A"]["mean_acc"] == pytest.approx(50.0)
+    assert summary["families"]["B"]["mean_acc"] == pytest.approx(40.0)
+    assert summary["comparisons"] == [{"a": "A", "b": "B", "lo": 10.0, "hi": 100.0, "a_acc": pytest.approx(50.0),
+                                       "b_acc": pytest.approx(40.0), "diff": pytest.approx(10.0)}]
     assert summary["families"]["B"]["front"] == ["b1", "b2"]
     assert summary["dominated_by"]["b1"] == ["a1"]
     assert summary["dominates"]["b2"] == ["a2", "b3"]

@@ -131,12 +131,22 @@ def test_greedy_takes_the_first_candidate():
 
 
 @pytest.mark.parametrize("keys, n_samples", [
+    (("7", "7", "9"), 3),  # top answer 7 after samples 1, 2, 3
+    (("7", "8", "9"), 3),  # ties go to the answer seen first: 7 tops all three, so three different answers stop
+    (("7", "8", "8", "9", "9"), 5),  # tops 7, 7 (tie), 8, 8, 8 (8 and 9 tie, 8 seen first)
+])
+def test_k_stable_stop_follows_the_top_answer(keys, n_samples):
+    info = run("k_stable_stop", answers(*keys))
+    assert info["actions"] == [S] * n_samples + [STOP]
+
+
+@pytest.mark.parametrize("keys, n_samples", [
     (("7", "7", "9"), 3),  # strict leader 7 after samples 1, 2, 3
     (("7", "8", "7", "7", "7"), 5),  # leaders 7, tie, 7, 7, 7: three in a row only at 5
     (("7", "8", "9", "9", "9", "9"), 6),  # leaders 7, tie, tie, 9, 9, 9
 ])
-def test_k_stable_stop(keys, n_samples):
-    info = run("k_stable_stop", answers(*keys))
+def test_k_stable_strict_waits_out_ties(keys, n_samples):
+    info = run("k_stable_strict", answers(*keys))
     assert info["actions"] == [S] * n_samples + [STOP]
 
 
@@ -290,7 +300,7 @@ def test_names_match_the_paper_table_and_bench_keeps_table_order():
                                      "coba_balanced_literal", "coba_strong_literal"]
     assert list_policies("oracle") == ["pool_oracle"]
     assert set(list_policies()) == set(targets["main_table"]["rows"]) | {
-        "bon2_majority", "self_consistency", "uncertainty_bandit", "outcome_evaluator",
+        "bon2_majority", "self_consistency", "k_stable_strict", "uncertainty_bandit", "outcome_evaluator",
         "process_outcome_evaluator", "s1_budget_forcing", "coba_light_literal", "coba_balanced_literal",
         "coba_strong_literal"}
     assert [n for n in list_policies() if make_policy(n).uses_labels] == ["pool_oracle"]

@@ -127,6 +127,20 @@ def verdict(macro: pd.DataFrame, tests: pd.DataFrame, learned: Sequence[str], re
             "met": bool(table["not_dominated"].any()) if len(table) else False, "points": table}
 
 
+def _fold_bar(total: int, enabled: bool) -> Any:
+    if not enabled or total <= 0:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="lodo", unit="fold", position=0, smoothing=0,
+                bar_format="{desc} |{bar:12}| {n_fmt}/{total_fmt} folds [{elapsed} elapsed, ETA {remaining}]")
+
+
+def _describe(bar: Any, text: str) -> None:
+    if bar is not None:
+        bar.set_description_str(f"lodo {text}")
+
+
 def _md(frame: pd.DataFrame, floatfmt: str = ".3f") -> str:
     return frame.to_markdown(index=False, floatfmt=floatfmt) + "\n"
 
@@ -157,13 +171,17 @@ def run_lodo(pool: Any, out_dir: str | Path, *, kinds: Sequence[str] = ("mlp",),
     fixed = [p for fam in families for p in sweep.fixed_points(fam)]
     anchor_pts = sweep.anchor_points(anchors)
     frames, timings, learned_names = [], {}, []
+    # One bar over the folds (name and stage in its description, overall ETA from the folds done so far); the
+    # trainers' and the replay's own bars run beneath it and are cleared when they finish.
+    folds = _fold_bar(len(splits), progress)
     family_of: dict[str, str] = {p.name: p.family for p in [*fixed, *anchor_pts]}
     param_of: dict[str, str] = {p.name: p.param for p in [*fixed, *anchor_pts]}
-    for split in splits:
-        from agents.learned import load_checkpoint
+    from agents.learned import load_checkpoint
 
+    for k, split in enumerate(splits):
         points = list(anchor_pts) + [p for p in fixed if p.name not in {a.name for a in anchor_pts}]
         for kind in kinds:
+            _describe(folds, f"fold {k + 1}/{len(splits)} (held out: {split.held_out}): training {kind}")
             t = time.perf_counter()
             ckpt = train_kind(kind, compiled, out / "checkpoints" / kind / split.held_out,
                               episode_ids=split.train_episode_ids, lambdas=lambdas, cost_model=cost_model, seed=seed,
@@ -176,12 +194,18 @@ def run_lodo(pool: Any, out_dir: str | Path, *, kinds: Sequence[str] = ("mlp",),
                 if p.name not in learned_names:
                     learned_names.append(p.name)
         held = compiled.select(compiled.dataset == split.held_out)
+        _describe(folds, f"fold {k + 1}/{len(splits)} (held out: {split.held_out}): evaluating {len(points)} policies")
         t = time.perf_counter()
         # Forked replay workers deadlock in torch after a PPO model has run in the parent: one process then.
         run = run_policies([p.make() for p in points], held, cost_model=cost_model, progress=progress, seed=seed,
                            workers=1 if "ppo" in kinds else None)
         timings[f"eval_{split.held_out}_s"] = time.perf_counter() - t
         frames.append(run.records)
+        if folds is not None:
+            folds.update(1)
+    if folds is not None:
+        folds.set_description_str(f"lodo: {len(splits)} folds done, writing tables")
+        folds.close()
     records = pd.concat(frames, ignore_index=True)
     records.to_csv(out / "episodes.csv", index=False)
     # -- tables
@@ -206,6 +230,7 @@ def run_lodo(pool: Any, out_dir: str | Path, *, kinds: Sequence[str] = ("mlp",),
         frame.to_csv(out / f"{stem}.csv", index=False)
         (out / f"{stem}.md").write_text(_md(frame))
     result["seconds"] = time.perf_counter() - t0
-    result["frontier"] = {"families": summary["families"], "global_front": summary["global_front"]}
+    result["frontier"] = {"families": summary["families"], "comparisons": summary["comparisons"],
+                          "global_front": summary["global_front"]}
     (out / "lodo.json").write_text(json.dumps(result, indent=2, default=str))
     return result

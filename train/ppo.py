@@ -23,8 +23,8 @@ B the mean cost of drawing N_max candidates (``coba_env.env.default_budget``), s
 like best-of-N_max" and one more sample costs about ``lambda / N_max``. A policy that moves from one point of
 the fixed policies' frontier to the next is worth it when the accuracy gained exceeds ``lambda * (extra C) / B``,
 so the break-even lambda of each step of the frontier is its slope in B units. On the simulated paper pool
-(``coba bench --policies main``, B = 1.06M p_tokens): greedy (75.7%, 0.09 B) -> overthinking stop (83.6%,
-0.31 B): lambda ~ 0.36; -> k-stable stop / CoBa-Strong (85.3-85.4%, 0.48-0.72 B): lambda ~ 0.1 to 0.05;
+(``coba bench``, B = 1.06M p_tokens): greedy (75.7%, 0.09 B) -> overthinking stop (83.6%,
+0.31 B): lambda ~ 0.36; -> k-stable stop (strict leader) / CoBa-Strong (85.3-85.4%, 0.48-0.72 B): lambda ~ 0.1 to 0.05;
 -> best-of-16 (85.1%, 1.45 B): no gain, lambda ~ 0. Every step of the frontier thus lies in [0, 0.4]; above
 0.5 the optimum is greedy (a sample there must buy 3% accuracy) and episodes drawn there teach nothing new,
 so [0, 0.5] covers the whole frontier, both ends included, without spending half the samples on the greedy
@@ -66,6 +66,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,8 +141,18 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
         raise ValueError(f"n_envs must be >= 1, got {n_envs}")
     n_envs, total_timesteps = int(n_envs), int(total_timesteps)
     hyper = {**DEFAULT_PPO_KWARGS, **ppo_kwargs}
-    hyper.setdefault("n_steps", max(16, math.ceil(ROLLOUT_TRANSITIONS / n_envs)))
+    # A short run gets a shorter rollout, so that e.g. 4,096 timesteps on 1,024 envs run 4 steps each, not one
+    # default rollout of 16,384 transitions.
+    hyper.setdefault("n_steps", max(1, min(max(16, math.ceil(ROLLOUT_TRANSITIONS / n_envs)),
+                                           math.ceil(total_timesteps / n_envs))))
     hyper["batch_size"] = min(int(hyper["batch_size"]), n_envs * int(hyper["n_steps"]))
+    # PPO collects whole rollouts (n_envs x n_steps transitions): the run ends at the first multiple of the
+    # rollout at or above total_timesteps. Say so when that is not the number asked for.
+    rollout = n_envs * int(hyper["n_steps"])
+    timesteps_run = math.ceil(total_timesteps / rollout) * rollout
+    if timesteps_run != total_timesteps and progress:
+        print(f"ppo: {total_timesteps} timesteps asked; PPO collects whole rollouts of {n_envs} envs x "
+              f"{hyper['n_steps']} steps = {rollout} transitions, so it runs {timesteps_run}", file=sys.stderr)
     env_kwargs = dict(options.get("env_kwargs") or {})
     if options.get("budget") is not None:
         env_kwargs["budget"] = float(options["budget"])
@@ -182,6 +193,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "seed": int(seed),
             "timesteps": 0,
             "total_timesteps": total_timesteps,
+            "timesteps_planned": timesteps_run,
             "pool": _describe_pool(pool),
             "train_datasets": sorted({str(d) for d in single.pool.dataset}),
             "datasets_filter": list(datasets) if datasets is not None else None,
@@ -192,7 +204,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "ppo": _jsonable(hyper),
         }
         _write_json(out / CONFIG_FILE, meta)
-        monitor = TrainingMonitor(out / CHECKPOINT_DIR, checkpoint_every, total_timesteps, progress=progress)
+        monitor = TrainingMonitor(out / CHECKPOINT_DIR, checkpoint_every, timesteps_run, progress=progress)
 
         # ---- 5. learn -----------------------------------------------------------------------------
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -234,7 +246,7 @@ class TrainingMonitor(BaseCallback):
         if self.progress:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=self.total_timesteps, desc="ppo", unit="step", unit_scale=True, smoothing=0.1)
+            self._bar = tqdm(total=self.total_timesteps, desc="ppo", unit="step", smoothing=0.1)
 
     def _reset_counts(self) -> None:
         self._actions = np.zeros(self.training_env.action_space.n, dtype=np.int64)

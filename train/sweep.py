@@ -3,8 +3,9 @@
 A *family* is a set of points on the (macro cost, macro accuracy) plane: ``coba`` (CoBa-Routed over N_max and
 the number of strong routes; Light, Balanced and Strong are three of its points), ``best_of_n`` (majority vote
 over n), or a trained checkpoint evaluated at several lambdas. For every family the sweep reports its own
-Pareto front, the area under that front over a common log-cost range (``eval.pareto.frontier_area``: the mean
-best-reachable accuracy; higher is better), and for every point the points of other families it dominates.
+Pareto front; every two families' fronts compared over the cost range both cover (``eval.pareto.compare_fronts``:
+the mean best-reachable accuracy over log10 cost there; higher is better); and for every point the points of
+other families it dominates.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 
 from agents.base import Policy
 from eval import metrics, pareto
-from eval.bench import COST_METRIC
+from eval.bench_data import COST_METRIC
 from pools.atomic_write import atomic_write_text
 
 #: CoBa-Routed grid: (N_max, strong routes). (2, 0), (4, 2), (8, 4) are Light, Balanced and Strong.
@@ -95,33 +96,69 @@ def frontier_points(records: pd.DataFrame, families: dict[str, str], params: dic
 
 
 def frontier_summary(points: pd.DataFrame) -> dict[str, Any]:
-    """Per family: its front and area over the common cost range; per point: which other points it dominates."""
+    """Per family: its front and cost span; fronts compared over common cost ranges; per point: dominance.
+
+    ``common_range`` is the cost range every multi-point family's front covers, and each such family's
+    ``mean_acc`` is its mean best-reachable accuracy there (``eval.pareto.mean_front_accuracy``; None when
+    the fronts do not all overlap). ``comparisons`` holds every pair of multi-point families over the range
+    the two share (``eval.pareto.compare_fronts``). Single-point families (anchors) have no range: they are
+    judged by dominance only.
+    """
     pts = {r.policy: (r.cost, r.acc) for r in points.itertuples()}
-    positive = points[points["cost"] > 0]
-    x_range = (float(positive["cost"].min()), float(positive["cost"].max())) if len(positive) else None
-    families: dict[str, Any] = {}
+    fam_pts: dict[str, dict[str, tuple[float, float]]] = {}
+    sizes: dict[str, int] = {}
     for fam, group in points.groupby("family", sort=False):
-        fam_pts = {r.policy: (r.cost, r.acc) for r in group.itertuples() if r.cost > 0}
-        front = pareto.pareto_front(fam_pts) if fam_pts else []
-        area = pareto.frontier_area(fam_pts, x_range=x_range) if fam_pts and x_range else float("nan")
-        families[str(fam)] = {"front": [p.name for p in front], "area": area, "points": len(group)}
-    return {"x_range": x_range, "families": families, "dominates": pareto.dominance(pts),
-            "dominated_by": pareto.dominated_by(pts), "global_front": [p.name for p in pareto.pareto_front(pts)]}
+        fam_pts[str(fam)] = {r.policy: (r.cost, r.acc) for r in group.itertuples() if r.cost > 0}
+        sizes[str(fam)] = len(group)
+    fronts = {fam: pareto.pareto_front(p) for fam, p in fam_pts.items()}
+    ranged = [fam for fam, front in fronts.items() if len(front) >= 2 and front[0].cost < front[-1].cost]
+    common = pareto.common_cost_range([fam_pts[f] for f in ranged]) if len(ranged) >= 2 else None
+    families: dict[str, Any] = {}
+    for fam, front in fronts.items():
+        families[fam] = {"front": [p.name for p in front], "points": sizes[fam],
+                         "cost_range": pareto.cost_span(fam_pts[fam]),
+                         "mean_acc": pareto.mean_front_accuracy(fam_pts[fam], *common) if common and fam in ranged
+                         else None}
+    comparisons = []
+    for i, a in enumerate(ranged):
+        for b in ranged[i + 1:]:
+            cmp = pareto.compare_fronts(fam_pts[a], fam_pts[b])
+            if cmp is not None:
+                comparisons.append({"a": a, "b": b, **cmp})
+    return {"common_range": common, "families": families, "comparisons": comparisons,
+            "dominates": pareto.dominance(pts), "dominated_by": pareto.dominated_by(pts),
+            "global_front": [p.name for p in pareto.pareto_front(pts)]}
 
 
 def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
-    """Markdown: every point (sorted by family and cost) with the points it dominates, then family areas."""
+    """Markdown: every point (sorted by family and cost) with its dominance, then the fronts compared."""
     lines = ["| family | policy | param | macro acc (%) | cost | dominated by | dominates |", "|---|---|---|---|---|---|---|"]
     for r in points.sort_values(["family", "cost"]).itertuples():
         lines.append(f"| {r.family} | {r.policy} | {r.param} | {r.acc:.2f} | {r.cost:.4g} | "
                      f"{', '.join(summary['dominated_by'][r.policy]) or '-'} | "
                      f"{len(summary['dominates'][r.policy])} |")
-    lo_hi = summary["x_range"]
-    lines += ["", f"Area under each family's front (mean best accuracy over log10 cost in "
-                  f"[{lo_hi[0]:.4g}, {lo_hi[1]:.4g}]):" if lo_hi else "", "",
-              "| family | points | area | front |", "|---|---|---|---|"]
+    lines += ["", "Fronts compared over their common cost range: the mean, over log10 cost in the range both "
+              "fronts cover, of the best accuracy each reaches at that cost or less (higher is better; "
+              "docs/LEARNING.md, 'Comparing fronts'). Single-point families are judged by dominance only.", ""]
+    if summary["comparisons"]:
+        lines += ["| family A | family B | common cost range | mean acc A | mean acc B | A - B |",
+                  "|---|---|---|---|---|---|"]
+        for c in summary["comparisons"]:
+            lines.append(f"| {c['a']} | {c['b']} | {c['lo']:.4g} - {c['hi']:.4g} | {c['a_acc']:.2f} | "
+                         f"{c['b_acc']:.2f} | {c['diff']:+.2f} |")
+    else:
+        lines.append("(no two families with a front spanning a cost range overlap)")
+    common = summary["common_range"]
+    lines += ["", (f"Per family, over the cost range all multi-point fronts share ({common[0]:.4g} - "
+                   f"{common[1]:.4g}):") if common else "Per family (the multi-point fronts share no cost range):",
+              "", "| family | points | front cost range | mean acc over the shared range | front |",
+              "|---|---|---|---|---|"]
     for fam, info in summary["families"].items():
-        lines.append(f"| {fam} | {info['points']} | {info['area']:.2f} | {', '.join(info['front'])} |")
+        span = info["cost_range"]
+        lines.append(f"| {fam} | {info['points']} | "
+                     f"{f'{span[0]:.4g} - {span[1]:.4g}' if span else '-'} | "
+                     f"{'-' if info['mean_acc'] is None else format(info['mean_acc'], '.2f')} | "
+                     f"{', '.join(info['front'])} |")
     return "\n".join(lines) + "\n"
 
 

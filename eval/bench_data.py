@@ -1,0 +1,66 @@
+"""The data of one bench run (``BenchData``), shared by ``eval.bench`` (which computes it) and ``eval.report``
+and ``eval.paper_comparison`` (which render it); its own module so that those three import it one way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from coba_env.compiled import CompiledPool
+from eval import bootstrap
+from eval.runner import BenchRun
+from eval.tables import PolicyInfo
+from pools.store import Pool
+
+#: Cost model (``CoBaEnv`` cost measure) -> the metric column that the frontier's x axis uses.
+COST_METRIC: dict[str, str] = {"tokens": "total_tokens", "p_tokens": "p_tokens", "calls": "calls",
+                               "latency": "latency_s"}
+
+
+@dataclass
+class BenchData:
+    """Everything a bench run computed; ``eval.report`` renders it."""
+
+    pool: Pool
+    compiled: CompiledPool
+    pool_spec: str | None
+    run: BenchRun
+    records: pd.DataFrame
+    info: dict[str, PolicyInfo]
+    cost_model: str
+    seed: int
+    datasets: list[str]
+    generators: list[str]
+    macro: pd.DataFrame
+    pooled: pd.DataFrame
+    per_dataset: pd.DataFrame
+    per_generator: pd.DataFrame
+    allocation: pd.DataFrame
+    allocation_overall: pd.DataFrame
+    gap: pd.DataFrame
+    gap_by_dataset: pd.DataFrame
+    summary: dict[str, Any]
+    pairwise: pd.DataFrame
+    versus: pd.DataFrame
+    pareto: dict[str, Any]
+    bootstrap_unit: str = "item"
+    resamples: int = bootstrap.RESAMPLES
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cost_metric(self) -> str:
+        """The metric column matching the cost model (frontier x axis)."""
+        return COST_METRIC[self.cost_model]
+
+    @property
+    def is_paper_pool(self) -> bool:
+        """Whether the pool is the simulated ``paper`` profile (manifest provenance)."""
+        prov = self.pool.manifest.get("provenance") or {}
+        return prov.get("profile") == "paper"
+
+    @property
+    def ran(self) -> list[str]:
+        """Names of the policies that ran, in bench order."""
+        return [r.name for r in self.run.runs if r.applicable]
