@@ -13,8 +13,8 @@ from pathlib import Path
 
 from coba_cli.arg_types import positive_int
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
+from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
-from pools.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.schema import TIERS
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.

@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # -------------------------------------------------------------------------------------------------- inputs
 def _endpoint(spec: str | None, option: str):
-    from pools.openai_client import parse_endpoint
+    from pools.client.openai_client import parse_endpoint
 
     if spec is None:
         return None

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coba_env.compiled import CompiledPool
+from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.generate import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
 from pools.grading import AnswerClusterer, extract_answer, uses_task_scorer
-from pools.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.tokens import estimate_tokens
@@ -152,7 +152,7 @@ def _bytes(text: str | None) -> int:
 
 
 class EndpointSource(EvidenceSource):
-    """Samples from a generator endpoint and scores with judge endpoints (``pools.openai_client``).
+    """Samples from a generator endpoint and scores with judge endpoints (``pools.client.openai_client``).
 
     Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
     (``pools.generate``, ``pools.verify_calls``); answers are extracted with ``pools.grading`` and clustered

@@ -27,9 +27,9 @@ from typing import Any
 import yaml
 
 from pools.call_runner import run_calls
+from pools.client.openai_client import Completion, Endpoint, EndpointPool
 from pools.errors import PoolError
 from pools.journal import JOURNAL_NAME, Journal, JournalState, read_journal
-from pools.openai_client import Completion, Endpoint, EndpointPool
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.store import Pool, save_pool

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from pools.call_runner import run_calls
+from pools.client.openai_client import Choice, Completion, Endpoint, EndpointPool
 from pools.errors import PoolError
 from pools.generate import RunOptions, call_prompt, chat_messages, load_prompt
 from pools.journal import JOURNAL_NAME, Journal
-from pools.openai_client import Choice, Completion, Endpoint, EndpointPool
 from pools.schema import TIERS
 from pools.tokens import estimate_tokens
 

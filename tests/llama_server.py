@@ -10,7 +10,7 @@ Contract of the ``llama_server`` fixture (session scope, one server for the whol
   threads ran 64-token samples ~10x slower (18-53 s) than one (2-3 s);
 - it waits until ``GET /v1/models`` answers 200 (at most ``STARTUP_TIMEOUT_S`` seconds);
 - it yields the base URL **including** ``/v1``, e.g. ``"http://127.0.0.1:41234/v1"`` (what the ``openai``
-  client calls ``base_url``; ``pools.openai_client.OpenAIClient`` accepts it with or without ``/v1``);
+  client calls ``base_url``; ``pools.client.openai_client.OpenAIClient`` accepts it with or without ``/v1``);
 - it stops the server (SIGTERM, then SIGKILL after 15 s) when the session ends.
 
 The server handles one request at a time (others queue), ignores the ``n`` parameter (always one choice),

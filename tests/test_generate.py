@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from coba_cli.generate_cmd import main as cli
+from pools.client.openai_client import EndpointError, OpenAIClient, guess_params_b, parse_endpoint
 from pools.errors import PoolError
 from pools.generate import RunOptions, SamplingSettings, build_pool_from_workdir, generate
 from pools.journal import JOURNAL_NAME, Journal, read_journal
-from pools.openai_client import EndpointError, OpenAIClient, guess_params_b, parse_endpoint
 from pools.problems import Problem
 from pools.store import load_pool
 from pools.verify_calls import parse_steps, split_steps, steps_score, verify
