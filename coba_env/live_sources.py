@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coba_env.compiled import CompiledPool
+from pools.client.judges import DEFAULT_JUDGES, judge
 from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
-from pools.generate import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
+from pools.client.prompts import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
 from pools.grading import AnswerClusterer, extract_answer, uses_task_scorer
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.tokens import estimate_tokens
-from pools.verify_calls import DEFAULT_JUDGES, judge
 
 #: Role of each tier's endpoint, for messages.
 TIER_ROLES = {"V1": "judge (V1)", "V2": "step judge (V2)", "V3": "verifier (V3)"}
