@@ -155,7 +155,7 @@ class EndpointSource(EvidenceSource):
     """Samples from a generator endpoint and scores with judge endpoints (``pools.client.openai_client``).
 
     Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
-    (``pools.generate``, ``pools.verify_calls``); answers are extracted with ``pools.grading`` and clustered
+    (``pools.generation.generate``, ``pools.generation.verify_calls``); answers are extracted with ``pools.grading`` and clustered
     as a pool build would (``pools.grading.AnswerClusterer``). Token bounds: a prompt has at most one token
     per UTF-8 byte of its messages plus ``CHAT_TEMPLATE_TOKENS`` (the generator prompt's exact count is used
     once the first call has reported it); output at most the request's ``max_tokens``.

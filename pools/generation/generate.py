@@ -2,11 +2,11 @@
 
 ``generate`` asks, for every item x generator model, for N samples (temperature, top-p, max tokens, a seed
 derived per request) through one or more endpoints per model, round-robin, with at most ``concurrency``
-calls in flight. Each completed call is one fsync'd journal line (``pools.journal``), so re-running the
+calls in flight. Each completed call is one fsync'd journal line (``pools.generation.journal``), so re-running the
 same command continues where the last run stopped and a crash loses at most the calls in flight.
 Token counts come from the server's ``usage``; they are estimated only when a server sends none.
 
-``build`` turns a journal (candidates plus the verifier scores ``pools.verify_calls`` adds) into canonical
+``build`` turns a journal (candidates plus the verifier scores ``pools.generation.verify_calls`` adds) into canonical
 records and hands them to ``pools.importers.jsonl.build_pool``: extraction, clustering, grading and
 validation happen there, and the pool is saved atomically.
 """
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pools.call_runner import run_calls
 from pools.client.openai_client import Completion, Endpoint, EndpointPool
 from pools.client.prompts import (  # noqa: F401  (re-exported: their former home)
     PROMPTS_DIR,
@@ -34,7 +33,8 @@ from pools.client.prompts import (  # noqa: F401  (re-exported: their former hom
     render,
 )
 from pools.errors import PoolError
-from pools.journal import JOURNAL_NAME, Journal, JournalState, read_journal
+from pools.generation.call_runner import run_calls
+from pools.generation.journal import JOURNAL_NAME, Journal, JournalState, read_journal
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.store import Pool, save_pool

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pools.call_runner import run_calls
 from pools.client.judges import (  # noqa: F401  (re-exported: their former home)
     DEFAULT_JUDGES,
     JudgeOutcome,
@@ -27,8 +26,9 @@ from pools.client.judges import (  # noqa: F401  (re-exported: their former home
 from pools.client.openai_client import Endpoint, EndpointPool
 from pools.client.prompts import load_prompt
 from pools.errors import PoolError
-from pools.generate import RunOptions
-from pools.journal import JOURNAL_NAME, Journal
+from pools.generation.call_runner import run_calls
+from pools.generation.generate import RunOptions
+from pools.generation.journal import JOURNAL_NAME, Journal
 from pools.schema import TIERS
 
 __all__ = ["DEFAULT_JUDGES", "JudgeOutcome", "judge", "parse_steps", "split_steps", "steps_score", "verify",
