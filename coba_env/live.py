@@ -37,7 +37,7 @@ from coba_env.live_sources import (
     LiveEndpointError,
     PoolReplaySource,
 )
-from coba_env.selection import SelectionRule
+from coba_env.rules.selection import SelectionRule
 from pools.schema import TIERS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
