@@ -13,6 +13,7 @@ from gymnasium import spaces
 from coba_env.compiled import CompiledPool, as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.evidence import Evidence
+from coba_env.gate import ActionGate
 from coba_env.rules.actions import N_ACTIONS, N_TIERS, SAMPLE, STOP, TIERS, action_names
 from coba_env.rules.config import (
     RESET_OPTIONS,
@@ -34,7 +35,7 @@ from coba_env.rules.features import (
 )
 from coba_env.rules.features import STEP as STEP_FRAC
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
-from coba_env.rules.masks import illegal_reason, mask_bits, mask_table, tier_bits
+from coba_env.rules.masks import STOP_BIT, illegal_reason, mask_bits, mask_table, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
@@ -161,20 +162,17 @@ class CoBaEnv(gym.Env):
         order: str = "sequential",
         max_cost: float | None = None,
         render_mode: str | None = None,
+        config: EnvConfig | None = None,
+        gate: ActionGate | None = None,
     ) -> None:
-        config = EnvConfig.build(pool, datasets=datasets, generators=generators, episode_ids=episode_ids, lam=lam,
-                                 lambda_range=lambda_range, budget=budget, cost_model=cost_model, n_max=n_max,
-                                 tiers=tiers, selection=selection, order=order, max_cost=max_cost)
-        self._configure(config, render_mode)
-
-    @classmethod
-    def from_config(cls, config: EnvConfig, render_mode: str | None = None) -> CoBaEnv:
-        """The env of an already validated configuration."""
-        env = cls.__new__(cls)
-        env._configure(config, render_mode)
-        return env
-
-    def _configure(self, config: EnvConfig, render_mode: str | None) -> None:
+        if config is None:
+            config = EnvConfig.build(pool, datasets=datasets, generators=generators, episode_ids=episode_ids,
+                                     lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                     n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        elif pool is not None:
+            raise ValueError("pass either config= or a pool with its arguments, not both")
+        #: The composed gate (``coba_env.gate.ActionGate``), e.g. a live env's evidence fetching; None in replay.
+        self.gate = gate
         self.config = config
         self.pool = config.pool
         self.cost_model, self._cost_k, self.n_max = config.cost_model, config.cost_k, config.n_max
@@ -212,6 +210,24 @@ class CoBaEnv(gym.Env):
         self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32)
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
         self._obs: list[float] = [0.0] * N_FEATURES
+
+    @classmethod
+    def from_config(cls, config: EnvConfig, render_mode: str | None = None) -> CoBaEnv:
+        """The env of an already validated configuration."""
+        return cls(config=config, render_mode=render_mode)
+
+    def use_pool(self, pool: CompiledPool, rows: list[tuple] | None = None) -> None:
+        """Replay ``pool``'s episodes from the next reset on (its N must be the configuration's pool's).
+
+        ``rows``: the per-episode rows ``step`` reads (default ``pool.episode_rows()``); a live episode passes
+        rows it fills as the evidence arrives (``coba_env.live.LiveEpisode``).
+        """
+        if pool.n_candidates != self.pool.n_candidates:
+            raise ValueError(f"the pool has N={pool.n_candidates} candidates per episode; this env's has "
+                             f"{self.pool.n_candidates}")
+        self.pool = pool
+        self._rows = pool.episode_rows() if rows is None else rows
+        self._cursor, self._perm = 0, None
 
     # -- episode bookkeeping -------------------------------------------------------------------------
     @property
@@ -279,8 +295,13 @@ class CoBaEnv(gym.Env):
     def _compute_mask(self) -> np.ndarray:
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
-        self._bits = bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits,
-                                      ev.cost[self._cost_k] >= self.max_cost)
+        spent = ev.cost[self._cost_k] >= self.max_cost
+        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent)
+        if self.gate is not None:
+            blocked = self.gate.blocked(self, bits & ~STOP_BIT)
+            if blocked:
+                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked)
+        self._bits = bits
         return self._mask_table[bits]
 
     def _current_mask(self) -> np.ndarray | None:
@@ -303,6 +324,11 @@ class CoBaEnv(gym.Env):
         a = action if type(action) is int else as_action(action)
         if a < 0 or not (self._bits >> a) & 1:
             raise ValueError(self._illegal_reason(a))
+        if self.gate is not None and a != STOP:
+            applied = self.gate.before(self, a)  # e.g. a live env fetches the evidence of ``a`` now
+            if applied != a:  # the gate ended the episode's calls: only STOP is left
+                self._mask = self._compute_mask()
+                a = applied
         ev = self._ev
         row = self._row
         ev.steps += 1
@@ -315,10 +341,13 @@ class CoBaEnv(gym.Env):
             else:
                 selected = select_candidate(ev, self.selection)
             correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+            extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
             self._mask, self._bits = self._mask_table[0], 0
             obs[STEP_FRAC] = ev.steps / self.max_steps
-            return (np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False,
-                    self._final_info(selected, correct))
+            info = self._final_info(selected, correct)
+            if extra:
+                info.update(extra)
+            return np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False, info
         if a == SAMPLE:
             c = ev.n_revealed
             cluster = row[0][c]
@@ -364,6 +393,10 @@ class CoBaEnv(gym.Env):
                                 self.pool.max_output_tokens, self._logs, ev.best_r), dtype=np.float32)
 
     def _illegal_reason(self, a: int) -> str:
+        if self.gate is not None:
+            why = self.gate.illegal_reason(self, a)
+            if why:
+                return why
         ev = self._ev
         return illegal_reason(a, n_actions=N_ACTIONS, names=self.actions, tiers=self.tiers,
                               enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,

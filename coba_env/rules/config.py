@@ -39,7 +39,8 @@ def check_number(name: str, value: Any, *, low: float = 0.0, high: float = math.
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     if x < low or (low_open and x == low) or x > high:
         lo = f"> {low:g}" if low_open else f">= {low:g}"
-        raise ValueError(f"{name} must be {lo} and <= {high:g}, got {value!r}")
+        hi = f" and <= {high:g}" if math.isfinite(high) else ""
+        raise ValueError(f"{name} must be {lo}{hi}, got {value!r}")
     return x
 
 
@@ -153,8 +154,7 @@ class EnvConfig:
     @classmethod
     def for_pool(cls, pool: CompiledPool, *, lam: Any = 0.1, lambda_range: Any = None, budget: Any = None,
                  cost_model: str = "p_tokens", n_max: Any = None, tiers: Any = TIERS, selection: Any = None,
-                 order: str = "sequential", max_cost: Any = None, tiers_present: Sequence[str] | None = None
-                 ) -> EnvConfig:
+                 order: str = "sequential", max_cost: Any = None) -> EnvConfig:
         """The configuration over ``pool`` as it is (no episode restriction)."""
         k = cost_index(cost_model)
         n_cand = pool.n_candidates
@@ -174,8 +174,7 @@ class EnvConfig:
             check_number("budget", budget, high=BUDGET_MAX, low_open=True)
         cap = math.inf if max_cost is None else check_number("max_cost", max_cost, allow_inf=True)
         rule = SelectionRule.from_spec(selection)
-        present = pool.tiers_present if tiers_present is None else tuple(tiers_present)
-        enabled = tuple(t for t in TIERS if t in tier_list and t in present)
+        enabled = tuple(t for t in TIERS if t in tier_list and t in pool.tiers_present)
         return cls(pool=pool, cost_model=cost_model, cost_k=k, n_max=n, lam=check_lam("lam", lam),
                    lambda_range=lambda_range, budget=b, max_cost=cap, selection=rule, weights=rule.weight_vector(),
                    enabled_tiers=enabled, tier_on=tuple(t in enabled for t in TIERS), order=order,

@@ -33,11 +33,14 @@ def mask_table(n_actions: int) -> list[np.ndarray]:
     return table
 
 
-def mask_bits(n: int, n_max: int, verify_bits: int, spent: bool) -> int:
-    """The legal actions' bit pattern; ``verify_bits`` = OR of the tier bits with a candidate left to verify."""
+def mask_bits(n: int, n_max: int, verify_bits: int, spent: bool, blocked: int = 0) -> int:
+    """The legal actions' bit pattern; ``verify_bits`` = OR of the tier bits with a candidate left to verify.
+
+    ``blocked``: calls an env's gate forbids now (a live env's hard budgets); STOP is legal when nothing else is.
+    """
     if spent:
         return STOP_BIT
-    bits = (1 if n < n_max else 0) | verify_bits
+    bits = ((1 if n < n_max else 0) | verify_bits) & ~blocked
     if n > 0 or not bits:
         bits |= STOP_BIT
     return bits
