@@ -20,6 +20,10 @@ A reset zeroes the counters with one multiply and writes a few rows, a slot's te
 revealed, and a reset only marks every slot unrevealed (fnum = -inf); the answer counts and per-cluster
 statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool
 says which candidate that is).
+
+Length: about 440 lines; the batched SAMPLE/VERIFY updates are kept next to the state layout they index (flat
+slot-major arrays, see ``_alloc``), which a split would separate. The rules themselves live in coba_env/rules/
+(batched forms).
 """
 
 from __future__ import annotations
