@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.registry import SAMPLE, STOP, VERIFY_V1, ConfiguredPolicy, can, register
-from coba_env.evidence import V1, Evidence
+from agents.configured import ConfiguredPolicy, can, register
+from coba_env.evidence import Evidence
+from coba_env.rules.actions import SAMPLE, STOP, V1, VERIFY_V1
 
 
 def wilson_lower_bound(successes: int, n: int, z: float) -> float:

@@ -6,9 +6,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.registry import SAMPLE, STOP, VERIFY_V1, VERIFY_V2, VERIFY_V3, ConfiguredPolicy, can, register
-from coba_env.evidence import V1, Evidence
-from coba_env.selection import default_fusion_weights
+from agents.configured import ConfiguredPolicy, can, register
+from coba_env.evidence import Evidence
+from coba_env.rules.actions import SAMPLE, STOP, V1, VERIFY_V1, VERIFY_V2, VERIFY_V3
+from coba_env.rules.selection import default_fusion_weights
 
 
 @register("coba")

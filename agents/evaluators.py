@@ -11,9 +11,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.registry import SAMPLE, STOP, ConfiguredPolicy, can, need_candidates, register
+from agents.configured import ConfiguredPolicy, can, need_candidates, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
+from coba_env.rules.actions import SAMPLE, STOP
 
 _VERIFY = {"V1": 1, "V2": 2, "V3": 3}
 

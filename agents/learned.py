@@ -6,65 +6,18 @@ or ``"ppo"`` (``agents.learned_ppo``). A checkpoint spec may carry the lambda to
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from agents.base import Policy
-from coba_env.evidence import FEATURE_NAMES
-
-CONFIG_FILE = "controller.json"
-KINDS = ("mlp", "ppo")
-#: Observation index of the cost weight lambda, which a controller fixed at a lambda overwrites.
-LAMBDA_INDEX = FEATURE_NAMES.index("lambda")
-
-
-def split_spec(spec: str | Path) -> tuple[Path, float | None]:
-    """``"DIR@0.2"`` -> (DIR, 0.2); ``"DIR"`` -> (DIR, None). The suffix is read only when DIR is a checkpoint."""
-    text = str(spec)
-    if "@" in text:
-        head, _, tail = text.rpartition("@")
-        if (Path(head) / CONFIG_FILE).is_file():
-            try:
-                return Path(head), float(tail)
-            except ValueError:
-                raise ValueError(f"checkpoint spec {text!r}: expected PATH@LAMBDA with a number after '@', "
-                                 f"got {tail!r}") from None
-    return Path(text), None
-
-
-def is_checkpoint(spec: str | Path) -> bool:
-    """Whether ``spec`` (a path, optionally ``PATH@LAMBDA``) names a checkpoint directory."""
-    path, _ = split_spec(spec)
-    return (path / CONFIG_FILE).is_file()
-
-
-def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any]:
-    """The JSON object in ``directory/controller.json``, its ``kind`` checked (``kind``, else any of ``KINDS``).
-
-    Raises ``FileNotFoundError`` when the file is missing and ``ValueError`` when it is not valid JSON, not a
-    JSON object, or has the wrong ``kind``; each message names the file (and the field).
-    """
-    cfg = Path(directory) / CONFIG_FILE
-    what = f"{kind.upper()} checkpoint" if kind else "controller checkpoint"
-    if not cfg.is_file():
-        raise FileNotFoundError(f"{cfg}: missing; not a {what} directory (no {CONFIG_FILE})")
-    try:
-        data = json.loads(cfg.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{cfg}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{cfg}: expected a JSON object, got {type(data).__name__}")
-    expected = (kind,) if kind else KINDS
-    if data.get("kind") not in expected:
-        want = repr(kind) if kind else f"one of {list(KINDS)}"
-        raise ValueError(f"{cfg}: field 'kind' is {data.get('kind')!r}; expected {want}")
-    return data
-
-
-def checkpoint_kind(path: str | Path) -> str:
-    """The ``kind`` field of ``path/controller.json`` (raises naming the file and the field when invalid)."""
-    return read_config(path)["kind"]
+from agents.checkpoint import (  # noqa: F401  (re-exported: checkpoint helpers' historical home)
+    CONFIG_FILE,
+    KINDS,
+    LAMBDA_INDEX,
+    checkpoint_kind,
+    is_checkpoint,
+    read_config,
+    split_spec,
+)
 
 
 def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:
@@ -74,7 +27,7 @@ def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:
         lam = spec_lam
     kind = checkpoint_kind(directory)
     if kind == "mlp":
-        from agents import learned_mlp
+        from agents import learned_mlp  # torch is imported only when a checkpoint is loaded
 
         return learned_mlp.load(directory, lam=lam)
     from agents import learned_ppo

@@ -1,7 +1,7 @@
 """The learned MLP controller: a small torch MLP on the label-free observation, lambda-conditioned.
 
-The network reads ``controller_features``: the env's 21 observation features with three entries recomputed
-from the episode's ``Evidence`` in the controller's own units (budget used against the training budget B,
+The network reads ``controller_features``: the env's observation features (``coba_env.rules.features``) with
+three entries recomputed by ``coba_env.rules.features.rescaled`` in the controller's own units (budget used against the training budget B,
 mean length against the training pool's longest output, lambda = the controller's lambda), followed by the
 5-bit action mask. It outputs one score per action (an estimate of the oracle's return after that action,
 or a logit, depending on how it was trained); the policy plays the argmax over legal actions, so it is
@@ -22,16 +22,15 @@ import torch
 from torch import nn
 
 from agents.base import Policy
-from agents.learned import CONFIG_FILE, LAMBDA_INDEX, read_config
+from agents.checkpoint import CONFIG_FILE, read_config
 from coba_env.costs import cost_index
 from coba_env.env import CoBaEnv
-from coba_env.evidence import FEATURE_NAMES, N_FEATURES, Evidence
+from coba_env.evidence import Evidence
+from coba_env.rules.actions import N_ACTIONS
+from coba_env.rules.features import N_FEATURES, rescaled
 from pools.atomic_write import atomic_write, atomic_write_text
 
-N_ACTIONS = 5
 N_INPUTS = N_FEATURES + N_ACTIONS
-_BUDGET = FEATURE_NAMES.index("budget_used")
-_MEAN_LEN = FEATURE_NAMES.index("mean_length")
 WEIGHTS_FILE = "model.pt"
 
 
@@ -50,11 +49,8 @@ def controller_features(observation: np.ndarray, action_mask: np.ndarray, eviden
                         cost_model: str, max_output_tokens: float, lam: float) -> np.ndarray:
     """The network input for one state: the observation in the controller's units plus the action mask."""
     x = np.empty(N_INPUTS, dtype=np.float32)
-    x[:N_FEATURES] = observation
-    x[_BUDGET] = evidence.cost[cost_index(cost_model)] / budget
-    n = evidence.n_revealed
-    x[_MEAN_LEN] = evidence.len_sum / n / max_output_tokens if n else 0.0
-    x[LAMBDA_INDEX] = lam
+    x[:N_FEATURES] = rescaled(observation, evidence, cost_k=cost_index(cost_model), budget=budget,
+                              max_output_tokens=max_output_tokens, lam=lam)
     x[N_FEATURES:] = action_mask[:N_ACTIONS]
     return x
 

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
-from agents.learned import CONFIG_FILE, LAMBDA_INDEX, read_config
+from agents.checkpoint import CONFIG_FILE, LAMBDA_INDEX, read_config
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 

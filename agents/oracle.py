@@ -6,9 +6,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.registry import SAMPLE, STOP, ConfiguredPolicy, can, register
+from agents.configured import ConfiguredPolicy, can, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
+from coba_env.rules.actions import SAMPLE, STOP
 
 
 @register("pool_oracle")

@@ -18,106 +18,30 @@ from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import yaml
 
+import agents.adaptive  # noqa: F401  (importing a policy module runs its @register decorators)
+import agents.coba  # noqa: F401
+import agents.evaluators  # noqa: F401
+import agents.oracle  # noqa: F401
+import agents.sampling  # noqa: F401
 from agents.base import Policy
-from coba_env.env import CoBaEnv
-from coba_env.evidence import Evidence
-
-#: Action ids of ``CoBaEnv`` (its tier axis is always V1, V2, V3, so the ids never change).
-SAMPLE, VERIFY_V1, VERIFY_V2, VERIFY_V3, STOP = range(5)
-
-#: Policy kind -> class, filled by ``@register``.
-POLICY_CLASSES: dict[str, type[Policy]] = {}
+from agents.configured import (  # noqa: F401  (re-exported: the registry's public names)
+    POLICY_CLASSES,
+    ConfiguredPolicy,
+    can,
+    need_candidates,
+    register,
+)
+from coba_env.rules.actions import SAMPLE, STOP, VERIFY_V1, VERIFY_V2, VERIFY_V3  # noqa: F401 (re-exported)
 
 #: Where specs come from: a dict from ``load_specs``, a user YAML path, or None (the built-in file).
 SpecSource = Mapping[str, dict] | str | Path | None
 
 SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description")
 GROUPS = ("coba", "baseline", "oracle", "learned")
-
-
-def register(kind: str):
-    """Class decorator: make a Policy subclass available to specs as ``kind``."""
-
-    def wrap(cls: type[Policy]) -> type[Policy]:
-        if kind in POLICY_CLASSES and POLICY_CLASSES[kind] is not cls:
-            raise ValueError(f"policy kind {kind!r} is already registered by {POLICY_CLASSES[kind].__name__}")
-        cls.kind = kind
-        POLICY_CLASSES[kind] = cls
-        return cls
-
-    return wrap
-
-
-class ConfiguredPolicy(Policy):
-    """A fixed policy built from keyword parameters (``defaults`` lists them and their default values).
-
-    Subclasses implement ``act`` and may override ``configure`` (validate parameters, set ``requires_tiers``
-    and ``selection``) and ``start_episode`` (clear per-episode state). ``act`` implementations call
-    ``self.track(evidence)`` first: it starts a new episode whenever the env hands over a new ``Evidence``,
-    so a policy stays correct even if ``reset(env)`` is not called.
-    """
-
-    kind: ClassVar[str] = ""
-    defaults: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, *, name: str | None = None, label: str | None = None, **params: Any) -> None:
-        unknown = sorted(set(params) - set(self.defaults))
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {unknown} for policy kind {self.kind!r}; "
-                             f"expected some of {sorted(self.defaults)}")
-        self.params: dict[str, Any] = {**self.defaults, **params}
-        for key, value in self.params.items():
-            setattr(self, key, value)
-        self.name = name or self.kind
-        self.label = label or self.name
-        self._evidence: Evidence | None = None
-        self.configure()
-
-    def configure(self) -> None:
-        """Validate parameters and derive ``requires_tiers`` / ``selection`` (called once by ``__init__``)."""
-
-    def start_episode(self) -> None:
-        """Clear per-episode state."""
-
-    def reset(self, env: CoBaEnv) -> None:
-        """Forget the previous episode; the next ``act`` starts a new one."""
-        self._evidence = None
-
-    def track(self, evidence: Evidence) -> None:
-        """Start a new episode when ``evidence`` is not the one seen by the previous call."""
-        if evidence is not self._evidence:
-            self._evidence = evidence
-            self.start_episode()
-
-    def describe(self) -> dict[str, Any]:
-        """Name, label, group, kind, parameters, selection rule and required tiers."""
-        selection = self.selection
-        if selection is not None and not isinstance(selection, (str, dict)):
-            selection = repr(selection)
-        return {"name": self.name, "label": self.label, "group": self.group, "kind": self.kind,
-                "params": dict(self.params), "selection": selection,
-                "requires_tiers": list(self.requires_tiers), "uses_labels": self.uses_labels}
-
-    def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"{type(self).__name__}(name={self.name!r}, {params})"
-
-
-def need_candidates(env: CoBaEnv, n: int, why: str) -> tuple[bool, str]:
-    """(False, reason) when ``env`` allows fewer than ``n`` candidates per episode, else (True, "")."""
-    if env.n_max < n:
-        return False, f"{why} needs {n} candidates per episode; the env allows N_max = {env.n_max}"
-    return True, ""
-
-
-def can(mask: np.ndarray, action: int) -> bool:
-    """Whether ``action`` is legal under ``mask``."""
-    return bool(mask[action])
 
 
 # ---------------------------------------------------------------- specs
@@ -184,7 +108,6 @@ def load_specs(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     A user entry with a built-in name overrides that entry's keys (and its params one by one); a new name
     adds a policy. Names keep file order, built-in ones first.
     """
-    _import_policy_modules()
     specs = copy.deepcopy(_builtin_specs())
     if path is not None:
         path = Path(path)
@@ -232,18 +155,3 @@ def default_bench_policies(*, specs: SpecSource = None) -> list[str]:
     """The policies of the paper's main table (specs with ``bench: true``), in table order."""
     specs = _resolve_specs(specs)
     return [n for n, s in specs.items() if s.get("bench")]
-
-
-def _import_policy_modules() -> None:
-    # Importing the modules runs their @register decorators; done lazily so that registry.py itself has no
-    # import cycle with the policy modules (which import ConfiguredPolicy from here).
-    import agents.adaptive  # noqa: F401
-    import agents.coba  # noqa: F401
-    import agents.evaluators  # noqa: F401
-    import agents.oracle  # noqa: F401
-    import agents.sampling  # noqa: F401
-
-
-# Fill POLICY_CLASSES on import (safe at the end of the module: every name the policy modules import from
-# here already exists).
-_import_policy_modules()

@@ -7,7 +7,7 @@ from typing import Any
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
-from coba_env.selection import SelectionRule
+from coba_env.rules.selection import SelectionRule
 from pools.store import Pool
 
 

@@ -7,9 +7,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.registry import SAMPLE, STOP, ConfiguredPolicy, can, need_candidates, register
+from agents.configured import ConfiguredPolicy, can, need_candidates, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
+from coba_env.rules.actions import SAMPLE, STOP
 
 
 def strict_leader(evidence: Evidence) -> int:

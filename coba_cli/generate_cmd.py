@@ -13,8 +13,8 @@ from pathlib import Path
 
 from coba_cli.arg_types import positive_int
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
+from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
-from pools.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.schema import TIERS
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
@@ -33,7 +33,7 @@ def _endpoints(specs: Sequence[str], model: str | None = None, params_b: float |
 
 
 def _options(args: argparse.Namespace):
-    from pools.generate import RunOptions
+    from pools.generation.generate import RunOptions
 
     return RunOptions(concurrency=args.concurrency, timeout_s=args.timeout, max_attempts=args.max_attempts,
                       backoff_s=args.backoff, api_key=args.api_key, progress=not args.no_progress)
@@ -62,7 +62,7 @@ def _run_calls(args: argparse.Namespace, calls: Callable[[], str]) -> int:
 
 
 def _build(workdir: str, dest: str, args: argparse.Namespace) -> None:
-    from pools.generate import build_pool_from_workdir
+    from pools.generation.generate import build_pool_from_workdir
 
     pool = build_pool_from_workdir(workdir, dest, n=getattr(args, "n_build", None), force=args.force,
                                    drop_incomplete=getattr(args, "drop_incomplete", False))
@@ -72,7 +72,7 @@ def _build(workdir: str, dest: str, args: argparse.Namespace) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from pools.generate import SamplingSettings, generate
+    from pools.generation.generate import SamplingSettings, generate
     from pools.problems import load_problems
 
     endpoints = _endpoints(args.endpoint)
@@ -91,7 +91,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from pools.verify_calls import verify
+    from pools.generation.verify_calls import verify
 
     endpoints = _endpoints(args.endpoint, args.model, args.params_b)
 

@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # -------------------------------------------------------------------------------------------------- inputs
 def _endpoint(spec: str | None, option: str):
-    from pools.openai_client import parse_endpoint
+    from pools.client.openai_client import parse_endpoint
 
     if spec is None:
         return None
@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     """Solve every problem of ``args`` and report; input and endpoint errors become exit code 2."""
     from agents.runner import check_selection, run_episode
     from coba_env.live import EndpointSource, Limits, LiveEndpointError, LiveEnv
-    from pools.generate import SamplingSettings
+    from pools.client.prompts import SamplingSettings
     from pools.live_grading import grade_answer
     from pools.problems import Problem
 
@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, report)
     if args.record:
-        from pools.live_record import live_records, save_live_pool
+        from pools.generation.live_record import live_records, save_live_pool
 
         episodes = [live_records(p, generator.model, generator.params_b, recs) for p, recs in zip(
             problems, recorded, strict=True)]

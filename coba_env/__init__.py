@@ -8,8 +8,9 @@ from gymnasium.envs.registration import register, registry
 from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
-from coba_env.evidence import FEATURE_NAMES, FEATURES, Evidence
-from coba_env.selection import SelectionRule
+from coba_env.evidence import Evidence
+from coba_env.rules.features import FEATURE_NAMES, FEATURES
+from coba_env.rules.selection import SelectionRule
 
 if "coba/Replay-v0" not in registry:
     # No max_episode_steps (so no TimeLimit wrapper): every episode ends on STOP within
@@ -17,7 +18,10 @@ if "coba/Replay-v0" not in registry:
     # only inspects the first reset/step and then forwards every call (a per-step cost in a replay env
     # stepped millions of times); the tests run gymnasium's and SB3's full check_env on CoBaEnv instead.
     # gymnasium.make("coba/Replay-v0", disable_env_checker=False) puts the passive checker back.
-    register(id="coba/Replay-v0", entry_point="coba_env.env:CoBaEnv", disable_env_checker=True)
+    # vector_entry_point: gymnasium.make_vec(..., vectorization_mode="vector_entry_point") builds the numpy
+    # CoBaVectorEnv (as CartPole-v1 does with its CartPoleVectorEnv), not a SyncVectorEnv of single envs.
+    register(id="coba/Replay-v0", entry_point="coba_env.env:CoBaEnv",
+             vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True)
 
 __all__ = [
     "COST_MEASURES",

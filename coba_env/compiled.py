@@ -100,6 +100,15 @@ class CompiledPool:
         return self._episode_meta
 
 
+def as_compiled(pool: Pool | CompiledPool | str | None) -> CompiledPool:
+    """A compiled pool from any pool spec: a ``CompiledPool`` as is, else ``pools.default.resolve_pool`` compiled."""
+    if isinstance(pool, CompiledPool):
+        return pool
+    from pools.default import resolve_pool  # the simulator is imported only when a spec needs resolving
+
+    return compile_pool(resolve_pool(pool))
+
+
 def compile_pool(pool: Pool) -> CompiledPool:
     """Compile a validated ``Pool`` into dense arrays (one pass, vectorized)."""
     episodes = pool.episodes.sort_values("episode_id").reset_index(drop=True)

@@ -1,7 +1,12 @@
-"""CoBaEnv: a candidate pool replayed as a Gymnasium environment in which a policy allocates compute."""
+"""CoBaEnv: a candidate pool replayed as a Gymnasium environment in which a policy allocates compute.
+
+Length: about 420 lines, a quarter of them the class docstring (Gymnasium's env reference layout); the step
+loop stays in one method because each call it saves is measured against CartPole (scripts/bench_env.py).
+"""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,46 +14,58 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from coba_env.compiled import CompiledPool, compile_pool
-from coba_env.costs import COST_MEASURES, cost_index
-from coba_env.evidence import FEATURE_NAMES, N_FEATURES, V1, V3, Evidence, clogc_table, log_table
-from coba_env.selection import SelectionRule, select_candidate
+from coba_env.compiled import CompiledPool, as_compiled
+from coba_env.costs import COST_MEASURES
+from coba_env.evidence import Evidence
+from coba_env.gate import ActionGate
+from coba_env.rules.actions import N_ACTIONS, N_TIERS, SAMPLE, STOP, TIERS, action_names
+from coba_env.rules.config import (
+    RESET_OPTIONS,
+    EnvConfig,
+    check_int,
+    check_lam,
+    check_options,
+    default_budget,
+)
+from coba_env.rules.features import (
+    LAMBDA,
+    N_FEATURES,
+    clogc_table,
+    first_observation,
+    log_table,
+    observation_bounds,
+    observe,
+    patch_after_verify,
+)
+from coba_env.rules.features import STEP as STEP_FRAC
+from coba_env.rules.fusion import refresh_rank, refresh_rank_of
+from coba_env.rules.masks import STOP_BIT, illegal_reason, mask_bits, mask_table, tier_bits
+from coba_env.rules.selection import SelectionRule, select_candidate
+from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
 from coba_env.trace import Trace
-from pools.schema import TIERS
 from pools.store import Pool
 
+# Re-exported: CoBaEnv's module is where users and the training code look for them.
+__all__ = ["ORDERS", "CoBaEnv", "action_names", "as_compiled", "default_budget"]
 ORDERS = ("sequential", "shuffle", "random")
 _TOKENS, _P_TOKENS, _CALLS, _LATENCY = COST_MEASURES  # info["costs"] keys, in ``ev.cost`` order
 
-# Observation entries that VERIFY and STOP patch in place (SAMPLE and reset rebuild the whole list).
-_V1_MEAN, _V1_MAX, _V1_AVAIL, _BEST_V3, _V3_MEAN, _V1_FRAC, _BUDGET, _STEP, _LAMBDA, _TOP_R = (
-    FEATURE_NAMES.index(name) for name in (
-        "top_v1_mean", "top_v1_max", "top_v1_available", "best_v3", "top_v3_mean", "v1_verified_frac",
-        "budget_used", "step_frac", "lambda", "top_fusion_score"))
 
-
-def action_names(tiers: Sequence[str] = TIERS) -> list[str]:
-    """Names of the discrete actions: SAMPLE, VERIFY_<tier>..., STOP."""
-    return ["SAMPLE", *[f"VERIFY_{t}" for t in tiers], "STOP"]
-
-
-def as_compiled(pool: Pool | CompiledPool | str | None) -> CompiledPool:
-    """Accept a compiled pool, a Pool, a pool path / profile name, or None (the embedded default pool)."""
-    if isinstance(pool, CompiledPool):
-        return pool
-    if not isinstance(pool, Pool):
-        from pools.default import resolve_pool
-
-        pool = resolve_pool(pool)
-    return compile_pool(pool)
-
-
-def default_budget(compiled: CompiledPool, cost_model: str, n_max: int) -> float:
-    """Default B: the mean cost of drawing ``n_max`` candidates, so C/B = 1 is 'best-of-N_max spending'."""
-    k = cost_index(cost_model)
-    value = float(compiled.gen_cost[:, :n_max, k].sum(axis=1).mean()) if compiled.n_episodes else 1.0
-    return value if value > 0 else 1.0
+def as_action(action: Any) -> int:
+    """An action id as an int: integers (Python or numpy) as they are; 2.0 accepted, 2.7 refused."""
+    try:
+        return operator.index(action)
+    except TypeError:
+        pass
+    value = np.asarray(action)
+    if value.size == 1 and value.dtype.kind in "fiub":
+        x = value.item()
+        if isinstance(x, float) and x.is_integer():
+            return int(x)
+        if not isinstance(x, float):
+            return int(x)
+    raise ValueError(f"action must be an integer action id, got {action!r}")
 
 
 class CoBaEnv(gym.Env):
@@ -73,10 +90,8 @@ class CoBaEnv(gym.Env):
     | 3   | VERIFY_V3 | strong verifier on the target candidate                                        |
     | 4   | STOP      | select the answer and end the episode                                          |
 
-    Target of VERIFY_l: among revealed candidates with an extractable answer (one without can never be
-    selected, so judging it is never useful) that the pool holds a tier-l call for and that are not yet
-    verified at l, the one with the highest current fusion rank R (ties: earliest candidate); with
-    the paper's weights, before any V3 score this is "rank by cheap score and answer frequency".
+    Target of VERIFY_l: the revealed, answered, not yet tier-l verified candidate with a tier-l call of
+    highest fusion rank R (``coba_env.rules.verify``).
     ``action_masks()`` and ``info["action_mask"]`` forbid: SAMPLE past N_max or the pool; VERIFY_l when
     nothing is left to verify at l or the tier is disabled or absent from the pool; everything but STOP
     once the hard budget ``max_cost`` is spent; STOP before the first candidate (unless nothing else is
@@ -85,31 +100,11 @@ class CoBaEnv(gym.Env):
 
     ## Observation Space
 
-    ``Box(shape=(21,), dtype=float32)``; all values derive from revealed evidence only:
-
-    | Num | Feature               | Meaning                                                            |
-    |-----|-----------------------|--------------------------------------------------------------------|
-    | 0   | revealed_frac         | candidates revealed / N_max                                        |
-    | 1   | top_answer_share      | size of the largest answer cluster / candidates revealed           |
-    | 2   | distinct_answers_frac | distinct answers / N_max                                           |
-    | 3   | answer_entropy        | entropy of the answer distribution / log(N_max)                    |
-    | 4   | top2_gap              | (largest - second answer cluster) / candidates revealed            |
-    | 5   | no_answer_share       | share of candidates without an extractable answer                  |
-    | 6   | top_v1_mean           | mean V1 score in the top cluster (0 if none)                       |
-    | 7   | top_v1_max            | max V1 score in the top cluster (0 if none)                        |
-    | 8   | top_v1_available      | 1 if the top cluster has a V1 score                                |
-    | 9   | best_v3               | max V3 score so far (0 if none)                                    |
-    | 10  | top_v3_mean           | mean V3 score in the top cluster (0 if none)                       |
-    | 11  | v1_verified_frac      | verified at V1 / revealed                                          |
-    | 12  | v2_verified_frac      | verified at V2 / revealed                                          |
-    | 13  | v3_verified_frac      | verified at V3 / revealed                                          |
-    | 14  | budget_used           | cost spent (cost model) / B                                        |
-    | 15  | mean_length           | mean output tokens / the pool's max output tokens                  |
-    | 16  | cap_hit_share         | share of candidates that hit the token cap                         |
-    | 17  | answer_flips          | changes of the top answer after a new sample / N_max               |
-    | 18  | step_frac             | actions taken / the most actions an episode can take               |
-    | 19  | lambda                | the episode's cost weight (drawn per episode with lambda_range)    |
-    | 20  | top_fusion_score      | fusion rank R of the candidate STOP would select now               |
+    ``Box(shape=(21,), dtype=float32)``, in [0, 1] but for budget_used and lambda (unbounded above); all
+    values derive from revealed evidence only. The features, in index order, are the one feature table
+    ``coba_env.rules.features.FEATURES`` (printed in ``docs/ENV.md``): answer-cluster statistics, the top
+    cluster's V1/V3 scores, the share verified at each tier, budget used, mean length, cap hits, answer flips,
+    step fraction, lambda and the fusion rank R of the candidate STOP would select now.
 
     ## Rewards
 
@@ -158,9 +153,9 @@ class CoBaEnv(gym.Env):
         self,
         pool: Pool | CompiledPool | str | None = None,
         *,
-        datasets: Sequence[str] | None = None,
-        generators: Sequence[str] | None = None,
-        episode_ids: Sequence[int] | None = None,
+        datasets: Sequence[str] | str | None = None,
+        generators: Sequence[str] | str | None = None,
+        episode_ids: Sequence[int] | int | None = None,
         lam: float = 0.1,
         lambda_range: tuple[float, float] | None = None,
         budget: float | None = None,
@@ -171,72 +166,41 @@ class CoBaEnv(gym.Env):
         order: str = "sequential",
         max_cost: float | None = None,
         render_mode: str | None = None,
+        config: EnvConfig | None = None,
+        gate: ActionGate | None = None,
     ) -> None:
-        full = as_compiled(pool)
-        keep = np.ones(full.n_episodes, dtype=bool)
-        if datasets is not None:
-            _check_known("dataset", datasets, full.dataset)
-            keep &= np.isin(full.dataset, list(datasets))
-        if generators is not None:
-            _check_known("generator", generators, full.generator)
-            keep &= np.isin(full.generator, list(generators))
-        if episode_ids is not None:
-            _check_known("episode id", episode_ids, full.episode_ids)
-            keep &= np.isin(full.episode_ids, list(episode_ids))
-        if not keep.any():
-            raise ValueError("the episode subset is empty")
-        self.pool = full if keep.all() else full.select(keep)
-        unknown_tiers = [t for t in tiers if t not in TIERS]
-        if unknown_tiers:
-            raise ValueError(f"unknown tier(s) {unknown_tiers}; expected a subset of {list(TIERS)}")
-        if order not in ORDERS:
-            raise ValueError(f"unknown episode order {order!r}; expected one of {list(ORDERS)}")
-        self.cost_model = cost_model
-        self._cost_k = cost_index(cost_model)
-        self.n_max = int(n_max or self.pool.n_candidates)
-        if not 1 <= self.n_max <= self.pool.n_candidates:
-            raise ValueError(f"n_max must be in 1..{self.pool.n_candidates} (the pool's N), got {n_max}")
-        if lambda_range is not None and not 0 <= lambda_range[0] <= lambda_range[1]:
-            raise ValueError(f"lambda_range must be (low, high) with 0 <= low <= high, got {lambda_range}")
-        if lam < 0:
-            raise ValueError(f"lam must be >= 0, got {lam}")
-        self.lam = float(lam)
-        self.lambda_range = lambda_range
-        self.budget = float(budget) if budget is not None else default_budget(self.pool, cost_model, self.n_max)
-        if self.budget <= 0:
-            raise ValueError(f"budget must be > 0, got {budget}")
-        self.max_cost = float(max_cost) if max_cost is not None else float("inf")
-        self.selection = SelectionRule.from_spec(selection)
-        self._weights = self.selection.weight_vector()
+        if config is None:
+            config = EnvConfig.build(pool, datasets=datasets, generators=generators, episode_ids=episode_ids,
+                                     lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                     n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        elif pool is not None:
+            raise ValueError("pass either config= or a pool with its arguments, not both")
+        #: The composed gate (``coba_env.gate.ActionGate``), e.g. a live env's evidence fetching; None in replay.
+        self.gate = gate
+        self.config = config
+        self.pool = config.pool
+        self.cost_model, self._cost_k, self.n_max = config.cost_model, config.cost_k, config.n_max
+        self.lam, self.lambda_range, self.budget = config.lam, config.lambda_range, config.budget
+        self.max_cost, self.selection, self._weights = config.max_cost, config.selection, config.weights
         # Verifier tiers are always the full V1..V3 axis so that action ids are stable across pools;
         # a tier that is disabled or absent from the pool is simply never legal.
-        self.tiers = TIERS
-        self.enabled_tiers = tuple(t for t in TIERS if t in tiers and t in self.pool.tiers_present)
-        self._tier_on = [t in self.enabled_tiers for t in TIERS]
+        self.tiers, self.n_tiers = TIERS, N_TIERS
+        self.enabled_tiers, self._tier_on = config.enabled_tiers, list(config.tier_on)
         #: Mask bit of each tier's VERIFY action, 0 for a disabled tier. ``_pending[t]`` counts the revealed
         #: candidates with an answer and a tier-t call not yet verified at t; ``_verify_bits`` is the OR of the
         #: bits of the tiers with ``_pending[t] > 0``, kept up to date by ``step`` (read by ``_compute_mask``).
-        self._tier_bits = [2 << t if on else 0 for t, on in enumerate(self._tier_on)]
+        self._tier_bits = tier_bits(self._tier_on)
         self._tier_index_bits = tuple(enumerate(self._tier_bits))
-        self.n_tiers = len(TIERS)
         self.actions = action_names(TIERS)
-        self.SAMPLE, self.STOP = 0, self.n_tiers + 1
-        self.action_space = MaskedDiscrete(self.n_tiers + 2, mask_provider=self._current_mask)
-        high = np.ones(N_FEATURES, dtype=np.float32)
-        high[FEATURE_NAMES.index("budget_used")] = np.inf
-        high[FEATURE_NAMES.index("lambda")] = np.inf
-        self.observation_space = spaces.Box(low=np.zeros(N_FEATURES, dtype=np.float32), high=high,
-                                            dtype=np.float32)
-        self.order = order
+        self.SAMPLE, self.STOP = SAMPLE, STOP
+        self.action_space = MaskedDiscrete(N_ACTIONS, mask_provider=self._current_mask)
+        low, high = observation_bounds()
+        self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
+        self.order = config.order
         self.render_mode = render_mode
-        self.max_steps = self.n_max * (1 + self.n_tiers) + 1
+        self.max_steps = config.max_steps
         self._rows = self.pool.episode_rows()
-        n_actions = self.n_tiers + 2
-        self._mask_table = []
-        for bits in range(1 << n_actions):
-            m = np.array([(bits >> a) & 1 for a in range(n_actions)], dtype=np.int8)
-            m.flags.writeable = False
-            self._mask_table.append(m)
+        self._mask_table = mask_table(N_ACTIONS)
         self._clogc = clogc_table(self.pool.n_candidates)
         self._logs = log_table(self.pool.n_candidates)
         self._cursor = 0
@@ -250,6 +214,24 @@ class CoBaEnv(gym.Env):
         self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32)
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
         self._obs: list[float] = [0.0] * N_FEATURES
+
+    @classmethod
+    def from_config(cls, config: EnvConfig, render_mode: str | None = None) -> CoBaEnv:
+        """The env of an already validated configuration."""
+        return cls(config=config, render_mode=render_mode)
+
+    def use_pool(self, pool: CompiledPool, rows: list[tuple] | None = None) -> None:
+        """Replay ``pool``'s episodes from the next reset on (its N must be the configuration's pool's).
+
+        ``rows``: the per-episode rows ``step`` reads (default ``pool.episode_rows()``); a live episode passes
+        rows it fills as the evidence arrives (``coba_env.live.LiveEpisode``).
+        """
+        if pool.n_candidates != self.pool.n_candidates:
+            raise ValueError(f"the pool has N={pool.n_candidates} candidates per episode; this env's has "
+                             f"{self.pool.n_candidates}")
+        self.pool = pool
+        self._rows = pool.episode_rows() if rows is None else rows
+        self._cursor, self._perm = 0, None
 
     # -- episode bookkeeping -------------------------------------------------------------------------
     @property
@@ -289,15 +271,13 @@ class CoBaEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             self._cursor, self._perm = 0, None
-        options = options or {}
+        options = check_options(options, RESET_OPTIONS)
         if "episode" in options:
-            ep = int(options["episode"])
-            if not 0 <= ep < self.pool.n_episodes:
-                raise ValueError(f"episode index {ep} out of range 0..{self.pool.n_episodes - 1}")
+            ep = check_int("options['episode']", options["episode"], low=0, high=self.pool.n_episodes - 1)
         else:
             ep = self._next_episode()
         if "lam" in options:
-            lam = float(options["lam"])
+            lam = check_lam("options['lam']", options["lam"])
         elif self.lambda_range is not None:
             lam = float(self.np_random.uniform(*self.lambda_range))
         else:
@@ -310,25 +290,21 @@ class CoBaEnv(gym.Env):
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
-        # Nothing is revealed yet: every feature is 0 but lambda (what ``Evidence.feature_list`` gives).
-        obs = [0.0] * N_FEATURES
-        obs[_LAMBDA] = lam
-        self._obs = obs
+        self._obs = first_observation(lam)
         first = self._zero_obs.copy()
-        first[_LAMBDA] = lam
+        first[LAMBDA] = lam
         return first, {"action_mask": self._mask.copy(), "episode": ep}
 
     # -- masks ---------------------------------------------------------------------------------------
     def _compute_mask(self) -> np.ndarray:
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
-        n = ev.n_revealed
-        if ev.cost[self._cost_k] >= self.max_cost:
-            self._bits = 1 << (self.n_tiers + 1)
-            return self._mask_table[self._bits]
-        bits = (1 if n < self.n_max else 0) | self._verify_bits
-        if n > 0 or not bits:
-            bits |= 1 << (self.n_tiers + 1)
+        spent = ev.cost[self._cost_k] >= self.max_cost
+        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent)
+        if self.gate is not None:
+            blocked = self.gate.blocked(self, bits & ~STOP_BIT)
+            if blocked:
+                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked)
         self._bits = bits
         return self._mask_table[bits]
 
@@ -343,25 +319,25 @@ class CoBaEnv(gym.Env):
     def verify_target(self, tier: int) -> int:
         """The candidate VERIFY at ``tier`` would score now, or -1 when there is none."""
         ev = self._ev
-        has = self._row[4]
-        best, best_r = -1, -3.0
-        for c, (r, cluster, score, has_c) in enumerate(zip(ev.rank, ev.clusters, ev.scores, has)):  # noqa: B905
-            if r > best_r and cluster >= 0 and has_c[tier] and score[tier] is None:
-                best, best_r = c, r
-        return best
+        return verify_target(ev.rank, ev.clusters, self._row[4], ev.scores, tier)
 
     def step(self, action: int):
         """Apply ``action``; see the class docstring for effects, reward and the final ``info``."""
         if self._done:
             raise RuntimeError("step() called after the episode ended; call reset() first")
-        a = int(action)
+        a = action if type(action) is int else as_action(action)
         if a < 0 or not (self._bits >> a) & 1:
             raise ValueError(self._illegal_reason(a))
+        if self.gate is not None and a != STOP:
+            applied = self.gate.before(self, a)  # e.g. a live env fetches the evidence of ``a`` now
+            if applied != a:  # the gate ended the episode's calls: only STOP is left
+                self._mask = self._compute_mask()
+                a = applied
         ev = self._ev
         row = self._row
         ev.steps += 1
         obs = self._obs
-        if a == self.STOP:
+        if a == STOP:
             self._trace.append((a, -1))
             self._done = True
             if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
@@ -369,11 +345,14 @@ class CoBaEnv(gym.Env):
             else:
                 selected = select_candidate(ev, self.selection)
             correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+            extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
             self._mask, self._bits = self._mask_table[0], 0
-            obs[_STEP] = ev.steps / self.max_steps
-            return (np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False,
-                    self._final_info(selected, correct))
-        if a == self.SAMPLE:
+            obs[STEP_FRAC] = ev.steps / self.max_steps
+            info = self._final_info(selected, correct)
+            if extra:
+                info.update(extra)
+            return np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False, info
+        if a == SAMPLE:
             c = ev.n_revealed
             cluster = row[0][c]
             cost = row[3][c]
@@ -385,17 +364,17 @@ class CoBaEnv(gym.Env):
                         pending[t] += 1
                         bits |= bit
                 self._verify_bits = bits
-            ev.refresh_rank()
+            refresh_rank(ev)
         else:
             t = a - 1
-            c = self.verify_target(t)
+            c = verify_target(ev.rank, ev.clusters, row[4], ev.scores, t)
             cost = row[6][c][t]
             score = row[5][c][t]
             ev.add_score(c, t, score)
             self._pending[t] -= 1
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
-            ev.refresh_rank_of(c)
+            refresh_rank_of(ev, c)
         acc = ev.cost
         acc[0] += cost[0]
         acc[1] += cost[1]
@@ -403,52 +382,29 @@ class CoBaEnv(gym.Env):
         acc[3] += cost[3]
         reward = -ev.lam * cost[self._cost_k] / self.budget
         self._trace.append((a, c))
-        if a == self.SAMPLE:
-            obs = self._obs = ev.feature_list(acc[self._cost_k] / self.budget, self.max_steps,
-                                              self.pool.max_output_tokens, self._logs, ev.best_r)
-        else:  # only the verified tier's entries, the budget, the step count and the top R change
-            obs[_V1_FRAC + t] = ev.n_verified[t] / ev.n_revealed
-            if score == score:
-                cluster = ev.clusters[c]
-                top = ev.top
-                if t == V1 and cluster == top:
-                    stats = ev.tier_stats[(V1, top)]
-                    obs[_V1_MEAN], obs[_V1_MAX], obs[_V1_AVAIL] = stats[0] / stats[1], stats[2], 1.0
-                elif t == V3:
-                    obs[_BEST_V3] = ev.best_v3
-                    if cluster == top:
-                        stats = ev.tier_stats[(V3, top)]
-                        obs[_V3_MEAN] = stats[0] / stats[1]
-            obs[_BUDGET] = acc[self._cost_k] / self.budget
-            obs[_STEP] = ev.steps / self.max_steps
-            obs[_TOP_R] = ev.best_r
+        if a == SAMPLE:
+            obs = self._obs = observe(ev, acc[self._cost_k] / self.budget, self.max_steps,
+                                      self.pool.max_output_tokens, self._logs, ev.best_r)
+        else:
+            patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps)
         self._mask = self._compute_mask()
         return np.fromiter(obs, np.float32, N_FEATURES), reward, False, False, {"action_mask": self._mask.copy()}
 
     def _observation(self) -> np.ndarray:
         """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
         ev = self._ev
-        return ev.features(ev.cost[self._cost_k] / self.budget, self.max_steps, self.pool.max_output_tokens,
-                           self._logs, ev.best_r)
+        return np.array(observe(ev, ev.cost[self._cost_k] / self.budget, self.max_steps,
+                                self.pool.max_output_tokens, self._logs, ev.best_r), dtype=np.float32)
 
     def _illegal_reason(self, a: int) -> str:
-        if not 0 <= a < len(self._mask):
-            return f"action {a} is outside the action space 0..{len(self._mask) - 1}"
-        name = self.actions[a]
+        if self.gate is not None:
+            why = self.gate.illegal_reason(self, a)
+            if why:
+                return why
         ev = self._ev
-        if ev.cost[self._cost_k] >= self.max_cost:
-            why = f"the hard budget max_cost={self.max_cost:g} ({self.cost_model}) is spent; only STOP is allowed"
-        elif a == self.SAMPLE:
-            why = f"N_max={self.n_max} candidates are already revealed"
-        elif a == self.STOP:
-            why = "no candidate has been revealed yet (SAMPLE first)"
-        else:
-            tier = self.tiers[a - 1]
-            if tier not in self.enabled_tiers:
-                why = f"tier {tier} is disabled or absent from the pool"
-            else:
-                why = f"no revealed candidate is left to verify at {tier}"
-        return f"action {a} ({name}) is not allowed now: {why}"
+        return illegal_reason(a, n_actions=N_ACTIONS, names=self.actions, tiers=self.tiers,
+                              enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,
+                              n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model)
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         ev, ep = self._ev, self._ep
@@ -479,9 +435,3 @@ class CoBaEnv(gym.Env):
         return (f"episode {self._ep}: revealed {ev.n_revealed}/{self.n_max}, clusters {ev.clusters}, "
                 f"top share {ev.top_share():.2f}, cost {ev.cost[self._cost_k]:.4g} {self.cost_model}")
 
-
-def _check_known(what: str, wanted: Sequence, present: np.ndarray) -> None:
-    known = set(present.tolist())
-    missing = [w for w in wanted if w not in known]
-    if missing:
-        raise ValueError(f"unknown {what}(s) {missing}; the pool has {sorted(map(str, known))[:20]}")

@@ -1,10 +1,11 @@
 """Live routing: ``CoBaEnv`` fed by an evidence source instead of a cached pool, under hard per-problem budgets.
 
-``LiveEnv`` is a subclass of ``CoBaEnv``: each episode starts as a blank one-episode row of N_max
-candidates; before the base class applies SAMPLE (VERIFY_l) it fetches that candidate (the score of
-``verify_target(l)``) from its ``EvidenceSource`` and writes it into the row. Everything else (evidence,
-features, masks, costs, STOP selection, trace) is the base class's own code, so a policy sees exactly what
-it would see in replay.
+``LiveEnv`` is a ``CoBaEnv`` that composes a ``LiveGate`` (``coba_env.gate.ActionGate``): each episode is a
+blank one-episode ``LiveEpisode`` of N_max candidates, which the env replays through ``CoBaEnv.use_pool``;
+before the env applies SAMPLE (VERIFY_l) the gate fetches that candidate (the score of ``verify_target(l)``)
+from its ``EvidenceSource`` and reveals it in the episode. Everything else (evidence, features, masks, costs,
+STOP selection, trace) is ``CoBaEnv``'s own code on the rules of ``coba_env.rules``, so a policy sees exactly
+what it would see in replay.
 
 Sources (``coba_env.live_sources``): ``EndpointSource`` calls OpenAI-compatible servers (generator, V1
 judge, V2 step judge, V3 verifier); ``PoolReplaySource`` replays a cached pool's episodes, so a live run
@@ -29,6 +30,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool, Labels
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
+from coba_env.gate import ActionGate
 from coba_env.live_sources import (
     CallBound,
     CallInterrupted,
@@ -36,18 +38,24 @@ from coba_env.live_sources import (
     EvidenceSource,
     LiveEndpointError,
     PoolReplaySource,
+    Revealed,
+    Scored,
 )
-from coba_env.selection import SelectionRule
-from pools.schema import TIERS
+from coba_env.rules.actions import SAMPLE, STOP, TIERS
+from coba_env.rules.config import EnvConfig, check_int, check_number, default_budget
+from coba_env.rules.masks import STOP_BIT
+from coba_env.rules.selection import SelectionRule
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
-           "Limits", "PoolReplaySource", "replay_normalizers"]
+           "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
 
 #: Seconds below which no new call is started (it could not finish anyway).
 MIN_CALL_SECONDS = 0.01
 #: Seconds of a time budget kept back from a call's timeout for the bookkeeping around it (so that an
 #: abandoned call still leaves the episode within its budget).
 SECONDS_MARGIN = 0.05
+#: Every action but STOP.
+_CALLS_MASK = STOP_BIT - 1
 
 
 @dataclass(frozen=True)
@@ -64,15 +72,191 @@ class Limits:
             if value is not None and not value > 0:
                 raise ValueError(f"budget {name} must be > 0, got {value}")
 
+    def text(self) -> str:
+        """The limits as ``name=value`` pairs ("none" when unlimited)."""
+        return ", ".join(f"{k}={v:g}" for k, v in asdict(self).items() if v is not None) or "none"
+
 
 def replay_normalizers(compiled: CompiledPool, cost_model: str = "p_tokens", n_max: int | None = None) -> dict:
     """``n_max``, ``budget`` and ``max_output_tokens`` of a ``CoBaEnv`` over ``compiled`` (for a LiveEnv that
     must show a policy the same features as that replay env, e.g. a controller trained on it)."""
-    from coba_env.env import default_budget
-
     n = int(n_max or compiled.n_candidates)
     return {"n_max": n, "budget": default_budget(compiled, cost_model, n),
             "max_output_tokens": float(compiled.max_output_tokens)}
+
+
+class LiveEpisode:
+    """One live episode as a one-episode pool whose candidates and scores are revealed as the source sends them.
+
+    ``row`` is the episode row ``CoBaEnv`` reads (the layout of ``CompiledPool.episode_rows``); it starts all
+    unrevealed and is filled by ``reveal_candidate`` / ``reveal_score`` before the env applies the action.
+    """
+
+    def __init__(self, n: int, ep: int, meta: dict[str, Any], tiers_present: tuple[str, ...],
+                 max_output_tokens: float) -> None:
+        t, k = len(TIERS), len(COST_MEASURES)
+        labels = meta.get("labels")
+        correct = np.zeros((1, n), dtype=bool)
+        if labels is not None:
+            correct[0, :] = np.asarray(labels[:n], dtype=bool)
+        obj = lambda v: np.array([v], dtype=object)  # noqa: E731
+        self.pool = CompiledPool(
+            n_candidates=n, tiers=TIERS, episode_ids=np.array([ep], dtype=np.int64),
+            dataset=obj(meta.get("dataset")), generator=obj(meta.get("generator")), item_id=obj(meta.get("item_id")),
+            cluster=np.full((1, n), -1, dtype=np.int32), answer=np.full((1, n), None, dtype=object),
+            output_tokens=np.zeros((1, n)), cap_hit=np.zeros((1, n), dtype=bool), gen_cost=np.zeros((1, n, k)),
+            has_score=np.zeros((1, n, t), dtype=bool), score=np.full((1, n, t), np.nan),
+            ver_cost=np.zeros((1, n, t, k)), max_output_tokens=max_output_tokens,
+            labels=Labels(correct=correct, gold_cluster=np.full(1, -1, dtype=np.int32)),
+            tiers_present=tiers_present)
+        # Up to n answer clusters (the blank pool's arrays do not know how many the source will reveal).
+        self.row = ([-1] * n, [0.0] * n, [False] * n, [[0.0] * k for _ in range(n)], [[False] * t for _ in range(n)],
+                    [[math.nan] * t for _ in range(n)], [[[0.0] * k for _ in range(t)] for _ in range(n)], n)
+
+    def reveal_candidate(self, c: int, got: Revealed) -> None:
+        """Candidate ``c`` as the source sent it."""
+        row = self.row
+        row[0][c], row[1][c], row[2][c] = got.cluster, got.output_tokens, got.cap_hit
+        row[3][c], row[4][c] = list(got.cost), [bool(h) for h in got.has_tiers]
+        self.pool.answer[0, c] = got.answer
+        self.pool.cluster[0, c] = got.cluster
+
+    def reveal_score(self, c: int, t: int, got: Scored) -> None:
+        """Candidate ``c``'s tier-``t`` score as the source sent it."""
+        self.row[5][c][t], self.row[6][c][t] = got.score, list(got.cost)
+
+
+class LiveGate(ActionGate):
+    """Fetches each action's evidence from the source before the env applies it, and keeps the hard budgets."""
+
+    def __init__(self, source: EvidenceSource, limits: Limits, n_max: int, max_output_tokens: float) -> None:
+        self.source, self.limits = source, limits
+        self.n_max, self.max_output_tokens = n_max, max_output_tokens
+        self.begin(-1, {})
+
+    def begin(self, ep: int, meta: dict[str, Any]) -> LiveEpisode:
+        """Start episode ``ep`` (the source's task, described by ``meta``): a blank episode, nothing spent."""
+        self.ep, self.task = ep, meta
+        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.tiers), self.max_output_tokens)
+        self.calls: list[dict[str, Any]] = []
+        self.abandoned = [0.0, 0.0, 0.0]  # tokens (bound), calls, seconds of calls cut by the time budget
+        self.interrupted: str | None = None
+        self.blocked_why: dict[str, str] = {}
+        self.t0 = time.monotonic()
+        return self.episode
+
+    # -- budgets ------------------------------------------------------------------------------------
+    def spent(self, env: CoBaEnv) -> dict[str, float]:
+        """What this episode has used against ``limits`` (abandoned calls included, at their bound)."""
+        try:
+            cost = env.evidence.cost
+        except RuntimeError:  # before the first reset
+            cost = [0.0] * 4
+        seconds = cost[3] + self.abandoned[2] if self.source.simulated_time else time.monotonic() - self.t0
+        return {"tokens": cost[0] + self.abandoned[0], "calls": cost[2] + self.abandoned[1], "seconds": seconds}
+
+    def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
+        """The most a call for ``action`` can use."""
+        if action == SAMPLE:
+            return self.source.sample_bound(env.evidence.n_revealed)
+        return self.source.verify_bound(env.verify_target(action - 1), action - 1)
+
+    def blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
+        """The limit (tokens, calls, seconds) that a call with ``bound`` could exceed, or None."""
+        lim = self.limits
+        if lim.calls is not None and spent["calls"] + 1 > lim.calls:
+            return "calls"
+        if lim.tokens is not None and spent["tokens"] + bound.tokens > lim.tokens:
+            return "tokens"
+        if lim.seconds is not None:
+            left = lim.seconds - spent["seconds"] - (0.0 if self.source.simulated_time else SECONDS_MARGIN)
+            if (bound.seconds is not None and bound.seconds > left) or left < MIN_CALL_SECONDS:
+                return "seconds"
+        return None
+
+    # -- the gate's hooks ---------------------------------------------------------------------------
+    def blocked(self, env: CoBaEnv, candidates: int) -> int:
+        """Every call that could break a hard budget (every call once the time ran out during one)."""
+        self.blocked_why = {}
+        if self.interrupted is not None:
+            return _CALLS_MASK
+        if self.limits == Limits():
+            return 0
+        spent, out = self.spent(env), 0
+        for a in range(STOP):
+            if candidates >> a & 1:
+                why = self.blocking_limit(self.call_bound(env, a), spent)
+                if why is not None:
+                    out |= 1 << a
+                    self.blocked_why[env.actions[a]] = why
+        return out
+
+    def illegal_reason(self, env: CoBaEnv, action: int) -> str | None:
+        """The budget a blocked call could exceed, else None (the env's own reason applies)."""
+        if 0 <= action < STOP and env.actions[action] in self.blocked_why:
+            return (f"action {action} ({env.actions[action]}) is not allowed now: its call could exceed the "
+                    f"hard {self.blocked_why[env.actions[action]]} budget ({self.limits.text()})")
+        return None
+
+    def before(self, env: CoBaEnv, action: int) -> int:
+        """Fetch the evidence of ``action``; STOP instead when the time budget runs out during the call."""
+        try:
+            self.fetch(env, action)
+        except CallInterrupted as exc:
+            self.interrupted = str(exc)
+            return STOP
+        return action
+
+    def on_stop(self, env: CoBaEnv, legal: int) -> dict[str, Any]:
+        """The final info's live fields: the source's task index, what was spent and why the episode stops."""
+        info: dict[str, Any] = {"episode": self.ep}
+        if self.task.get("labels") is None:
+            info["correct"] = None
+        info["live"] = {"stop_reason": self.stop_reason(env, legal), "interrupted": self.interrupted,
+                        "calls": self.calls, "spent": self.spent(env), "limits": asdict(self.limits),
+                        "problem": self.task.get("problem")}
+        return info
+
+    def fetch(self, env: CoBaEnv, a: int) -> None:
+        """Call the source for the evidence of action ``a`` and reveal it in the episode."""
+        timeout = None
+        if self.limits.seconds is not None and not self.source.simulated_time:
+            timeout = self.limits.seconds - self.spent(env)["seconds"] - SECONDS_MARGIN
+            if timeout < MIN_CALL_SECONDS:
+                raise CallInterrupted(f"the time budget of {self.limits.seconds:g} s ran out before the "
+                                      f"{env.actions[a]} call")
+        bound = self.call_bound(env, a)
+        try:
+            if a == SAMPLE:
+                c = env.evidence.n_revealed
+                got = self.source.sample(c, timeout)
+                self.episode.reveal_candidate(c, got)
+            else:
+                t = a - 1
+                c = env.verify_target(t)
+                got = self.source.verify(c, t, timeout)
+                self.episode.reveal_score(c, t, got)
+        except CallInterrupted:
+            self.abandoned[0] += bound.tokens if math.isfinite(bound.tokens) else 0.0
+            self.abandoned[1] += 1
+            self.abandoned[2] += timeout or 0.0
+            self.calls.append({"action": env.actions[a], "abandoned": True, "token_bound": bound.tokens})
+            raise
+        self.calls.append({"action": env.actions[a], "candidate": c, "token_bound": bound.tokens,
+                           **dict(zip(COST_MEASURES, got.cost, strict=True)), **got.detail})
+
+    def stop_reason(self, env: CoBaEnv, legal: int) -> str:
+        """Why the episode stops now, given the actions that were ``legal`` when STOP was chosen."""
+        if self.interrupted is not None:
+            return f"budget: {self.interrupted}"
+        if legal & _CALLS_MASK:
+            return "policy: chose STOP"
+        if self.blocked_why:
+            parts = ", ".join(f"{a} ({why})" for a, why in self.blocked_why.items())
+            return f"budget: the next call could exceed a hard limit ({self.limits.text()}): {parts}"
+        if env.evidence.cost[env.config.cost_k] >= env.max_cost:
+            return f"budget: max_cost={env.max_cost:g} ({env.cost_model}) is spent"
+        return f"done: N_max={env.n_max} candidates revealed and nothing left to verify"
 
 
 class LiveEnv(CoBaEnv):
@@ -90,45 +274,17 @@ class LiveEnv(CoBaEnv):
                  cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
                  selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
                  render_mode: str | None = None) -> None:
-        if n_max < 1 or n_max > source.max_candidates:
-            raise ValueError(f"n_max must be in 1..{source.max_candidates} for this source, got {n_max}")
-        if not max_output_tokens > 0:
-            raise ValueError(f"max_output_tokens must be > 0, got {max_output_tokens}")
+        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
+        max_output_tokens = check_number("max_output_tokens", max_output_tokens, low_open=True)
         self.source = source
         self.limits = limits or Limits()
-        self._live_max_output_tokens = float(max_output_tokens)
-        self._live_n = int(n_max)
+        gate = LiveGate(source, self.limits, n_max, max_output_tokens)
+        config = EnvConfig.for_pool(gate.episode.pool, lam=lam, lambda_range=lambda_range, budget=budget,
+                                    cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection,
+                                    max_cost=max_cost)
+        super().__init__(config=config, gate=gate, render_mode=render_mode)
         self._live_cursor = 0
-        self._live_ep = -1
-        super().__init__(self._live_blank_pool(0, {}), lam=lam, lambda_range=lambda_range, budget=budget,
-                         cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection, max_cost=max_cost,
-                         render_mode=render_mode)
 
-    # -- the per-episode blank pool and row ---------------------------------------------------------------
-    def _live_blank_pool(self, ep: int, meta: dict[str, Any]) -> CompiledPool:
-        n, t, k = self._live_n, len(TIERS), len(COST_MEASURES)
-        labels = meta.get("labels")
-        correct = np.zeros((1, n), dtype=bool)
-        if labels is not None:
-            correct[0, :] = np.asarray(labels[:n], dtype=bool)
-        obj = lambda v: np.array([v], dtype=object)  # noqa: E731
-        return CompiledPool(
-            n_candidates=n, tiers=TIERS, episode_ids=np.array([ep], dtype=np.int64),
-            dataset=obj(meta.get("dataset")), generator=obj(meta.get("generator")), item_id=obj(meta.get("item_id")),
-            cluster=np.full((1, n), -1, dtype=np.int32), answer=np.full((1, n), None, dtype=object),
-            output_tokens=np.zeros((1, n)), cap_hit=np.zeros((1, n), dtype=bool), gen_cost=np.zeros((1, n, k)),
-            has_score=np.zeros((1, n, t), dtype=bool), score=np.full((1, n, t), np.nan),
-            ver_cost=np.zeros((1, n, t, k)), max_output_tokens=self._live_max_output_tokens,
-            labels=Labels(correct=correct, gold_cluster=np.full(1, -1, dtype=np.int32)),
-            tiers_present=tuple(self.source.tiers))
-
-    def _live_blank_row(self) -> tuple:
-        """The episode row ``CoBaEnv.step`` reads (layout of ``CompiledPool.episode_rows``), all unrevealed."""
-        n, t, k = self._live_n, len(TIERS), len(COST_MEASURES)
-        return ([-1] * n, [0.0] * n, [False] * n, [[0.0] * k for _ in range(n)], [[False] * t for _ in range(n)],
-                [[math.nan] * t for _ in range(n)], [[[0.0] * k for _ in range(t)] for _ in range(n)], n)
-
-    # -- episodes -----------------------------------------------------------------------------------
     @property
     def n_episodes(self) -> int:
         """Tasks the source holds (problems, or cached episodes)."""
@@ -137,7 +293,11 @@ class LiveEnv(CoBaEnv):
     @property
     def episode_index(self) -> int:
         """The source's task index of the current episode; -1 before the first reset."""
-        return self._live_ep
+        return self.gate.ep
+
+    def spent(self) -> dict[str, float]:
+        """What this episode has used against ``limits`` (abandoned calls included, at their bound)."""
+        return self.gate.spent(self)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start task ``options["episode"]`` of the source (default: the next one in order)."""
@@ -148,149 +308,9 @@ class LiveEnv(CoBaEnv):
         if ep is None:
             ep = self._live_cursor % self.source.n_episodes
             self._live_cursor += 1
-        ep = int(ep)
-        if not 0 <= ep < self.source.n_episodes:
-            raise ValueError(f"episode index {ep} out of range 0..{self.source.n_episodes - 1}")
-        meta = self.source.begin(ep)
-        self._live_task = meta
-        self.pool = self._live_blank_pool(ep, meta)
-        self._rows = [self._live_blank_row()]
-        self._live_ep = ep
-        self._live_calls: list[dict[str, Any]] = []
-        self._live_abandoned = [0.0, 0.0, 0.0]  # tokens (bound), calls, seconds of calls cut by the time budget
-        self._live_interrupted: str | None = None
-        self._live_t0 = time.monotonic()
+        ep = check_int("options['episode']", ep, low=0, high=self.source.n_episodes - 1)
+        episode = self.gate.begin(ep, self.source.begin(ep))
+        self.use_pool(episode.pool, [episode.row])
         obs, info = super().reset(seed=seed, options={**options, "episode": 0})
         info["episode"] = ep
         return obs, info
-
-    # -- budgets ------------------------------------------------------------------------------------
-    def spent(self) -> dict[str, float]:
-        """What this episode has used against ``limits`` (abandoned calls included, at their bound)."""
-        cost = self._ev.cost if self._ev is not None else [0.0] * 4
-        if self.source.simulated_time:
-            seconds = cost[3] + self._live_abandoned[2]
-        else:
-            seconds = time.monotonic() - self._live_t0
-        return {"tokens": cost[0] + self._live_abandoned[0], "calls": cost[2] + self._live_abandoned[1], "seconds": seconds}
-
-    def _live_call_bound(self, action: int) -> CallBound:
-        if action == self.SAMPLE:
-            return self.source.sample_bound(self._ev.n_revealed)
-        t = action - 1
-        return self.source.verify_bound(self.verify_target(t), t)
-
-    def _live_blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
-        """The limit (tokens, calls, seconds) that a call with ``bound`` could exceed, or None."""
-        lim = self.limits
-        if lim.calls is not None and spent["calls"] + 1 > lim.calls:
-            return "calls"
-        if lim.tokens is not None and spent["tokens"] + bound.tokens > lim.tokens:
-            return "tokens"
-        if lim.seconds is not None:
-            left = lim.seconds - spent["seconds"] - (0.0 if self.source.simulated_time else SECONDS_MARGIN)
-            if (bound.seconds is not None and bound.seconds > left) or left < MIN_CALL_SECONDS:
-                return "seconds"
-        return None
-
-    def _compute_mask(self) -> np.ndarray:
-        # The base mask, minus every call that could break a hard budget; STOP becomes legal when nothing
-        # else is (as in the base rule "STOP is legal once a candidate is revealed or nothing else is").
-        super()._compute_mask()
-        bits = self._bits
-        self._live_blocked: dict[str, str] = {}
-        stop = 1 << (self.n_tiers + 1)
-        if self._live_interrupted is not None:
-            bits = 0
-        elif self.limits != Limits():
-            spent = self.spent()
-            for a in range(self.n_tiers + 1):
-                if bits >> a & 1:
-                    why = self._live_blocking_limit(self._live_call_bound(a), spent)
-                    if why is not None:
-                        bits &= ~(1 << a)
-                        self._live_blocked[self.actions[a]] = why
-        if not bits & ~stop:
-            bits |= stop
-        self._bits = bits
-        return self._mask_table[bits]
-
-    # -- stepping -----------------------------------------------------------------------------------
-    def _illegal_reason(self, a: int) -> str:
-        if 0 <= a <= self.n_tiers and self.actions[a] in self._live_blocked:
-            return (f"action {a} ({self.actions[a]}) is not allowed now: its call could exceed the "
-                    f"hard {self._live_blocked[self.actions[a]]} budget ({self._live_limit_text()})")
-        return super()._illegal_reason(a)
-
-    def step(self, action: int):
-        """Fetch the evidence ``action`` reveals from the source, then let ``CoBaEnv.step`` apply it."""
-        a = int(action)
-        if not self._done and 0 <= a < len(self._mask) and (self._bits >> a) & 1 and a != self.STOP:
-            try:
-                self._live_fetch(a)
-            except CallInterrupted as exc:
-                self._live_interrupted = str(exc)
-                self._mask = self._compute_mask()
-                a = self.STOP
-        stopping = a == self.STOP and not self._done
-        stop_reason = self._live_stop_reason() if stopping else None
-        spent = self.spent() if stopping else None  # taken when STOP is applied: the episode's final use
-        obs, reward, terminated, truncated, info = super().step(a)
-        if terminated:
-            info["episode"] = self._live_ep
-            if self._live_task.get("labels") is None:
-                info["correct"] = None
-            info["live"] = {"stop_reason": stop_reason, "interrupted": self._live_interrupted, "calls": self._live_calls,
-                            "spent": spent, "limits": asdict(self.limits), "problem": self._live_task.get("problem")}
-        return obs, reward, terminated, truncated, info
-
-    def _live_fetch(self, a: int) -> None:
-        """Call the source for the evidence of action ``a`` and write it into the episode row."""
-        row = self._row
-        timeout = None
-        if self.limits.seconds is not None and not self.source.simulated_time:
-            timeout = self.limits.seconds - self.spent()["seconds"] - SECONDS_MARGIN
-            if timeout < MIN_CALL_SECONDS:
-                raise CallInterrupted(f"the time budget of {self.limits.seconds:g} s ran out before the "
-                                      f"{self.actions[a]} call")
-        bound = self._live_call_bound(a)
-        try:
-            if a == self.SAMPLE:
-                c = self._ev.n_revealed
-                got = self.source.sample(c, timeout)
-                row[0][c], row[1][c], row[2][c] = got.cluster, got.output_tokens, got.cap_hit
-                row[3][c], row[4][c] = list(got.cost), [bool(h) for h in got.has_tiers]
-                self.pool.answer[0, c] = got.answer
-                self.pool.cluster[0, c] = got.cluster
-                detail = got.detail
-            else:
-                t = a - 1
-                c = self.verify_target(t)
-                got = self.source.verify(c, t, timeout)
-                row[5][c][t], row[6][c][t] = got.score, list(got.cost)
-                detail = got.detail
-        except CallInterrupted:
-            self._live_abandoned[0] += bound.tokens if math.isfinite(bound.tokens) else 0.0
-            self._live_abandoned[1] += 1
-            self._live_abandoned[2] += timeout or 0.0
-            self._live_calls.append({"action": self.actions[a], "abandoned": True, "token_bound": bound.tokens})
-            raise
-        self._live_calls.append({"action": self.actions[a], "candidate": c, "token_bound": bound.tokens,
-                            **dict(zip(COST_MEASURES, got.cost, strict=True)), **detail})
-
-    def _live_limit_text(self) -> str:
-        return ", ".join(f"{k}={v:g}" for k, v in asdict(self.limits).items() if v is not None) or "none"
-
-    def _live_stop_reason(self) -> str:
-        """Why the episode stops now (called just before STOP is applied)."""
-        if self._live_interrupted is not None:
-            return f"budget: {self._live_interrupted}"
-        stop = 1 << (self.n_tiers + 1)
-        if self._bits & ~stop:
-            return "policy: chose STOP"
-        if self._live_blocked:
-            parts = ", ".join(f"{a} ({why})" for a, why in self._live_blocked.items())
-            return f"budget: the next call could exceed a hard limit ({self._live_limit_text()}): {parts}"
-        if self._ev.cost[self._cost_k] >= self.max_cost:
-            return f"budget: max_cost={self.max_cost:g} ({self.cost_model}) is spent"
-        return f"done: N_max={self.n_max} candidates revealed and nothing left to verify"

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coba_env.compiled import CompiledPool
-from pools.generate import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
+from pools.client.judges import DEFAULT_JUDGES, judge
+from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
+from pools.client.prompts import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
 from pools.grading import AnswerClusterer, extract_answer, uses_task_scorer
-from pools.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.tokens import estimate_tokens
-from pools.verify_calls import DEFAULT_JUDGES, judge
 
 #: Role of each tier's endpoint, for messages.
 TIER_ROLES = {"V1": "judge (V1)", "V2": "step judge (V2)", "V3": "verifier (V3)"}
@@ -152,10 +152,10 @@ def _bytes(text: str | None) -> int:
 
 
 class EndpointSource(EvidenceSource):
-    """Samples from a generator endpoint and scores with judge endpoints (``pools.openai_client``).
+    """Samples from a generator endpoint and scores with judge endpoints (``pools.client.openai_client``).
 
     Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
-    (``pools.generate``, ``pools.verify_calls``); answers are extracted with ``pools.grading`` and clustered
+    (``pools.generation.generate``, ``pools.generation.verify_calls``); answers are extracted with ``pools.grading`` and clustered
     as a pool build would (``pools.grading.AnswerClusterer``). Token bounds: a prompt has at most one token
     per UTF-8 byte of its messages plus ``CHAT_TEMPLATE_TOKENS`` (the generator prompt's exact count is used
     once the first call has reported it); output at most the request's ``max_tokens``.

@@ -20,6 +20,10 @@ A reset zeroes the counters with one multiply and writes a few rows, a slot's te
 revealed, and a reset only marks every slot unrevealed (fnum = -inf); the answer counts and per-cluster
 statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool
 says which candidate that is).
+
+Length: about 440 lines; the batched SAMPLE/VERIFY updates are kept next to the state layout they index (flat
+slot-major arrays, see ``_alloc``), which a split would separate. The rules themselves live in coba_env/rules/
+(batched forms).
 """
 
 from __future__ import annotations
@@ -32,10 +36,25 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.env import CoBaEnv
-from coba_env.evidence import FEATURE_NAMES, N_FEATURES
-from coba_env.selection import _TIER_INDEX
-from coba_env.vector_selection import select_by_rule
+from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX
+from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
+from coba_env.rules.features import (
+    LAMBDA,
+    N_FEATURES,
+    batch_observe,
+    clogc_table,
+    log_table,
+    observation_bounds,
+)
+from coba_env.rules.fusion import batch_best, batch_fusion
+from coba_env.rules.masks import batch_masks
+from coba_env.rules.selection import select_by_rule
+from coba_env.rules.verify import batch_verify_target
+from coba_env.spaces import MaskedDiscrete
 from coba_env.vector_tables import VectorTables
+
+#: Keys ``CoBaVectorEnv.reset(options=...)`` accepts.
+VECTOR_RESET_OPTIONS = ("episodes", "lams")
 
 
 class CoBaVectorEnv(VectorEnv):
@@ -43,36 +62,39 @@ class CoBaVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(self, num_envs: int, pool: Any = None, **env_kwargs: Any) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        # The single env validates the arguments and resolves defaults (budget, tiers, selection).
-        self.single = CoBaEnv(pool, **env_kwargs)
-        s = self.single
-        p = s.pool
+    def __init__(self, num_envs: int, pool: Any = None, *, config: EnvConfig | None = None,
+                 render_mode: str | None = None, **env_kwargs: Any) -> None:
+        num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
+        if config is None:
+            config = EnvConfig.build(pool, **env_kwargs)
+        elif pool is not None or env_kwargs:
+            raise ValueError("pass either config= or the pool and env arguments, not both")
+        self.config = config
+        p = config.pool
         self.num_envs = num_envs
         self.pool = p
-        self.single_observation_space = s.observation_space
-        self.single_action_space = s.action_space
-        self.observation_space = spaces.Box(
-            low=np.repeat(s.observation_space.low[None], num_envs, 0),
-            high=np.repeat(s.observation_space.high[None], num_envs, 0), dtype=np.float32)
-        self.action_space = spaces.MultiDiscrete(np.full(num_envs, s.action_space.n))
-        self.n_max, self.n_tiers, self.max_steps = s.n_max, s.n_tiers, s.max_steps
-        self.budget, self.max_cost, self.cost_k = s.budget, s.max_cost, s._cost_k
-        self.order, self.lam, self.lambda_range = s.order, s.lam, s.lambda_range
-        self.weights = np.array(s._weights)
-        self.selection = s.selection
-        self.tier_on = np.array(s._tier_on)
-        self.clogc = np.array(s._clogc)
-        self.logs = np.array(s._logs)
+        self.render_mode = render_mode
+        low, high = observation_bounds()
+        self.single_observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
+        self.single_action_space = MaskedDiscrete(N_ACTIONS)
+        self.observation_space = spaces.Box(low=np.repeat(low[None], num_envs, 0),
+                                            high=np.repeat(high[None], num_envs, 0), dtype=np.float32)
+        self.action_space = spaces.MultiDiscrete(np.full(num_envs, N_ACTIONS))
+        self.n_max, self.n_tiers, self.max_steps = config.n_max, len(config.tier_on), config.max_steps
+        self.budget, self.max_cost, self.cost_k = config.budget, config.max_cost, config.cost_k
+        self.order, self.lam, self.lambda_range = config.order, config.lam, config.lambda_range
+        self.weights = np.array(config.weights)
+        self.selection = config.selection
+        self.tier_on = np.array(config.tier_on)
+        self.clogc = np.array(clogc_table(p.n_candidates))
+        self.logs = np.array(log_table(p.n_candidates))
         tables = VectorTables.build(p)
         self.n_clusters = tables.n_clusters
         self.sample_float, self.sample_int = tables.sample_float, tables.sample_int
         self.has_t = tables.has_slots  # [N, T * E]: VERIFY gathers columns
         self.score_flat, self.ver_cost_flat = tables.score_flat, tables.ver_cost_flat
         self.max_output_tokens = p.max_output_tokens
-        self.lambda_index = FEATURE_NAMES.index("lambda")
+        self.lambda_index = LAMBDA
         self.n_cand = p.n_candidates
         # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
         self._cluster_dtype = np.int8 if self.n_clusters < 127 else np.int64
@@ -81,7 +103,15 @@ class CoBaVectorEnv(VectorEnv):
         self._reset_fden = bool(np.min(self.weights) <= 0)
         self._cursor = 0
         self._perm: np.ndarray | None = None
+        self._single: CoBaEnv | None = None
         self._alloc()
+
+    @property
+    def single(self) -> CoBaEnv:
+        """A one-episode ``CoBaEnv`` of the same configuration (for its action names and helpers; built on use)."""
+        if self._single is None:
+            self._single = CoBaEnv.from_config(self.config)
+        return self._single
 
     # -- state ---------------------------------------------------------------------------------------
     def _alloc(self) -> None:
@@ -99,12 +129,6 @@ class CoBaVectorEnv(VectorEnv):
         self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
         self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
-        names = list(FEATURE_NAMES)
-        self._counter_features = [names.index(f) for f in (
-            "revealed_frac", "distinct_answers_frac", "answer_flips", "step_frac")]
-        self._counter_scale = np.array([self.n_max, self.n_max, self.n_max, self.max_steps], dtype=np.float64)
-        self._share_features = [names.index(f) for f in (
-            "top_answer_share", "cap_hit_share", "v1_verified_frac", "v2_verified_frac", "v3_verified_frac")]
         # Float sums, feature-major [7, B] (fresh = all zeros): the 4 cost measures, clogc_sum, best_v3, len_sum.
         self._floats = np.zeros((7, b))
         self._cost = self._floats[:4]
@@ -184,15 +208,29 @@ class CoBaVectorEnv(VectorEnv):
         if seed is not None:
             self._cursor, self._perm = 0, None
         rows = np.arange(self.num_envs)
-        options = options or {}
-        episodes = np.asarray(options["episodes"], dtype=np.int64) if "episodes" in options \
-            else self._next_episodes(self.num_envs)
-        self._reset_rows(rows, episodes)
+        options = check_options(options, VECTOR_RESET_OPTIONS)
+        if "episodes" in options:
+            episodes = np.array([check_int(f"options['episodes'][{i}]", e, low=0, high=self.pool.n_episodes - 1)
+                                 for i, e in enumerate(self._per_env("episodes", options["episodes"]))],
+                                dtype=np.int64)
+        else:
+            episodes = self._next_episodes(self.num_envs)
+        lams = None
         if "lams" in options:
-            self.lams[:] = options["lams"]
+            lams = [check_lam(f"options['lams'][{i}]", x) for i, x in enumerate(self._per_env("lams", options["lams"]))]
+        self._reset_rows(rows, episodes)
+        if lams is not None:
+            self.lams[:] = lams
         self._fusion()
         self._mask = self._masks()
         return self._observations(), {"action_mask": self._mask.copy(), "episode": self.ep.copy()}
+
+    def _per_env(self, name: str, values: Any) -> list:
+        """A reset option with one value per sub-env, as a list."""
+        items = np.asarray(values, dtype=object).reshape(-1).tolist()
+        if np.ndim(values) != 1 or len(items) != self.num_envs:
+            raise ValueError(f"options[{name!r}] must hold one value per sub-env ({self.num_envs}), got {values!r}")
+        return items
 
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
         """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N]."""
@@ -214,71 +252,14 @@ class CoBaVectorEnv(VectorEnv):
         revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
         fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
         """
-        # (wf * count / n + fnum) / fden per slot: the same float operations as Evidence.fusion.
-        r = self.rank_t  # written in place: nothing else holds this array
-        w_f = self.weights[0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.multiply(self.count_t, w_f, out=r, dtype=np.float64)
-            r /= np.maximum(self.n, 1).astype(np.float64)
-            r += self.fnum_t
-            r /= self.fden_t
-        if w_f <= 0:
-            r[(self.fden_t <= 0) & (self.fnum_t > -np.inf)] = 0.0
-        return r
+        return batch_fusion(self.rank_t, self.count_t, self.n, self.fnum_t, self.fden_t, self.weights[0])
 
     def _masks(self) -> np.ndarray:
-        t = self.n_tiers
-        m = np.empty((self.num_envs, t + 2), dtype=np.int8)
-        can_sample = self.n < self.n_max
-        m[:, 0] = can_sample
-        anything = can_sample.copy()
-        for k in range(t):
-            m[:, 1 + k] = verify = (self._pending[k] > 0) & self.tier_on[k]
-            anything |= verify
-        m[:, t + 1] = (self.n > 0) | ~anything
-        spent = self._cost[self.cost_k] >= self.max_cost
-        if spent.any():
-            m[spent] = 0
-            m[spent, t + 1] = 1
-        return m
+        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
 
     def _observations(self) -> np.ndarray:
-        """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current).
-
-        Before the first candidate every count and sum is 0, and without an answer the top-cluster counts and
-        statistics are 0, so dividing by max(n, 1) (or max(count, 1)) gives the single env's 0 features.
-        """
-        # Feature by feature into a feature-major float64 buffer (contiguous rows), then cast into the [B, F]
-        # float32 result a few features at a time: far fewer passes over it than one per feature.
-        o = self._obs_t
-        n = self.n
-        n_safe = np.maximum(n, 1).astype(np.float64)
-        for k, feature in enumerate(self._counter_features):  # n, n_distinct, flips, steps
-            np.divide(self._ints[k], self._counter_scale[k], out=o[feature])
-        for k, feature in enumerate(self._share_features):  # top_count, cap_count, n_verified[T]
-            np.divide(self._ints[4 + k], n_safe, out=o[feature])
-        na = self.n_answered
-        if self.n_max > 1:
-            np.divide(self.logs[na] - self.clogc_sum / np.maximum(na, 1), self.logs[self.n_max], out=o[3])
-        else:
-            o[3] = 0.0
-        np.divide(self.top_count - self.second, n_safe, out=o[4])
-        np.divide(n - na, n_safe, out=o[5])
-        # The top cluster's V1 sum, count, max and V3 sum, count (all 0 without a top answer).
-        stats = self.top_stats.reshape(-1, 5).take(self._stats_rows + self.top, axis=0)  # see ``_alloc``
-        np.divide(stats[:, 0], np.maximum(stats[:, 1], 1.0), out=o[6])
-        o[7] = stats[:, 2]
-        o[8] = stats[:, 1] > 0
-        o[9] = self.best_v3
-        np.divide(stats[:, 3], np.maximum(stats[:, 4], 1.0), out=o[10])
-        np.divide(self._cost[self.cost_k], self.budget, out=o[14])
-        np.divide(self.len_sum / n_safe, self.max_output_tokens, out=o[15])
-        o[19] = self.lams
-        o[20] = np.where(na > 0, self.rank_t.max(axis=0), 0.0)  # slot-major: a reduction across rows
-        out = np.empty((self.num_envs, N_FEATURES), dtype=np.float32)
-        for i in range(0, N_FEATURES, 7):
-            out[:, i:i + 7] = o[i:i + 7].T
-        return out
+        """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current)."""
+        return batch_observe(self, self._obs_t)
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
@@ -286,13 +267,11 @@ class CoBaVectorEnv(VectorEnv):
         none = self.n_answered[rows] == 0  # no revealed candidate has an answer
         if rule.rule == "fusion":
             # R of revealed candidates with an answer; -2 for the others (unrevealed ones have -inf).
-            r = np.take(self.rank_t, rows, axis=1)  # slot-major [N, len(rows)]
-            r[r == -np.inf] = -2.0
-            return np.where(none, -1, np.argmax(r, axis=0))
+            return batch_best(np.take(self.rank_t, rows, axis=1), none)  # slot-major [N, len(rows)]
         ep = self.ep[rows]
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            t = _TIER_INDEX[rule.tier]
+            t = TIER_INDEX[rule.tier]
             tier_scores, tier_verified = self.pool.score[ep, :, t], self._verified(t, rows)
         sel = select_by_rule(rule, self.pool.cluster[ep], self.n[rows], self.top[rows], tier_scores, tier_verified)
         return np.where(none, -1, sel)
@@ -368,7 +347,7 @@ class CoBaVectorEnv(VectorEnv):
         eligible = self.has_t.take(t * self.pool.n_episodes + e, axis=1)
         at_tier = t * b + rows  # columns of ``verified_t``
         eligible &= ~self.verified_t.take(at_tier, axis=1)
-        c = np.argmax(np.where(eligible, np.take(self.rank_t, rows, axis=1), -np.inf), axis=0)
+        c = batch_verify_target(eligible, np.take(self.rank_t, rows, axis=1))
         flat = (e * self.n_cand + c) * t_n + t
         s = self.score_flat.take(flat)
         cost = self.ver_cost_flat.take(flat, axis=0)
@@ -400,10 +379,14 @@ class CoBaVectorEnv(VectorEnv):
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
-        a = np.asarray(actions, dtype=np.int64)
+        a = np.asarray(actions)
         b = self.num_envs
         if a.shape != (b,):
             raise ValueError(f"expected {b} actions, got shape {a.shape}")
+        if a.dtype.kind not in "iu":
+            if a.dtype.kind != "f" or not np.array_equal(a, np.floor(a)):
+                raise ValueError(f"actions must be integer action ids, got {actions!r}")
+        a = a.astype(np.int64, copy=False)
         n_actions = self._mask.shape[1]
         bad = (a < 0) | (a >= n_actions)
         if not bad.any():
@@ -422,7 +405,7 @@ class CoBaVectorEnv(VectorEnv):
         if len(rows):
             self._verify(rows, a[rows], step_cost)
 
-        moved = a != t_n + 1
+        moved = a != STOP
         self._cost += step_cost
         reward = -self.lams * step_cost[self.cost_k] / self.budget
         reward[~moved] = 0.0

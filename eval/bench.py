@@ -22,6 +22,7 @@ from eval import bootstrap, metrics, pareto, report
 from eval.bench_data import COST_METRIC, BenchData
 from eval.runner import BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
+from pools.default import pool_label, resolve_pool
 from pools.store import Pool
 
 #: ``--policies`` keywords: "all" (every non-learned policy, the default) and "main" (paper main table).
@@ -160,7 +161,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
     # Policies are resolved before the pool so that a typo fails fast, before any pool is built.
     policy_objs = _resolve_policy_objects(policies, specs)
-    pool, spec_text = _resolve_pool(pool_spec, pool_seed)
+    pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
     compiled = compile_pool(pool)
     t_compile = time.perf_counter()
@@ -217,12 +218,3 @@ def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
     if dupes:
         raise BenchInputError(f"policy names must be unique; repeated: {', '.join(dupes)}")
     return objs
-
-
-def _resolve_pool(pool_spec: str | Pool | None, seed: int) -> tuple[Pool, str | None]:
-    if isinstance(pool_spec, Pool):
-        return pool_spec, "<Pool object>"
-    from pools.default import resolve_pool
-
-    spec = None if pool_spec is None else str(pool_spec)
-    return resolve_pool(spec, seed=seed), spec or "paper (default)"

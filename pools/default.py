@@ -37,8 +37,11 @@ def cache_key(profile: Profile, seed: int) -> str:
     return f"{profile.name}-seed{seed}-{digest}"
 
 
-def resolve_pool(spec: str | os.PathLike[str] | None = None, *, seed: int = 0) -> Pool:
-    """None / "paper" / "tiny" -> a cached simulated pool; a directory -> that pool; a .json file -> its profile."""
+def resolve_pool(spec: Pool | str | os.PathLike[str] | None = None, *, seed: int = 0) -> Pool:
+    """The project's one pool resolver: a ``Pool`` -> itself; None / "paper" / "tiny" -> a cached simulated
+    pool; a directory -> that pool; a .json file -> its profile."""
+    if isinstance(spec, Pool):
+        return spec
     text = DEFAULT_SPEC if spec is None else os.fspath(spec)
     if text not in BUILTIN_PROFILES:
         path = Path(text)
@@ -48,6 +51,13 @@ def resolve_pool(spec: str | os.PathLike[str] | None = None, *, seed: int = 0) -
             raise PoolError(f"no such pool or profile: expected a built-in profile {list(BUILTIN_PROFILES)}, "
                             "a pool directory, or a simulator profile JSON file", file=text)
     return simulated_pool(load_profile(text), seed=seed)
+
+
+def pool_label(spec: Pool | str | os.PathLike[str] | None) -> str:
+    """How a pool spec is named in results: its text, "paper (default)" for None, "<Pool object>" for a Pool."""
+    if isinstance(spec, Pool):
+        return "<Pool object>"
+    return f"{DEFAULT_SPEC} (default)" if spec is None else os.fspath(spec)
 
 
 def simulated_pool(profile: Profile, *, seed: int = 0) -> Pool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,9 @@ from pandas.api import types as ptypes
 
 from pools.errors import PoolError
 from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS
-from pools.store import Pool
+
+if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
+    from pools.store import Pool
 
 #: Key columns per table; a key must be unique within its table.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {

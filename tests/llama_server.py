@@ -10,7 +10,7 @@ Contract of the ``llama_server`` fixture (one server process for the whole test 
   threads ran 64-token samples ~10x slower (18-53 s) than one (2-3 s);
 - it waits until ``GET /v1/models`` answers 200 (at most ``STARTUP_TIMEOUT_S`` seconds);
 - it yields the base URL **including** ``/v1``, e.g. ``"http://127.0.0.1:41234/v1"`` (what the ``openai``
-  client calls ``base_url``; ``pools.openai_client.OpenAIClient`` accepts it with or without ``/v1``);
+  client calls ``base_url``; ``pools.client.openai_client.OpenAIClient`` accepts it with or without ``/v1``);
 - it stops the server (SIGTERM, then SIGKILL after 15 s) when the session ends;
 - it notices a server that died: a test that starts after the death fails at once, and a test that fails
   while the server is dead is reported with the server's exit status or signal and the tail of its log

@@ -13,7 +13,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import coba_env  # noqa: F401  (registers coba/Replay-v0)
 from coba_env import CoBaEnv, compile_pool
-from coba_env.evidence import FEATURE_NAMES
+from coba_env.rules.features import FEATURE_NAMES
 from coba_env.splits import leave_one_dataset_out
 from tests.factory import MODELS, Cand, Ep, build_pool
 

@@ -16,13 +16,13 @@ import pytest
 import yaml
 
 from coba_cli.generate_cmd import main as cli
+from pools.client.openai_client import EndpointError, OpenAIClient, guess_params_b, parse_endpoint
 from pools.errors import PoolError
-from pools.generate import RunOptions, SamplingSettings, build_pool_from_workdir, generate
-from pools.journal import JOURNAL_NAME, Journal, read_journal
-from pools.openai_client import EndpointError, OpenAIClient, guess_params_b, parse_endpoint
+from pools.generation.generate import RunOptions, SamplingSettings, build_pool_from_workdir, generate
+from pools.generation.journal import JOURNAL_NAME, Journal, read_journal
+from pools.generation.verify_calls import parse_steps, split_steps, steps_score, verify
 from pools.problems import Problem
 from pools.store import load_pool
-from pools.verify_calls import parse_steps, split_steps, steps_score, verify
 from tests.fake_openai_server import FakeOpenAIServer, count_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -24,10 +24,10 @@ from coba_env.live import (
     PoolReplaySource,
     replay_normalizers,
 )
+from pools.client.openai_client import Endpoint
+from pools.client.prompts import SamplingSettings
 from pools.default import resolve_pool
-from pools.generate import SamplingSettings
 from pools.grading import AnswerClusterer, cluster_answers, extract_answer, literal_key
-from pools.openai_client import Endpoint
 from pools.problems import Problem
 from tests.factory import Cand, Ep, build_pool
 from tests.fake_openai_server import FakeOpenAIServer, count_tokens

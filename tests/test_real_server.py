@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from coba_cli.main import main as coba
+from pools.generation.journal import JOURNAL_NAME, read_journal
 from pools.grading import reasoning_gym_scorer
-from pools.journal import JOURNAL_NAME, read_journal
 from pools.store import load_pool
 from tests.fake_openai_server import RecordingProxy
 from tests.llama_server import MODEL, PARAMS_B

@@ -41,7 +41,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.selection import SelectionRule
+from coba_env.rules.selection import SelectionRule
 from pools.schema import TIERS
 from train.oracle_model import N_TIERS, SAMPLE, STOP, Episode, OracleModel
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.checkpoint import LAMBDA_INDEX
 from agents.learned_mlp import (
-    LAMBDA_INDEX,
     N_ACTIONS,
     MLPController,
     build_network,

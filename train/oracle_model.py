@@ -11,7 +11,6 @@ sums in the env's addition order; ``cost`` the 4-tuple of cost measures accumula
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,14 +18,16 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool
-from coba_env.costs import cost_index
-from coba_env.env import default_budget
-from coba_env.evidence import Evidence, clogc_table
-from coba_env.selection import SelectionRule, select_candidate
-from pools.schema import TIERS
+from coba_env.evidence import Evidence
+from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, TIERS
+from coba_env.rules.config import EnvConfig
+from coba_env.rules.features import clogc_table
+from coba_env.rules.fusion import best_of, rank_list
+from coba_env.rules.masks import mask_bits
+from coba_env.rules.selection import SelectionRule, select_candidate
+from coba_env.rules.verify import verify_target_bits
 
-SAMPLE, STOP = 0, len(TIERS) + 1
-N_TIERS = len(TIERS)
+__all__ = ["N_TIERS", "SAMPLE", "STOP", "Episode", "OracleModel"]
 
 
 @dataclass
@@ -55,17 +56,12 @@ class OracleModel:
     def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
                  tiers: Sequence[str] = TIERS, max_cost: float | None = None) -> None:
+        config = EnvConfig.for_pool(compiled, budget=budget, cost_model=cost_model, selection=selection,
+                                    n_max=n_max, tiers=tiers, max_cost=max_cost)
         self.pool = compiled
-        self.cost_model = cost_model
-        self.k = cost_index(cost_model)
-        self.n_max = int(n_max or compiled.n_candidates)
-        if not 1 <= self.n_max <= compiled.n_candidates:
-            raise ValueError(f"n_max must be in 1..{compiled.n_candidates}, got {n_max}")
-        self.budget = float(budget) if budget is not None else default_budget(compiled, cost_model, self.n_max)
-        self.selection = SelectionRule.from_spec(selection)
-        self.weights = self.selection.weight_vector()
-        self.tier_on = [t in tiers and t in compiled.tiers_present for t in TIERS]
-        self.max_cost = float(max_cost) if max_cost is not None else math.inf
+        self.cost_model, self.k, self.n_max = config.cost_model, config.cost_k, config.n_max
+        self.budget, self.selection, self.weights = config.budget, config.selection, config.weights
+        self.tier_on, self.max_cost = list(config.tier_on), config.max_cost
         self._rows = compiled.episode_rows()
         self._episodes: dict[int, Episode] = {}
 
@@ -129,27 +125,12 @@ class OracleModel:
 
     def fusion(self, ep: Episode, state: tuple) -> list[float]:
         """The fusion rank R of every revealed candidate (-1 for one without an answer)."""
-        n, _, fnum, fden, _ = state
-        wf, cl, counts = self.weights[0], ep.cl, ep.counts_at[n]
-        out = []
-        for c in range(n):
-            x = cl[c]
-            if x < 0:
-                out.append(-1.0)
-            else:
-                den = fden[c]
-                out.append((wf * counts[x] / n + fnum[c]) / den if den > 0 else 0.0)
-        return out
+        n = state[0]
+        return rank_list(self.weights[0], n, ep.counts_at[n], ep.cl, state[2], state[3])
 
     def target(self, ep: Episode, state: tuple, r: list[float], t: int) -> int:
         """The candidate a VERIFY of tier ``t`` would score (-1 if none)."""
-        ver, has, cl = state[1], ep.has, ep.cl
-        best, best_r = -1, -3.0
-        for c in range(state[0]):
-            # As the env: a candidate without an answer is never a VERIFY target (it can never be selected).
-            if cl[c] >= 0 and has[c][t] and not (ver >> (c * N_TIERS + t)) & 1 and r[c] > best_r:
-                best, best_r = c, r[c]
-        return best
+        return verify_target_bits(r, ep.cl, ep.has, state[1], N_TIERS, t)
 
     def apply(self, ep: Episode, state: tuple, a: int, r: list[float] | None = None) -> tuple:
         """The state after the (legal, non-STOP) action ``a``; ``r`` is ``fusion(ep, state)`` if known."""
@@ -170,28 +151,18 @@ class OracleModel:
                 (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
 
     def legal(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
-        """Legal actions in the env's mask order (STOP last)."""
-        n = state[0]
-        if state[4][self.k] >= self.max_cost:
-            return [STOP]
-        acts = [SAMPLE] if n < self.n_max else []
+        """Legal actions in the env's mask order (STOP last), by the env's mask rule."""
+        verify_bits = 0
         for t in range(N_TIERS):
             if self.tier_on[t] and self.target(ep, state, r, t) >= 0:
-                acts.append(t + 1)
-        if n > 0 or not acts:
-            acts.append(STOP)
-        return acts
+                verify_bits |= 2 << t
+        bits = mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost)
+        return [a for a in range(STOP + 1) if (bits >> a) & 1]
 
     def selected(self, ep: Episode, state: tuple, r: list[float] | None = None) -> int:
         """The candidate STOP would select in ``state`` (-1 if none)."""
         if self.selection.rule == "fusion":
-            if r is None:
-                r = self.fusion(ep, state)
-            best, best_r = -1, -2.0
-            for c in range(state[0]):
-                if ep.cl[c] >= 0 and r[c] > best_r:
-                    best, best_r = c, r[c]
-            return best
+            return best_of(r if r is not None else self.fusion(ep, state), ep.cl)
         return select_candidate(self.evidence(ep, state), self.selection)
 
     def evidence(self, ep: Episode, state: tuple) -> Evidence:

@@ -80,7 +80,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from agents.learned import CONFIG_FILE
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
-from coba_env.evidence import FEATURE_NAMES
+from coba_env.rules.features import FEATURE_NAMES
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.schema import TIERS
 from pools.store import Pool

@@ -1,6 +1,6 @@
 """Run many HTTP calls with bounded concurrency, journaling each result as it completes, with a progress bar.
 
-``run_calls`` is what ``pools.generate`` and ``pools.verify_calls`` use: calls run on daemon worker threads,
+``run_calls`` is what ``pools.generation.generate`` and ``pools.generation.verify_calls`` use: calls run on daemon worker threads,
 results are handed back to the main thread one at a time (which journals them), and follow-up calls can be
 queued from a result (e.g. the samples a server that ignores ``n`` did not return).
 """

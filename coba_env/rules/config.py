@@ -1,0 +1,189 @@
+"""One validated env configuration: every argument of ``CoBaEnv`` / ``CoBaVectorEnv`` checked once, here.
+
+``EnvConfig.build`` resolves the pool, restricts its episodes, validates every argument (finite numbers in
+range, known names, integer counts) and fills in the defaults (budget, N_max, selection). Both envs, the
+live env and the oracle's model read the same fields. Bad input raises ``ValueError`` naming the argument.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from coba_env.compiled import CompiledPool
+from coba_env.costs import cost_index
+from coba_env.rules.actions import N_TIERS, TIERS
+from coba_env.rules.selection import SelectionRule
+
+ORDERS = ("sequential", "shuffle", "random")
+#: Largest cost weight lambda accepted (far above any useful trade-off; keeps rewards finite).
+LAM_MAX = 1e6
+#: Largest budget B accepted (far above any pool's cost per episode; keeps costs / B meaningful).
+BUDGET_MAX = 1e15
+#: Keys ``CoBaEnv.reset(options=...)`` accepts.
+RESET_OPTIONS = ("episode", "lam")
+
+
+def check_number(name: str, value: Any, *, low: float = 0.0, high: float = math.inf, low_open: bool = False,
+                 allow_inf: bool = False) -> float:
+    """``value`` as a float, refusing non-numbers, NaN, infinities (unless ``allow_inf``) and values out of range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    x = float(value)
+    if math.isnan(x) or (math.isinf(x) and not allow_inf):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if x < low or (low_open and x == low) or x > high:
+        lo = f"> {low:g}" if low_open else f">= {low:g}"
+        hi = f" and <= {high:g}" if math.isfinite(high) else ""
+        raise ValueError(f"{name} must be {lo}{hi}, got {value!r}")
+    return x
+
+
+def check_int(name: str, value: Any, *, low: int, high: int) -> int:
+    """``value`` as an int in low..high, refusing booleans and non-integral numbers such as 2.7."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        k = int(value)
+    elif math.isfinite(float(value)) and float(value).is_integer():
+        k = int(value)
+    else:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not low <= k <= high:
+        raise ValueError(f"{name} must be in {low}..{high}, got {value!r}")
+    return k
+
+
+def check_lam(name: str, value: Any) -> float:
+    """A cost weight lambda: a finite number in [0, LAM_MAX]."""
+    return check_number(name, value, high=LAM_MAX)
+
+
+def as_names(name: str, value: Any) -> list | None:
+    """A selection argument as a list: one str (or int) is one item, never split into characters."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, numbers.Integral)):
+        return [value]
+    try:
+        return list(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a name or a sequence of names, got {value!r}") from None
+
+
+def check_options(options: Mapping[str, Any] | None, allowed: Sequence[str]) -> dict[str, Any]:
+    """``reset`` options as a dict, refusing unknown keys."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(f"reset options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {unknown}; expected some of {list(allowed)}")
+    return dict(options)
+
+
+def _check_known(what: str, wanted: list, present: np.ndarray) -> None:
+    known = set(present.tolist())
+    missing = [w for w in wanted if w not in known]
+    if missing:
+        raise ValueError(f"unknown {what}(s) {missing}; the pool has {sorted(map(str, known))[:20]}")
+
+
+def episode_subset(pool: CompiledPool, datasets: Any = None, generators: Any = None,
+                   episode_ids: Any = None) -> CompiledPool:
+    """The episodes of ``pool`` matching every given restriction; ValueError when none does."""
+    keep = np.ones(pool.n_episodes, dtype=bool)
+    given = {}
+    for what, arg, column in (("dataset", datasets, pool.dataset), ("generator", generators, pool.generator),
+                              ("episode id", episode_ids, pool.episode_ids)):
+        wanted = as_names(f"{what}s", arg)
+        if wanted is not None:
+            _check_known(what, wanted, column)
+            keep &= np.isin(column, wanted)
+            given[what.replace(" ", "_") + "s"] = wanted
+    if not keep.any():
+        detail = ", ".join(f"{k}={v}" for k, v in given.items()) or "the pool has no episodes"
+        raise ValueError(f"the episode subset is empty: no episode matches {detail}")
+    return pool if keep.all() else pool.select(keep)
+
+
+def default_budget(compiled: CompiledPool, cost_model: str, n_max: int) -> float:
+    """Default B: the mean cost of drawing ``n_max`` candidates, so C/B = 1 is 'best-of-N_max spending'."""
+    k = cost_index(cost_model)
+    value = float(compiled.gen_cost[:, :n_max, k].sum(axis=1).mean()) if compiled.n_episodes else 1.0
+    return value if value > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """A validated env configuration over one (restricted) compiled pool; see ``CoBaEnv`` for the arguments."""
+
+    pool: CompiledPool
+    cost_model: str
+    cost_k: int
+    n_max: int
+    lam: float
+    lambda_range: tuple[float, float] | None
+    budget: float
+    max_cost: float
+    selection: SelectionRule
+    weights: tuple[float, float, float, float]
+    enabled_tiers: tuple[str, ...]
+    tier_on: tuple[bool, ...]
+    order: str
+    max_steps: int
+
+    @classmethod
+    def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
+              lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
+              n_max: Any = None, tiers: Any = TIERS, selection: Any = None, order: str = "sequential",
+              max_cost: Any = None) -> EnvConfig:
+        """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument."""
+        from coba_env.compiled import as_compiled
+
+        sub = episode_subset(as_compiled(pool), datasets, generators, episode_ids)
+        return cls.for_pool(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                            n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+
+    @classmethod
+    def for_pool(cls, pool: CompiledPool, *, lam: Any = 0.1, lambda_range: Any = None, budget: Any = None,
+                 cost_model: str = "p_tokens", n_max: Any = None, tiers: Any = TIERS, selection: Any = None,
+                 order: str = "sequential", max_cost: Any = None) -> EnvConfig:
+        """The configuration over ``pool`` as it is (no episode restriction)."""
+        k = cost_index(cost_model)
+        n_cand = pool.n_candidates
+        n = n_cand if n_max is None else check_int("n_max", n_max, low=1, high=n_cand)
+        tier_list = as_names("tiers", tiers) or []
+        unknown = [t for t in tier_list if t not in TIERS]
+        if unknown:
+            raise ValueError(f"unknown tier(s) {unknown}; expected a subset of {list(TIERS)}")
+        if order not in ORDERS:
+            raise ValueError(f"unknown episode order {order!r}; expected one of {list(ORDERS)}")
+        if lambda_range is not None:
+            lo, hi = _pair("lambda_range", lambda_range)
+            if not lo <= hi:
+                raise ValueError(f"lambda_range must be (low, high) with 0 <= low <= high, got {lambda_range}")
+            lambda_range = (lo, hi)
+        b = default_budget(pool, cost_model, n) if budget is None else \
+            check_number("budget", budget, high=BUDGET_MAX, low_open=True)
+        cap = math.inf if max_cost is None else check_number("max_cost", max_cost, allow_inf=True)
+        rule = SelectionRule.from_spec(selection)
+        enabled = tuple(t for t in TIERS if t in tier_list and t in pool.tiers_present)
+        return cls(pool=pool, cost_model=cost_model, cost_k=k, n_max=n, lam=check_lam("lam", lam),
+                   lambda_range=lambda_range, budget=b, max_cost=cap, selection=rule, weights=rule.weight_vector(),
+                   enabled_tiers=enabled, tier_on=tuple(t in enabled for t in TIERS), order=order,
+                   max_steps=n * (1 + N_TIERS) + 1)
+
+
+def _pair(name: str, value: Any) -> tuple[float, float]:
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be (low, high), got {value!r}") from None
+    return check_lam(f"{name}[0]", lo), check_lam(f"{name}[1]", hi)
