@@ -50,9 +50,9 @@ def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any
     if not cfg.is_file():
         raise FileNotFoundError(f"{cfg}: missing; not a {what} directory (no {CONFIG_FILE})")
     try:
-        data = json.loads(cfg.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{cfg}: not valid JSON ({exc})") from exc
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{cfg}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{cfg}: expected a JSON object, got {type(data).__name__}")
     expected = (kind,) if kind else KINDS

@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost measure of the x axis")
-    parser.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default: sweep-out)")
+    parser.add_argument("--out", default="sweep-out", metavar="DIR",
+                        help="output directory; a previous sweep folder there is replaced whole (a folder holding "
+                             "anything else is refused) (default: sweep-out)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 

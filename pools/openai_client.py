@@ -151,11 +151,15 @@ class OpenAIClient:
     # ------------------------------------------------------------------------------------------------
 
     def _result(self, data: dict[str, Any], choices: list[Choice], latency: float, attempts: int) -> Completion:
+        url = self.base_url
+        if not choices:  # nothing to record: a call that returns no text must not count as done
+            raise EndpointError("the server answered with no choices", url=url, attempts=attempts)
         usage = data.get("usage") or {}
-        prompt = usage.get("prompt_tokens")
-        completion = usage.get("completion_tokens")
-        return Completion(choices, int(prompt) if prompt is not None else None,
-                          int(completion) if completion is not None else None, latency, attempts)
+        if not isinstance(usage, dict):
+            raise EndpointError(f"the server's usage is {str(usage)[:80]}; expected an object", url=url,
+                                attempts=attempts)
+        return Completion(choices, _token_count(usage, "prompt_tokens", url, attempts),
+                          _token_count(usage, "completion_tokens", url, attempts), latency, attempts)
 
     def _request(self, path: str, body: dict[str, Any] | None) -> tuple[dict[str, Any], float, int]:
         """Send with retries; return (parsed JSON, latency of the successful attempt, attempts used)."""
@@ -204,6 +208,19 @@ class OpenAIClient:
     def _backoff(self, attempt: int) -> float:
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
         return delay * random.uniform(0.75, 1.25)
+
+
+def _token_count(usage: dict[str, Any], name: str, url: str, attempts: int) -> int | None:
+    """``usage[name]`` as a non-negative int (None when absent); anything else is a misbehaving server."""
+    value = usage.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**53:
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value >= 2**53:
+        raise EndpointError(f"the server's usage.{name} is {str(value)[:40]!r}; expected a non-negative integer",
+                            url=url, attempts=attempts)
+    return value
 
 
 def _clean(params: dict[str, Any], *, chat: bool) -> dict[str, Any]:
