@@ -43,5 +43,7 @@ def run(args: argparse.Namespace) -> int:
     except SweepInputError as exc:
         raise UsageError(str(exc)) from exc
     print(frontier_markdown(table, summary))
+    for name, why in summary.get("not_applicable", {}).items():
+        print(f"skipped {name}: cannot run on this pool ({why})")
     print(f"written: {args.out}/frontier.csv, {args.out}/frontier.md")
     return 0

@@ -195,13 +195,18 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         raise SweepInputError(str(exc)) from None
     run = run_policies(policies, compiled, cost_model=cost_model, progress=progress, workers=workers)
     skipped = run.not_applicable
-    if skipped:  # say so rather than drop the points (or fail on an empty table)
-        reasons = "; ".join(f"{name}: {why}" for name, why in skipped.items())
-        raise SweepInputError(f"{len(skipped)} sweep point(s) cannot run on this pool ({reasons}); remove them "
+    # A point the user named (a checkpoint, a registered policy) that cannot run is an error, as is a sweep
+    # where nothing ran; grid points of a fixed family beyond the pool (best-of-16 on N = 8) are reported.
+    named = {p.name: why for p in points if p.family not in FIXED_FAMILIES and (why := skipped.get(p.name))}
+    if named or len(skipped) == len(points):
+        bad = named or skipped
+        reasons = "; ".join(f"{name}: {why}" for name, why in bad.items())
+        raise SweepInputError(f"{len(bad)} sweep point(s) cannot run on this pool ({reasons}); remove them "
                               "from --policies or use a pool they can run on")
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
                             cost=cost_model)
     summary = frontier_summary(table)
+    summary["not_applicable"] = dict(skipped)
 
     def fill(tmp: Path) -> None:
         write_frontier(table, summary, tmp)
