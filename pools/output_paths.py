@@ -2,7 +2,7 @@
 
 Every command that writes a folder (pools, bench reports, sweep tables, checkpoints) or a file (JSONL
 exports, solve traces) checks its destination here first, then writes through ``pools.atomic_write``. The
-rules (docs/CLI.md, "Outputs"):
+rules (docs/OUTPUTS.md):
 
 - a folder destination that exists is replaced only when the project made it (it holds the
   ``.coba-output`` marker and nothing the marker does not list, or it is a pool: ``manifest.json`` and
