@@ -47,8 +47,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
         if missing:
             raise UsageError(f"--format qwen-lists needs {' and '.join(missing)} (the file does not name its model)")
     dest = check_output_dir(args.dest, force=args.force, option="DEST", inputs=[args.src], kind="pool")
-    if not Path(args.src).is_file():
-        raise PoolError("no such file; expected the candidate file to import", file=args.src)
+    src = Path(args.src)
+    if not src.is_file():
+        what = "is a folder" if src.is_dir() else "not a regular file" if src.exists() else "no such file"
+        raise PoolError(f"{what}; expected the candidate file to import", file=args.src)
     pool = import_pool(args.src, args.format, **options)  # everything in memory; nothing written yet
     save_pool(pool, dest, overwrite=args.force, inputs=[args.src])
     print(f"imported {args.src} -> {dest}: {_summary(pool)}")

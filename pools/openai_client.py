@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import random
 import re
 import threading
@@ -295,6 +296,9 @@ def parse_endpoint(spec: str, *, model: str | None = None, params_b: float | Non
             size = float(parts[2])
         except ValueError:
             raise ValueError(f"bad endpoint {spec!r}: PARAMS_B {parts[2]!r} is not a number") from None
+        if not (math.isfinite(size) and size > 0):
+            raise ValueError(f"bad endpoint {spec!r}: PARAMS_B {parts[2]!r}; expected a finite number of billions "
+                             "of parameters > 0")
     if size is None:
         size = guess_params_b(name)
     if size is None or not size > 0:
