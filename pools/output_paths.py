@@ -36,15 +36,21 @@ _POOL_FILES = frozenset({"manifest.json", "items.parquet", "models.parquet", "ep
 _CHECKPOINT_FILES = frozenset({"controller.json", "model.pt", "model.zip", "checkpoints", "tensorboard"})
 
 
+#: What bench and sweep folders written before the marker existed hold (recognised by their layout).
+_BENCH_FILES = frozenset({"report.md", "report.html", "results.json", "tables", "figures", "episodes.parquet",
+                          "episodes.csv.gz"})
+_SWEEP_FILES = frozenset({"frontier.csv", "frontier.md", "episodes.csv"})
+
+
 class OutputPathError(PoolError):
     """An output destination that cannot or must not be written; the CLI exits 2 on it."""
 
 
 def project_made(folder: Path) -> str | None:
     """What ``folder`` is, if coba-env wrote it and nobody added to it since: the kind its marker names
-    ("pool", "bench", "sweep", "checkpoint", ...) when it holds only the entries the marker lists, "pool"
-    for a pool folder without a marker (``manifest.json`` and pool tables only), "checkpoint" for a
-    controller checkpoint without one; None for anything else."""
+    ("pool", "bench", "sweep", "checkpoint", ...) when it holds only the entries the marker lists; for a
+    folder without a marker (written by an older version) the kind its layout shows: a pool, a controller
+    checkpoint, a bench or a sweep folder holding only the files those write; None for anything else."""
     names = {p.name for p in folder.iterdir()}
     marker = folder / OUTPUT_MARKER
     if marker.is_file():
@@ -59,6 +65,10 @@ def project_made(folder: Path) -> str | None:
         return "pool"
     if "controller.json" in names and names <= _CHECKPOINT_FILES:
         return "checkpoint"
+    if "results.json" in names and names <= _BENCH_FILES:
+        return "bench"
+    if "frontier.csv" in names and names <= _SWEEP_FILES:
+        return "sweep"
     return None
 
 

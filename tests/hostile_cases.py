@@ -181,6 +181,7 @@ CASES: dict[str, list[Case]] = {
         Case("timeout-inf", (*GEN, "--timeout", "inf"), 2, r"--timeout: expected a finite number"),
         Case("n-zero", (*GEN, "--n", "0"), 2, r"--n: expected an integer >= 1"),
         Case("out-is-the-workdir", (*GEN, "--out", "work", "--force"), 2, r"is this command's input", no_calls=True),
+        Case("out-unwritable", (*GEN, "--out", f"{UNWRITABLE}/p"), 2, r"cannot write in", no_calls=True),
         Case("out-foreign-folder", (*GEN, "--out", "d", "--force"), 2, r"holds files coba-env did not write",
              setup=_foreign_folder("d"), no_calls=True),
         Case("endpoint-params-inf", (*GEN[:4], "{url},gen,inf", *GEN[5:]), 2, r"PARAMS_B 'inf'; expected a finite",
@@ -291,6 +292,9 @@ CASES: dict[str, list[Case]] = {
         Case("out-foreign-folder", ("sweep", "--pool", "pool", "--out", "d"), 2, r"did not write",
              setup=_foreign_folder("d")),
         Case("policies-empty", ("sweep", "--pool", "pool", "--policies", ","), 2, r"--policies names nothing"),
+        Case("out-unwritable", ("sweep", "--pool", "pool", "--out", f"{UNWRITABLE}/s"), 2, r"cannot write in"),
+        Case("out-is-a-bench-folder", ("sweep", "--pool", "pool", "--out", "b"), 2, r"holds a coba-env bench, not a sweep",
+             setup=lambda d: ((d / "b").mkdir(), (d / "b" / "results.json").write_text("{}"))),
     ],
     "solve": [
         Case("json-unwritable", (*SOLVE, "--json", f"{UNWRITABLE}/t.json", "What is 1+1?"), 2, r"cannot write in",

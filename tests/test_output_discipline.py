@@ -48,6 +48,17 @@ def test_a_pool_without_marker_is_still_recognised(src: Path, tmp_path: Path) ->
     assert main(["pools", "import", str(src), str(dest), "--force"]) == 0
 
 
+def test_older_bench_and_sweep_folders_are_recognised_by_their_layout(tmp_path: Path) -> None:
+    bench, sweep = tmp_path / "bench-out", tmp_path / "sweep-out"
+    for folder, names in ((bench, ("report.md", "results.json")), (sweep, ("frontier.csv", "frontier.md"))):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("old")
+    assert project_made(bench) == "bench" and project_made(sweep) == "sweep"
+    (bench / "notes.txt").write_text("mine")
+    assert project_made(bench) is None
+
+
 def test_modes_follow_the_umask_which_is_left_alone(tmp_path: Path) -> None:
     old = os.umask(0o027)
     try:
