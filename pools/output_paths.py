@@ -33,7 +33,7 @@ _POOL_FILES = frozenset({"manifest.json", "items.parquet", "models.parquet", "ep
 
 
 #: What a controller checkpoint folder holds (``coba train``).
-_CHECKPOINT_FILES = frozenset({"controller.json", "model.pt", "model.zip", "checkpoints", "tensorboard"})
+_CHECKPOINT_FILES = frozenset({"controller.json", "model.pt", "model.zip", "checkpoints", "tb"})
 
 
 #: What bench and sweep folders written before the marker existed hold (recognised by their layout).
