@@ -233,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.problem is None) == (args.file is None):
         raise UsageError("give exactly one of PROBLEM (the text) or --file PROBLEMS.jsonl")
+    if args.problem is not None and not args.problem.strip():
+        raise UsageError("PROBLEM is empty; expected the problem text")
     if args.gold is not None and args.file:
         raise UsageError("--gold goes with a PROBLEM given on the command line; put gold in the --file lines")
     # Outputs are checked before any model call: a wrong --json or --record must not waste the calls.

@@ -40,6 +40,9 @@ def cache_key(profile: Profile, seed: int) -> str:
 def resolve_pool(spec: str | os.PathLike[str] | None = None, *, seed: int = 0) -> Pool:
     """None / "paper" / "tiny" -> a cached simulated pool; a directory -> that pool; a .json file -> its profile."""
     text = DEFAULT_SPEC if spec is None else os.fspath(spec)
+    if not text.strip():
+        raise PoolError(f"empty pool name; expected a built-in profile {list(BUILTIN_PROFILES)}, a pool directory, "
+                        "or a simulator profile JSON file")
     if text not in BUILTIN_PROFILES:
         path = Path(text)
         if path.is_dir():

@@ -42,6 +42,10 @@ _BENCH_FILES = frozenset({"report.md", "report.html", "results.json", "tables", 
 _SWEEP_FILES = frozenset({"frontier.csv", "frontier.md", "episodes.csv"})
 
 
+#: Bytes the temporary sibling's name adds to the destination's ("." + ".tmp-" + pid + "-" + 8 hex digits).
+_TMP_EXTRA = 32
+
+
 class OutputPathError(PoolError):
     """An output destination that cannot or must not be written; the CLI exits 2 on it."""
 
@@ -90,6 +94,15 @@ def _writable_parent(path: Path, option: str) -> None:
     except OSError as exc:
         raise OutputPathError(f"cannot write in {parent} ({exc.strerror})", file=_where(option, path)) from None
     probe.unlink()
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    # The temporary sibling is ".NAME.tmp-<pid>-<8 hex>": keep room for it.
+    too_long = [p.name for p in (path, *path.parents) if len(os.fsencode(p.name)) + _TMP_EXTRA > name_max]
+    if too_long:
+        raise OutputPathError(f"the name {too_long[0][:40]}... is too long; expected at most "
+                              f"{name_max - _TMP_EXTRA} bytes", file=_where(option, path))
 
 
 def _where(option: str, path: Path) -> str:
@@ -103,7 +116,7 @@ def _inside(child: Path, parent: Path) -> bool:
 def _check_not_input(dest: Path, inputs: Sequence[str | os.PathLike[str] | None], option: str) -> None:
     target = dest.resolve()
     for given in inputs:
-        if given is None or not Path(given).exists():  # e.g. a built-in profile name, not a path
+        if given is None or not str(given) or not Path(given).exists():  # e.g. a built-in profile name
             continue
         source = Path(given).resolve()
         if source.is_dir() and target != source and _inside(target, source):
