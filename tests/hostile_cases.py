@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.hostile_harness import Case
@@ -64,7 +65,7 @@ def _empty_pool(d: Path) -> None:
     save_pool(pool, d / "empty")
 
 
-def _journal_line(line) -> callable:
+def _journal_line(line: object) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         with open(d / "work" / "journal.jsonl", "a") as fh:
             fh.write(json.dumps(line) + "\n")
