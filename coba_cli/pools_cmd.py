@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 from pathlib import Path
 
 from coba_cli.arg_types import positive_float
@@ -17,6 +16,7 @@ from pools.inspect import format_inspection, inspect_pool
 from pools.output_paths import check_output_dir, check_output_file
 from pools.schema import TIERS
 from pools.store import Pool, load_pool, save_pool
+from pools.strict_json import strict_dumps
 
 #: Options that only the qwen-lists importer takes: option dest -> importer keyword.
 _QWEN_OPTIONS: dict[str, str] = {
@@ -77,7 +77,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     stats = inspect_pool(load_pool(args.pool))
-    print(json.dumps(stats, indent=2) if args.json else format_inspection(stats))
+    print(strict_dumps(stats, indent=2) if args.json else format_inspection(stats))  # NaN statistics -> null
     return 0
 
 

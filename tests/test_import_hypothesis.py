@@ -54,7 +54,8 @@ def damaged_records(draw) -> list[dict]:
     return records
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=damaged_records())
 def test_near_miss_records_never_crash_the_importer(records: list[dict], capsys) -> None:
     with tempfile.TemporaryDirectory() as tmp:
