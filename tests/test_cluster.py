@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from pools.grading import cluster_answers, grade_episode, literal_key
+from pools.grading import AnswerClusterer, answers_equivalent, cluster_answers, grade_episode, literal_key
+from pools.grading.equivalence import numeric_value
 
 
 @pytest.mark.parametrize(
@@ -44,6 +45,21 @@ def test_cluster_answers_calls_equivalence_once_per_new_key_and_cluster() -> Non
     # keys "1","2","2.5","3" (2.50 normalizes to 2.5): each new key is compared with the clusters so far,
     # and a repeated key costs nothing: 0 + 1 + 2 + 3 = 6 calls.
     assert calls == [("1", "2"), ("1", "2.5"), ("2", "2.5"), ("1", "3"), ("2", "3"), ("2.5", "3")]
+
+
+def test_false_equations_are_never_compared_under_the_math_prefilter() -> None:
+    calls: list[tuple[str, str]] = []
+
+    def counted(a: str, b: str) -> bool:
+        calls.append((a, b))
+        return answers_equivalent(a, b)
+
+    clusterer = AnswerClusterer(equivalent=counted, value=numeric_value)
+    # 1+1=5 and 2+2=5 are false (each keys as itself); 3+2=5 is true and keys as 5, like "5" and "5.0";
+    # "x+1" is no number. Only "x+1" against the one non-equation head ("3+2=5") needs a comparison.
+    answers = ["1+1=5", "2+2=5", "3+2=5", "5", "1 + 1 = 5", "5.0", "x+1"]
+    assert [clusterer.add(answer) for answer in answers] == [0, 1, 2, 2, 0, 2, 3]
+    assert calls == [("3+2=5", "x+1")]
 
 
 def test_a_new_key_joins_the_first_matching_cluster() -> None:

@@ -13,7 +13,6 @@ validation happen there, and the pool is saved atomically.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -39,7 +38,7 @@ from pools.output_paths import check_output_dir
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.store import Pool, save_pool
-from pools.tokens import estimate_tokens
+from pools.tokens import apportion, estimate_tokens
 
 __all__ = ["PROMPTS_DIR", "RunOptions", "SamplingSettings", "build_pool_from_workdir", "derive_seed", "generate",
            "load_prompt", "render", "run_calls"]
@@ -100,13 +99,8 @@ def _output_tokens(completion: Completion, k: int) -> tuple[int | None, bool]:
     if completion.completion_tokens is None:
         return None, True
     # n > 1 without per-choice counts: split the server's total in proportion to text length (exact sum).
-    weights = [max(len(c.text), 1) for c in choices]
-    shares = [completion.completion_tokens * w / sum(weights) for w in weights]
-    floors = [math.floor(s) for s in shares]
-    order = sorted(range(len(shares)), key=lambda i: floors[i] - shares[i])
-    for i in order[: completion.completion_tokens - sum(floors)]:
-        floors[i] += 1
-    return floors[k], True
+    weights = [float(max(len(c.text), 1)) for c in choices]
+    return apportion(completion.completion_tokens, weights)[k], True
 
 
 def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpoints: Sequence[Endpoint],

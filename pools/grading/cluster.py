@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from pools.grading.equations import is_arithmetic_equation
 from pools.grading.equivalence import (
     answers_equivalent,
     answers_match_gold,
@@ -47,7 +48,9 @@ class AnswerClusterer:
     Speed: with math equivalence, each answer's number (``numeric_value``, None when it is not a plain
     number) is computed once, and a pair of numbers that ``values_differ`` is never sent to math-verify
     (it could not call them equal). ``value`` replaces that function; ``value=None`` with a custom
-    ``equivalent`` (the default then) compares every pair.
+    ``equivalent`` (the default then) compares every pair. With that prefilter on ``normalize_answer`` keys,
+    a key math equivalence matches only to itself (an equation of numbers that is not true,
+    ``is_arithmetic_equation``) is never compared with another at all.
     """
 
     def __init__(
@@ -68,8 +71,11 @@ class AnswerClusterer:
         self._equivalent = equivalent
         self._key = key
         self._value = value
+        # Part of the math prefilter (numeric_value on normalize_answer keys): such a key equals no other.
+        self._only_itself = is_arithmetic_equation if value is numeric_value and key is normalize_answer else None
         self._key_to_cluster: dict[str, int] = {}
-        self._heads: list[tuple[str, complex | None]] = []  # (first raw answer, its number) per cluster
+        # (first raw answer, its number, matches only itself) per cluster
+        self._heads: list[tuple[str, complex | None, bool]] = []
 
     @property
     def distinct_keys(self) -> int:
@@ -82,12 +88,15 @@ class AnswerClusterer:
         if answer_key is None or answer is None:
             return NO_ANSWER
         if answer_key not in self._key_to_cluster:
-            number = self._value(answer) if self._value is not None else None
-            match = next((cid for cid, (head, head_number) in enumerate(self._heads)
-                          if not values_differ(number, head_number) and self._equivalent(head, answer)), None)
+            only_itself = self._only_itself is not None and self._only_itself(answer_key)
+            number = self._value(answer) if self._value is not None and not only_itself else None
+            match = None if only_itself else next(
+                (cid for cid, (head, head_number, head_only_itself) in enumerate(self._heads)
+                 if not head_only_itself and not values_differ(number, head_number) and self._equivalent(head, answer)),
+                None)
             if match is None:
                 match = len(self._heads)
-                self._heads.append((answer, number))
+                self._heads.append((answer, number, only_itself))
             self._key_to_cluster[answer_key] = match
         return self._key_to_cluster[answer_key]
 

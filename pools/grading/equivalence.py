@@ -27,7 +27,14 @@ from typing import Any, TypeVar
 import sympy
 from math_verify import parse, verify
 
-from pools.grading.plaintext import canonical_time, final_value, latexify_plain_text
+from pools.grading.equations import final_value, is_arithmetic_equation
+from pools.grading.plaintext import (
+    canonical_time,
+    latexify_plain_text,
+    plain_fractions_as_latex,
+    ungroup_thousands,
+)
+from pools.grading.units import strip_unit_suffix
 
 __all__ = ["answers_equivalent", "answers_match_gold", "normalize_answer", "numeric_value", "values_differ"]
 
@@ -44,55 +51,18 @@ _TEXT_COMMANDS = re.compile(
 )
 _SPACING = re.compile(r"(?<!\\)\\[,;:! ]|~")
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree|°")
-# Units written after a quantity: stripped only at the very end of the answer and only right after a
-# digit or a closing brace/parenthesis (plus optional spaces), so "3 + m" or "x \\in" keep their letters.
-_UNIT_WORDS = (
-    "degrees?",
-    "radians?",
-    "(?:square|sq\\.?|cubic)\\s*(?:units?|centimeters?|meters?|inches|feet|cm|m|in|ft)",
-    "units?",
-    "cm",
-    "mm",
-    "km",
-    "meters?",
-    "centimeters?",
-    "kilometers?",
-    "inches",
-    "inch",
-    "feet",
-    "foot",
-    "ft",
-    "yards?",
-    "miles?",
-    "mph",
-    "dollars?",
-    "cents?",
-    "seconds?",
-    "minutes?",
-    "hours?",
-    "days?",
-    "weeks?",
-    "years?",
-    "pounds?",
-    "ounces?",
-)
-# "m" and "in" double as variables ("2m" is two m), so those two need a space before them.
-_UNIT_SUFFIX = re.compile(
-    r"(?<=[\d}\)])(?:\s*(?:" + "|".join(_UNIT_WORDS) + r")|\s+(?:m|in))\s*(?:\^\s*\{?\s*[23]\s*\}?|²|³)?\s*$",
-    re.IGNORECASE,
-)
-_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _LEADING_ZEROS = re.compile(r"(?<![\d.])0+(?=\d)")
 _TRAILING_ZERO_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.0+(?![\d])")
 _TRAILING_ZEROS = re.compile(r"(?<![\d.])(\d*\.\d*?[1-9])0+(?![\d])")
 _BARE_DECIMAL = re.compile(r"(?<![\d}])\.(\d)")
-_SIMPLE_FRACTION = re.compile(r"(-?)(\d+)/(\d+)")
 _SINGLE_ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
 _CHOICE = re.compile(r"\(([A-Ea-e])\)")
 _WORD = re.compile(r"[A-Za-z]{2,}")
-# A run of 5+ letters that is no LaTeX command and no function name marks a sentence, not math.
-_LONG_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{5,}")
-_FUNCTION_NAMES = frozenset({"arcsin", "arccos", "arctan", "arcsec", "arccsc", "arccot", "infty"})
+# A run of 4+ letters that is no LaTeX command and no function name marks words, not math ("5 more",
+# "10 thousand": math-verify would read just the number and drop the word).
+_LONG_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
+_FUNCTION_NAMES = frozenset({"arcsin", "arccos", "arctan", "arcsec", "arccsc", "arccot", "infty",
+                             "sinh", "cosh", "tanh", "coth", "sech", "csch", "sqrt"})
 
 
 _ENVIRONMENT = re.compile(r"\\(?:begin|end)\{[A-Za-z*]*\}")
@@ -104,6 +74,20 @@ def _is_prose(key: str) -> bool:
 
 
 _CLOCK_KEY = re.compile(r"\d{2}:\d{2}(?::\d{2})?")
+
+
+@functools.lru_cache(maxsize=65536)
+def _explicit_time(answer: str) -> bool:
+    """True when the answer is a clock time by its own writing (a.m./p.m. or seconds: ``canonical_time``)."""
+    return canonical_time(_strip_outer(answer)) is not None
+
+
+@functools.lru_cache(maxsize=65536)
+def _clock_reading(answer: str) -> str | None:
+    """The answer read as a clock time even when written ``h:mm`` alone (24-hour), else None."""
+    return canonical_time(_strip_outer(answer), bare=True)
+
+
 _BASE_SUBSCRIPT = re.compile(r"(?<=[0-9A-Za-z])_\{?(\d+)\}?")
 
 
@@ -185,17 +169,13 @@ def normalize_answer(answer: str | None) -> str | None:
     text = text.replace("{,}", ",")
     text = re.sub(r"(?<=\d)_(\d)", r"_{\1}", text)  # a base subscript: 52_8 -> 52_{8}
     text = _unwrap_braced_command(text, _TEXT_COMMANDS)
-    # Units come off once \text{} is gone ("5\text{ cm}^2" -> "5 cm^2" -> "5"); never the whole answer.
-    stripped = _UNIT_SUFFIX.sub("", text)
-    if stripped.strip():
-        text = stripped
+    text = strip_unit_suffix(text)  # once \text{} is gone: "5\text{ cm}^2" -> "5 cm^2" -> "5"
     text = _strip_outer(text)
     text = _remove_whitespace(text)
     text = text.rstrip(".")
     if text.endswith("\\"):  # a dangling "\" left by "\." or a cut command
         text = text[:-1]
-    if _THOUSANDS.fullmatch(text):
-        text = text.replace(",", "")
+    text = ungroup_thousands(text)  # again: "11,\! 111" is "11,111" only once the spaces are gone
     text = final_value(text)
     assignment = _SINGLE_ASSIGNMENT.match(text)
     if assignment is not None and text.count("=") == 1 and text[assignment.end() :]:
@@ -212,10 +192,7 @@ def normalize_answer(answer: str | None) -> str | None:
     text = _LEADING_ZEROS.sub("", text)
     text = _TRAILING_ZERO_DECIMAL.sub(r"\1", text)
     text = _TRAILING_ZEROS.sub(r"\1", text)
-    fraction = _SIMPLE_FRACTION.fullmatch(text)
-    if fraction is not None:
-        sign, numerator, denominator = fraction.groups()
-        text = f"{sign}\\frac{{{numerator}}}{{{denominator}}}"
+    text = plain_fractions_as_latex(text)  # again: "1/2." became "1/2" only when its full stop went
     if text.startswith("+") and text[1:2].isdigit():
         text = text[1:]
     if text == "-0":
@@ -334,7 +311,8 @@ def _exact_number(key: str) -> tuple[Fraction, bool] | None:
 def numeric_value(answer: str | None, *, timeout_s: float = 2.0) -> complex | None:
     """The number an answer denotes (math-verify's parse of its key, evaluated), or None if not a number."""
     key = normalize_answer(answer)
-    if key is None or _WORD.fullmatch(key) or _is_prose(key) or _CLOCK_KEY.fullmatch(key) or _BASE_SUBSCRIPT.search(key):
+    if (key is None or _WORD.fullmatch(key) or _is_prose(key) or _CLOCK_KEY.fullmatch(key)
+            or _BASE_SUBSCRIPT.search(key) or is_arithmetic_equation(key)):
         return None
     exact = _exact_number(key)
     if exact is not None:  # no parse needed
@@ -381,8 +359,10 @@ def _compare(a: str | None, b: str | None, timeout_s: float, *, both_directions:
     exact_a, exact_b = _exact_number(key_a), _exact_number(key_b)
     if exact_a is not None and exact_b is not None and not (exact_a[1] or exact_b[1]):
         return exact_a[0] == exact_b[0]  # two integers or fractions: exact; decimals go on (0.333333 ~ 1/3)
-    if _CLOCK_KEY.fullmatch(key_a) or _CLOCK_KEY.fullmatch(key_b):
-        return False  # clock times (keyed by canonical_time) are equal only as equal keys
+    if _explicit_time(a) or _explicit_time(b):  # a clock time against anything: compared as clock times
+        return _clock_reading(a) is not None and _clock_reading(a) == _clock_reading(b)
+    if is_arithmetic_equation(key_a) or is_arithmetic_equation(key_b):
+        return False  # an equation of numbers that is not a true one matches only itself (equations.py)
     bases_a, bases_b = _BASE_SUBSCRIPT.findall(key_a), _BASE_SUBSCRIPT.findall(key_b)
     if bases_a and bases_b and bases_a != bases_b:
         return False  # math-verify drops subscripts: it would read 52_8 and 52_9 as 52 and 52

@@ -2,12 +2,14 @@
 
 Strategies, strongest first; the first that finds something wins:
 
-0. ``answer_tag``: the last non-empty ``<answer>...</answer>`` block (a box inside it gives the box's content;
-   otherwise the whole block, never a number picked out of it: ``<answer>\\frac{5}{8}</answer>`` is 5/8).
+0. ``answer_tag``: the last non-empty ``<answer>...</answer>`` block (a box inside it gives the box's content,
+   a final-answer statement its answer; otherwise the whole block, never a number picked out of it:
+   ``<answer>\\frac{5}{8}</answer>`` is 5/8). Empty blocks followed by more text (an echoed format
+   instruction) are skipped; an empty block that ends the text is an explicit empty answer (none).
 1. ``boxed``: the last complete ``\\boxed{...}`` or ``\\fbox{...}`` (nested and escaped braces handled;
    ``\\boxed 5`` without braces too).
 2. ``final_answer``: the last "final answer is ...", "the answer is ...", "Answer: ..." statement, or a
-   GSM8K-style ``#### n`` line.
+   GSM8K-style ``#### n`` line (the rest of the line one number; a ``#### Step 2`` heading is no answer).
 3. ``last_expression``: the last inline math segment (``$...$``, ``\\(...\\)``, ``\\[...\\]``) or the last
    number, whichever ends later; for a segment ``x = 5`` the part after the last ``=``.
 4. ``none``: nothing usable.
@@ -99,9 +101,11 @@ _FINAL_PREFIXES: tuple[re.Pattern[str], ...] = (
     re.compile(r"final\s+answer\s*(?:is|:|=)\s*:?", re.IGNORECASE),
     re.compile(r"\bthe\s+(?:correct\s+)?answer\s+is\s*:?", re.IGNORECASE),
     re.compile(r"(?:^|\n)[ \t>#*_]*answer[*_]*\s*[:：]", re.IGNORECASE),
-    re.compile(r"(?:^|\n)[ \t]*####(?!#)"),
+    # GSM8K's "#### 18": only when the rest of the line is one number, never a "#### Step 2" heading.
+    re.compile(r"(?:^|\n)[ \t]*####(?=[ \t]*[-+]?(?:\\?\$)?[ \t]*(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?[ \t.]*(?:\n|$))"),
 )
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_WORD_OR_NUMBER = re.compile(r"[A-Za-z0-9]")
 _DELIMITED = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 # A clause ends at a full stop, ;, !, ? followed by a space, or at a comma followed by a word
 # ("3.14, approximately"); a comma between numbers ("(3, 4]") does not end it.
@@ -162,18 +166,22 @@ def _last_expression(text: str) -> str | None:
 
 
 def _answer_tag(text: str) -> str | None:
-    """The content of the last non-empty ``<answer>`` block: its box when it holds one, else all of it.
+    """The answer in the last non-empty ``<answer>`` block: its box, else its final-answer statement, else all of it.
 
-    "" when the text has answer blocks and all are empty (an explicit empty answer); None when it has none.
+    "" when the text ends with an empty block and holds no other (an explicit empty answer); None when it
+    has no block, or only empty ones followed by more text (an echoed instruction "... in
+    <answer></answer> tags.": the other strategies read the text).
     """
-    found = None
-    for match in reversed(list(_ANSWER_TAG.finditer(text))):
+    matches = list(_ANSWER_TAG.finditer(text))
+    for match in reversed(matches):
         content = match.group(1).strip()
         boxed, _ = _scan_boxes(content)
-        found = (boxed or content).strip()
+        found = (boxed or _final_answer_statement(content) or content).strip()
         if found:
             return found
-    return found
+    if matches and not _WORD_OR_NUMBER.search(text, matches[-1].end()):
+        return ""
+    return None
 
 
 def extract_answer(text: str | None) -> Extraction:
@@ -184,6 +192,7 @@ def extract_answer(text: str | None) -> Extraction:
     if tagged is not None:  # an empty answer block is no answer, never a vote
         return Extraction(answer=tagged or None, status="answer_tag" if tagged else "none",
                           incomplete_boxed=_scan_boxes(text)[1] is not None)
+    text = _ANSWER_TAG.sub(" ", text)  # only empty blocks are left: no answer, and not a math segment
     boxed, unclosed_at = _scan_boxes(text)
     incomplete = unclosed_at is not None
     if boxed is not None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["canonical_time", "final_value", "latexify_plain_text", "merge_alternatives"]
+__all__ = [
+    "canonical_time", "latexify_plain_text", "merge_alternatives", "plain_fractions_as_latex", "ungroup_thousands",
+]
 
 # One-character unicode math -> LaTeX (a trailing space keeps "\\pi r" from becoming "\\pir").
 _UNICODE = {
@@ -39,8 +41,6 @@ _LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:,\\[!,;: ]|\{,\})(?=\d{3}(?!\d))")
 _GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
 _MATRIX = re.compile(r"\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}", re.DOTALL)
 _BRACKET_LIST = re.compile(r"^\[([^\[\]]*)\]$")
-_TRAILING_TEXT_WORDS = re.compile(r"(?<=\S)\s*\\(?:text|mbox|textrm|mathrm)\s*\{\s*[A-Za-z][A-Za-z .]*\}\s*\.?\s*$")
-_NUMBER_THEN_WORD = re.compile(r"^(-?[\d.,]+(?:/\d+)?)\s+[A-Za-z]{3,}\.?$")
 _ALTERNATIVE_SPLIT = re.compile(r"\s*(?:\\text\{\s*or\s*\}|\\quad|\bor\b|\band\b|,|;)\s*")
 _ASSIGNED = re.compile(r"^\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*(?!=)(.+?)\s*$")
 _TIME = re.compile(
@@ -49,13 +49,20 @@ _TIME = re.compile(
 )
 
 
-def canonical_time(text: str) -> str | None:
-    """A clock time as 24-hour ``HH:MM[:SS]`` ("4:51:06 p.m." -> "16:51:06"), or None when not a time."""
+def canonical_time(text: str, *, bare: bool = False) -> str | None:
+    """A clock time as 24-hour ``HH:MM[:SS]`` ("4:51:06 p.m." -> "16:51:06"), or None when not a time.
+
+    Only a.m./p.m. or seconds make ``h:mm`` a time: "5:12" or "10:24" alone are as likely ratios, which
+    math-verify compares as such. ``bare=True`` also reads ``h:mm`` alone as a time (24-hour), for the
+    other side of a comparison with an explicit time ("16:51" against "4:51 p.m.").
+    """
     cleaned = re.sub(r"\\[!,;: ]", "", text).replace("$", "")
     match = _TIME.match(cleaned)
     if match is None:
         return None
     hours, minutes, seconds, half = match.groups()
+    if not bare and seconds is None and half is None:
+        return None
     hour, minute = int(hours), int(minutes)
     if half is not None:
         if not 1 <= hour <= 12:
@@ -150,10 +157,6 @@ def latexify_plain_text(answer: str) -> str:
         return "(-\\infty,\\infty)"
     text = _LATEX_THOUSANDS.sub("", text)
     text = _LEADING_CURRENCY.sub(r"\1", text)
-    text = _TRAILING_TEXT_WORDS.sub("", text)  # "2 \text{ euros}" -> "2"; a unit-only word after a quantity
-    number_word = _NUMBER_THEN_WORD.match(text)
-    if number_word is not None:
-        text = number_word.group(1)
     text = _replace_sqrt_signs(text)
     text = "".join(_UNICODE.get(char, char) for char in text)
     text = _replace_sqrt_calls(text)
@@ -163,9 +166,18 @@ def latexify_plain_text(answer: str) -> str:
     bracket = _BRACKET_LIST.match(text.strip())
     if bracket is not None and bracket.group(1).count(",") >= 2:  # [a, b] is an interval; 3+ items a list
         text = "(" + bracket.group(1) + ")"
-    text = _GROUPED.sub(lambda m: m.group(0).replace(",", "") if _is_single_number(text, m) else m.group(0), text)
-    text = _PLAIN_FRACTION.sub(r"\\frac{\1}{\2}", text)
+    text = plain_fractions_as_latex(ungroup_thousands(text))
     return merge_alternatives(text)
+
+
+def ungroup_thousands(text: str) -> str:
+    """``15,000`` -> ``15000`` wherever a grouped number is one number, not part of a list like ``(1,000)``."""
+    return _GROUPED.sub(lambda m: m.group(0).replace(",", "") if _is_single_number(text, m) else m.group(0), text)
+
+
+def plain_fractions_as_latex(text: str) -> str:
+    """``2469/20000`` -> ``\\frac{2469}{20000}`` for every fraction of two plain integers in ``text``."""
+    return _PLAIN_FRACTION.sub(r"\\frac{\1}{\2}", text)
 
 
 def _is_single_number(text: str, match: re.Match[str]) -> bool:
@@ -174,24 +186,3 @@ def _is_single_number(text: str, match: re.Match[str]) -> bool:
     return not (before.endswith(",") or after.startswith(",")) and not (
         before.endswith(("(", "[", "\\{")) and after.startswith((")", "]", "\\}"))
     )
-
-
-# Arithmetic-only left sides: digits, operators, brackets, and the LaTeX of numbers (\frac, \sqrt, \pi ...).
-_ARITHMETIC = re.compile(
-    r"^(?:[\d.\s+\-*/^(){}\[\]]|\\(?:frac|dfrac|tfrac|sqrt|times|cdot|div|pi|left|right|[,;:! ]))+$"
-)
-
-
-def final_value(text: str) -> str:
-    """``expr = value`` -> ``value`` when every side but the last is arithmetic (``18+3=21`` -> ``21``).
-
-    An equation of numbers is a claim whose truth SymPy evaluates; comparing two such claims would make
-    every true one equal to every other. The answer they state is their final value.
-    """
-    if "=" not in text or any(op in text for op in ("==", "\\le", "\\ge", "\\ne", "<", ">")):
-        return text
-    sides = text.split("=")
-    value = sides[-1].strip()
-    if value and all(side.strip() and _ARITHMETIC.match(side) for side in sides[:-1]):
-        return value
-    return text

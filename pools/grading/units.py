@@ -1,0 +1,56 @@
+"""Units written after a quantity ("5 cm", "2 \\text{ euros}", "864 square inches"): the one list of them.
+
+Only these words come off an answer, and only at its very end right after a number or a closing
+bracket. Any other word stays, so it still counts: a multiplier ("10 thousand", "1.5 million",
+"7 hundred", "a dozen"), an operation ("12 squared") or a comparison ("5 more") changes the answer,
+and a single letter (``3+2\\mathrm{i}``, ``2\\mathrm{e}``) is a symbol, not a unit.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["UNIT_WORDS", "strip_unit_suffix"]
+
+UNIT_WORDS: tuple[str, ...] = (
+    "degrees?",
+    "radians?",
+    "(?:square|sq\\.?|cubic)\\s*(?:units?|centimeters?|meters?|inches|feet|cm|m|in|ft)",
+    "units?",
+    "cm",
+    "mm",
+    "km",
+    "meters?",
+    "centimeters?",
+    "kilometers?",
+    "inches",
+    "inch",
+    "feet",
+    "foot",
+    "ft",
+    "yards?",
+    "miles?",
+    "mph",
+    "dollars?",
+    "cents?",
+    "euros?",
+    "seconds?",
+    "minutes?",
+    "hours?",
+    "days?",
+    "weeks?",
+    "years?",
+    "pounds?",
+    "ounces?",
+)
+# "m" and "in" double as variables ("2m" is two m), so those two need a space before them.
+_UNIT_SUFFIX = re.compile(
+    r"(?<=[\d}\)])(?:\s*(?:" + "|".join(UNIT_WORDS) + r")|\s+(?:m|in))\s*(?:\^\s*\{?\s*[23]\s*\}?|²|³)?\s*\.?\s*$",
+    re.IGNORECASE,
+)
+
+
+def strip_unit_suffix(text: str) -> str:
+    """``text`` without a known unit at its end ("5 cm^2" -> "5"); never reduced to nothing."""
+    stripped = _UNIT_SUFFIX.sub("", text)
+    return stripped if stripped.strip() else text
