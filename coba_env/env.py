@@ -53,13 +53,15 @@ _TOKENS, _P_TOKENS, _CALLS, _LATENCY = COST_MEASURES  # info["costs"] keys, in `
 
 
 def as_action(action: Any) -> int:
-    """An action id as an int: integers (Python or numpy) as they are; 2.0 accepted, 2.7 refused."""
+    """An action id as an int: integers (Python or numpy) as they are; 2.0 accepted, 2.7 and booleans refused."""
+    if isinstance(action, bool | np.bool_) or getattr(action, "dtype", None) == np.bool_:
+        raise ValueError(f"action must be an integer action id, got {action!r}")  # as the vector env says
     try:
         return operator.index(action)
     except TypeError:
         pass
     value = np.asarray(action)
-    if value.size == 1 and value.dtype.kind in "fiub":
+    if value.size == 1 and value.dtype.kind in "fiu":
         x = value.item()
         if isinstance(x, float) and x.is_integer():
             return int(x)

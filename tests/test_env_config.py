@@ -105,6 +105,9 @@ def test_bad_vector_reset_options_are_refused(options, match, compiled) -> None:
     (0.7, "action must be an integer action id, got 0.7"),
     (2.7, "action must be an integer action id, got 2.7"),
     ("0", "action must be an integer action id"),
+    (True, "action must be an integer action id, got True"),
+    (np.True_, "action must be an integer action id, got (np.)?True"),
+    (np.array(False), "action must be an integer action id"),
     (7, r"action 7 is outside the action space 0\.\.4"),
     (-1, r"action -1 is outside the action space 0\.\.4"),
     (4, r"action 4 \(STOP\) is not allowed now: no candidate has been revealed yet"),
@@ -154,3 +157,8 @@ def test_make_vec_vector_entry_point_gives_the_numpy_vector_env(tiny_pool: Compi
     o1, r1, *_ = single.step(0)
     np.testing.assert_array_equal(obs2[0], o1)
     assert reward[0] == r1
+
+
+def test_tiers_none_means_every_tier_as_other_none_arguments_mean_the_default(tiny_pool: CompiledPool) -> None:
+    assert CoBaEnv(tiny_pool, tiers=None).enabled_tiers == ("V1", "V2", "V3")
+    assert CoBaEnv(tiny_pool, tiers=[]).enabled_tiers == ()

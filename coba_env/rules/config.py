@@ -159,7 +159,7 @@ class EnvConfig:
         k = cost_index(cost_model)
         n_cand = pool.n_candidates
         n = n_cand if n_max is None else check_int("n_max", n_max, low=1, high=n_cand)
-        tier_list = as_names("tiers", tiers) or []
+        tier_list = list(TIERS) if tiers is None else as_names("tiers", tiers) or []  # None: the default
         unknown = [t for t in tier_list if t not in TIERS]
         if unknown:
             raise ValueError(f"unknown tier(s) {unknown}; expected a subset of {list(TIERS)}")
