@@ -7,6 +7,7 @@ dispatches between them (``agents.learned``), which imports those modules; this 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +26,21 @@ def split_spec(spec: str | Path) -> tuple[Path, float | None]:
         head, _, tail = text.rpartition("@")
         if (Path(head) / CONFIG_FILE).is_file():
             try:
-                return Path(head), float(tail)
+                lam = float(tail)
             except ValueError:
                 raise ValueError(f"checkpoint spec {text!r}: expected PATH@LAMBDA with a number after '@', "
                                  f"got {tail!r}") from None
+            if not (math.isfinite(lam) and lam >= 0):
+                raise ValueError(f"checkpoint spec {text!r}: expected a finite lambda >= 0 after '@', got {tail!r}")
+            return Path(head), lam
     return Path(text), None
 
 
 def is_checkpoint(spec: str | Path) -> bool:
     """Whether ``spec`` (a path, optionally ``PATH@LAMBDA``) names a checkpoint directory."""
-    path, _ = split_spec(spec)
-    return (path / CONFIG_FILE).is_file()
+    text = str(spec)  # the lambda is not parsed here: a bad one is reported when the checkpoint is loaded
+    head = text.rpartition("@")[0] if "@" in text else text
+    return (Path(head) / CONFIG_FILE).is_file() or (Path(text) / CONFIG_FILE).is_file()
 
 
 def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any]:
@@ -49,9 +54,9 @@ def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any
     if not cfg.is_file():
         raise FileNotFoundError(f"{cfg}: missing; not a {what} directory (no {CONFIG_FILE})")
     try:
-        data = json.loads(cfg.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{cfg}: not valid JSON ({exc})") from exc
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{cfg}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{cfg}: expected a JSON object, got {type(data).__name__}")
     expected = (kind,) if kind else KINDS

@@ -6,6 +6,7 @@ imports them to fill ``POLICY_CLASSES``, so the imports point one way.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +32,25 @@ def register(kind: str):
     return wrap
 
 
+def _check_param_type(kind: str, key: str, value: Any, default: Any) -> None:
+    """A parameter given in a spec file has its default's type (an int, a finite number, a bool, a string)."""
+    if default is None:
+        return
+    if isinstance(default, bool):
+        ok, expected = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        expected = "a finite number"
+    elif isinstance(default, str):
+        ok, expected = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        raise ValueError(f"parameter {key!r} of policy kind {kind!r} is {value!r}; expected {expected}")
+
+
 class ConfiguredPolicy(Policy):
     """A fixed policy built from keyword parameters (``defaults`` lists them and their default values).
 
@@ -48,6 +68,8 @@ class ConfiguredPolicy(Policy):
         if unknown:
             raise ValueError(f"unknown parameter(s) {unknown} for policy kind {self.kind!r}; "
                              f"expected some of {sorted(self.defaults)}")
+        for key, value in params.items():
+            _check_param_type(self.kind, key, value, self.defaults[key])
         self.params: dict[str, Any] = {**self.defaults, **params}
         for key, value in self.params.items():
             setattr(self, key, value)

@@ -114,7 +114,7 @@ def save(out_dir: str | Path, network: nn.Module, config: dict[str, Any]) -> Pat
     out.mkdir(parents=True, exist_ok=True)
     config = {**config, "kind": "mlp"}
     atomic_write(out / WEIGHTS_FILE, lambda tmp: torch.save(network.state_dict(), tmp))
-    atomic_write_text(out / CONFIG_FILE, json.dumps(config, indent=2))
+    atomic_write_text(out / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False))
     return out
 
 
@@ -126,9 +126,23 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
     for key in ("hidden", "budget", "cost_model", "max_output_tokens", "feature_mean", "feature_scale"):
         if key not in config:
             raise ValueError(f"{cfg_file}: missing field {key!r}")
-    network = build_network(tuple(config["hidden"]))
+    hidden = config["hidden"]
+    if not (isinstance(hidden, list) and hidden and all(isinstance(h, int) and not isinstance(h, bool) and h > 0
+                                                          for h in hidden)):
+        raise ValueError(f"{cfg_file}: field 'hidden' is {hidden!r}; expected a list of layer sizes (integers >= 1)")
+    network = build_network(tuple(hidden))
     weights = path / WEIGHTS_FILE
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing the MLP weights file")
-    network.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds (UnpicklingError, RuntimeError, EOFError)
+        # Never suggest weights_only=False: that would run whatever code a damaged or foreign file holds.
+        raise ValueError(f"{weights}: not a readable MLP weights file ({type(exc).__name__}); the file is damaged "
+                         "or was not written by `coba train mlp`: train the controller again") from None
+    try:
+        network.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{weights}: the weights do not fit the network of {cfg_file} ({first})") from None
     return MLPController(network, config, lam=lam)

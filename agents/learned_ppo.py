@@ -144,7 +144,11 @@ def load(path: Path, *, lam: float | None = None) -> Policy:
 
     # Schedules are not needed to act; replacing them avoids unpickling closures from another SB3 version.
     custom = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
-    model = MaskablePPO.load(model_file, device="cpu", custom_objects=custom)
+    try:
+        model = MaskablePPO.load(model_file, device="cpu", custom_objects=custom)
+    except Exception as exc:  # noqa: BLE001 - a damaged zip fails in many ways (BadZipFile, KeyError, pickle errors)
+        raise ValueError(f"{model_file}: not a readable PPO model ({type(exc).__name__}); the file is damaged or "
+                         "was not written by `coba train ppo`: train the controller again") from None
     expected = len(meta["observation"])
     if model.observation_space.shape != (expected,):
         raise ValueError(f"{model_file}: the model's observation shape {model.observation_space.shape} does not "

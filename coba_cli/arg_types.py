@@ -1,16 +1,43 @@
-"""Argument types shared by the ``coba`` subcommands: argparse ``type=`` callables with clear messages."""
+"""Argument types shared by the ``coba`` subcommands: argparse ``type=`` callables with clear messages.
+
+Every number is checked here, before any work: integers are integers, floats are finite (``nan``, ``inf``
+and overflowing literals such as ``1e999`` are refused) and in range.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Sequence
 
 #: The cost measures a subcommand may charge in (see docs/ENV.md, "Costs and budget").
 COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
 
+#: Options whose value is a comma-separated number list that may start with "-" (argparse would read
+#: "-1,0.1" as an unknown option); ``main`` joins them as ``--opt=VALUE`` so the type check can explain.
+NUMBER_LIST_OPTIONS = ("--lambdas", "--eval-lambdas")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
 
 def positive_int(text: str) -> int:
     """An integer >= 1."""
-    value = int(text)
+    value = _int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
     return value
@@ -18,26 +45,78 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0."""
-    value = int(text)
+    value = _int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
     return value
 
 
+def seed_int(text: str) -> int:
+    """A random seed: an integer in [0, 2**32 - 1] (what numpy's generators accept)."""
+    value = _int(text)
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to {2**32 - 1}, got {text}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """Any finite number."""
+    return _finite(text)
+
+
 def positive_float(text: str) -> float:
-    """A number > 0."""
-    value = float(text)
+    """A finite number > 0."""
+    value = _finite(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number in (0, 1] (top-p)."""
+    value = _finite(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
+    return value
+
+
 def lambda_list(text: str) -> list[float]:
-    """One or more lambdas >= 0, separated by commas or spaces."""
-    try:
-        values = [float(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected one or more lambdas >= 0, got {text!r}")
+    """One or more finite lambdas >= 0, separated by commas or spaces."""
+    parts = text.replace(",", " ").split()
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected one or more lambdas >= 0 separated by commas, got {text!r}")
+    values = []
+    for part in parts:
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {part!r} in {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"expected lambdas that are finite numbers >= 0, got {part!r} in {text!r}")
+        values.append(value)
     return values
+
+
+def join_number_lists(argv: Sequence[str]) -> list[str]:
+    """``[..., "--lambdas", "-1,0.1", ...]`` -> ``[..., "--lambdas=-1,0.1", ...]``: a value starting with "-"
+    reaches the type check (which refuses it with a clear message) instead of argparse's "expected one argument"."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in NUMBER_LIST_OPTIONS and nxt is not None and nxt.startswith("-") and nxt[1:2] not in ("-", ""):
+            out.append(f"{arg}={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out

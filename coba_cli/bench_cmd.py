@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from coba_cli.arg_types import COST_CHOICES, positive_int, seed_int
 from coba_cli.errors import UsageError
-
-COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,18 +26,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                         help="cost model: the cost measure of the frontier's x axis and of the env's budget "
                              "(default: p_tokens, parameter-weighted tokens)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=seed_int, default=0,
                         help="seed of the paired bootstrap resamples and of any stochastic policy (default: 0)")
-    parser.add_argument("--pool-seed", type=int, default=0, help="seed of a simulated pool, ignored for a pool directory (default: 0)")
-    parser.add_argument("--out", default="bench-out", metavar="DIR", help="output directory, created if missing (default: bench-out)")
+    parser.add_argument("--pool-seed", type=seed_int, default=0, help="seed of a simulated pool, ignored for a pool directory (default: 0)")
+    parser.add_argument("--out", default="bench-out", metavar="DIR",
+                        help="output directory, created if missing; a previous bench folder there is replaced whole "
+                             "(a folder holding anything else is refused) (default: bench-out)")
     parser.add_argument("--no-figures", action="store_true", help="skip the figures (faster)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="replay worker processes (policies run in parallel, the pool shared by fork); "
                              "default: 2 for large runs where 2 CPUs are available, else 1")
     parser.add_argument("--unit", default="item", choices=("item", "episode"),
                         help="paired-bootstrap resampling unit: items, averaged over generators as in the paper "
                              "(default), or episodes")
-    parser.add_argument("--resamples", type=int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--resamples", type=positive_int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
@@ -47,10 +48,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the bench for parsed ``args``; input errors become ``UsageError`` (exit 2)."""
     from eval.bench import BenchInputError, run_bench
 
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.resamples < 1:
-        raise UsageError(f"--resamples must be >= 1, got {args.resamples}")
     try:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,

@@ -11,10 +11,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coba_cli.arg_types import positive_int
+from coba_cli.arg_types import non_negative_float, positive_float, positive_int, probability
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
+from pools.output_paths import check_output_dir
 from pools.schema import TIERS
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
@@ -44,8 +45,9 @@ def _run_calls(args: argparse.Namespace, calls: Callable[[], str]) -> int:
 
     A failing endpoint exits 2 and Ctrl-C exits 130, both saying that the journal keeps every completed call.
     """
-    if args.out and Path(args.out).exists() and not args.force:
-        raise PoolError("destination already exists (pass --force to replace it)", file=args.out)
+    _check_workdir(args.workdir, must_exist=False)
+    if args.out:
+        check_output_dir(args.out, force=args.force, option="--out", inputs=[args.workdir], kind="pool")
     kept = f"{args.workdir}/journal.jsonl; run the same command again to continue"
     try:
         summary = calls()
@@ -59,6 +61,16 @@ def _run_calls(args: argparse.Namespace, calls: Callable[[], str]) -> int:
     if args.out:
         _build(args.workdir, args.out, args)
     return 0
+
+
+def _check_workdir(workdir: str, *, must_exist: bool) -> None:
+    """The work dir is a folder (created by generate when missing); checked before any call is made."""
+    path = Path(workdir)
+    if path.exists() and not path.is_dir():
+        raise PoolError("exists and is not a folder; expected a work dir (a folder holding journal.jsonl)",
+                        file=workdir)
+    if must_exist and not (path / "journal.jsonl").is_file():
+        raise PoolError("no journal here; run `coba pools generate` with this work dir first", file=workdir)
 
 
 def _build(workdir: str, dest: str, args: argparse.Namespace) -> None:
@@ -105,6 +117,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    _check_workdir(args.workdir, must_exist=True)
+    check_output_dir(args.dest, force=args.force, option="DEST", inputs=[args.workdir], kind="pool")
     _build(args.workdir, args.dest, args)
     return 0
 
@@ -112,18 +126,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _add_call_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("calls")
     g.add_argument("--concurrency", type=positive_int, default=8, help="calls in flight at once (default: 8)")
-    g.add_argument("--timeout", type=float, default=600.0, help="seconds per call before it is retried "
+    g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per call before it is retried "
                    "(default: 600)")
     g.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per call on timeouts, connection "
                    "errors and 5xx, with exponential backoff (default: 5)")
-    g.add_argument("--backoff", type=float, default=1.0, help="first backoff in seconds, doubled per attempt "
+    g.add_argument("--backoff", type=non_negative_float, default=1.0, help="first backoff in seconds, doubled per attempt "
                    "(default: 1)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat",
                    help="/v1/chat/completions (default) or /v1/completions")
     g.add_argument("--api-key", help="bearer token, if the server wants one")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--out", metavar="DEST", help="build the pool into DEST when done")
-    g.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    g.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -144,8 +158,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rgym-config", help="Reasoning Gym subset YAML (default: pools/data/rgym_hard.yaml)")
     p.add_argument("--limit", type=positive_int, help="only the first LIMIT items of each dataset")
     p.add_argument("--n", type=positive_int, default=16, help="candidates per episode (default: 16)")
-    p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default: 0.6)")
-    p.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling top-p (default: 0.95)")
+    p.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (default: 0.6)")
+    p.add_argument("--top-p", type=probability, default=0.95, help="nucleus sampling top-p (default: 0.95)")
     p.add_argument("--max-tokens", type=positive_int, default=4096, help="output token cap per sample (default: 4096)")
     p.add_argument("--seed", type=int, default=0, help="base seed; each request's seed derives from it")
     p.add_argument("--n-per-request", type=positive_int, default=1, help="samples asked per request with the n parameter "
@@ -163,7 +177,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", action="append", default=[], metavar="URL[,MODEL[,PARAMS_B]]",
                    help="judge server (repeatable)")
     p.add_argument("--model", help="judge model name for endpoints that do not name one")
-    p.add_argument("--params-b", type=float, help="judge model size in billions, if not in its name")
+    p.add_argument("--params-b", type=positive_float, help="judge model size in billions, if not in its name")
     p.add_argument("--prompt", help="judge prompt YAML (default: pools/data/prompts/v1_judge.yaml, "
                    "v2_steps.yaml or v3_judge.yaml)")
     p.add_argument("--limit", type=positive_int, help="score at most LIMIT candidates this run")
@@ -179,7 +193,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n", dest="n_build", type=positive_int, help="use the first N candidates per episode (default: all)")
     p.add_argument("--drop-incomplete", action="store_true", help="leave out episodes with fewer than N "
                    "candidates instead of failing")
-    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote (never a "
+                   "folder holding anything else, never the work dir)")
     p.set_defaults(func=_cmd_build)
 
 

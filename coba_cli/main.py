@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from coba_cli.arg_types import join_number_lists
 from coba_cli.errors import run_guarded
 
 #: Subcommand modules, in the order ``coba --help`` lists them. Each module defines
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coba`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_number_lists(sys.argv[1:] if argv is None else list(argv)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 from pathlib import Path
 
+from coba_cli.arg_types import positive_float
 from coba_cli.errors import UsageError
 from pools.errors import PoolError
 from pools.export import export_jsonl
 from pools.importers import IMPORTERS, import_pool
 from pools.importers.qwen_lists import DEFAULT_RM_MODEL, DEFAULT_RM_PARAMS_B, SCORE_TRANSFORMS
 from pools.inspect import format_inspection, inspect_pool
+from pools.output_paths import check_output_dir, check_output_file
 from pools.schema import TIERS, VERIFIER_ROLES
 from pools.store import Pool, load_pool, save_pool
+from pools.strict_json import strict_dumps
 
 #: Importer options each --format takes (option dest == importer keyword), and those it requires.
 _FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -50,11 +52,6 @@ def _summary(pool: Pool) -> str:
             f"verifications {m['counts']['verifications']}")
 
 
-def _refuse_existing(dest: Path, force: bool) -> None:
-    if dest.exists() and not force:
-        raise PoolError("destination already exists (pass --force to replace it)", file=str(dest))
-
-
 def _cmd_import(args: argparse.Namespace) -> int:
     given = {opt: getattr(args, opt) for opt in _ALL_OPTIONS if getattr(args, opt, None) is not None}
     wrong = [opt for opt in given if opt not in _FORMAT_OPTIONS[args.format]]
@@ -66,12 +63,18 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise UsageError(f"--format {args.format} needs {' and '.join(missing)} (the source does not say)")
     options = dict(given)
     roles = _verifier_roles(args.verifier_role or [])
-    dest = Path(args.dest)
-    _refuse_existing(dest, args.force)
+    dest = check_output_dir(args.dest, force=args.force, option="DEST", inputs=[args.src], kind="pool")
+    src = Path(args.src)
+    folder_ok = args.format == "llm-monkeys"  # a folder of sample YAMLs
+    if not (src.is_file() or (folder_ok and src.is_dir())):
+        what = ("is a folder" if src.is_dir() else "not a regular file" if src.exists()
+                else "no such file or folder" if folder_ok else "no such file")
+        raise PoolError(f"{what}; expected the {'candidate file or folder' if folder_ok else 'candidate file'} "
+                        "to import", file=args.src)
     pool = import_pool(args.src, args.format, **options)  # everything in memory; nothing written yet
     if roles:
         pool.manifest["verifier_roles"] = {**(pool.manifest.get("verifier_roles") or {}), **roles}
-    save_pool(pool, dest, overwrite=args.force)
+    save_pool(pool, dest, overwrite=args.force, inputs=[args.src])
     print(f"imported {args.src} -> {dest}: {_summary(pool)}")
     agreement = pool.manifest["provenance"].get("grader_agreement") or {}
     if agreement.get("compared"):
@@ -93,10 +96,9 @@ def _verifier_roles(pairs: list[str]) -> dict[str, str]:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    dest = Path(args.dest)
-    _refuse_existing(dest, args.force)
+    dest = check_output_file(args.dest, force=args.force, option="DEST", inputs=[args.pool])
     pool = load_pool(args.pool)
-    export_jsonl(pool, dest, overwrite=args.force)
+    export_jsonl(pool, dest, overwrite=args.force, inputs=[args.pool])
     print(f"exported {args.pool} -> {dest}: {len(pool.candidates)} lines")
     return 0
 
@@ -109,7 +111,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     stats = inspect_pool(load_pool(args.pool))
-    print(json.dumps(stats, indent=2) if args.json else format_inspection(stats))
+    print(strict_dumps(stats, indent=2) if args.json else format_inspection(stats))  # NaN statistics -> null
     return 0
 
 
@@ -137,7 +139,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dest", help="pool directory to create")
     p.add_argument("--format", choices=list(IMPORTERS), default="jsonl",
                    help="source format (default: jsonl; see docs/POOLS.md for each)")
-    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote (a folder "
+                   "holding anything else is never replaced)")
     p.add_argument("--verifier-role", action="append", metavar="TIER=ROLE",
                    help="what the verifier stored in TIER is (repeatable): ROLE one of "
                    f"{', '.join(VERIFIER_ROLES)}; default the paper tier's role (V1 cheap_judge, V2 "
@@ -146,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("model options (qwen-lists, tot-game24, rg-eval, llm-monkeys)")
     m.add_argument("--generator", help="generator model name (tot-game24: default from the file name; rg-eval: "
                    "default the file's 'model')")
-    m.add_argument("--generator-params-b", type=float, help="generator size in billions of parameters")
+    m.add_argument("--generator-params-b", type=positive_float, help="generator size in billions of parameters")
     m.add_argument("--dataset", help="dataset name of the items (qwen-lists: default math; llm-monkeys: default "
                    "the directory's name)")
     t = p.add_argument_group("tot-game24 options")
@@ -154,7 +157,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q = p.add_argument_group("qwen-lists options")
     q.add_argument("--rm-tier", choices=list(TIERS), help="tier the reward-model scores go to (default: V3)")
     q.add_argument("--rm-model", help=f"reward-model name (default: {DEFAULT_RM_MODEL})")
-    q.add_argument("--rm-params-b", type=float, help=f"reward-model size in billions (default: {DEFAULT_RM_PARAMS_B:g})")
+    q.add_argument("--rm-params-b", type=positive_float, help=f"reward-model size in billions (default: {DEFAULT_RM_PARAMS_B:g})")
     q.add_argument("--score-transform", choices=list(SCORE_TRANSFORMS),
                    help="map reward-model scores to [0, 1]: auto = sigmoid when any is outside [0, 1] (default)")
     p.set_defaults(func=_cmd_import)
@@ -163,7 +166,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "JSONL, one line per candidate, atomically.")
     p.add_argument("pool", help="pool directory")
     p.add_argument("dest", help="JSONL file to write")
-    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.add_argument("--force", action="store_true", help="replace DEST if it is an existing regular file")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("validate", help="check a pool directory", description="Load and validate POOL; print "

@@ -8,15 +8,16 @@ selection) over an ``EndpointSource``; hard per-problem budgets are never exceed
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
-from coba_cli.arg_types import COST_CHOICES, positive_float, positive_int
+from coba_cli.arg_types import COST_CHOICES, non_negative_float, positive_float, positive_int, probability
 from coba_cli.errors import UsageError
 from coba_env.costs import COST_MEASURES
 from pools.atomic_write import atomic_write_text
+from pools.output_paths import check_output_dir, check_output_file
+from pools.strict_json import strict_dumps
 
 DEFAULT_N_MAX = 16
 
@@ -60,11 +61,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = p.add_argument_group("sampling and environment")
     s.add_argument("--sample-max-tokens", type=positive_int, default=4096,
                    help="output token cap of one generator call (default: 4096)")
-    s.add_argument("--temperature", type=float, default=0.6, help="generator temperature (default: 0.6)")
-    s.add_argument("--top-p", type=float, default=0.95, help="generator top-p (default: 0.95)")
+    s.add_argument("--temperature", type=non_negative_float, default=0.6, help="generator temperature (default: 0.6)")
+    s.add_argument("--top-p", type=probability, default=0.95, help="generator top-p (default: 0.95)")
     s.add_argument("--seed", type=int, default=0, help="base seed; each sample's seed derives from it (default: 0)")
     s.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
-    s.add_argument("--lam", type=float, default=None,
+    s.add_argument("--lam", type=non_negative_float, default=None,
                    help="cost weight lambda (default: a checkpoint's PATH@LAMBDA or its default, else 0.1)")
     s.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                    help="cost model of the reward and the budget_used feature (default: p_tokens)")
@@ -78,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="OUT", help="write the JSON trace of every problem to OUT")
     o.add_argument("--record", metavar="POOL_DIR", help="save what was seen as a pool, for later replay")
-    o.add_argument("--force", action="store_true", help="replace POOL_DIR if it exists")
+    o.add_argument("--force", action="store_true", help="replace an existing --json file, or a --record pool "
+                   "coba-env wrote (a folder holding anything else is never replaced)")
     o.add_argument("--quiet", action="store_true", help="print only the answers")
     p.set_defaults(func=run)
 
@@ -209,7 +211,7 @@ def summary(result: dict[str, Any]) -> str:
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
-    atomic_write_text(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+    atomic_write_text(path, strict_dumps(data, indent=2, default=_json_default) + "\n")
 
 
 def _json_default(value: Any) -> Any:
@@ -231,10 +233,16 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.problem is None) == (args.file is None):
         raise UsageError("give exactly one of PROBLEM (the text) or --file PROBLEMS.jsonl")
+    if args.problem is not None and not args.problem.strip():
+        raise UsageError("PROBLEM is empty; expected the problem text")
     if args.gold is not None and args.file:
         raise UsageError("--gold goes with a PROBLEM given on the command line; put gold in the --file lines")
-    if args.lam is not None and args.lam < 0:
-        raise UsageError(f"--lam must be >= 0, got {args.lam}")
+    # Outputs are checked before any model call: a wrong --json or --record must not waste the calls.
+    if args.json:
+        check_output_file(args.json, force=args.force, option="--json", inputs=[args.file])
+    if args.record:
+        check_output_dir(args.record, force=args.force, option="--record", inputs=[args.file],
+                         kind="pool")
     problems = (load_problems_file(args.file) if args.file else
                 [Problem("live", "problem-1", args.problem, args.gold or "")])
     generator = _endpoint(args.generator, "--generator")

@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                         help="cost measure of the x axis (default: p_tokens)")
-    parser.add_argument("--out", default="sweep-out", metavar="DIR", help="output directory (default: sweep-out)")
+    parser.add_argument("--out", default="sweep-out", metavar="DIR",
+                        help="output directory; a previous sweep folder there is replaced whole (a folder holding "
+                             "anything else is refused) (default: sweep-out)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -43,5 +45,7 @@ def run(args: argparse.Namespace) -> int:
     except SweepInputError as exc:
         raise UsageError(str(exc)) from exc
     print(frontier_markdown(table, summary))
+    for name, why in summary.get("not_applicable", {}).items():
+        print(f"skipped {name}: cannot run on this pool ({why})")
     print(f"written: {args.out}/frontier.csv, {args.out}/frontier.md")
     return 0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from pathlib import Path
 
-from coba_cli.arg_types import COST_CHOICES, lambda_list, non_negative_int, positive_int
+from coba_cli.arg_types import COST_CHOICES, lambda_list, non_negative_int, positive_int, seed_int
 from coba_cli.errors import UsageError
+from pools.atomic_write import atomic_dir, mark_output
+from pools.output_paths import check_output_dir
 
 #: ``train.ppo.train_ppo``'s default ``total_timesteps`` (not imported: that would load torch for --help).
 PPO_DEFAULT_TIMESTEPS = 200_000
@@ -36,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --lodo: only these held-out datasets (default: every dataset)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                         help="cost model of the reward (default: p_tokens)")
-    parser.add_argument("--seed", type=int, default=0, help="seed; a fixed seed reproduces the run (default: 0)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="seed; a fixed seed reproduces the run (default: 0)")
     parser.add_argument("--rounds", type=non_negative_int, default=None, metavar="R",
                         help="mlp: DAgger rounds after the oracle round (default: 4)")
     parser.add_argument("--epochs", type=positive_int, default=None, metavar="E", help="mlp: epochs per round (default: 20)")
@@ -55,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="train-out", metavar="DIR",
                         help="output: the checkpoint directory, or with --lodo the tables and checkpoints "
                              "(default: train-out)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out if it holds a previous coba-env result (a folder holding anything else "
+                             "is never replaced)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -82,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     if not args.lodo and (args.eval_lambdas is not None or args.held_out is not None):
         raise UsageError("--eval-lambdas and --held-out need --lodo")
+    out = check_output_dir(args.out, force=args.force, option="--out", inputs=[args.pool],  # before any work
+                           kind="lodo" if args.lodo else "checkpoint")
     compiled = as_compiled(args.pool)
     lambdas = args.lambdas
     if args.lodo:
@@ -95,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
             bad = [d for d in held if d not in datasets]
             if bad:
                 raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
-        result = run_lodo(compiled, args.out, kinds=[args.kind], lambdas=lambdas,
-                          eval_lambdas=args.eval_lambdas or DEFAULT_EVAL_LAMBDAS, cost_model=args.cost,
-                          seed=args.seed, progress=not args.no_progress, train_options={args.kind: options},
-                          held_out=held)
+        result = atomic_dir(out, lambda tmp: run_lodo(
+            compiled, tmp, kinds=[args.kind], lambdas=lambdas, eval_lambdas=args.eval_lambdas or DEFAULT_EVAL_LAMBDAS,
+            cost_model=args.cost, seed=args.seed, progress=not args.no_progress, train_options={args.kind: options},
+            held_out=held), marker="lodo")
         v = result.get("verdict")
         print(f"leave-one-dataset-out done in {result['seconds']:.0f} s; tables in {args.out}")
         if v:
@@ -106,14 +114,23 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from train.lodo import train_kind
 
+    def train(folder: Path) -> None:
+        train_kind(args.kind, compiled, folder, lambdas=lambdas, cost_model=args.cost, seed=args.seed,
+                   progress=not args.no_progress, options=options)
+
     try:
-        path = train_kind(args.kind, compiled, args.out, lambdas=lambdas, cost_model=args.cost, seed=args.seed,
-                          progress=not args.no_progress, options=options)
+        if args.kind == "ppo":
+            # PPO writes loadable snapshots while it trains (an interrupted run keeps them), so it trains in
+            # place; the folder was checked above and is marked as ours when training ends.
+            train(out)
+            mark_output(out, "checkpoint")
+        else:
+            atomic_dir(out, train, marker="checkpoint")
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     from pools.default import DEFAULT_SPEC
 
     pool = args.pool if args.pool is not None else DEFAULT_SPEC
-    print(f"checkpoint: {path} (evaluate with: coba bench --pool {shlex.quote(str(pool))} "
-          f"--policies {shlex.quote(f'main,{path}')})")
+    print(f"checkpoint: {out} (evaluate with: coba bench --pool {shlex.quote(str(pool))} "
+          f"--policies {shlex.quote(f'main,{out}')})")
     return 0

@@ -8,8 +8,9 @@ figures, ``results.json`` and the per-episode records. It returns the ``results.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None,
             try:
                 data = yaml.safe_load(Path(text).read_text()) or {}
             except yaml.YAMLError as exc:
-                raise BenchInputError(f"cannot parse policy spec file {text!r}: {exc}") from exc
+                raise BenchInputError(f"cannot parse policy spec file {text!r}: {' '.join(str(exc).split())}") from None
             if isinstance(data, dict) and "policies" in data:
                 data = data["policies"]
             if not isinstance(data, dict) or not data:
@@ -155,6 +156,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     content of ``results.json``. Prints a summary table unless ``quiet``.
     """
     t0 = time.perf_counter()
+    out = check_bench_out(out_dir, [pool_spec if isinstance(pool_spec, str | Path) else None])  # before any work
     if cost_model not in COST_MEASURES:
         raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
     if unit not in ("item", "episode"):
@@ -165,14 +167,52 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     t_pool = time.perf_counter()
     compiled = compile_pool(pool)
     t_compile = time.perf_counter()
+    _test_interrupt("replay")
     run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed)
+    _test_interrupt("analyse")
     data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
                    resamples=resamples)
     data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
-    results = report.write_all(data, Path(out_dir), figures=figures, t0=t0, progress=progress)
+    results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
+                                                                   progress=progress))
     if not quiet:
-        print(report.terminal_summary(data, Path(out_dir)))
+        print(report.terminal_summary(data, out))
     return results
+
+
+#: Environment variable naming a stage at which a bench raises KeyboardInterrupt, as Ctrl-C there would:
+#: "replay", "analyse", "write" (the report written into the temporary folder, before the swap) or "swap"
+#: (the previous folder moved aside, the new one not yet in place). For the interruption tests only.
+INTERRUPT_ENV = "COBA_TEST_INTERRUPT_AT"
+
+
+def _test_interrupt(stage: str) -> None:
+    if os.environ.get(INTERRUPT_ENV) == stage:
+        raise KeyboardInterrupt(f"{INTERRUPT_ENV}={stage}")
+
+
+def check_bench_out(out_dir: str | Path, inputs: Sequence[Any] = ()) -> Path:
+    """Check a bench ``--out`` before any work: a missing or empty folder, or a previous bench folder (which the
+    new report replaces whole), in a writable place; raises ``BenchInputError`` otherwise."""
+    from pools.output_paths import OutputPathError, check_output_dir
+
+    try:
+        return check_output_dir(out_dir, force=True, option="--out", kind="bench", inputs=inputs)
+    except OutputPathError as exc:
+        raise BenchInputError(str(exc)) from None
+
+
+def write_bench_folder(out: Path, write: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``write(tmp)`` on a temporary sibling of ``out`` and swap it into place: an interrupted or failed bench
+    leaves the previous complete folder (or none), never a mix of old and new files."""
+    from pools.atomic_write import atomic_dir
+
+    def fill(tmp: Path) -> dict[str, Any]:
+        results = write(tmp)
+        _test_interrupt("write")
+        return results
+
+    return atomic_dir(out, fill, marker="bench", before_swap=lambda: _test_interrupt("swap"))
 
 
 def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,

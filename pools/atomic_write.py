@@ -1,36 +1,45 @@
-"""Atomic file writes: a temporary file in the destination's folder, then ``os.replace``.
+"""Atomic writes: a temporary sibling in the destination's folder, then ``os.replace`` / ``os.rename``.
 
-A reader never sees a half-written file, and a crash leaves the old file (if any) in place. The file gets
-the usual permissions (``0o666`` less the process umask), not ``mkstemp``'s ``0600``. Standard library only,
-so every layer (pools, coba_env, agents, train, eval, the CLI) can use it.
+A reader never sees a half-written file or folder, and a crash or Ctrl-C leaves the old one (if any) in
+place. Files and folders get the usual permissions (``0o666`` / ``0o777`` less the process umask: they
+are created with ``os.open`` / ``os.mkdir``, which apply the umask, so the umask is never read or changed).
+Standard library only, so every layer (pools, coba_env, agents, train, eval, the CLI) can use it.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import tempfile
+import secrets
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["OUTPUT_MARKER", "atomic_dir", "atomic_write", "atomic_write_bytes", "atomic_write_text", "mark_output"]
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+T = TypeVar("T")
+
+#: A small file the project writes into every output folder it makes (pools, bench and sweep folders,
+#: checkpoints); ``--force`` and a re-run replace only folders that hold it (see ``pools.output_paths``).
+OUTPUT_MARKER = ".coba-output"
+
+
+def _sibling(path: Path, kind: str) -> Path:
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it onto ``path``.
 
-    The parent folder is created if missing; on any error the temporary file is removed.
+    The parent folder is created if missing; on any error (Ctrl-C included) the temporary file is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _sibling(path, "tmp")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies: the usual mode
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -46,3 +55,51 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically."""
     return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def mark_output(folder: str | Path, what: str) -> None:
+    """Write the project's marker into ``folder``, listing its entries: a file added later by hand makes the
+    folder no longer ours (``pools.output_paths.project_made``), so it is never replaced."""
+    folder = Path(folder)
+    names = sorted(p.name for p in folder.iterdir() if p.name != OUTPUT_MARKER)
+    text = json.dumps({"written_by": "coba-env", "what": what, "entries": names}, indent=1) + "\n"
+    atomic_write_text(folder / OUTPUT_MARKER, text)
+
+
+def atomic_dir(dest: str | Path, fill: Callable[[Path], T], *, marker: str = "output",
+               before_swap: Callable[[], object] | None = None) -> T:
+    """Call ``fill(tmp)`` on a new empty folder beside ``dest``, write the project's marker file into it
+    (``marker`` says what the folder is, e.g. "pool", "bench"), then put it in place of ``dest`` (which may exist; check it first with ``pools.output_paths``).
+
+    ``dest`` ends up holding either its old content or the complete new one: on any error (Ctrl-C
+    included) the temporary folder is removed and ``dest`` is untouched. Returns what ``fill`` returns.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(dest, "tmp")
+    os.mkdir(tmp, 0o777)  # umask applies
+    old: Path | None = None
+    try:
+        result = fill(tmp)
+        mark_output(tmp, marker)
+        if dest.exists() or dest.is_symlink():
+            old = _sibling(dest, "old")
+            os.rename(dest, old)
+        try:
+            if before_swap is not None:  # a test hook: the old folder is aside, the new one not yet in place
+                before_swap()
+            os.rename(tmp, dest)
+        except BaseException:
+            if old is not None:  # put the previous result back
+                os.rename(old, dest)
+                old = None
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
+    return result

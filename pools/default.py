@@ -43,6 +43,9 @@ def resolve_pool(spec: Pool | str | os.PathLike[str] | None = None, *, seed: int
     if isinstance(spec, Pool):
         return spec
     text = DEFAULT_SPEC if spec is None else os.fspath(spec)
+    if not text.strip():
+        raise PoolError(f"empty pool name; expected a built-in profile {list(BUILTIN_PROFILES)}, a pool directory, "
+                        "or a simulator profile JSON file")
     if text not in BUILTIN_PROFILES:
         path = Path(text)
         if path.is_dir():
@@ -50,6 +53,10 @@ def resolve_pool(spec: Pool | str | os.PathLike[str] | None = None, *, seed: int
         if not path.is_file():
             raise PoolError(f"no such pool or profile: expected a built-in profile {list(BUILTIN_PROFILES)}, "
                             "a pool directory, or a simulator profile JSON file", file=text)
+        if path.suffix.lower() != ".json":
+            raise PoolError("is a file, not a pool directory or a simulator profile (.json); to use a candidate "
+                            f"file, import it first: coba pools import {text} POOL_DIR (then pass POOL_DIR)",
+                            file=text)
     return simulated_pool(load_profile(text), seed=seed)
 
 
@@ -71,7 +78,7 @@ def simulated_pool(profile: Profile, *, seed: int = 0) -> Pool:
     pool = simulate_pool(profile, seed=seed)
     try:
         save_pool(pool, dest, overwrite=True)
-    except OSError as exc:  # an unwritable cache costs time, not correctness
+    except (OSError, PoolError) as exc:  # an unwritable cache costs time, not correctness
         warnings.warn(f"could not cache the simulated pool in {dest}: {exc}", stacklevel=2)
         return pool
     # Read back what was stored, so a first call and a cached call return identical tables.

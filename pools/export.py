@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from pools.errors import PoolError
+from pools.atomic_write import atomic_write_text
+from pools.output_paths import check_output_file
 from pools.schema import TIERS
 from pools.store import Pool
 
@@ -85,21 +86,13 @@ def dumps_line(line: dict[str, Any]) -> str:
     return json.dumps(line, ensure_ascii=False, allow_nan=False)
 
 
-def export_jsonl(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write ``pool`` to ``dest`` as canonical JSONL, atomically (a temporary sibling renamed into place)."""
-    dest = Path(dest)
-    if dest.exists() and not overwrite:
-        raise PoolError("destination already exists (pass overwrite=True / --force to replace it)", file=str(dest))
-    if dest.is_dir():
-        raise PoolError("is a directory; expected a JSONL file path", file=str(dest))
+def export_jsonl(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = False,
+                 inputs: Sequence[str | os.PathLike[str] | None] = ()) -> Path:
+    """Write ``pool`` to ``dest`` as canonical JSONL, atomically (a temporary sibling renamed into place).
+
+    An existing ``dest`` is replaced only with ``overwrite`` and only when it is a regular file.
+    """
+    dest = check_output_file(dest, force=overwrite, inputs=inputs)
     text = "".join(dumps_line(line) + "\n" for line in pool_lines(pool))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.tmp-", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(dest, text)
     return dest

@@ -167,10 +167,21 @@ def load_reasoning_gym(config: str | os.PathLike[str] | dict[str, Any] | None = 
         path = Path(where)
         if not path.is_file():
             raise PoolError("Reasoning Gym config not found", file=where)
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        try:
+            config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise PoolError(f"not a readable YAML file ({' '.join(str(exc).split())[:200]})", file=where) from None
     if not isinstance(config, dict) or not isinstance(config.get("tasks"), dict) or not config["tasks"]:
         raise PoolError("expected a mapping with 'tasks' (task name -> difficulty settings)", file=where,
                         field="tasks")
+    bad = next((k for k, v in config["tasks"].items() if v is not None and not isinstance(v, dict)), None)
+    if bad is not None:
+        raise PoolError(f"task {bad!r}: expected a mapping of difficulty settings, got {config['tasks'][bad]!r}",
+                        file=where, field="tasks")
+    for key in ("size_per_task", "seed"):
+        value = config.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise PoolError(f"is {value!r}; expected an integer >= 0", file=where, field=key)
     task_settings: dict[str, dict[str, Any]] = {k: dict(v or {}) for k, v in config["tasks"].items()}
     chosen = list(tasks) if tasks else list(task_settings)
     unknown = [t for t in chosen if t not in task_settings]

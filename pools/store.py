@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pools.atomic_write import atomic_dir
 from pools.errors import PoolError
+from pools.output_paths import check_output_dir
 from pools.schema import FORMAT_VERSION, TABLES, TIERS
 
 _ARROW_TYPES = {
@@ -97,38 +98,35 @@ def _arrow_schema(table: str) -> pa.Schema:
     return pa.schema([(c, _ARROW_TYPES[k]) for c, k in TABLES[table].items()])
 
 
-def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write ``pool`` to directory ``dest`` atomically: all files land in a temporary sibling, then it is renamed."""
-    dest = Path(dest)
-    if dest.exists() and not overwrite:
-        raise PoolError("destination already exists (pass overwrite=True / --force to replace it)", file=str(dest))
-    dest.parent.mkdir(parents=True, exist_ok=True)
+def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = False,
+              inputs: Sequence[str | os.PathLike[str] | None] = ()) -> Path:
+    """Write ``pool`` to directory ``dest`` atomically: all files land in a temporary sibling, then it is renamed.
+
+    ``dest`` is checked first (``pools.output_paths.check_output_dir``): an existing pool is replaced only
+    with ``overwrite``, a folder holding anything else never; ``inputs`` (the command's own sources) are
+    never overwritten.
+    """
+    dest = check_output_dir(dest, force=overwrite, inputs=inputs, kind="pool")
     pool.refresh_manifest()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         for name in TABLES:
             df = _coerce(pool.table(name), name)
             arrow = pa.Table.from_pandas(df, schema=_arrow_schema(name), preserve_index=False)
             pq.write_table(arrow, tmp / f"{name}.parquet", compression="zstd")
-        with open(tmp / "manifest.json", "w") as fh:
-            json.dump(pool.manifest, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            os.rename(dest, old)
-            os.rename(tmp, dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        text = json.dumps(pool.manifest, indent=2, sort_keys=True, allow_nan=False)
+        (tmp / "manifest.json").write_text(text + "\n", encoding="utf-8")
+
+    atomic_dir(dest, fill, marker="pool")
     return dest
 
 
 def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
     """Read a pool directory; with ``validate`` the tables are checked against the schema and each other."""
     path = Path(path)
+    if path.is_file():
+        raise PoolError(f"is a file, not a pool directory; to use a candidate file, import it first: coba pools "
+                        f"import {path} POOL_DIR", file=str(path))
     if not path.is_dir():
         raise PoolError("not a pool directory (expected a folder with manifest.json and Parquet tables)", file=str(path))
     manifest_path = path / "manifest.json"

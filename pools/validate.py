@@ -165,6 +165,15 @@ def _check_verifier_roles(ck: _Checker, roles: object) -> None:
                                                f"{list(VERIFIER_ROLES)}")
 
 
+def _check_not_empty(ck: _Checker, n: int) -> None:
+    """A pool with no episodes (or no candidates per episode) can be neither replayed nor benchmarked."""
+    if len(ck.pool.episodes) == 0:
+        ck.fail("episodes", None, None, "the pool has 0 episodes; expected at least one episode with candidates "
+                "(re-import or rebuild it from a source that has candidates)")
+    if n == 0:
+        ck.fail_manifest("n_candidates", "is 0; expected the number of candidates per episode, an integer >= 1")
+
+
 def _check_columns(ck: _Checker) -> None:
     for table, columns in TABLES.items():
         df = ck.pool.table(table)
@@ -320,6 +329,7 @@ def validate_pool(pool: Pool, *, source: str | None = None) -> None:
     """Raise PoolError at the first problem in ``pool`` (schema, keys, values, references, manifest)."""
     ck = _Checker(pool, source)
     n = _check_manifest_basics(ck)
+    _check_not_empty(ck, n)
     _check_columns(ck)
     _check_keys(ck)
     _check_values(ck)

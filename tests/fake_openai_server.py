@@ -4,7 +4,8 @@ It runs ``http.server`` on 127.0.0.1 in a thread. Knobs (attributes, changeable 
 ``ignore_n`` (always one choice), ``fail_first`` (answer that many requests with HTTP 500 first),
 ``fail_always`` (every request 500), ``fail_after`` (500 once that many requests succeeded),
 ``reject_model`` (404 for that model name), ``delay_s`` (sleep per request), ``send_usage``, ``send_logprobs``,
-``reasoning_field`` (chat samples carry a thinking part in that message field, as vLLM's reasoning parsers do).
+``reasoning_field`` (chat samples carry a thinking part in that message field, as vLLM's reasoning parsers do),
+``usage_override`` (merged into ``usage``: non-integer or negative counts) and ``no_choices`` (empty choices).
 Sampling replies are deterministic in (seed, choice index): "... the answer is \\boxed{A}" with A in 0..3;
 judge prompts (containing "Yes or No") get "Yes"/"No" with top log-probabilities; step-judge prompts get
 "Step K: correct|incorrect" lines. Usage counts whitespace-separated words, so tests can recompute it.
@@ -81,6 +82,8 @@ class FakeOpenAIServer(_LoopbackHTTPService):
         self.fail_after: int | None = None  # after this many successes, every request fails with 500
         self.reject_model: str | None = None  # requests for this model get 404 "model not found"
         self.reasoning_field: str | None = None  # e.g. "reasoning": chat replies put a thinking part there
+        self.usage_override: dict[str, Any] | None = None  # merged into usage: misbehaving counts ("12.5", -3)
+        self.no_choices = False  # answer every completion with an empty "choices" list
         self.requests: list[dict[str, Any]] = []  # bodies of successful requests
         self.responses: list[dict[str, Any]] = []  # what was sent back for them
         self.failures = 0
@@ -182,7 +185,9 @@ class FakeOpenAIServer(_LoopbackHTTPService):
                                "model": body.get("model"), "choices": choices}
         if self.send_usage:
             out["usage"] = {"prompt_tokens": count_tokens(prompt), "completion_tokens": completion_tokens,
-                            "total_tokens": count_tokens(prompt) + completion_tokens}
+                            "total_tokens": count_tokens(prompt) + completion_tokens, **(self.usage_override or {})}
+        if self.no_choices:
+            out["choices"] = []
         return out
 
     def _reply(self, prompt: str, seed: int, i: int, body: dict[str, Any]) -> tuple[str, dict[str, float], str]:

@@ -40,7 +40,7 @@ def test_round_trip_preserves_manifest(tmp_path, small_pool):
 def test_save_refuses_existing_destination(tmp_path, small_pool):
     dest = save_pool(small_pool, tmp_path / "pool")
     before = {f.name: f.read_bytes() for f in dest.iterdir()}
-    with pytest.raises(PoolError, match="destination already exists"):
+    with pytest.raises(PoolError, match=r"already exists \(pass --force to replace it\)"):
         save_pool(make_synthetic_pool(SMALL, GENERATORS, n_candidates=2), dest)
     assert {f.name: f.read_bytes() for f in dest.iterdir()} == before
 

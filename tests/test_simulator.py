@@ -290,7 +290,7 @@ def test_same_seed_gives_byte_identical_files(paper_pool: Pool, tmp_path: Path) 
     save_pool(paper_pool, tmp_path / "a")
     save_pool(simulate_pool("paper", seed=0), tmp_path / "b")
     a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
-    assert sorted(a) == sorted([f"{t}.parquet" for t in TABLES] + ["manifest.json"])
+    assert sorted(a) == sorted([f"{t}.parquet" for t in TABLES] + ["manifest.json", ".coba-output"])
     for name in a:
         assert a[name] == b[name], f"{name} differs between two runs with the same seed"
 

@@ -277,15 +277,20 @@ def test_existing_destination_needs_force(small_jsonl, tmp_path, capsys):
     dest = tmp_path / "pool"
     dest.mkdir()
     (dest / "keep.txt").write_text("mine")
+    for force in ([], ["--force"]):  # a folder holding anything coba-env did not write is never replaced
+        assert main(["pools", "import", str(small_jsonl), str(dest), *force]) == 2
+        assert _search(r"pool: the folder exists and holds files coba-env did not write", capsys.readouterr().err)
+        assert [p.name for p in dest.iterdir()] == ["keep.txt"]
+    (dest / "keep.txt").unlink()
+    assert main(["pools", "import", str(small_jsonl), str(dest)]) == 0  # an empty folder is fine
     assert main(["pools", "import", str(small_jsonl), str(dest)]) == 2
-    assert _search(r"pool: destination already exists \(pass --force to replace it\)", capsys.readouterr().err)
-    assert [p.name for p in dest.iterdir()] == ["keep.txt"]
-    assert main(["pools", "import", str(small_jsonl), str(dest), "--force"]) == 0
-    assert not (dest / "keep.txt").exists() and (dest / "manifest.json").exists()
+    assert _search(r"pool: already exists \(pass --force to replace it\)", capsys.readouterr().err)
+    assert main(["pools", "import", str(small_jsonl), str(dest), "--force"]) == 0  # a pool it wrote: replaced
+    assert (dest / "manifest.json").exists()
     out = tmp_path / "out.jsonl"
     out.write_text("mine")
     assert main(["pools", "export", str(dest), str(out)]) == 2
-    assert "destination already exists" in capsys.readouterr().err and out.read_text() == "mine"
+    assert "already exists (pass --force" in capsys.readouterr().err and out.read_text() == "mine"
 
 
 def test_failed_forced_import_keeps_the_old_pool(small_jsonl, tmp_path, capsys):

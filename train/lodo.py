@@ -15,7 +15,6 @@ of single-sample STOPs of every learned point per held-out dataset), ``frontier.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,8 @@ from coba_env.env import as_compiled, default_budget
 from coba_env.splits import leave_one_dataset_out
 from eval import bootstrap, metrics
 from eval.runner import run_policies
+from pools.atomic_write import atomic_write_text
+from pools.strict_json import strict_dumps
 from train import sweep
 from train.imitation import DEFAULT_LAMBDAS
 
@@ -232,5 +233,5 @@ def run_lodo(pool: Any, out_dir: str | Path, *, kinds: Sequence[str] = ("mlp",),
     result["seconds"] = time.perf_counter() - t0
     result["frontier"] = {"families": summary["families"], "comparisons": summary["comparisons"],
                           "global_front": summary["global_front"]}
-    (out / "lodo.json").write_text(json.dumps(result, indent=2, default=str))
+    atomic_write_text(out / "lodo.json", strict_dumps(result, indent=2, default=str))
     return result

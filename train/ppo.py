@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import sys
@@ -84,6 +83,7 @@ from coba_env.rules.features import FEATURE_NAMES
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.schema import TIERS
 from pools.store import Pool
+from pools.strict_json import strict_dumps
 from train.sb3_vec_env import CoBaSB3VecEnv
 
 FORMAT_VERSION = 1
@@ -299,7 +299,7 @@ class TrainingMonitor(BaseCallback):
 
 # ---------------------------------------------------------------------------------------------------- helpers
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+    atomic_write_text(path, strict_dumps(data, indent=2) + "\n")
 
 
 def _describe_pool(pool: Any) -> str:

@@ -182,9 +182,16 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
             out += fixed_points(spec)
         elif is_checkpoint(spec):
             family = Path(spec).name or "checkpoint"
+            try:  # load once now: a damaged checkpoint fails before any replay, naming its file
+                load_checkpoint(spec)
+            except (ValueError, OSError) as exc:
+                raise SweepInputError(f"checkpoint {spec}: {exc}") from None
             out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
         elif spec in table:
             out += anchor_points([spec])
+        elif Path(spec).is_dir():
+            raise SweepInputError(f"{spec}: a folder without controller.json; expected a checkpoint directory "
+                                  "written by `coba train`")
         else:
             raise SweepInputError(f"unknown sweep policy {spec!r}: expected a family {list(FIXED_FAMILIES)}, a "
                                   f"checkpoint directory (with controller.json) or a registered policy name")
@@ -199,22 +206,48 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
               out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
               progress: bool = True, workers: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Evaluate every sweep point on ``pool`` (optionally only ``episode_ids``) and write the frontier tables."""
+    import math
+
     import numpy as np
 
     from coba_env.env import as_compiled
     from eval.runner import run_policies
+    from pools.atomic_write import atomic_dir
+    from pools.output_paths import OutputPathError, check_output_dir
 
-    if any(lam < 0 for lam in lambdas):
-        raise SweepInputError(f"lambdas must be >= 0, got {list(lambdas)}")
+    if not lambdas or any(not (math.isfinite(lam) and lam >= 0) for lam in lambdas):
+        raise SweepInputError(f"lambdas must be finite numbers >= 0, got {list(lambdas)}")
+    try:  # a sweep folder is a result a re-run replaces whole; a folder holding anything else is refused
+        out = check_output_dir(out_dir, force=True, option="--out", kind="sweep",
+                               inputs=[pool if isinstance(pool, str | Path) else None])
+    except OutputPathError as exc:
+        raise SweepInputError(str(exc)) from None
     points = resolve_sweep(specs, lambdas)
     compiled = as_compiled(pool)
     if episode_ids is not None:
         compiled = compiled.select(np.isin(compiled.episode_ids, list(episode_ids)))
-    run = run_policies([p.make() for p in points], compiled, cost_model=cost_model, progress=progress,
-                       workers=workers)
+    try:
+        policies = [p.make() for p in points]
+    except (ValueError, OSError) as exc:
+        raise SweepInputError(str(exc)) from None
+    run = run_policies(policies, compiled, cost_model=cost_model, progress=progress, workers=workers)
+    skipped = run.not_applicable
+    # A point the user named (a checkpoint, a registered policy) that cannot run is an error, as is a sweep
+    # where nothing ran; grid points of a fixed family beyond the pool (best-of-16 on N = 8) are reported.
+    named = {p.name: why for p in points if p.family not in FIXED_FAMILIES and (why := skipped.get(p.name))}
+    if named or len(skipped) == len(points):
+        bad = named or skipped
+        reasons = "; ".join(f"{name}: {why}" for name, why in bad.items())
+        raise SweepInputError(f"{len(bad)} sweep point(s) cannot run on this pool ({reasons}); remove them "
+                              "from --policies or use a pool they can run on")
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
                             cost=cost_model)
     summary = frontier_summary(table)
-    write_frontier(table, summary, out_dir)
-    atomic_write_text(Path(out_dir) / "episodes.csv", run.records.to_csv(index=False))
+    summary["not_applicable"] = dict(skipped)
+
+    def fill(tmp: Path) -> None:
+        write_frontier(table, summary, tmp)
+        atomic_write_text(tmp / "episodes.csv", run.records.to_csv(index=False))
+
+    atomic_dir(out, fill, marker="sweep")
     return table, summary

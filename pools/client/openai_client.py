@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import random
 import re
 import threading
@@ -65,11 +66,20 @@ def _chat_text(message: dict[str, Any]) -> str:
     vLLM with ``--reasoning-parser`` returns a reasoning model's thinking in ``reasoning`` (``reasoning_content``
     before vLLM 0.11) and only the rest in ``content``; ``usage`` counts both, so the candidate keeps both.
     """
-    content = message.get("content") or ""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content") if isinstance(message.get("content"), str) else ""
     reasoning = message.get("reasoning") or message.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         return f"<think>\n{reasoning}\n</think>\n\n{content}"
     return content
+
+
+def _logprob(value: Any) -> float | None:
+    """A log-probability as a float, or None when a server sends something that is not one (text, NaN, > 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value > 0:
+        return None
+    return float(value)
 
 
 def _chat_logprobs(lp: Any) -> tuple[dict[str, float] | None, int | None]:
@@ -79,10 +89,12 @@ def _chat_logprobs(lp: Any) -> tuple[dict[str, float] | None, int | None]:
     content = lp["content"]
     if not content:
         return None, 0
-    first = content[0] or {}
-    top = {str(t["token"]): float(t["logprob"]) for t in first.get("top_logprobs") or [] if "token" in t}
-    if not top and "token" in first and first.get("logprob") is not None:
-        top = {str(first["token"]): float(first["logprob"])}
+    first = content[0] if isinstance(content[0], dict) else {}
+    tops = first.get("top_logprobs") if isinstance(first.get("top_logprobs"), list) else []
+    top = {str(t["token"]): v for t in tops if isinstance(t, dict) and "token" in t
+           and (v := _logprob(t.get("logprob"))) is not None}
+    if not top and "token" in first and _logprob(first.get("logprob")) is not None:
+        top = {str(first["token"]): _logprob(first["logprob"])}
     return top or None, len(content)
 
 
@@ -95,9 +107,10 @@ def _text_logprobs(lp: Any) -> tuple[dict[str, float] | None, int | None]:
     tops = lp.get("top_logprobs")
     top = None
     if isinstance(tops, list) and tops and isinstance(tops[0], dict):
-        top = {str(k): float(v) for k, v in tops[0].items() if v is not None}
-    elif count and isinstance(lp.get("token_logprobs"), list) and lp["token_logprobs"][0] is not None:
-        top = {str(tokens[0]): float(lp["token_logprobs"][0])}
+        top = {str(k): x for k, v in tops[0].items() if (x := _logprob(v)) is not None}
+    elif count and isinstance(lp.get("token_logprobs"), list) and lp["token_logprobs"] and \
+            _logprob(lp["token_logprobs"][0]) is not None:
+        top = {str(tokens[0]): _logprob(lp["token_logprobs"][0])}
     return top or None, count
 
 
@@ -127,7 +140,7 @@ class OpenAIClient:
         body = {"model": self.model, "messages": list(messages), **_clean(params, chat=True)}
         data, latency, attempts = self._request("/v1/chat/completions", body)
         choices = []
-        for ch in sorted(data.get("choices") or [], key=lambda c: c.get("index", 0)):
+        for ch in self._raw_choices(data, attempts):
             top, count = _chat_logprobs(ch.get("logprobs"))
             choices.append(Choice(_chat_text(ch.get("message") or {}), str(ch.get("finish_reason") or "unknown"),
                                   top, count))
@@ -138,9 +151,10 @@ class OpenAIClient:
         body = {"model": self.model, "prompt": prompt, **_clean(params, chat=False)}
         data, latency, attempts = self._request("/v1/completions", body)
         choices = []
-        for ch in sorted(data.get("choices") or [], key=lambda c: c.get("index", 0)):
+        for ch in self._raw_choices(data, attempts):
             top, count = _text_logprobs(ch.get("logprobs"))
-            choices.append(Choice(ch.get("text") or "", str(ch.get("finish_reason") or "unknown"), top, count))
+            text = ch.get("text") if isinstance(ch.get("text"), str) else ""
+            choices.append(Choice(text, str(ch.get("finish_reason") or "unknown"), top, count))
         return self._result(data, choices, latency, attempts)
 
     def models(self) -> list[str]:
@@ -150,12 +164,27 @@ class OpenAIClient:
 
     # ------------------------------------------------------------------------------------------------
 
+    def _raw_choices(self, data: dict[str, Any], attempts: int) -> list[dict[str, Any]]:
+        """The answer's ``choices`` in index order; anything but a list of objects is a misbehaving server."""
+        raw = data.get("choices") or []
+        if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+            raise EndpointError(f"the server's choices are {str(raw)[:80]}; expected a list of objects",
+                                url=self.base_url, attempts=attempts)
+        index = [c.get("index", i) for i, c in enumerate(raw)]
+        if all(isinstance(i, int) and not isinstance(i, bool) for i in index):
+            return [c for _, c in sorted(zip(index, raw, strict=True), key=lambda pair: pair[0])]
+        return raw
+
     def _result(self, data: dict[str, Any], choices: list[Choice], latency: float, attempts: int) -> Completion:
+        url = self.base_url
+        if not choices:  # nothing to record: a call that returns no text must not count as done
+            raise EndpointError("the server answered with no choices", url=url, attempts=attempts)
         usage = data.get("usage") or {}
-        prompt = usage.get("prompt_tokens")
-        completion = usage.get("completion_tokens")
-        return Completion(choices, int(prompt) if prompt is not None else None,
-                          int(completion) if completion is not None else None, latency, attempts)
+        if not isinstance(usage, dict):
+            raise EndpointError(f"the server's usage is {str(usage)[:80]}; expected an object", url=url,
+                                attempts=attempts)
+        return Completion(choices, _token_count(usage, "prompt_tokens", url, attempts),
+                          _token_count(usage, "completion_tokens", url, attempts), latency, attempts)
 
     def _request(self, path: str, body: dict[str, Any] | None) -> tuple[dict[str, Any], float, int]:
         """Send with retries; return (parsed JSON, latency of the successful attempt, attempts used)."""
@@ -204,6 +233,19 @@ class OpenAIClient:
     def _backoff(self, attempt: int) -> float:
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
         return delay * random.uniform(0.75, 1.25)
+
+
+def _token_count(usage: dict[str, Any], name: str, url: str, attempts: int) -> int | None:
+    """``usage[name]`` as a non-negative int (None when absent); anything else is a misbehaving server."""
+    value = usage.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**53:
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value >= 2**53:
+        raise EndpointError(f"the server's usage.{name} is {str(value)[:40]!r}; expected a non-negative integer",
+                            url=url, attempts=attempts)
+    return value
 
 
 def _clean(params: dict[str, Any], *, chat: bool) -> dict[str, Any]:
@@ -278,6 +320,9 @@ def parse_endpoint(spec: str, *, model: str | None = None, params_b: float | Non
             size = float(parts[2])
         except ValueError:
             raise ValueError(f"bad endpoint {spec!r}: PARAMS_B {parts[2]!r} is not a number") from None
+        if not (math.isfinite(size) and size > 0):
+            raise ValueError(f"bad endpoint {spec!r}: PARAMS_B {parts[2]!r}; expected a finite number of billions "
+                             "of parameters > 0")
     if size is None:
         size = guess_params_b(name)
     if size is None or not size > 0:

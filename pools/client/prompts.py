@@ -34,7 +34,11 @@ def load_prompt(name_or_path: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise PoolError(f"prompt file not found; expected a path or one of "
                         f"{sorted(p.stem for p in PROMPTS_DIR.glob('*.yaml'))}", file=str(name_or_path))
-    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise PoolError(f"not a readable YAML prompt file ({' '.join(str(exc).split())[:200]})",
+                        file=str(path)) from None
     if not isinstance(spec, dict) or not isinstance(spec.get("user"), str):
         raise PoolError("expected a YAML mapping with a 'user' template", file=str(path), field="user")
     spec["_path"] = str(path)

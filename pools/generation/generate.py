@@ -35,6 +35,7 @@ from pools.client.prompts import (  # noqa: F401  (re-exported: their former hom
 from pools.errors import PoolError
 from pools.generation.call_runner import run_calls
 from pools.generation.journal import JOURNAL_NAME, Journal, JournalState, read_journal
+from pools.output_paths import check_output_dir
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.store import Pool, save_pool
@@ -261,8 +262,8 @@ def build_pool_from_workdir(workdir: str | os.PathLike[str], dest: str | os.Path
     from pools.importers.jsonl import build_pool
 
     where = str(Path(workdir) / JOURNAL_NAME)
-    if dest is not None and Path(dest).exists() and not force:
-        raise PoolError("destination already exists (pass --force to replace it)", file=str(dest))
+    if dest is not None:  # before the journal is read: a wrong destination fails at once
+        check_output_dir(dest, force=force, inputs=[workdir], kind="pool")
     state = read_journal(workdir)
     records, info = journal_records(state, where, n=n, drop_incomplete=drop_incomplete)
     tiers = sorted({k[4] for k in state.scores})
@@ -272,6 +273,6 @@ def build_pool_from_workdir(workdir: str | os.PathLike[str], dest: str | os.Path
         info["dropped_incomplete_episodes"], "tiers_scored": tiers})
     pool.manifest["generation"] = {"n": info["n"], "per_generator": info["settings"]}
     if dest is not None:
-        save_pool(pool, dest, overwrite=force)
+        save_pool(pool, dest, overwrite=force, inputs=[workdir])
     return pool
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
+from pools.schema import TIERS
 
 __all__ = ["JOURNAL_NAME", "CandidateKey", "Journal", "JournalState", "ScoreKey", "read_journal"]
 
@@ -104,6 +105,9 @@ class JournalState:
             unseen = line if len(fresh) == len(line["candidates"]) else {**line, "candidates": fresh}
         elif kind == "verification":
             key = (line["dataset"], line["item_id"], line["generator"], int(line["candidate"]), line["tier"])
+            if key[4] not in TIERS:  # refused, not dropped: a score under an unknown tier would vanish in build
+                raise PoolError(f"unknown verifier tier {key[4]!r}; expected one of {list(TIERS)}", file=where,
+                                field="tier")
             if key in self.scores:
                 if not writing:
                     self.duplicates += 1
@@ -130,6 +134,9 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except json.JSONDecodeError as exc:
                 raise PoolError(f"malformed journal line ({exc.msg} at column {exc.colno})",
                                 file=f"{path}, line {lineno}") from exc
+            if not isinstance(obj, dict):
+                raise PoolError(f"expected a JSON object with a 'kind', got {type(obj).__name__} {text.strip()[:60]}",
+                                file=f"{path}, line {lineno}")
             yield lineno, obj
 
 
@@ -142,7 +149,7 @@ def read_journal(workdir: str | os.PathLike[str]) -> JournalState:
     for lineno, obj in _iter_lines(path):
         try:
             state.add(obj, f"{path}, line {lineno}")
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, PoolError):
                 raise
             raise PoolError(f"journal line lacks a field or has a bad value ({exc!r})",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
@@ -52,8 +51,6 @@ def save_live_pool(episodes: Sequence[list[dict[str, Any]]], dest: str | os.Path
     episodes = [e for e in episodes if e]
     if not episodes:
         raise PoolError("nothing to record: no problem revealed a candidate", file=str(dest))
-    if Path(dest).exists() and not force:
-        raise PoolError("destination already exists (pass --force to replace it)", file=str(dest))
     n = min(len(e) for e in episodes)
     dropped = sum(len(e) - n for e in episodes)
     records = [(f"live episode {i}, candidate {k}", rec) for i, e in enumerate(episodes) for k, rec in
