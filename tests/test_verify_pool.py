@@ -13,8 +13,9 @@ import re
 import pytest
 
 from coba_cli.main import main
+from pools.export import export_jsonl
 from pools.generation.verify_pool import journal_path
-from pools.store import load_pool, save_pool
+from pools.store import load_pool
 from tests.factory import Cand, Ep, build_pool
 from tests.llama_server import MODEL, N_CTX, PARAMS_B
 
@@ -30,7 +31,10 @@ def make_pool(tmp_path, *, v3=False):
     pool = build_pool([Ep([Cand("4", scores=scores), Cand("5", scores=scores)], item_id="a"),
                        Ep([Cand("5", scores=scores), Cand("3000", scores=scores)], item_id="b")])
     pool.candidates["text"] = SHORT + [LONG]
-    return save_pool(pool, tmp_path / "pool")
+    # an imported pool, as a user gets one: canonical JSONL -> coba pools import
+    src = export_jsonl(pool, tmp_path / "pool.jsonl")
+    assert main(["pools", "import", str(src), str(tmp_path / "pool")]) == 0
+    return tmp_path / "pool"
 
 
 def verify(pool, endpoint, *extra):
@@ -60,6 +64,12 @@ def test_scores_a_pool_records_the_refused_candidate_and_a_rerun_calls_nothing(l
     again = capsys.readouterr().out
     assert "0 calls" in again and "4 already recorded" in again
     assert len(v1_rows(pool)) == 4
+    # a crash after the save but before the journal's removal: its rows are in the pool already
+    row = {"episode_id": 0, "candidate": 0, "tier": "V1", "model": MODEL, "score": 0.5, "prompt_tokens": 1,
+           "output_tokens": 1, "latency_s": 0.1}
+    journal_path(pool).write_text(json.dumps(row) + "\n")
+    assert verify(pool, DEAD) == 0
+    assert len(v1_rows(pool)) == 4 and not journal_path(pool).exists()
 
 
 def test_context_tokens_cut_the_long_candidate_by_tokens_so_it_gets_a_score(llama_server, tmp_path, capsys):
@@ -88,13 +98,19 @@ def test_a_journal_left_by_an_interrupted_run_is_merged_not_called_again(llama_s
     ("v3", ["--tier", "V3"], "tier V3 already holds scores of \\['J3'\\]"),
     ("journal", ["--tier", "V1"], "the journal holds calls of \\[\\('V2', 'other'\\)\\]"),
     ("workdir", ["--tier", "V1", "--role", "reward_model"], "--role and --context-tokens apply to a pool"),
+    ("corrupt", ["--tier", "V1"], "verify-journal.jsonl, line 1.*not a JSON line"),
+    ("bad_field", ["--tier", "V1"], "verify-journal.jsonl, line 1.*field 'prompt_tokens'.*expected int"),
+    ("stranger", ["--tier", "V1"], "call for episode 7 candidate 0, which the pool does not hold"),
 ])
 def test_bad_verify_input_exits_2_before_any_call(tmp_path, capsys, setup, args, match):
     """Refused before any call: the endpoint is dead, so a call would fail differently."""
     pool = make_pool(tmp_path, v3=setup == "v3")
-    if setup == "journal":
-        journal_path(pool).write_text(json.dumps({"episode_id": 0, "candidate": 0, "tier": "V2", "model": "other",
-                                                  "score": None}) + "\n")
+    row = {"episode_id": 0, "candidate": 0, "tier": "V1", "model": MODEL, "score": None, "prompt_tokens": 0,
+           "output_tokens": 0, "latency_s": 0.1}
+    lines = {"journal": [{**row, "tier": "V2", "model": "other"}], "corrupt": ["{oops", row],
+             "bad_field": [{**row, "prompt_tokens": "many"}], "stranger": [{**row, "episode_id": 7}]}.get(setup)
+    if lines:
+        journal_path(pool).write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
     target = tmp_path / "work" if setup == "workdir" else pool
     code = main(["pools", "verify", str(target), *args, "--endpoint", f"{DEAD},{MODEL},{PARAMS_B}", "--no-progress"])
     assert code == 2

@@ -36,6 +36,7 @@ from pools.client.prompts import chat_messages, load_prompt
 from pools.errors import PoolError
 from pools.generation.call_runner import run_calls
 from pools.generation.generate import RunOptions
+from pools.output_paths import check_output_dir
 from pools.schema import TIERS, VERIFIER_ROLES
 from pools.store import load_pool, save_pool
 from pools.tokens import estimate_tokens
@@ -116,13 +117,16 @@ class _Journal:
         self.path = path
         self.rows: list[dict[str, Any]] = []
         if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            for lineno, line in enumerate(lines, start=1):
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
-                    continue  # a line cut by a crash: its call is made again
-                if isinstance(row, dict):
-                    self.rows.append(row)
+                    if lineno == len(lines):
+                        continue  # the last line cut by a crash: its call is made again
+                    raise PoolError("not a JSON line (only the last line may be cut short)",
+                                    file=f"{path}, line {lineno}") from None
+                self.rows.append(_checked_row(row, f"{path}, line {lineno}"))
         self._fh = None
 
     def append(self, row: dict[str, Any]) -> None:
@@ -139,6 +143,25 @@ class _Journal:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+#: Journal fields and the types their values must have.
+_ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "episode_id": (int,), "candidate": (int,), "tier": (str,), "model": (str,), "score": (int, float, type(None)),
+    "prompt_tokens": (int,), "output_tokens": (int,), "latency_s": (int, float),
+}
+
+
+def _checked_row(row: Any, where: str) -> dict[str, Any]:
+    """A journal row with every field the pool needs, of the right type (a hand-edited journal is refused)."""
+    if not isinstance(row, dict):
+        raise PoolError(f"expected a JSON object, got {type(row).__name__}", file=where)
+    for name, types in _ROW_TYPES.items():
+        value = row.get(name)
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise PoolError(f"is {value!r}; expected {' or '.join(t.__name__ for t in types)}", file=where,
+                            field=name)
+    return row
 
 
 def _refused(exc: EndpointError) -> bool:
@@ -164,6 +187,7 @@ def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence
         raise PoolError(f"one verifier per tier: give endpoints of one model, got {servers.models}")
     model = servers.models[0]
     pool = load_pool(pool_dir)
+    check_output_dir(pool_dir, force=True, option="POOL", kind="pool")  # it is saved in place at the end
     ver = pool.verifications
     held = sorted(set(ver.loc[ver["tier"] == tier, "model"]) - {model})
     if held:
@@ -175,9 +199,16 @@ def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence
     if other:
         raise PoolError(f"the journal holds calls of {other}, not of {tier} {model}; run that command again to "
                         "finish it (or delete the journal)", file=str(path))
-    done = {(int(e), int(c)) for e, c in zip(ver.loc[ver["tier"] == tier, "episode_id"],
-                                              ver.loc[ver["tier"] == tier, "candidate"], strict=True)}
-    done |= {(int(r["episode_id"]), int(r["candidate"])) for r in journal.rows}
+    in_pool = {(int(e), int(c)) for e, c in zip(ver.loc[ver["tier"] == tier, "episode_id"],
+                                                 ver.loc[ver["tier"] == tier, "candidate"], strict=True)}
+    done = set(in_pool)
+    known = set(zip(pool.candidates["episode_id"].astype(int), pool.candidates["candidate"].astype(int),
+                    strict=True))
+    for r in journal.rows:
+        if (r["episode_id"], r["candidate"]) not in known:
+            raise PoolError(f"the journal has a call for episode {r['episode_id']} candidate {r['candidate']}, "
+                            "which the pool does not hold; it belongs to another pool (move it away)", file=str(path))
+    done |= {(r["episode_id"], r["candidate"]) for r in journal.rows}
     problems = dict(zip(zip(pool.items["dataset"], pool.items["item_id"], strict=True), pool.items["problem"],
                         strict=True))
     item_of = {int(r.episode_id): (r.dataset, r.item_id) for r in pool.episodes.itertuples(index=False)}
@@ -222,7 +253,9 @@ def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence
                                    desc=f"verify {tier}", progress=options.progress, unit="call")
     finally:
         journal.close()
-    _merge(pool, pool_dir, journal.rows, tier, model, servers.params_b[model], role)
+    # A crash between saving the pool and removing the journal leaves rows the pool already has.
+    fresh = [r for r in journal.rows if (r["episode_id"], r["candidate"]) not in in_pool]
+    _merge(pool, pool_dir, fresh, tier, model, servers.params_b[model], role)
     path.unlink(missing_ok=True)
     return stats
 
