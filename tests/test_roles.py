@@ -157,3 +157,14 @@ def test_bad_verifier_roles_are_refused(roles, match):
     with pytest.raises(PoolError, match=match) as err:
         validate_pool(pool, source="p")
     assert "verifier_roles" in str(err.value)
+
+
+def test_a_live_replay_of_a_pool_maps_roles_as_the_env_does():
+    from coba_env import CoBaEnv
+    from coba_env.live import LiveEnv
+    from coba_env.live_sources import PoolReplaySource
+
+    compiled = compile_pool(one_verifier_pool(E2, "V1", "reward_model"))
+    live = LiveEnv(PoolReplaySource(compiled), n_max=8, budget=1e6, max_output_tokens=4000)
+    assert live.roles.serving == CoBaEnv(compiled).roles.serving == (0, None, 0)
+    assert live.config.weights == (0.20, 0.45, 0.15, 0.45)
