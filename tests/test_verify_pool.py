@@ -115,3 +115,21 @@ def test_bad_verify_input_exits_2_before_any_call(tmp_path, capsys, setup, args,
     code = main(["pools", "verify", str(target), *args, "--endpoint", f"{DEAD},{MODEL},{PARAMS_B}", "--no-progress"])
     assert code == 2
     assert re.search(match, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("status, refused", [(400, True), (413, True), (422, True), (401, False), (404, False),
+                                             (None, False)])
+def test_which_endpoint_errors_are_one_refused_call(status, refused):
+    from pools.client.openai_client import EndpointError
+    from pools.generation.verify_pool import _refused
+
+    message = "giving up: cannot connect" if status is None else f"HTTP {status}: x"
+    assert _refused(EndpointError(message, url="u", attempts=1, status=status)) is refused
+    assert _refused(EndpointError("the server answered with no choices", url="u", attempts=1))
+
+
+def test_an_unreachable_server_stops_the_run_with_exit_2_and_records_nothing(tmp_path, capsys):
+    pool = make_pool(tmp_path)
+    assert verify(pool, DEAD) == 2
+    assert "giving up" in capsys.readouterr().err
+    assert len(v1_rows(pool)) == 0 and not journal_path(pool).exists()

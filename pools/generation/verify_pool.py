@@ -9,9 +9,10 @@ existing pool"):
 * at the end the journal's rows are added to the pool's verifications table and the pool is saved
   atomically in place (``pools.store.save_pool``); the journal is then removed. A re-run first merges a
   journal left by an interrupted run and calls nothing already recorded (in the pool or in the journal);
-* a call the server refuses (HTTP 4xx, e.g. 400 "maximum context length") or answers with something
-  unusable is recorded as a call without a usable score (score NaN, ``method`` "refused" / "unparsed")
-  and the run goes on; only an unreachable server (after the client's retries) stops the run;
+* a call the server refuses (HTTP 400, 413, 422, e.g. 400 "maximum context length") or answers with
+  something unusable is recorded as a call without a usable score (score NaN, ``method`` "refused" /
+  "unparsed") and the run goes on; an unreachable server (after the client's retries) or one refusing
+  every request (401, 403, 404: key or model name) stops the run;
 * with ``context_tokens`` the solution is cut, by tokens, so that the whole judge prompt plus its
   ``max_tokens`` answer fits that context: tokens are counted by the server's tokenizer
   (``/extras/tokenize/count`` of llama-cpp-python, ``/tokenize`` of llama.cpp and vLLM) or, when it has
@@ -164,9 +165,16 @@ def _checked_row(row: Any, where: str) -> dict[str, Any]:
     return row
 
 
+#: HTTP statuses that refuse this one request (too long, malformed for this input), not every request: a
+#: wrong key (401/403) or model name (404) would refuse them all, so those stop the run instead.
+REFUSED_STATUS = (400, 413, 422)
+
+
 def _refused(exc: EndpointError) -> bool:
-    """A call the server answered but would not serve (4xx, or an unusable answer), not an unreachable one."""
-    return (exc.status is not None and 400 <= exc.status < 500) or not str(exc).startswith("giving up")
+    """A call the server answered but would not serve, or answered unusably; not an unreachable server."""
+    if exc.status is not None:
+        return exc.status in REFUSED_STATUS
+    return "giving up:" not in str(exc)  # the client's words after its retries on timeouts and connections
 
 
 def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpoint], *,
