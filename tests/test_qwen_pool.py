@@ -111,6 +111,7 @@ def test_cli_import_inspect_and_round_trip(qwen_file, tmp_path, capsys):
     assert main(["pools", "inspect", str(dest)]) == 0
     text = capsys.readouterr().out
     assert "maj@8 exact" in text and "0.930" in text and "0.960" in text
+    assert "tiers: V3 (reward_model)" in text and stats["verifier_roles"] == {"V3": "reward_model"}
     # the imported pool survives export -> import -> export unchanged
     first = export_jsonl(load_pool(dest), tmp_path / "a.jsonl")
     second = export_jsonl(import_jsonl(first), tmp_path / "b.jsonl")
