@@ -12,7 +12,10 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +32,21 @@ def _sibling(path: Path, kind: str) -> Path:
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT/SIGTERM (main thread, POSIX) while a swap or a clean-up runs, so that Ctrl-C can land
+    only before or after it, never half-way; a signal that arrived meanwhile is delivered on exit."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it onto ``path``.
 
@@ -37,8 +55,8 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(path, "tmp")
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies: the usual mode
     try:
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies: the usual mode
         write(tmp)
         os.replace(tmp, path)
     except BaseException:
@@ -77,29 +95,28 @@ def atomic_dir(dest: str | Path, fill: Callable[[Path], T], *, marker: str = "ou
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(dest, "tmp")
-    os.mkdir(tmp, 0o777)  # umask applies
     old: Path | None = None
     try:
+        os.mkdir(tmp, 0o777)  # umask applies; inside the try, so Ctrl-C right after it still removes it
         result = fill(tmp)
         mark_output(tmp, marker)
-        if dest.exists() or dest.is_symlink():
-            old = _sibling(dest, "old")
-            os.rename(dest, old)
-        try:
+        with _interrupts_deferred():
+            if dest.exists() or dest.is_symlink():
+                old = _sibling(dest, "old")
+                os.rename(dest, old)
             if before_swap is not None:  # a test hook: the old folder is aside, the new one not yet in place
                 before_swap()
             os.rename(tmp, dest)
-        except BaseException:
-            if old is not None:  # put the previous result back
-                os.rename(old, dest)
-                old = None
-            raise
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with _interrupts_deferred():
+            if old is not None and old.exists() and not dest.exists():  # put the previous result back
+                os.rename(old, dest)
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     if old is not None:
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink()
+        with _interrupts_deferred():
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
     return result

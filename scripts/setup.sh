@@ -54,7 +54,10 @@ install_portable_llama_cpp() {
 # reinstalls nothing.
 extras="${COBA_EXTRAS:-dev}"
 extras_tag="$(printf '%s' "$extras" | tr -c 'A-Za-z0-9,_-' '_')"
-stamp=".venv/.coba-setup-$extras_tag.$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+# The stamp also covers the torch and CMake choices, so changing COBA_TORCH_SPEC or COBA_LLAMA_CMAKE_ARGS on an
+# existing .venv reinstalls.
+stamp=".venv/.coba-setup-$extras_tag.$( { cat pyproject.toml scripts/setup.sh; printf '%s|%s' "${COBA_TORCH_SPEC:-}" \
+    "$LLAMA_CMAKE_ARGS"; } | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
     # shellcheck disable=SC2086

@@ -69,13 +69,6 @@ def test_coba_ranks_above_best_of_n_where_it_dominates():
     (cmp,) = summary["comparisons"]
     assert (cmp["a"], cmp["b"]) == ("best_of_n", "coba")
     assert cmp["diff"] == pytest.approx(bon - coba) and cmp["diff"] < 0
-    # The old measure (area over the union of the ranges, 0 below a family's cheapest point) ranked them the
-    # other way round: CoBa scores 0 over [94, 253), where it has no point.
-    lo, hi = 94.0, 1533.0
-    old_coba = (coba * width + 87.0 * (lg(hi) - lg(1229))) / (lg(hi) - lg(lo))
-    old_bon = (75.7 * (lg(190) - lg(94)) + 76.0 * (lg(253) - lg(190)) + bon * width
-               + 84.5 * (lg(hi) - lg(1229))) / (lg(hi) - lg(lo))
-    assert old_coba < old_bon
 
 
 def test_sweep_markdown_states_the_measure():
