@@ -13,7 +13,7 @@ import numpy as np
 
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP, V1, VERIFY_V1
+from coba_env.rules.actions import SAMPLE, STOP
 
 
 def wilson_lower_bound(successes: int, n: int, z: float) -> float:
@@ -34,7 +34,8 @@ class DifficultyAdaptive(ConfiguredPolicy):
     confidence* (mean V1 score of the top answer below ``confidence_min``, or no usable score); allocate a
     total of ``allocation[signals]`` candidates (default 4 / 8 / 16 for 0 / 1 / 2 signals), SAMPLE up to
     it, STOP; majority selection. Only the warm-up candidates are judged (the judge feeds the difficulty
-    estimate, not the vote). With ``use_judge: false`` only disagreement counts and V1 is not needed."""
+    estimate, not the vote). With ``use_judge: false`` only disagreement counts and V1 is not needed. V1 is
+    the cheap-judge role, served by the pool's verifier the env's role map assigns (``coba_env.rules.roles``)."""
 
     defaults: ClassVar[dict[str, Any]] = {"warmup": 2, "use_judge": True, "confidence_min": 0.7,
                                           "allocation": [4, 8, 16]}
@@ -62,7 +63,8 @@ class DifficultyAdaptive(ConfiguredPolicy):
         disagreement = evidence.n_answered == 0 or evidence.top_share() < 1.0
         low_confidence = False
         if self.use_judge:
-            s1 = evidence.top_tier_mean(V1)
+            slot = self.roles.slot("V1")
+            s1 = None if slot is None else evidence.top_tier_mean(slot)
             low_confidence = s1 is None or s1 < self.confidence_min
         return int(disagreement) + int(low_confidence)
 
@@ -73,8 +75,9 @@ class DifficultyAdaptive(ConfiguredPolicy):
         if self._total is None:
             if n < self.warmup and can(action_mask, SAMPLE):
                 return SAMPLE
-            if self.use_judge and can(action_mask, VERIFY_V1):
-                return VERIFY_V1
+            judge = self.verify_for("V1") if self.use_judge else None
+            if judge is not None and can(action_mask, judge):
+                return judge
             self._total = self.allocation[self.difficulty_signals(evidence)]
         if n < self._total and can(action_mask, SAMPLE):
             return SAMPLE

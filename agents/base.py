@@ -9,6 +9,8 @@ import numpy as np
 
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
+from coba_env.rules.actions import verify_action
+from coba_env.rules.roles import PAPER_ROLE_MAP, RoleMap
 
 
 class Policy(ABC):
@@ -16,8 +18,12 @@ class Policy(ABC):
 
     A policy sees the observation vector, the action mask and the episode's label-free ``Evidence``
     (``env.unwrapped.evidence``), never correctness labels. ``selection`` is the STOP rule the env is
-    configured with for this policy (a ``SelectionRule`` spec); ``requires_tiers`` lists the verifier
-    tiers without which the policy is reported as not applicable.
+    configured with for this policy (a ``SelectionRule`` spec). Verifiers are asked for by *role*, named
+    by the paper's tiers (V1 cheap judge, V2 process judge, V3 strong verifier): ``requires_tiers`` lists
+    the roles the policy calls, ``optional_tiers`` those of them it runs without (reported as not applicable
+    only when a required, non-optional role has no verifier). The env's role map
+    (``coba_env.rules.roles``, bound by ``reset``) says which of the pool's verifiers serves each role;
+    ``verify_for(role)`` is the VERIFY action to call it with.
     """
 
     name: str = "policy"
@@ -25,21 +31,34 @@ class Policy(ABC):
     group: ClassVar[str] = "baseline"  # "coba", "baseline", "oracle" or "learned"
     uses_labels: ClassVar[bool] = False
     requires_tiers: tuple[str, ...] = ()
+    optional_tiers: tuple[str, ...] = ()
     selection: Any = None
+    #: The role map of the env the policy runs in (the paper's identity map until ``bind``).
+    roles: RoleMap = PAPER_ROLE_MAP
 
     def env_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``CoBaEnv`` that this policy needs (its selection rule)."""
         return {"selection": self.selection} if self.selection is not None else {}
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """Whether the policy can run on ``env``'s pool, and why not."""
-        missing = [t for t in self.requires_tiers if t not in env.enabled_tiers]
-        if missing:
-            return False, f"needs verifier tier(s) {missing}, absent from the pool"
+        """Whether the policy can run on ``env``'s pool (a verifier serves every required role), and why not."""
+        for need in self.requires_tiers:
+            if need not in self.optional_tiers and env.roles.slot(need) is None:
+                return False, env.roles.missing_reason(need)
         return True, ""
 
+    def bind(self, env: CoBaEnv) -> None:
+        """Use ``env``'s role map for ``verify_for`` (``reset`` calls it)."""
+        self.roles = env.roles
+
+    def verify_for(self, need: str) -> int | None:
+        """The VERIFY action id of the verifier serving role ``need`` (V1/V2/V3), or None when none does."""
+        slot = self.roles.slot(need)
+        return None if slot is None else verify_action(slot)
+
     def reset(self, env: CoBaEnv) -> None:
-        """Called at the start of every episode (after ``env.reset``)."""
+        """Called at the start of every episode (after ``env.reset``): binds the env's role map."""
+        self.bind(env)
 
     @abstractmethod
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:

@@ -8,7 +8,7 @@ import numpy as np
 
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP, V1, VERIFY_V1, VERIFY_V2, VERIFY_V3
+from coba_env.rules.actions import SAMPLE, STOP
 from coba_env.rules.selection import default_fusion_weights
 
 
@@ -35,6 +35,12 @@ class CoBaPolicy(ConfiguredPolicy):
     6. STOP; the env selects argmax R(c) = .20 f + .30 s1 + .15 s2 + .45 s3 with missing scores renormalized.
 
     Light (``n_max`` = 2 = ``warmup_k``, K = 0) therefore never expands and never calls V3.
+
+    V1, V2 and V3 are roles (cheap judge, process judge, strong verifier), served by the pool's verifiers
+    through the env's role map (``coba_env.rules.roles``): CoBa needs a cheap judge (a reward model or
+    strong verifier stands in when the pool has none); V2 and V3 are optional. Without a strong verifier no
+    candidate is routed; when one verifier serves both V1 and V3 every candidate is already scored by it,
+    so the env offers no route either.
 
     ``skip_unanimous_routes`` (default False, i.e. literal Algorithm 1) skips step 5 when the revealed
     candidates hold at most one distinct answer: V3 scores can then change which candidate is selected but
@@ -63,6 +69,9 @@ class CoBaPolicy(ConfiguredPolicy):
         if self.strong_routes < 0:
             raise ValueError(f"strong_routes must be >= 0, got {self.strong_routes}")
         self.requires_tiers = ("V1", "V3") if self.strong_routes > 0 else ("V1",)
+        # Routing is the expensive half of Algorithm 1; without a strong verifier CoBa still runs its
+        # cheap-judged, stability-stopped sampling and routes nothing.
+        self.optional_tiers = ("V3",)
         weights = dict(self.fusion_weights) if self.fusion_weights is not None else default_fusion_weights()
         self.selection = {"rule": "fusion", "weights": weights}
 
@@ -72,8 +81,9 @@ class CoBaPolicy(ConfiguredPolicy):
         self._routed = 0
 
     def is_stable(self, evidence: Evidence) -> bool:
-        """The stop criterion: top-answer share >= share_min and its mean V1 score >= s1_min."""
-        s1 = evidence.top_tier_mean(V1)
+        """The stop criterion: top-answer share >= share_min and its mean cheap-judge score >= s1_min."""
+        slot = self.roles.slot("V1")
+        s1 = None if slot is None else evidence.top_tier_mean(slot)
         return evidence.top_share() >= self.share_min and s1 is not None and s1 >= self.s1_min
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
@@ -83,17 +93,18 @@ class CoBaPolicy(ConfiguredPolicy):
         warmup = min(self.warmup_k, self.n_max)
         if n < warmup and can(action_mask, SAMPLE):
             return SAMPLE
-        if can(action_mask, VERIFY_V1):
-            return VERIFY_V1
-        if self.use_v2 and n <= warmup and can(action_mask, VERIFY_V2):
-            return VERIFY_V2
+        cheap, process, strong = self.verify_for("V1"), self.verify_for("V2"), self.verify_for("V3")
+        if cheap is not None and can(action_mask, cheap):
+            return cheap
+        if self.use_v2 and n <= warmup and process is not None and can(action_mask, process):
+            return process
         if self._expanding:
             if n < self.n_max and can(action_mask, SAMPLE) and not self.is_stable(evidence):
                 return SAMPLE
             self._expanding = False
             if self.skip_unanimous_routes and evidence.n_distinct <= 1:
                 self._routed = self.strong_routes
-        if self._routed < self.strong_routes and can(action_mask, VERIFY_V3):
+        if self._routed < self.strong_routes and strong is not None and can(action_mask, strong):
             self._routed += 1
-            return VERIFY_V3
+            return strong
         return STOP

@@ -85,7 +85,8 @@ class ConfiguredPolicy(Policy):
         """Clear per-episode state."""
 
     def reset(self, env: CoBaEnv) -> None:
-        """Forget the previous episode; the next ``act`` starts a new one."""
+        """Bind the env's role map and forget the previous episode; the next ``act`` starts a new one."""
+        self.bind(env)
         self._evidence = None
 
     def track(self, evidence: Evidence) -> None:

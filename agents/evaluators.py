@@ -16,12 +16,12 @@ from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import SAMPLE, STOP
 
-_VERIFY = {"V1": 1, "V2": 2, "V3": 3}
-
 
 class SampleThenVerify(ConfiguredPolicy):
     """SAMPLE the first ``n`` candidates, then VERIFY every candidate at each tier of ``verify`` in order
-    (as long as the pool holds calls for them), then STOP with the class's selection rule."""
+    (as long as the pool holds calls for them), then STOP with the class's selection rule. Tiers are roles
+    (V1 cheap judge, V2 process judge, V3 strong verifier), called on the verifier the env's role map
+    assigns to each (``coba_env.rules.roles``)."""
 
     defaults: ClassVar[dict[str, Any]] = {"n": 8}
     verify: ClassVar[tuple[str, ...]] = ()
@@ -43,9 +43,10 @@ class SampleThenVerify(ConfiguredPolicy):
         """SAMPLE to ``n``, then each tier's VERIFY until none is pending, then STOP."""
         if evidence.n_revealed < self.n and can(action_mask, SAMPLE):
             return SAMPLE
-        for tier in self.verify:
-            if can(action_mask, _VERIFY[tier]):
-                return _VERIFY[tier]
+        for need in self.verify:
+            action = self.verify_for(need)
+            if action is not None and can(action_mask, action):
+                return action
         return STOP
 
 

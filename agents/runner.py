@@ -22,7 +22,7 @@ def make_env(policy: Policy, pool: Pool | CompiledPool | str | None, **env_kwarg
 
 def check_selection(policy: Policy, env: CoBaEnv) -> None:
     """Raise ValueError when ``env`` would select with a different rule than the one ``policy`` needs."""
-    wanted = SelectionRule.from_spec(policy.env_kwargs().get("selection"))
+    wanted = env.roles.resolve(SelectionRule.from_spec(policy.env_kwargs().get("selection")))
     if env.selection != wanted:
         raise ValueError(f"policy {policy.name!r} needs selection {wanted}, "
                          f"but the env uses {env.selection}; "

@@ -16,7 +16,7 @@ from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
 from pools.output_paths import check_output_dir
-from pools.schema import TIERS
+from pools.schema import TIERS, VERIFIER_ROLES
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
@@ -102,10 +102,37 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return _run_calls(args, calls)
 
 
+def _cmd_verify_pool(args: argparse.Namespace, endpoints: list[Endpoint]) -> int:
+    """``coba pools verify POOL``: score an imported or built pool in place (``pools.generation.verify_pool``)."""
+    from pools.generation.verify_pool import journal_path, verify_pool
+
+    if args.out:
+        raise UsageError("--out applies to a work dir; a pool is updated in place")
+    kept = f"{journal_path(args.workdir)}; run the same command again to continue"
+    try:
+        stats = verify_pool(args.workdir, args.tier, endpoints, role=args.role, prompt=args.prompt, api=args.api,
+                            options=_options(args), limit=args.limit, context_tokens=args.context_tokens)
+    except EndpointError as exc:
+        print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {kept}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"coba: interrupted; every call completed so far is kept in {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"{args.tier}: {stats['calls']} calls: {stats['scored']} scored; without a usable score: "
+          f"{stats['refused']} refused by the server, {stats['unparsed']} unparsed; {stats['cut']} solutions cut "
+          "to fit the context; "
+          f"{stats['already_recorded']} already recorded, {stats['no_text']} without text -> {args.workdir}")
+    return 0
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from pools.generation.verify_calls import verify
 
     endpoints = _endpoints(args.endpoint, args.model, args.params_b)
+    if (Path(args.workdir) / "manifest.json").is_file():
+        return _cmd_verify_pool(args, endpoints)
+    if args.role or args.context_tokens:
+        raise UsageError("--role and --context-tokens apply to a pool (POOL with manifest.json), not a work dir")
 
     def calls() -> str:
         stats = verify(args.workdir, args.tier, endpoints, prompt=args.prompt, api=args.api, options=_options(args),
@@ -169,10 +196,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_generate)
 
     p = subparsers.add_parser(
-        "verify", help="score a work dir's candidates with a verifier tier",
-        description="Score every candidate in WORKDIR that has no TIER score yet: V1 a yes/no judge (score = "
-        "P(yes) from logprobs), V2 a step judge, V3 a strong yes/no verifier. Re-running resumes.")
-    p.add_argument("workdir", help="work dir written by `coba pools generate`")
+        "verify", help="score a work dir's or a pool's candidates with a verifier tier",
+        description="Score every candidate in WORKDIR (a generation work dir, or a pool folder: imported or "
+        "built) that has no TIER score yet: V1 a yes/no judge (score = P(yes) from logprobs), V2 a step judge, "
+        "V3 a strong yes/no verifier. Re-running resumes. A pool is updated in place; its calls are journaled "
+        "in POOL.verify-journal.jsonl until then (docs/GENERATION.md).")
+    p.add_argument("workdir", metavar="WORKDIR|POOL", help="work dir written by `coba pools generate`, or a pool")
     p.add_argument("--tier", required=True, choices=list(TIERS), help="verifier tier")
     p.add_argument("--endpoint", action="append", default=[], metavar="URL[,MODEL[,PARAMS_B]]",
                    help="judge server (repeatable)")
@@ -181,6 +210,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", help="judge prompt YAML (default: pools/data/prompts/v1_judge.yaml, "
                    "v2_steps.yaml or v3_judge.yaml)")
     p.add_argument("--limit", type=positive_int, help="score at most LIMIT candidates this run")
+    p.add_argument("--role", choices=list(VERIFIER_ROLES), help="pool only: what this verifier is (the manifest's "
+                   "verifier_roles; default the tier's paper role)")
+    p.add_argument("--context-tokens", type=positive_int, help="pool only: the judge's context in tokens; each "
+                   "solution is cut by tokens so the prompt and the answer fit it (default: no cut by tokens; a "
+                   "refused call is recorded without a score)")
     _add_call_options(p)
     p.set_defaults(func=_cmd_verify)
 

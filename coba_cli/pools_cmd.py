@@ -14,7 +14,7 @@ from pools.importers import IMPORTERS, import_pool
 from pools.importers.qwen_lists import DEFAULT_RM_MODEL, DEFAULT_RM_PARAMS_B, SCORE_TRANSFORMS
 from pools.inspect import format_inspection, inspect_pool
 from pools.output_paths import check_output_dir, check_output_file
-from pools.schema import TIERS
+from pools.schema import TIERS, VERIFIER_ROLES
 from pools.store import Pool, load_pool, save_pool
 from pools.strict_json import strict_dumps
 
@@ -62,6 +62,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"--format {args.format} needs {' and '.join(missing)} (the source does not say)")
     options = dict(given)
+    roles = _verifier_roles(args.verifier_role or [])
     dest = check_output_dir(args.dest, force=args.force, option="DEST", inputs=[args.src], kind="pool")
     src = Path(args.src)
     folder_ok = args.format == "llm-monkeys"  # a folder of sample YAMLs
@@ -71,6 +72,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise PoolError(f"{what}; expected the {'candidate file or folder' if folder_ok else 'candidate file'} "
                         "to import", file=args.src)
     pool = import_pool(args.src, args.format, **options)  # everything in memory; nothing written yet
+    if roles:
+        pool.manifest["verifier_roles"] = {**(pool.manifest.get("verifier_roles") or {}), **roles}
     save_pool(pool, dest, overwrite=args.force, inputs=[args.src])
     print(f"imported {args.src} -> {dest}: {_summary(pool)}")
     agreement = pool.manifest["provenance"].get("grader_agreement") or {}
@@ -78,6 +81,18 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"grader agrees with the source's correctness labels on {agreement['agree']}/"
               f"{agreement['compared']} candidates ({100 * agreement['rate']:.2f}%)")
     return 0
+
+
+def _verifier_roles(pairs: list[str]) -> dict[str, str]:
+    """``--verifier-role TIER=ROLE`` values as a dict, refusing unknown tiers and roles."""
+    roles = {}
+    for pair in pairs:
+        tier, _, role = pair.partition("=")
+        if tier not in TIERS or role not in VERIFIER_ROLES:
+            raise UsageError(f"--verifier-role {pair!r}: expected TIER=ROLE with TIER one of {list(TIERS)} and "
+                             f"ROLE one of {list(VERIFIER_ROLES)}")
+        roles[tier] = role
+    return roles
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -126,6 +141,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="source format (default: jsonl; see docs/POOLS.md for each)")
     p.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote (a folder "
                    "holding anything else is never replaced)")
+    p.add_argument("--verifier-role", action="append", metavar="TIER=ROLE",
+                   help="what the verifier stored in TIER is (repeatable): ROLE one of "
+                   f"{', '.join(VERIFIER_ROLES)}; default the paper tier's role (V1 cheap_judge, V2 "
+                   "process_judge, V3 strong_verifier; qwen-lists: its reward model is reward_model). Policies "
+                   "map the roles they need onto these (docs/POLICIES.md, 'Verifier roles')")
     m = p.add_argument_group("model options (qwen-lists, tot-game24, rg-eval, llm-monkeys)")
     m.add_argument("--generator", help="generator model name (tot-game24: default from the file name; rg-eval: "
                    "default the file's 'model')")

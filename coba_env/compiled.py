@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from coba_env.costs import COST_MEASURES
-from pools.schema import TIERS
+from coba_env.rules.roles import declared_roles
+from pools.schema import PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
 
 
@@ -44,6 +46,10 @@ class CompiledPool:
     max_output_tokens: float
     labels: Labels
     tiers_present: tuple[str, ...] = ()
+    #: Declared role of each tier slot's verifier (``coba_env.rules.roles``; default: the paper tiers' roles).
+    verifier_roles: tuple[str, ...] = tuple(PAPER_TIER_ROLES[t] for t in TIERS)
+    #: The verifier model of each tier slot ("" when the slot holds no calls; names joined by "+" if several).
+    verifier_models: tuple[str, ...] = ("",) * len(TIERS)
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
 
@@ -74,6 +80,8 @@ class CompiledPool:
             max_output_tokens=self.max_output_tokens,
             labels=Labels(correct=take(self.labels.correct), gold_cluster=take(self.labels.gold_cluster)),
             tiers_present=self.tiers_present,
+            verifier_roles=self.verifier_roles,
+            verifier_models=self.verifier_models,
         )
 
     def episode_rows(self) -> list[tuple]:
@@ -183,4 +191,11 @@ def compile_pool(pool: Pool) -> CompiledPool:
         max_output_tokens=float(max(max_tokens, 1.0)),
         labels=Labels(correct=correct, gold_cluster=gold),
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
+        verifier_roles=declared_roles(pool.manifest.get("verifier_roles")),
+        verifier_models=_tier_models(ver),
     )
+
+
+def _tier_models(ver: pd.DataFrame) -> tuple[str, ...]:
+    """The verifier model(s) of each tier slot, "+"-joined in order of first appearance ("" = no calls)."""
+    return tuple("+".join(dict.fromkeys(ver.loc[ver["tier"] == t, "model"].astype(str))) for t in TIERS)

@@ -188,6 +188,8 @@ class CoBaEnv(gym.Env):
         # a tier that is disabled or absent from the pool is simply never legal.
         self.tiers, self.n_tiers = TIERS, N_TIERS
         self.enabled_tiers, self._tier_on = config.enabled_tiers, list(config.tier_on)
+        #: Which tier slot serves each role a policy asks for (``coba_env.rules.roles``).
+        self.roles = config.roles
         #: Mask bit of each tier's VERIFY action, 0 for a disabled tier. ``_pending[t]`` counts the revealed
         #: candidates with an answer and a tier-t call not yet verified at t; ``_verify_bits`` is the OR of the
         #: bits of the tiers with ``_pending[t] > 0``, kept up to date by ``step`` (read by ``_compute_mask``).

@@ -93,7 +93,7 @@ class LiveEpisode:
     """
 
     def __init__(self, n: int, ep: int, meta: dict[str, Any], tiers_present: tuple[str, ...],
-                 max_output_tokens: float) -> None:
+                 max_output_tokens: float, *, verifier_roles: tuple[str, ...] | None = None) -> None:
         t, k = len(TIERS), len(COST_MEASURES)
         labels = meta.get("labels")
         correct = np.zeros((1, n), dtype=bool)
@@ -109,6 +109,8 @@ class LiveEpisode:
             ver_cost=np.zeros((1, n, t, k)), max_output_tokens=max_output_tokens,
             labels=Labels(correct=correct, gold_cluster=np.full(1, -1, dtype=np.int32)),
             tiers_present=tiers_present)
+        if verifier_roles is not None:  # a replayed pool's declared roles (coba_env.rules.roles)
+            self.pool.verifier_roles = tuple(verifier_roles)
         # Up to n answer clusters (the blank pool's arrays do not know how many the source will reveal).
         self.row = ([-1] * n, [0.0] * n, [False] * n, [[0.0] * k for _ in range(n)], [[False] * t for _ in range(n)],
                     [[math.nan] * t for _ in range(n)], [[[0.0] * k for _ in range(t)] for _ in range(n)], n)
@@ -137,7 +139,8 @@ class LiveGate(ActionGate):
     def begin(self, ep: int, meta: dict[str, Any]) -> LiveEpisode:
         """Start episode ``ep`` (the source's task, described by ``meta``): a blank episode, nothing spent."""
         self.ep, self.task = ep, meta
-        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.tiers), self.max_output_tokens)
+        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.tiers), self.max_output_tokens,
+                                   verifier_roles=getattr(self.source, "verifier_roles", None))
         self.calls: list[dict[str, Any]] = []
         self.abandoned = [0.0, 0.0, 0.0]  # tokens (bound), calls, seconds of calls cut by the time budget
         self.interrupted: str | None = None

@@ -111,6 +111,8 @@ class PoolReplaySource(EvidenceSource):
     def __init__(self, compiled: CompiledPool) -> None:
         self.compiled = compiled
         self.tiers = tuple(compiled.tiers_present)
+        #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.
+        self.verifier_roles = compiled.verifier_roles
         self.max_candidates = compiled.n_candidates
         self._rows = compiled.episode_rows()
         self._row: tuple = ()

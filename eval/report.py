@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from coba_env.rules.roles import pool_role_map
 from eval import figures as figs
 from eval import tables as tabs
 from eval.bench_data import BenchData
@@ -284,6 +285,8 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
         if off:
             buf.write(f"off: more than {TOLERANCE_POINTS:g} point from the paper's accuracy (beyond the simulator's "
                       "tolerance); the report says why\n")
+    for line in pool_role_map(data.compiled).describe():
+        buf.write(f"verifier role {line}\n")
     for name, reason in data.run.not_applicable.items():
         buf.write(f"not applicable: {name}: {reason}\n")
     t = data.timings

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from coba_env.rules.roles import pool_role_map
 from eval import tables as tabs
 from eval.bench_data import BenchData
 from eval.figures import COMPARABLE_WITHIN
@@ -74,6 +75,9 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
         f"replay workers {data.run.workers}",
         f"- **Policies run** ({len(data.ran)}): " + ", ".join(f"`{n}`" for n in data.ran),
     ]
+    roles = pool_role_map(data.compiled)
+    setup.append("- **Verifier roles** (which verifier serves each role policies ask for; docs/POLICIES.md, "
+                 "'Verifier roles'): " + "; ".join(roles.describe()))
     na = data.run.not_applicable
     if na:
         setup.append("- **Not applicable** (not run): " + "; ".join(f"`{k}`: {v}" for k, v in na.items()))

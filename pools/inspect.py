@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pools.schema import TIERS
+from pools.schema import PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
 
 VOTE_KEYS: tuple[str, ...] = ("cluster", "raw_answer")
@@ -126,6 +126,8 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
         "models": [{"name": r.name, "params_b": float(r.params_b), "role": r.role}
                    for r in pool.models.itertuples(index=False)],
         "tiers": pool.tiers,
+        "verifier_roles": {t: (pool.manifest.get("verifier_roles") or {}).get(t, PAPER_TIER_ROLES[t])
+                           for t in pool.tiers},
         "groups": groups,
         "overall": overall,
         "grader_disagreements": len(agreement.get("disagreements", [])) if agreement else None,
@@ -176,7 +178,9 @@ def format_inspection(stats: dict[str, Any]) -> str:
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
     models = ", ".join(f"{m['name']} ({m['params_b']:g}B, {m['role']})" for m in stats["models"])
     counts = ", ".join(f"{k} {v}" for k, v in stats["counts"].items())
-    footer = [f"models: {models}", f"tiers: {', '.join(stats['tiers']) or 'none'}", f"rows: {counts}"]
+    roles = stats.get("verifier_roles") or {}
+    tiers = ", ".join(f"{t} ({roles[t]})" if t in roles else t for t in stats["tiers"])
+    footer = [f"models: {models}", f"tiers: {tiers or 'none'}", f"rows: {counts}"]
     est = stats.get("estimated")
     if est and est["candidates"]:
         fields = ", ".join(f"{name} {n}" for name, n in est["fields"].items()) or "none counted by the importer"

@@ -12,6 +12,12 @@ FORMAT_VERSION = 1
 #: Verifier tiers in order. V0 (answer frequency) is free and computed, never stored.
 TIERS: tuple[str, ...] = ("V1", "V2", "V3")
 
+#: What a stored verifier is; the optional manifest key ``verifier_roles`` maps a tier to one of these.
+VERIFIER_ROLES: tuple[str, ...] = ("cheap_judge", "process_judge", "strong_verifier", "reward_model")
+#: The role of a tier's verifier when the manifest does not name one: the paper's tiers (V1 a lightweight
+#: outcome judge, V2 a process / step judge, V3 a strong outcome verifier).
+PAPER_TIER_ROLES: dict[str, str] = {"V1": "cheap_judge", "V2": "process_judge", "V3": "strong_verifier"}
+
 #: Column -> kind. Kinds: "str", "str?" (nullable), "int", "float", "float?" (NaN allowed), "bool", "bool?".
 ITEMS_COLUMNS: dict[str, str] = {
     "dataset": "str",
@@ -85,3 +91,6 @@ MANIFEST_KEYS: tuple[str, ...] = (
     "provenance",
     "counts",
 )
+#: Manifest keys a pool may leave out: ``verifier_roles`` (tier -> a VERIFIER_ROLES name; default
+#: PAPER_TIER_ROLES for every tier it does not name).
+OPTIONAL_MANIFEST_KEYS: tuple[str, ...] = ("verifier_roles",)

@@ -16,7 +16,7 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from pools.errors import PoolError
-from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS
+from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS, VERIFIER_ROLES
 
 if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
     from pools.store import Pool
@@ -146,7 +146,23 @@ def _check_manifest_basics(ck: _Checker) -> int:
     n = m["n_candidates"]
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         ck.fail_manifest("n_candidates", f"is {n!r}; expected a non-negative integer")
+    _check_verifier_roles(ck, m.get("verifier_roles"))
     return n
+
+
+def _check_verifier_roles(ck: _Checker, roles: object) -> None:
+    """The optional ``verifier_roles``: an object mapping tiers to known role names."""
+    if roles is None:
+        return
+    if not isinstance(roles, dict):
+        ck.fail_manifest("verifier_roles", f"is {roles!r}; expected an object of tier -> role, e.g. "
+                                           '{"V3": "reward_model"}')
+    for tier, role in roles.items():
+        if tier not in TIERS:
+            ck.fail_manifest("verifier_roles", f"names tier {tier!r}; expected tiers among {list(TIERS)}")
+        if role not in VERIFIER_ROLES:
+            ck.fail_manifest("verifier_roles", f"gives tier {tier} the role {role!r}; expected one of "
+                                               f"{list(VERIFIER_ROLES)}")
 
 
 def _check_not_empty(ck: _Checker, n: int) -> None:

@@ -111,8 +111,44 @@ def test_cli_import_inspect_and_round_trip(qwen_file, tmp_path, capsys):
     assert main(["pools", "inspect", str(dest)]) == 0
     text = capsys.readouterr().out
     assert "maj@8 exact" in text and "0.930" in text and "0.960" in text
+    assert "tiers: V3 (reward_model)" in text and stats["verifier_roles"] == {"V3": "reward_model"}
     # the imported pool survives export -> import -> export unchanged
     first = export_jsonl(load_pool(dest), tmp_path / "a.jsonl")
     second = export_jsonl(import_jsonl(first), tmp_path / "b.jsonl")
     assert first.read_bytes() == second.read_bytes()
     assert inspect_pool(import_jsonl(first))["overall"]["majority_at_n_exact"] == pytest.approx(0.93)
+
+
+def test_the_reward_model_serves_coba_light_balanced_and_strong(qwen_pool):
+    """docs/POLICIES.md 'Verifier roles': the one reward model serves the cheap-judge and strong roles, so it
+    scores every revealed candidate with an answer and nothing else; no variant is refused."""
+    from agents.registry import make_policy
+    from agents.runner import make_env, replay
+    from coba_env.compiled import compile_pool
+
+    assert qwen_pool.manifest["verifier_roles"] == {"V3": "reward_model"}
+    compiled = compile_pool(qwen_pool)
+    for name in ("coba_light", "coba_balanced", "coba_strong"):
+        policy = make_policy(name)
+        runs = replay(policy, make_env(policy, compiled))
+        for i, info in enumerate(runs):
+            n = info["actions"].count("SAMPLE")
+            assert set(info["actions"]) <= {"SAMPLE", "VERIFY_V3", "STOP"}
+            assert info["actions"].count("VERIFY_V3") == int((compiled.cluster[i, :n] >= 0).sum())
+        assert sum(r["actions"].count("SAMPLE") for r in runs) >= 2 * len(runs)
+
+
+@pytest.mark.parametrize("role, code, expected", [
+    ("V3=strong_verifier", 0, {"V3": "strong_verifier"}),
+    ("V3=judge", 2, "--verifier-role 'V3=judge': expected TIER=ROLE"),
+    ("V5=reward_model", 2, "expected TIER=ROLE"),
+])
+def test_cli_verifier_role(qwen_file, tmp_path, capsys, role, code, expected):
+    dest = tmp_path / "qwen"
+    args = ["pools", "import", str(qwen_file), str(dest), "--format", "qwen-lists", "--generator", "G",
+            "--generator-params-b", "7.6", "--verifier-role", role]
+    assert main(args) == code
+    if code == 0:
+        assert load_pool(dest).manifest["verifier_roles"] == expected
+    else:
+        assert expected in capsys.readouterr().err and not dest.exists()

@@ -103,7 +103,7 @@ GEN, V1, V3 = "--generator={u},gen,1.0", "--judge={u},j1,0.5", "--verifier={u},j
     (["--policy=no_such_policy", GEN, V1, V3, "text"], "unknown policy 'no_such_policy'"),
     (["--policy=coba_balanced", "--generator=nourl,gen", V1, V3, "text"], "--generator: bad endpoint 'nourl,gen'"),
     (["--policy=coba_balanced", "--generator=http://x", V1, V3, "text"], "names no model"),
-    (["--policy=coba_balanced", GEN, V1, "text"], r"policy 'coba_balanced' cannot run .*needs verifier tier\(s\) \['V3'\]"),
+    (["--policy=coba_balanced", GEN, "text"], r"policy 'coba_balanced' cannot run .*needs a cheap judge"),
     (["--policy=coba_balanced", GEN, V1, V3, "--file=F", "--gold=2"], "--gold goes with a PROBLEM"),
     (["--policy=coba_light", "--generator=http://127.0.0.1:9,gen,1.0", V1, "text"],
      r"generator endpoint http://127.0.0.1:9 .* is not usable"),

@@ -28,9 +28,19 @@ def random_pool():
     return compile_pool(build_pool(eps))
 
 
+@pytest.fixture(scope="module")
+def role_swapped_pool(random_pool):
+    """The same pool with V1 declared a reward model and V3 a cheap judge: weights and rule tiers move."""
+    from dataclasses import replace
+
+    return replace(random_pool, verifier_roles=("reward_model", "process_judge", "cheap_judge"))
+
+
+@pytest.mark.parametrize("pool_name", ["random_pool", "role_swapped_pool"])
 @pytest.mark.parametrize("selection", ["fusion", "majority", {"rule": "weighted_vote", "tier": "V1"},
                                        {"rule": "max_score", "tier": "V3"}, "last"])
-def test_vector_env_equals_single_env(random_pool, selection):
+def test_vector_env_equals_single_env(request, pool_name, selection):
+    random_pool = request.getfixturevalue(pool_name)
     n_envs = random_pool.n_episodes
     rng = np.random.default_rng(1)
     venv = CoBaVectorEnv(n_envs, random_pool, lam=0.3, selection=selection, cost_model="tokens")

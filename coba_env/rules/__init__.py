@@ -8,6 +8,7 @@
 | legal-action mask and illegal-action reasons | ``coba_env.rules.masks`` |
 | VERIFY target | ``coba_env.rules.verify`` |
 | STOP selection | ``coba_env.rules.selection`` |
+| verifier roles: which stored verifier serves each role a policy asks for | ``coba_env.rules.roles`` |
 | validated env configuration (argument checks, defaults) | ``coba_env.rules.config`` |
 
 ``CoBaEnv``, ``CoBaVectorEnv``, ``LiveEnv`` and ``train.oracle_model`` all call these modules; no other

@@ -18,6 +18,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool
 from coba_env.costs import cost_index
 from coba_env.rules.actions import N_TIERS, TIERS
+from coba_env.rules.roles import RoleMap, map_roles
 from coba_env.rules.selection import SelectionRule
 
 ORDERS = ("sequential", "shuffle", "random")
@@ -138,6 +139,7 @@ class EnvConfig:
     tier_on: tuple[bool, ...]
     order: str
     max_steps: int
+    roles: RoleMap
 
     @classmethod
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
@@ -173,12 +175,16 @@ class EnvConfig:
         b = default_budget(pool, cost_model, n) if budget is None else \
             check_number("budget", budget, high=BUDGET_MAX, low_open=True)
         cap = math.inf if max_cost is None else check_number("max_cost", max_cost, allow_inf=True)
-        rule = SelectionRule.from_spec(selection)
         enabled = tuple(t for t in TIERS if t in tier_list and t in pool.tiers_present)
+        tier_on = tuple(t in enabled for t in TIERS)
+        # The role map decides which slot a rule's tier and each fusion weight apply to (identity on the
+        # paper's pools); coba_env.rules.roles states the rule.
+        roles = map_roles(pool.verifier_roles, pool.verifier_models, tier_on)
+        rule = roles.resolve(SelectionRule.from_spec(selection))
         return cls(pool=pool, cost_model=cost_model, cost_k=k, n_max=n, lam=check_lam("lam", lam),
                    lambda_range=lambda_range, budget=b, max_cost=cap, selection=rule, weights=rule.weight_vector(),
-                   enabled_tiers=enabled, tier_on=tuple(t in enabled for t in TIERS), order=order,
-                   max_steps=n * (1 + N_TIERS) + 1)
+                   enabled_tiers=enabled, tier_on=tier_on, order=order, max_steps=n * (1 + N_TIERS) + 1,
+                   roles=roles)
 
 
 def _pair(name: str, value: Any) -> tuple[float, float]:

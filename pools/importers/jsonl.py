@@ -357,8 +357,12 @@ def build_pool(
     *,
     source: str,
     provenance: dict[str, Any] | None = None,
+    verifier_roles: dict[str, str] | None = None,
 ) -> Pool:
-    """Build a validated Pool from checked canonical records ``(where, record)``; see docs/POOLS.md."""
+    """Build a validated Pool from checked canonical records ``(where, record)``; see docs/POOLS.md.
+
+    ``verifier_roles`` (tier -> role, ``pools.schema.VERIFIER_ROLES``) goes into the manifest when given.
+    """
     if not records:
         raise PoolError("no candidates found; expected at least one line", file=source)
     models = _Models()
@@ -378,7 +382,8 @@ def build_pool(
         candidates=_frame(cand, "candidates"),
         verifications=_frame(verif, "verifications"),
     )
-    pool.refresh_manifest(n_candidates=n, provenance={**report.provenance(), **(provenance or {})})
+    pool.refresh_manifest(n_candidates=n, provenance={**report.provenance(), **(provenance or {})},
+                          **({"verifier_roles": dict(verifier_roles)} if verifier_roles else {}))
     validate_pool(pool, source=source)
     return pool
 

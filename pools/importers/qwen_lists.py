@@ -7,7 +7,8 @@ canonical records for ``build_pool``:
 
 * ``pred`` is kept as the raw answer (extraction_status "given"); ``score`` is the correctness label, and
   the project's own grader runs too so the manifest reports how often the two agree;
-* ``pred_score`` becomes the chosen tier's score. Reward-model scores are unbounded logits, so by default
+* ``pred_score`` becomes the chosen tier's score, declared a ``reward_model`` in the manifest's
+  ``verifier_roles`` (policies map the roles they need onto it, ``coba_env.rules.roles``). Reward-model scores are unbounded logits, so by default
   (``score_transform="auto"``) they are mapped to [0, 1] with the logistic sigmoid whenever any falls
   outside [0, 1]; the transform, its inverse and the raw range go into the manifest's provenance;
 * token counts are estimated from text (``pools.tokens``) and flagged; latencies are estimated.
@@ -92,6 +93,7 @@ def import_qwen_lists(
     rm_model: str = DEFAULT_RM_MODEL,
     rm_params_b: float = DEFAULT_RM_PARAMS_B,
     score_transform: str = "auto",
+    rm_role: str = "reward_model",
 ) -> Pool:
     """Read a Qwen2.5-Math eval-harness file (per-problem lists) into a validated Pool, in memory."""
     src = str(src)
@@ -138,4 +140,4 @@ def import_qwen_lists(
             "raw_range": raw_range,
         },
     }
-    return build_pool(records, source=src, provenance=provenance)
+    return build_pool(records, source=src, provenance=provenance, verifier_roles={rm_tier: rm_role})

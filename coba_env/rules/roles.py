@@ -1,0 +1,142 @@
+"""Verifier roles: which of a pool's verifiers serves each role a policy asks for (THE mapping rule).
+
+A pool stores up to three verifiers, one per tier slot V1, V2, V3 (the env's VERIFY actions are the slots
+that hold calls). Each stored verifier has a declared role (``pools.schema.VERIFIER_ROLES``, from the
+manifest's ``verifier_roles``; a slot the manifest does not name has its paper tier's role: V1 cheap judge,
+V2 process judge, V3 strong verifier). Policies ask for *needs*, named by the paper's tiers:
+
+| need | paper role | served by (first present wins; ties to the lower slot) |
+|------|------------|--------------------------------------------------------|
+| V1   | cheap outcome judge (s1) | cheap_judge, else reward_model, else strong_verifier |
+| V2   | process / step judge (s2) | process_judge only |
+| V3   | strong verifier (s3) | strong_verifier, else reward_model |
+
+Why: a stronger outcome verifier can stand in for the cheap judge (it scores a whole solution, only at a
+higher cost, which the cost model charges); a weaker one never stands in for a stronger role, so a pool whose
+only verifier is a cheap judge has no strong verifier (CoBa routes nothing; the outcome evaluators are not
+applicable). An outcome verifier is not a step judge, so nothing stands in for V2 (every policy treats V2 as
+optional). When one verifier serves both V1 and V3, a route to V3 re-asks a verifier that has already
+scored the candidate, so the env's mask never offers it: the routes cost nothing and add nothing.
+
+A score enters the fusion rank (paper Eq. 3) with the weight of its verifier's own role (a reward model
+takes the strong verifier's weight); selection rules that name a tier (``max_score``, ``weighted_vote``)
+read the slot that serves that need. On a pool with the paper's verifiers every map is the identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from coba_env.rules.actions import TIERS
+from coba_env.rules.selection import SelectionRule
+from pools.schema import PAPER_TIER_ROLES, VERIFIER_ROLES
+
+if TYPE_CHECKING:  # annotations only: the compiled pool imports this module
+    from coba_env.compiled import CompiledPool
+
+#: Roles that may serve each need (a paper tier), in order of preference.
+SERVED_BY: dict[str, tuple[str, ...]] = {
+    "V1": ("cheap_judge", "reward_model", "strong_verifier"),
+    "V2": ("process_judge",),
+    "V3": ("strong_verifier", "reward_model"),
+}
+#: The paper tier whose fusion weight a role's scores take.
+WEIGHT_TIER: dict[str, str] = {"cheap_judge": "V1", "process_judge": "V2", "strong_verifier": "V3",
+                               "reward_model": "V3"}
+#: Plain names of the needs and roles (report and reasons).
+NEED_NAMES: dict[str, str] = {"V1": "cheap judge", "V2": "process judge", "V3": "strong verifier"}
+ROLE_NAMES: dict[str, str] = {"cheap_judge": "cheap judge", "process_judge": "process judge",
+                              "strong_verifier": "strong verifier", "reward_model": "reward model"}
+
+
+def declared_roles(manifest_roles: dict[str, str] | None) -> tuple[str, ...]:
+    """The role of each tier slot: the manifest's ``verifier_roles`` entry, else the paper tier's role."""
+    given = dict(manifest_roles or {})
+    unknown = sorted(set(given.values()) - set(VERIFIER_ROLES))
+    if unknown:
+        raise ValueError(f"unknown verifier role(s) {unknown}; expected some of {list(VERIFIER_ROLES)}")
+    return tuple(given.get(t, PAPER_TIER_ROLES[t]) for t in TIERS)
+
+
+@dataclass(frozen=True)
+class RoleMap:
+    """Which slot serves each need (None: nobody), given each slot's declared role, model and presence."""
+
+    roles: tuple[str, ...]
+    models: tuple[str, ...]
+    present: tuple[bool, ...]
+    serving: tuple[int | None, ...]
+
+    def slot(self, need: str) -> int | None:
+        """The tier index of the verifier serving ``need`` (a paper tier name), or None."""
+        return self.serving[TIERS.index(need)]
+
+    @property
+    def is_identity(self) -> bool:
+        """Whether every slot serves exactly its own paper tier with its paper role (the paper's pools)."""
+        return all(r == PAPER_TIER_ROLES[t] for r, t in zip(self.roles, TIERS, strict=True)) and \
+            all(s is None or s == k for k, s in enumerate(self.serving))
+
+    def missing_reason(self, need: str) -> str:
+        """Why nothing serves ``need`` (the not-applicable reason)."""
+        allowed = " or ".join(ROLE_NAMES[r] for r in SERVED_BY[need])
+        return f"needs a {NEED_NAMES[need]} ({need}: a {allowed}); the pool has {self.holdings()}"
+
+    def holdings(self) -> str:
+        """The verifiers present, e.g. 'V3 RM-72B (reward model)', or 'no verifier'."""
+        held = [f"{t} {self.models[k] or '?'} ({ROLE_NAMES[self.roles[k]]})"
+                for k, t in enumerate(TIERS) if self.present[k]]
+        return ", ".join(held) if held else "no verifier"
+
+    def describe(self) -> list[str]:
+        """One line per need: who serves it and how (the report's role-mapping section)."""
+        lines = []
+        for k, need in enumerate(TIERS):
+            s = self.serving[k]
+            if s is None:
+                lines.append(f"{need} ({NEED_NAMES[need]}): none in the pool")
+                continue
+            role = ROLE_NAMES[self.roles[s]]
+            how = role if SERVED_BY[need][0] == self.roles[s] else \
+                f"{role}, serving as {NEED_NAMES[need]}: the pool has no {NEED_NAMES[need]}"
+            lines.append(f"{need} ({NEED_NAMES[need]}): slot {TIERS[s]} {self.models[s] or '?'} ({how})")
+        return lines
+
+    def resolve(self, rule: SelectionRule) -> SelectionRule:
+        """``rule`` on this pool's slots: fusion weights by each slot's own role, a rule's tier by its need."""
+        w = rule.weights
+        weights = {"f": w["f"]} if "f" in w else {}
+        for k, t in enumerate(TIERS):
+            source = WEIGHT_TIER[self.roles[k]]
+            if source in w:
+                weights[t] = w[source]
+        served = self.slot(rule.tier)
+        tier = rule.tier if served is None else TIERS[served]
+        if weights == w and tier == rule.tier:
+            return rule
+        return SelectionRule(rule=rule.rule, weights=weights, tier=tier, missing=rule.missing)
+
+
+def map_roles(roles: Sequence[str], models: Sequence[str], present: Sequence[bool]) -> RoleMap:
+    """Apply ``SERVED_BY``: each need gets the first preferred role present, ties to the lower slot."""
+    serving: list[int | None] = []
+    for need in TIERS:
+        choice = None
+        for role in SERVED_BY[need]:
+            choice = next((k for k in range(len(TIERS)) if present[k] and roles[k] == role), None)
+            if choice is not None:
+                break
+        serving.append(choice)
+    return RoleMap(roles=tuple(roles), models=tuple(models), present=tuple(bool(p) for p in present),
+                   serving=tuple(serving))
+
+
+#: The paper's verifiers in their tiers, all present: every need served by its own tier.
+PAPER_ROLE_MAP = map_roles(tuple(PAPER_TIER_ROLES[t] for t in TIERS), ("",) * len(TIERS), (True,) * len(TIERS))
+
+
+def pool_role_map(pool: CompiledPool) -> RoleMap:
+    """The role map of a compiled pool with every tier enabled (what ``coba bench`` runs with)."""
+    return map_roles(pool.verifier_roles, pool.verifier_models, [t in pool.tiers_present for t in TIERS])
