@@ -28,14 +28,7 @@ import agents.evaluators  # noqa: F401
 import agents.oracle  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
-from agents.configured import (  # noqa: F401  (re-exported: the registry's public names)
-    POLICY_CLASSES,
-    ConfiguredPolicy,
-    can,
-    need_candidates,
-    register,
-)
-from coba_env.rules.actions import SAMPLE, STOP, VERIFY_V1, VERIFY_V2, VERIFY_V3  # noqa: F401 (re-exported)
+from agents.configured import POLICY_CLASSES, ConfiguredPolicy
 
 #: Where specs come from: a dict from ``load_specs``, a user YAML path, or None (the built-in file).
 SpecSource = Mapping[str, dict] | str | Path | None

@@ -84,7 +84,8 @@ def _build(workdir: str, dest: str, args: argparse.Namespace) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from pools.generation.generate import SamplingSettings, generate
+    from pools.client.prompts import SamplingSettings
+    from pools.generation.generate import generate
     from pools.problems import load_problems
 
     endpoints = _endpoints(args.endpoint)

@@ -8,11 +8,10 @@ The rules computed from it (fusion rank, observation features, VERIFY target, ST
 
 from __future__ import annotations
 
-from coba_env.rules.actions import V1, V2, V3
-from coba_env.rules.features import FEATURE_NAMES, FEATURES, N_FEATURES, clogc_table, log_table
+from coba_env.rules.actions import V3
 from coba_env.rules.fusion import fusion_rank
 
-__all__ = ["FEATURES", "FEATURE_NAMES", "N_FEATURES", "V1", "V2", "V3", "Evidence", "clogc_table", "log_table"]
+__all__ = ["Evidence"]
 
 
 class Evidence:

@@ -42,7 +42,7 @@ from coba_env.live_sources import (
     Scored,
 )
 from coba_env.rules.actions import SAMPLE, STOP, TIERS
-from coba_env.rules.config import EnvConfig, check_int, check_number, default_budget
+from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.masks import STOP_BIT
 from coba_env.rules.selection import SelectionRule
 
@@ -80,9 +80,8 @@ class Limits:
 def replay_normalizers(compiled: CompiledPool, cost_model: str = "p_tokens", n_max: int | None = None) -> dict:
     """``n_max``, ``budget`` and ``max_output_tokens`` of a ``CoBaEnv`` over ``compiled`` (for a LiveEnv that
     must show a policy the same features as that replay env, e.g. a controller trained on it)."""
-    n = int(n_max or compiled.n_candidates)
-    return {"n_max": n, "budget": default_budget(compiled, cost_model, n),
-            "max_output_tokens": float(compiled.max_output_tokens)}
+    config = EnvConfig.for_pool(compiled, cost_model=cost_model, n_max=n_max)  # validated: n_max=0 is refused
+    return {"n_max": config.n_max, "budget": config.budget, "max_output_tokens": float(compiled.max_output_tokens)}
 
 
 class LiveEpisode:

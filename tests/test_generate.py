@@ -16,11 +16,13 @@ import pytest
 import yaml
 
 from coba_cli.generate_cmd import main as cli
+from pools.client.judges import parse_steps, split_steps, steps_score
 from pools.client.openai_client import EndpointError, OpenAIClient, guess_params_b, parse_endpoint
+from pools.client.prompts import SamplingSettings
 from pools.errors import PoolError
-from pools.generation.generate import RunOptions, SamplingSettings, build_pool_from_workdir, generate
+from pools.generation.generate import RunOptions, build_pool_from_workdir, generate
 from pools.generation.journal import JOURNAL_NAME, Journal, read_journal
-from pools.generation.verify_calls import parse_steps, split_steps, steps_score, verify
+from pools.generation.verify_calls import verify
 from pools.problems import Problem
 from pools.store import load_pool
 from tests.fake_openai_server import FakeOpenAIServer, count_tokens

@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from pools.client.openai_client import Completion, Endpoint, EndpointPool
-from pools.client.prompts import (  # noqa: F401  (re-exported: their former home)
-    PROMPTS_DIR,
+from pools.client.prompts import (
     SamplingSettings,
     call_prompt,
     chat_messages,
     derive_seed,
     load_prompt,
-    render,
 )
 from pools.errors import PoolError
 from pools.generation.call_runner import run_calls
@@ -40,8 +38,7 @@ from pools.schema import TIERS
 from pools.store import Pool, save_pool
 from pools.tokens import apportion, estimate_tokens
 
-__all__ = ["PROMPTS_DIR", "RunOptions", "SamplingSettings", "build_pool_from_workdir", "derive_seed", "generate",
-           "load_prompt", "render", "run_calls"]
+__all__ = ["RunOptions", "build_pool_from_workdir", "generate"]
 
 # --------------------------------------------------------------------------------------------------
 # Settings

@@ -14,14 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pools.client.judges import (  # noqa: F401  (re-exported: their former home)
+from pools.client.judges import (
     DEFAULT_JUDGES,
     JudgeOutcome,
     judge,
-    parse_steps,
-    split_steps,
-    steps_score,
-    yes_no_score,
 )
 from pools.client.openai_client import Endpoint, EndpointPool
 from pools.client.prompts import load_prompt
@@ -31,8 +27,7 @@ from pools.generation.generate import RunOptions
 from pools.generation.journal import JOURNAL_NAME, Journal
 from pools.schema import TIERS
 
-__all__ = ["DEFAULT_JUDGES", "JudgeOutcome", "judge", "parse_steps", "split_steps", "steps_score", "verify",
-           "yes_no_score"]
+__all__ = ["verify"]
 
 
 def verify(workdir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpoint], *,
