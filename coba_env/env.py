@@ -18,7 +18,7 @@ from coba_env.compiled import CompiledPool, as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
-from coba_env.rules.actions import N_ACTIONS, N_TIERS, SAMPLE, STOP, TIERS, action_names
+from coba_env.rules.actions import N_ACTIONS, N_TIERS, SAMPLE, STOP, TIERS, action_names, tier_of
 from coba_env.rules.config import (
     RESET_OPTIONS,
     EnvConfig,
@@ -370,7 +370,7 @@ class CoBaEnv(gym.Env):
                 self._verify_bits = bits
             refresh_rank(ev)
         else:
-            t = a - 1
+            t = tier_of(a)
             c = verify_target(ev.rank, ev.clusters, row[4], ev.scores, t)
             cost = row[6][c][t]
             score = row[5][c][t]

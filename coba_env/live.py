@@ -41,7 +41,7 @@ from coba_env.live_sources import (
     Revealed,
     Scored,
 )
-from coba_env.rules.actions import SAMPLE, STOP, TIERS
+from coba_env.rules.actions import SAMPLE, STOP, TIERS, tier_of
 from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.masks import STOP_BIT
 from coba_env.rules.selection import SelectionRule
@@ -161,7 +161,7 @@ class LiveGate(ActionGate):
         """The most a call for ``action`` can use."""
         if action == SAMPLE:
             return self.source.sample_bound(env.evidence.n_revealed)
-        return self.source.verify_bound(env.verify_target(action - 1), action - 1)
+        return self.source.verify_bound(env.verify_target(tier_of(action)), tier_of(action))
 
     def blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
         """The limit (tokens, calls, seconds) that a call with ``bound`` could exceed, or None."""
@@ -234,7 +234,7 @@ class LiveGate(ActionGate):
                 got = self.source.sample(c, timeout)
                 self.episode.reveal_candidate(c, got)
             else:
-                t = a - 1
+                t = tier_of(a)
                 c = env.verify_target(t)
                 got = self.source.verify(c, t, timeout)
                 self.episode.reveal_score(c, t, got)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from coba_env.costs import COST_MEASURES
+from coba_env.rules.actions import tier_of
 
 
 class Trace(Sequence):
@@ -37,7 +38,7 @@ class Trace(Sequence):
                     cost = (0.0, 0.0, 0.0, 0.0)
                     evidence = {"selected_candidate": self._selected}
                 else:
-                    t = a - 1
+                    t = tier_of(a)
                     cost = row[6][c][t]
                     s = row[5][c][t]
                     evidence = {"tier": self._tiers[t], "score": None if s != s else s}

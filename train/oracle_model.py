@@ -19,11 +19,11 @@ import numpy as np
 
 from coba_env.compiled import CompiledPool
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, TIERS
+from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, TIERS, tier_of, verify_action
 from coba_env.rules.config import EnvConfig
 from coba_env.rules.features import clogc_table
 from coba_env.rules.fusion import best_of, rank_list
-from coba_env.rules.masks import mask_bits
+from coba_env.rules.masks import legal_actions, mask_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target_bits
 
@@ -139,7 +139,7 @@ class OracleModel:
             g = ep.gen[n]
             return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
                     (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
-        t = a - 1
+        t = tier_of(a)
         c = self.target(ep, state, r if r is not None else self.fusion(ep, state), t)
         s = ep.score[c][t]
         g = ep.ver[c][t]
@@ -155,9 +155,8 @@ class OracleModel:
         verify_bits = 0
         for t in range(N_TIERS):
             if self.tier_on[t] and self.target(ep, state, r, t) >= 0:
-                verify_bits |= 2 << t
-        bits = mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost)
-        return [a for a in range(STOP + 1) if (bits >> a) & 1]
+                verify_bits |= 1 << verify_action(t)
+        return legal_actions(mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost))
 
     def selected(self, ep: Episode, state: tuple, r: list[float] | None = None) -> int:
         """The candidate STOP would select in ``state`` (-1 if none)."""

@@ -27,9 +27,6 @@ def action_names(tiers: Sequence[str] = TIERS) -> list[str]:
     return ["SAMPLE", *[f"VERIFY_{t}" for t in tiers], "STOP"]
 
 
-ACTION_NAMES: tuple[str, ...] = tuple(action_names())
-
-
 def verify_action(tier: int) -> int:
     """The action id of VERIFY at tier index ``tier``."""
     return 1 + tier
