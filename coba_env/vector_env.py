@@ -159,7 +159,11 @@ class CoBaVectorEnv(VectorEnv):
         self.verified = self.verified_t.reshape(n, t, b).transpose(1, 2, 0)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
+        self._mask_at = self.rows * (t + 2)  # row starts in the flat [B, n_actions] mask (see batch_masks)
         self._obs_t = np.empty((N_FEATURES, b))  # see ``_observations``
+        # One observation row as a single opaque item, for copying whole rows (see ``step``).
+        self._obs_row = np.dtype((np.void, N_FEATURES * 4))
+        self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32).view(self._obs_row)[0]
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
@@ -363,7 +367,8 @@ class CoBaVectorEnv(VectorEnv):
         self.fnum_t.ravel()[slot] += w * su
         self.fden_t.ravel()[slot] += w
         v3 = tu == 2
-        self.best_v3[ru[v3]] = np.maximum(self.best_v3[ru[v3]], su[v3])
+        r3 = ru[v3]
+        self.best_v3[r3] = np.maximum(self.best_v3.take(r3), su[v3])
         cl = self.cluster_t.ravel().take(slot).astype(np.int64)  # >= 0: only answered ones are eligible
         at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
         stats = self.top_stats.ravel()
@@ -388,10 +393,11 @@ class CoBaVectorEnv(VectorEnv):
                 raise ValueError(f"actions must be integer action ids, got {actions!r}")
         a = a.astype(np.int64, copy=False)
         n_actions = self._mask.shape[1]
-        bad = (a < 0) | (a >= n_actions)
-        if not bad.any():
-            bad = self._mask.ravel().take(self.rows * n_actions + a) == 0
-        if bad.any():
+        # One pass each for the common case: a negative id is a huge unsigned one; then every mask entry is 1.
+        if (a.view(np.uint64) >= n_actions).any() or not self._mask.ravel().take(self._mask_at + a).all():
+            bad = (a < 0) | (a >= n_actions)
+            if not bad.any():
+                bad = self._mask.ravel().take(self._mask_at + a) == 0
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"sub-env {i}: action {int(a[i])} is not allowed now (mask {self._mask[i].tolist()})")
         p = self.pool
@@ -405,22 +411,20 @@ class CoBaVectorEnv(VectorEnv):
         if len(rows):
             self._verify(rows, a[rows], step_cost)
 
-        moved = a != STOP
+        terminated = a == STOP
         self._cost += step_cost
         reward = -self.lams * step_cost[self.cost_k] / self.budget
-        reward[~moved] = 0.0
-
-        stop_rows = np.flatnonzero(~moved)
+        stop_rows = np.flatnonzero(terminated)
         infos: dict[str, Any] = {}
-        terminated = ~moved
         self._fusion()
         obs = self._observations()
         if len(stop_rows):
             sel = self._select(stop_rows)
             correct = (sel >= 0) & p.labels.correct[self.ep[stop_rows], np.maximum(sel, 0)]
-            reward[stop_rows] += correct
+            reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
             full_final = np.zeros((b, N_FEATURES), dtype=np.float32)
-            full_final[stop_rows] = obs[stop_rows]
+            obs_rows = obs.view(self._obs_row)[:, 0]  # each observation one item: row copies become memcpys
+            full_final.view(self._obs_row)[:, 0][stop_rows] = obs_rows.take(stop_rows)
             sel_full = np.full(b, -1, dtype=np.int64)
             sel_full[stop_rows] = sel
             corr_full = np.zeros(b, dtype=bool)
@@ -428,11 +432,11 @@ class CoBaVectorEnv(VectorEnv):
             infos.update({
                 "final_observation": full_final, "_final_observation": terminated.copy(),
                 "selected_candidate": sel_full, "correct": corr_full, "final_episode": self.ep.copy(),
-                "final_costs": self.cost.copy(), "final_steps": self.steps.copy(),
+                "final_costs": self.cost.copy(order="K"), "final_steps": self.steps.copy(),
             })
             self._reset_rows(stop_rows, self._next_episodes(len(stop_rows)))
             # A fresh episode has revealed nothing: every feature is 0 but lambda.
-            obs[stop_rows] = 0.0
+            obs_rows[stop_rows] = self._zero_obs
             obs[stop_rows, self.lambda_index] = self.lams[stop_rows]
         self._mask = self._masks()
         infos["action_mask"] = self._mask.copy()
