@@ -90,9 +90,10 @@ class CoBaVectorEnv(VectorEnv):
         self.logs = np.array(log_table(p.n_candidates))
         tables = VectorTables.build(p)
         self.n_clusters = tables.n_clusters
-        self.sample_float, self.sample_int = tables.sample_float, tables.sample_int
+        self.output_tokens, self.sample_int = tables.output_tokens, tables.sample_int
         self.has_t = tables.has_slots  # [N, T * E]: VERIFY gathers columns
-        self.score_flat, self.ver_cost_flat = tables.score_flat, tables.ver_cost_flat
+        self.score_flat, self.cost_rows = tables.score_flat, tables.cost_rows
+        self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
         self.lambda_index = LAMBDA
         self.n_cand = p.n_candidates
@@ -136,10 +137,15 @@ class CoBaVectorEnv(VectorEnv):
         self.clogc_sum, self.best_v3, self.len_sum = self._floats[4:]
         # Per answer cluster (Evidence.tier_stats keeps all tiers): V1 sum, count, max and V3 sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
-        # The extra cluster C is never written, so it stays 0: the observation reads the top answer's statistics
-        # at row * (C + 1) + top, which for top = -1 is the (zero) cluster C of the row before (or of the last row).
         self.top_stats = np.zeros((b, c + 1, 5))
-        self._stats_rows = np.arange(b) * (c + 1)
+        # A copy of the top answer's record per row (zeros without one), rewritten whenever the top answer or its
+        # record changes (SAMPLE, VERIFY, reset), so that the observation reads it without a gather from all rows'
+        # records; records are moved as single 40-byte items.
+        self.top_record = np.zeros((b, 5))
+        item = np.dtype((np.void, 5 * 8))
+        self._stats_items = self.top_stats.reshape(-1, 5).view(item)[:, 0]
+        self._top_items = self.top_record.view(item)[:, 0]
+        self._zero_stats = np.zeros(5).view(item)[0]
         # Answers per cluster (whole numbers, float64 for the fusion arithmetic), zeroed when the cluster first
         # appears in an episode.
         self.counts = np.zeros((b, c + 1))
@@ -164,6 +170,7 @@ class CoBaVectorEnv(VectorEnv):
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
         self._obs_row = np.dtype((np.void, N_FEATURES * 4))
         self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32).view(self._obs_row)[0]
+        self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
@@ -196,8 +203,11 @@ class CoBaVectorEnv(VectorEnv):
         keep[rows] = 0
         self._ints *= keep  # every counter 0 ...
         self.top[rows] = -1  # ... but top
-        self._floats[:, rows] = 0.0
-        self.fnum_t[:, rows] = -np.inf  # every slot unrevealed: R = -inf
+        self._top_items[rows] = self._zero_stats
+        b = self.num_envs
+        # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
+        self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0
+        self.fnum_t.ravel()[(np.arange(self.n_cand) * b)[:, None] + rows] = -np.inf  # every slot unrevealed: R = -inf
         if self._reset_fden:
             self.fden_t[:, rows] = 1.0
         # self.rank_t[:, rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
@@ -281,22 +291,21 @@ class CoBaVectorEnv(VectorEnv):
         return np.where(none, -1, sel)
 
     # -- stepping ------------------------------------------------------------------------------------
-    def _sample(self, rows: np.ndarray, step_cost: np.ndarray) -> None:
+    def _sample(self, rows: np.ndarray, cost_at: np.ndarray) -> None:
         """SAMPLE for ``rows``: reveal each row's next candidate (Evidence.add_candidate)."""
         t_n = self.n_tiers
         b = self.num_envs
         c = self.n.take(rows)
         flat = self.ep.take(rows) * self.n_cand + c
-        gathered = self.sample_float.take(flat, axis=0)  # gen_cost[4], output_tokens
         table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
-        for k in range(4):
-            step_cost[k, rows] = gathered[:, k]
+        cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
         cl = table[:, 0]
         self.n[rows] = c + 1
         self.cap_count[rows] += table[:, 1]
-        for k in range(t_n):
-            self._pending[k, rows] += table[:, 2 + k]
-        self.len_sum[rows] += gathered[:, 4]
+        at_tier = self._tier_b[:, None] + rows  # pending[t, rows], flat [T, B]: one scatter for every tier
+        pending = self._pending.ravel()
+        pending[at_tier] = pending.take(at_tier) + table[:, 2:2 + t_n].T
+        self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
         self.verified_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = False
         answered = cl >= 0
@@ -313,9 +322,7 @@ class CoBaVectorEnv(VectorEnv):
             counts = self.counts.ravel()
             old_f = counts.take(at)
             old_f[first] = 0.0
-            stats, a5 = self.top_stats.ravel(), at[first] * 5
-            for k in range(5):  # 1-D scatters: faster than assigning [*, 5] rows
-                stats[a5 + k] = 0.0
+            self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
             new_f = old_f + 1.0
             counts[at] = new_f
             count[ans] = new_f
@@ -338,9 +345,11 @@ class CoBaVectorEnv(VectorEnv):
             self.top_count[r] = np.where(new_top | same | flip, new, top_count)
             self.top[r] = np.where(new_top | flip, cc, top)
             self.flips[r] += flip
+            moved = np.flatnonzero(new_top | flip)  # the new answer's cluster is the top now
+            self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
 
-    def _verify(self, rows: np.ndarray, a: np.ndarray, step_cost: np.ndarray) -> None:
+    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
         """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
         t_n = self.n_tiers
         b = self.num_envs
@@ -354,9 +363,7 @@ class CoBaVectorEnv(VectorEnv):
         c = batch_verify_target(eligible, np.take(self.rank_t, rows, axis=1))
         flat = (e * self.n_cand + c) * t_n + t
         s = self.score_flat.take(flat)
-        cost = self.ver_cost_flat.take(flat, axis=0)
-        for k in range(4):
-            step_cost[k, rows] = cost[:, k]
+        cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
         self.verified_t.ravel()[c * (t_n * b) + at_tier] = True
         self._verified_n.ravel()[at_tier] += 1  # n_verified[t, rows] and pending[t, rows] (flat [T, B])
         self._pending.ravel()[at_tier] -= 1
@@ -381,6 +388,8 @@ class CoBaVectorEnv(VectorEnv):
         a3 = at[k] * 5
         stats[a3 + 3] += su[k]
         stats[a3 + 4] += 1
+        on_top = np.flatnonzero(cl == self.top.take(ru))
+        self._top_items[ru.take(on_top)] = self._stats_items.take(at.take(on_top))
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
@@ -403,17 +412,21 @@ class CoBaVectorEnv(VectorEnv):
         p = self.pool
         t_n = self.n_tiers
         self.steps += 1
-        step_cost = np.zeros((4, b))  # every cost measure (0 for STOP), added to ``cost`` in one pass
+        # Each row's step cost as a row of ``cost_rows`` (the zero row for STOP), gathered in one pass below:
+        # cheaper than scattering each measure into a [4, B] buffer.
+        cost_at = self._cost_at
+        cost_at.fill(self._no_cost_row)
         rows = np.flatnonzero(a == 0)
         if len(rows):
-            self._sample(rows, step_cost)
+            self._sample(rows, cost_at)
         rows = np.flatnonzero((a >= 1) & (a <= t_n))  # every VERIFY at once, each row with its own tier
         if len(rows):
-            self._verify(rows, a[rows], step_cost)
+            self._verify(rows, a[rows], cost_at)
 
         terminated = a == STOP
-        self._cost += step_cost
-        reward = -self.lams * step_cost[self.cost_k] / self.budget
+        step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, 4]
+        self._cost += step_cost.T
+        reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         stop_rows = np.flatnonzero(terminated)
         infos: dict[str, Any] = {}
         self._fusion()
