@@ -91,7 +91,7 @@ class CoBaVectorEnv(VectorEnv):
         tables = VectorTables.build(p)
         self.n_clusters = tables.n_clusters
         self.output_tokens, self.sample_int = tables.output_tokens, tables.sample_int
-        self.has_t = tables.has_slots  # [N, T * E]: VERIFY gathers columns
+        self.has_t = tables.has_slots  # [N, T * E]: ``_verified`` gathers columns
         self.score_flat, self.cost_rows = tables.score_flat, tables.cost_rows
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
@@ -158,11 +158,10 @@ class CoBaVectorEnv(VectorEnv):
         self.count_t = np.zeros((n, b), dtype=np.int8 if n < 127 else np.int64)
         self.cluster_t = np.full((n, b), -1, dtype=self._cluster_dtype)
         self._added = np.full(b, -2, dtype=self._cluster_dtype)
-        # Verified flags, slot-major [N, T * B] (column t * B + row), like the R that VERIFY compares: written
-        # False when the slot is revealed (stale for unrevealed slots).
-        self.verified_t = np.zeros((n, t * b), dtype=bool)
-        #: verified[t, row, slot], a view.
-        self.verified = self.verified_t.reshape(n, t, b).transpose(1, 2, 0)
+        # Which slots VERIFY at tier t may still pick: answered, with a tier-t call in the pool, not verified at t.
+        # Slot-major [N, T * B] (column t * B + row), like the R that VERIFY compares it with: written from the
+        # pool when the slot is revealed, cleared when verified (stale for unrevealed slots, whose R is -inf).
+        self.open_t = np.zeros((n, t * b), dtype=bool)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * (t + 2)  # row starts in the flat [B, n_actions] mask (see batch_masks)
@@ -247,15 +246,23 @@ class CoBaVectorEnv(VectorEnv):
         return items
 
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
-        """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N]."""
+        """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N].
+
+        Only a candidate with a tier-t call can be verified, so verified = revealed, has the call and not open.
+        """
         revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
-        return self.verified_t[:, t * self.num_envs + rows].T & revealed
+        has = self.has_t[:, t * self.pool.n_episodes + self.ep[rows]]
+        return (has & ~self.open_t[:, t * self.num_envs + rows]).T & revealed
+
+    @property
+    def verified(self) -> np.ndarray:
+        """Whether each revealed candidate is verified, [T, B, N]."""
+        return np.stack([self._verified(t, self.rows) for t in range(self.n_tiers)])
 
     @property
     def scores(self) -> np.ndarray:
         """Revealed scores [B, N, T]: NaN where not verified (or verified without a usable score)."""
-        verified = np.stack([self._verified(t, self.rows) for t in range(self.n_tiers)], axis=2)
-        return np.where(verified, self.pool.score[self.ep], np.nan)
+        return np.where(self.verified.transpose(1, 2, 0), self.pool.score[self.ep], np.nan)
 
     # -- evidence arithmetic (mirrors coba_env.evidence.Evidence) ------------------------------------
     def _fusion(self) -> np.ndarray:
@@ -307,7 +314,8 @@ class CoBaVectorEnv(VectorEnv):
         pending[at_tier] = pending.take(at_tier) + table[:, 2:2 + t_n].T
         self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
-        self.verified_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = False
+        # The revealed slot is open at each tier whose call the pool holds.
+        self.open_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = table[:, 2:2 + t_n].T != 0
         answered = cl >= 0
         # The revealed slot's fusion terms: count 0, fnum -2, fden 1 without an answer (R = -2).
         self.fnum_t.ravel()[slot] = np.where(answered, 0.0, -2.0)
@@ -357,14 +365,12 @@ class CoBaVectorEnv(VectorEnv):
         e = self.ep.take(rows)
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
-        eligible = self.has_t.take(t * self.pool.n_episodes + e, axis=1)
-        at_tier = t * b + rows  # columns of ``verified_t``
-        eligible &= ~self.verified_t.take(at_tier, axis=1)
-        c = batch_verify_target(eligible, np.take(self.rank_t, rows, axis=1))
+        at_tier = t * b + rows  # columns of ``open_t``
+        c = batch_verify_target(self.open_t.take(at_tier, axis=1), np.take(self.rank_t, rows, axis=1))
         flat = (e * self.n_cand + c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
-        self.verified_t.ravel()[c * (t_n * b) + at_tier] = True
+        self.open_t.ravel()[c * (t_n * b) + at_tier] = False
         self._verified_n.ravel()[at_tier] += 1  # n_verified[t, rows] and pending[t, rows] (flat [T, B])
         self._pending.ravel()[at_tier] -= 1
         usable = ~np.isnan(s)
