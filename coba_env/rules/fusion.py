@@ -94,12 +94,18 @@ def first_of(x: np.ndarray, top: np.ndarray) -> np.ndarray:
     return np.argmax(x == top, axis=0)
 
 
-def batch_best(rank_cols: np.ndarray, none: np.ndarray) -> np.ndarray:
-    """Batched ``best_of`` on slot-major ranks [N, R] (a copy: may be modified); -1 where ``none`` has an answer."""
+def batch_best(rank_cols: np.ndarray, none: np.ndarray, hidden: bool = False) -> np.ndarray:
+    """Batched ``best_of`` on slot-major ranks [K, R] (a copy: may be modified); -1 where ``none`` has an answer.
+
+    ``hidden``: more slots follow the K given ones, all unrevealed (R = -inf) in every column.
+    """
     top = rank_cols.max(axis=0)
     # Unrevealed slots (-inf) rank with the unanswered ones (-2): where a column with an answer has its max
     # above -2, lifting them to -2 moves neither the max nor its first row, so that step is skipped.
     if not np.isnan(top).any() and ((top > -2.0) | none).all():
         return np.where(none, -1, first_of(rank_cols, top))
     rank_cols[rank_cols == -np.inf] = -2.0
-    return np.where(none, -1, np.argmax(rank_cols, axis=0))
+    best = np.argmax(rank_cols, axis=0)
+    if hidden:  # a column whose every R is below -2 ranks the first hidden slot (lifted to -2) first
+        best[rank_cols.max(axis=0) < -2.0] = len(rank_cols)
+    return np.where(none, -1, best)
