@@ -97,6 +97,7 @@ class CoBaVectorEnv(VectorEnv):
         self.score_flat, self.cost_rows = tables.score_flat, tables.cost_rows
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
+        self._correct_flat = p.labels.correct.ravel()  # [E * N]: the STOP reward (never reaches an observation)
         self.lambda_index = LAMBDA
         self.n_cand = p.n_candidates
         # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
@@ -200,6 +201,7 @@ class CoBaVectorEnv(VectorEnv):
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
         self.ep[rows] = episodes
+        revealed = self.n.take(rows)  # before the counters are zeroed
         keep = np.ones(self.num_envs, dtype=np.int64)
         keep[rows] = 0
         self._ints *= keep  # every counter 0 ...
@@ -208,7 +210,12 @@ class CoBaVectorEnv(VectorEnv):
         b = self.num_envs
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
         self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0
-        self.fnum_t.ravel()[(np.arange(self.n_cand) * b)[:, None] + rows] = -np.inf  # every slot unrevealed: R = -inf
+        # Every slot unrevealed: R = -inf. Only the revealed slots (slot < n) hold fusion terms, the others still
+        # have fnum = -inf; most episodes reveal a few of the N slots, so writing only those saves most writes.
+        ends = np.cumsum(revealed)
+        if len(ends) and ends[-1]:
+            slot = np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)
+            self.fnum_t.ravel()[slot * b + np.repeat(rows, revealed)] = -np.inf
         if self._reset_fden:
             self.fden_t[:, rows] = 1.0
         # self.rank_t[:, rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
@@ -437,7 +444,6 @@ class CoBaVectorEnv(VectorEnv):
                 bad = self._mask.ravel().take(self._mask_at + a) == 0
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"sub-env {i}: action {int(a[i])} is not allowed now (mask {self._mask[i].tolist()})")
-        p = self.pool
         t_n = self.n_tiers
         self.steps += 1
         # Each row's step cost as a row of ``cost_rows`` (the zero row for STOP), gathered in one pass below:
@@ -461,7 +467,7 @@ class CoBaVectorEnv(VectorEnv):
         obs = self._observations()
         if len(stop_rows):
             sel = self._select(stop_rows)
-            correct = (sel >= 0) & p.labels.correct[self.ep[stop_rows], np.maximum(sel, 0)]
+            correct = (sel >= 0) & self._correct_flat.take(self.ep.take(stop_rows) * self.n_cand + np.maximum(sel, 0))
             reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
             full_final = np.zeros((b, N_FEATURES), dtype=np.float32)
             obs_rows = obs.view(self._obs_row)[:, 0]  # each observation one item: row copies become memcpys
