@@ -12,18 +12,20 @@ computes the fusion rank R of every slot once per step (VERIFY targets read the 
 still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. State
 is laid out feature-major: the integer counters are one [K, B] block and the float sums (costs included) one
 [7, B] block, each named array a contiguous row; the per-slot fusion terms, each slot's cluster count, the
-verified flags and R are slot-major ([N, B], [N, T * B]), so the fusion arithmetic, VERIFY's target choice
-and the STOP selection read whole rows. The observation is built feature by feature in a [F, B] buffer and
-cast into its [B, F] result a few features at a time. Per answer cluster it keeps only the score statistics
-that the observation reads (one 40-byte record per row and cluster, gathered at the top answer each step).
-A reset zeroes the counters with one multiply and writes a few rows, a slot's terms are written when it is
-revealed, and a reset only marks every slot unrevealed (fnum = -inf); the answer counts and per-cluster
-statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool
-says which candidate that is).
+slots VERIFY may still pick and R are slot-major ([N, B], [N, T * B]), so the fusion arithmetic, VERIFY's
+target choice and the STOP selection read whole rows (and only the first few slots for the rows that revealed
+few candidates). The observation is built feature by feature in a [F, B] buffer and cast into its [B, F]
+result a few features at a time. Per answer cluster it keeps only the score statistics that the observation
+reads (one 40-byte record per row and cluster), plus a copy of each row's top-answer record rewritten when it
+changes. A step's costs are one gather from a table of every cost a step can add. A reset zeroes the counters
+with one multiply and writes a few rows, a slot's terms are written when it is revealed, and a reset only
+marks the revealed slots unrevealed again (fnum = -inf); the answer counts and per-cluster statistics are
+zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool says which
+candidate that is). Per-step figures: docs/PERFORMANCE.md and scripts/profile_vector_env.py.
 
-Length: about 440 lines; the batched SAMPLE/VERIFY updates are kept next to the state layout they index (flat
-slot-major arrays, see ``_alloc``), which a split would separate. The rules themselves live in coba_env/rules/
-(batched forms).
+Length: about 500 lines; the batched SAMPLE/VERIFY updates are kept next to the state layout they index (flat
+slot-major arrays and their bookkeeping copies, see ``_alloc``), which a split would separate. The rules
+themselves live in coba_env/rules/ (batched forms).
 """
 
 from __future__ import annotations
