@@ -15,14 +15,17 @@ class VectorTables:
     n_clusters: int
     #: has_score of candidates with an answer, [N, T * E]: VERIFY gathers columns ``tier * E + episode``.
     has_slots: np.ndarray
-    #: float [E * N, 5]: generation cost (4 measures), output tokens.
-    sample_float: np.ndarray
+    #: Output tokens [E * N].
+    output_tokens: np.ndarray
     #: int8 (int64 from 127 clusters) [E * N, 3 + T]: cluster (-1: no answer), cap_hit, has_score with an
     #: answer per tier, and whether the candidate is the first of its answer cluster in its episode.
     sample_int: np.ndarray
-    #: Pool scores [E * N * T] (NaN: no usable score) and verification costs [E * N * T, 4].
+    #: Pool scores [E * N * T] (NaN: no usable score).
     score_flat: np.ndarray
-    ver_cost_flat: np.ndarray
+    #: Every cost a step can add, [E * N + E * N * T + 1, 4] (4 measures): a SAMPLE's generation cost at row
+    #: ``episode * N + candidate``, a VERIFY's at ``E * N + (episode * N + candidate) * T + tier``, and a zero
+    #: row last (STOP), so that one gather gives every sub-env's step cost.
+    cost_rows: np.ndarray
 
     @classmethod
     def build(cls, pool) -> VectorTables:
@@ -46,8 +49,8 @@ class VectorTables:
         return cls(
             n_clusters=n_clusters,
             has_slots=np.ascontiguousarray(has_answered.transpose(1, 2, 0)).reshape(n_cand, -1),
-            sample_float=np.concatenate([pool.gen_cost, pool.output_tokens[:, :, None]], axis=2).reshape(-1, 5),
+            output_tokens=pool.output_tokens.astype(np.float64).ravel(),
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
             score_flat=pool.score.ravel(),
-            ver_cost_flat=pool.ver_cost.reshape(-1, pool.ver_cost.shape[-1]),
+            cost_rows=np.concatenate([pool.gen_cost.reshape(-1, 4), pool.ver_cost.reshape(-1, 4), np.zeros((1, 4))]),
         )

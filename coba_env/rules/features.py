@@ -182,7 +182,7 @@ def batch_observe(s: Any, o: np.ndarray) -> np.ndarray:
     np.divide(s.top_count - s.second, n_safe, out=o[TOP2_GAP])
     np.divide(n - na, n_safe, out=o[NO_ANSWER])
     # The top cluster's V1 sum, count, max and V3 sum, count (all 0 without a top answer).
-    stats = s.top_stats.reshape(-1, 5).take(s._stats_rows + s.top, axis=0)
+    stats = s.top_record
     np.divide(stats[:, 0], np.maximum(stats[:, 1], 1.0), out=o[V1_MEAN])
     o[V1_MAX] = stats[:, 2]
     o[V1_AVAIL] = stats[:, 1] > 0
