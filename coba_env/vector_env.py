@@ -38,7 +38,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.env import CoBaEnv
-from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX
+from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX, tier_of
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
     LAMBDA,
@@ -389,7 +389,7 @@ class CoBaVectorEnv(VectorEnv):
         """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
         t_n = self.n_tiers
         b = self.num_envs
-        t = a - 1
+        t = tier_of(a)  # works on arrays too
         e = self.ep.take(rows)
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
