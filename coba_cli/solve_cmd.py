@@ -100,7 +100,7 @@ def _endpoint(spec: str | None, option: str):
 def load_problems_file(path: str) -> list:
     """Problems from a JSONL file; a bad line raises PoolError naming the file, line and field."""
     from pools.errors import PoolError
-    from pools.importers.jsonl import read_json_lines
+    from pools.importers.canonical_records import read_json_lines
     from pools.problems import Problem
 
     fields = {"problem": str, "dataset": str, "item_id": str, "gold": str, "level": str, "subject": str,

@@ -141,7 +141,7 @@ def load_jsonl_problems(dataset: str, problems_dir: str | os.PathLike[str] | Non
         raise PoolError(f"problem file not found; expected {file_name} of dataset {dataset!r} in {folder} "
                         "(pass --problems-dir or set COBA_PROBLEMS_DIR)", file=str(path))
     # Imported here: the importers pull in the graders (math_verify), which loading problems does not need.
-    from pools.importers.jsonl import read_json_lines
+    from pools.importers.canonical_records import read_json_lines
 
     problems: list[Problem] = []
     seen: dict[str, int] = {}

@@ -197,7 +197,7 @@ def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpo
 def journal_records(state: JournalState, where: str, n: int | None = None,
                     drop_incomplete: bool = False) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
     """Canonical candidate records (``pools.importers.jsonl``) of the first ``n`` candidates per episode."""
-    from pools.importers.jsonl import check_record
+    from pools.importers.canonical_records import check_record
 
     per_episode = {ep: sorted(ks) for ep, ks in state.by_episode.items()}
     if n is None:

@@ -8,10 +8,9 @@ written here.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,149 +25,18 @@ from pools.grading import (
     normalize_answer,
     repetition_score,
 )
+from pools.importers.canonical_records import (
+    ITEM_FIELDS,
+    UNKNOWN_FINISH_REASON,
+    canonical_metadata,
+    check_record,
+    describe_value,
+    read_json_lines,
+)
 from pools.schema import TABLES, TIERS
 from pools.store import Pool
 from pools.tokens import estimate_latency_s, estimate_tokens
 from pools.validate import validate_pool
-
-#: Field kinds: "str", "int", "num", "bool", "obj" (JSON object); a trailing "?" allows null.
-#: Field -> (kind, required). Unknown fields are an error, so a misspelt field never goes unnoticed.
-LINE_FIELDS: dict[str, tuple[str, bool]] = {
-    "dataset": ("str", True),
-    "item_id": ("str", True),
-    "problem": ("str", True),
-    "gold": ("str", True),
-    "level": ("str?", False),
-    "subject": ("str?", False),
-    "task": ("str?", False),
-    "metadata": ("obj?", False),
-    "generator": ("str", True),
-    "generator_params_b": ("num", True),
-    "candidate": ("int", True),
-    "text": ("str?", False),
-    "answer": ("str?", False),
-    "answer_key": ("str?", False),
-    "cluster": ("int", False),
-    "correct": ("bool?", False),
-    "reference_correct": ("bool?", False),
-    "prompt_tokens": ("int?", False),
-    "output_tokens": ("int?", False),
-    "tokens_estimated": ("bool", False),
-    "latency_s": ("num?", False),
-    "finish_reason": ("str", False),
-    "cap_hit": ("bool", False),
-    "extraction_status": ("str", False),
-    "incomplete_boxed": ("bool", False),
-    "repetition_score": ("num", False),
-    "scores": ("obj", False),
-}
-
-SCORE_FIELDS: dict[str, tuple[str, bool]] = {
-    "score": ("num?", True),
-    "model": ("str", True),
-    "params_b": ("num", True),
-    "prompt_tokens": ("int?", False),
-    "output_tokens": ("int?", False),
-    "latency_s": ("num?", False),
-}
-
-ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
-
-#: finish_reason when the source does not say; cap_hit is then False.
-UNKNOWN_FINISH_REASON = "unknown"
-
-_KIND_TEXT = {"str": "a string", "int": "an integer", "num": "a number", "bool": "true or false",
-              "obj": "a JSON object"}
-
-
-def _fits(value: Any, kind: str) -> bool:
-    base, nullable = kind.rstrip("?"), kind.endswith("?")
-    if value is None:
-        return nullable
-    if base == "str":
-        return isinstance(value, str)
-    if base == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if base == "num":
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if base == "bool":
-        return isinstance(value, bool)
-    return isinstance(value, dict)
-
-
-def _describe(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return f"{text[:60]}{'...' if len(text) > 60 else ''} ({type(value).__name__})"
-
-
-def check_fields(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], where: str, prefix: str = "") -> None:
-    """Raise PoolError (at ``where``) for an unknown, missing or wrongly typed field of ``obj``."""
-    for name in obj:
-        if name not in spec:
-            raise PoolError(f"unknown field; expected some of {list(spec)}", file=where, field=prefix + name)
-    for name, (kind, required) in spec.items():
-        if name not in obj:
-            if required:
-                raise PoolError(f"missing required field ({_KIND_TEXT[kind.rstrip('?')]})", file=where,
-                                field=prefix + name)
-            continue
-        if not _fits(obj[name], kind):
-            expected = _KIND_TEXT[kind.rstrip("?")] + (" or null" if kind.endswith("?") else "")
-            raise PoolError(f"expected {expected}, got {_describe(obj[name])}", file=where, field=prefix + name)
-
-
-def _check_range(value: Any, low: float, high: float, where: str, field: str) -> None:
-    if value is not None and not low <= value <= high:
-        bounds = f"in [{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
-        raise PoolError(f"is {value!r}; expected a value {bounds}", file=where, field=field)
-
-
-def check_record(rec: dict[str, Any], where: str) -> None:
-    """Check one canonical candidate record's fields, types and value ranges."""
-    check_fields(rec, LINE_FIELDS, where)
-    inf = math.inf
-    for name, low, high in (("generator_params_b", 0, inf), ("candidate", 0, inf), ("cluster", -1, inf),
-                            ("prompt_tokens", 0, inf), ("output_tokens", 0, inf), ("latency_s", 0, inf),
-                            ("repetition_score", 0, 1)):
-        _check_range(rec.get(name), low, high, where, name)
-    for tier, entry in rec.get("scores", {}).items():
-        if tier not in TIERS:
-            raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}", file=where, field="scores")
-        if not isinstance(entry, dict):
-            raise PoolError(f"expected a JSON object, got {_describe(entry)}", file=where, field=f"scores.{tier}")
-        check_fields(entry, SCORE_FIELDS, where, prefix=f"scores.{tier}.")
-        _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
-        for name in ("params_b", "prompt_tokens", "output_tokens", "latency_s"):
-            _check_range(entry.get(name), 0, inf, where, f"scores.{tier}.{name}")
-
-
-def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed JSON) per non-blank line; malformed JSON raises PoolError with the line."""
-    path = str(path)
-    if os.path.isdir(path):
-        raise PoolError("is a directory; expected a JSONL file", file=path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield lineno, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise PoolError(f"malformed JSON ({exc.msg} at column {exc.colno})",
-                                    file=f"{path}, line {lineno}") from exc
-    except FileNotFoundError as exc:
-        raise PoolError("no such file", file=path) from exc
-    except UnicodeDecodeError as exc:
-        raise PoolError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from exc
-    except OSError as exc:
-        raise PoolError(f"cannot read ({exc.strerror})", file=path) from exc
-
-
-def canonical_metadata(value: dict[str, Any] | None) -> str | None:
-    """The items.metadata string of a JSON object: sorted keys, so equal objects give equal strings."""
-    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
-
 
 # --------------------------------------------------------------------------------------------------
 # Records -> Pool
@@ -452,7 +320,7 @@ def import_jsonl(src: str | os.PathLike[str]) -> Pool:
     for lineno, obj in read_json_lines(src):
         where = f"{src}, line {lineno}"
         if not isinstance(obj, dict):
-            raise PoolError(f"expected a JSON object per line, got {_describe(obj)}", file=where)
+            raise PoolError(f"expected a JSON object per line, got {describe_value(obj)}", file=where)
         check_record(obj, where)
         records.append((where, obj))
     return build_pool(records, source=src, provenance={"importer": "jsonl", "source": src,

@@ -24,7 +24,8 @@ import yaml
 
 from pools.errors import PoolError
 from pools.grading import extract_answer
-from pools.importers.jsonl import build_pool, check_record
+from pools.importers.canonical_records import check_record
+from pools.importers.jsonl import build_pool
 from pools.store import Pool
 from pools.tokens import estimate_tokens
 

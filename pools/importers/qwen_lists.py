@@ -21,7 +21,8 @@ import os
 from typing import Any
 
 from pools.errors import PoolError
-from pools.importers.jsonl import build_pool, check_record, read_json_lines
+from pools.importers.canonical_records import check_record, read_json_lines
+from pools.importers.jsonl import build_pool
 from pools.schema import TIERS
 from pools.store import Pool
 from pools.tokens import estimate_tokens

@@ -26,7 +26,8 @@ import os
 from typing import Any
 
 from pools.errors import PoolError
-from pools.importers.jsonl import build_pool, check_record
+from pools.importers.canonical_records import check_record
+from pools.importers.jsonl import build_pool
 from pools.importers.tot_game24 import load_json_file
 from pools.store import Pool
 

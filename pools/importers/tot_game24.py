@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
-from pools.importers.jsonl import build_pool, check_record
+from pools.importers.canonical_records import check_record
+from pools.importers.jsonl import build_pool
 from pools.store import Pool
 from pools.tokens import apportion, estimate_tokens
 

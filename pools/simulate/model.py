@@ -17,6 +17,9 @@ Story of one episode (item x generator), vectorised over all episodes with numpy
    exact quotas: start from a natural draw, then redraw windows of candidates from the same latent
    model, keeping redraws that bring the counts closer to the quotas (``match_quotas``).
 5. Costs, latencies, audit fields and verifier scores are drawn given the realised candidates.
+
+The five steps stay in one file (~440 lines) on purpose: they share the per-episode arrays built in step 1
+and read as one story, top to bottom, in the order docs/SIMULATOR.md explains them.
 """
 
 from __future__ import annotations
