@@ -197,6 +197,7 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         "keep_oracle_rows": keep_oracle_rows, "dagger_rounds": dagger_rounds,
         "epochs": epochs, "seed": seed, "episodes_per_round": per_round, "beta": beta, "lr": lr,
         "datasets": sorted(set(env.pool.dataset.tolist())), "n_train_episodes": n_eps,
+        "train_datasets": sorted(set(env.pool.dataset.tolist())),
     }
     feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": float(full.max_output_tokens)}
     network = build_network(tuple(hidden))
