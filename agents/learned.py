@@ -1,7 +1,8 @@
-"""Load a trained controller checkpoint (MLP or PPO) as a ``Policy``, dispatching on ``controller.json``.
+"""Load a trained controller checkpoint (MLP or PPO) or an SB3 model zip as a ``Policy``.
 
 A checkpoint is a directory holding ``controller.json`` whose ``"kind"`` is ``"mlp"`` (``agents.learned_mlp``)
-or ``"ppo"`` (``agents.learned_ppo``). A checkpoint spec may carry the lambda to act at: ``PATH@0.2``.
+or ``"ppo"`` (``agents.learned_ppo``); any Stable-Baselines3 ``.zip`` is loaded by ``agents.learned_sb3``.
+A spec may carry the lambda to act at: ``PATH@0.2``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,27 @@ from agents.checkpoint import (  # noqa: F401  (re-exported: checkpoint helpers'
     KINDS,
     LAMBDA_INDEX,
     checkpoint_kind,
-    is_checkpoint,
     read_config,
     split_spec,
 )
+from agents.checkpoint import is_checkpoint as is_checkpoint_dir
+
+
+def is_checkpoint(spec: str | Path) -> bool:
+    """Whether ``spec`` (optionally ``PATH@LAMBDA``) names a checkpoint directory or an SB3 model ``.zip``."""
+    from agents.learned_sb3 import is_sb3_zip
+
+    return is_checkpoint_dir(spec) or is_sb3_zip(spec)
 
 
 def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:
-    """The policy stored in checkpoint directory ``path`` (``PATH@LAMBDA`` also accepted), acting at ``lam``."""
+    """The policy stored in checkpoint directory (or SB3 zip) ``path`` (``PATH@LAMBDA`` accepted), acting at ``lam``."""
+    from agents.learned_sb3 import is_sb3_zip
+
+    if is_sb3_zip(path) and not is_checkpoint_dir(path):
+        from agents import learned_sb3
+
+        return learned_sb3.load(path, lam=lam)
     directory, spec_lam = split_spec(path)
     if lam is None:
         lam = spec_lam

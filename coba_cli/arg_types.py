@@ -88,6 +88,14 @@ def probability(text: str) -> float:
     return value
 
 
+def dataset_list(text: str) -> list[str]:
+    """One or more dataset names separated by commas (checked against the pool when it is loaded)."""
+    names = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected dataset names separated by commas, got {text!r}")
+    return names
+
+
 def lambda_list(text: str) -> list[float]:
     """One or more finite lambdas >= 0, separated by commas or spaces."""
     parts = text.replace(",", " ").split()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, positive_int, seed_int
+from coba_cli.arg_types import COST_CHOICES, dataset_list, positive_int, seed_int
 from coba_cli.errors import UsageError
 
 
@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="paired-bootstrap resampling unit: items, averaged over generators as in the paper "
                              "(default), or episodes")
     parser.add_argument("--resamples", type=positive_int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
+                        help="evaluate only these datasets of the pool (default: every dataset)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
@@ -51,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
-                  unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed)
+                  unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed,
+                  datasets=args.datasets)
     except BenchInputError as exc:
         raise UsageError(str(exc)) from exc
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, lambda_list
+from coba_cli.arg_types import COST_CHOICES, dataset_list, lambda_list
 from coba_cli.errors import UsageError
 
 
@@ -28,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="sweep-out", metavar="DIR",
                         help="output directory; a previous sweep folder there is replaced whole (a folder holding "
                              "anything else is refused) (default: sweep-out)")
+    parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
+                        help="evaluate only these datasets of the pool (default: every dataset)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -41,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--policies names nothing")
     try:  # run_sweep resolves the sweep points (failing on bad input) before it builds the pool
         table, summary = run_sweep(args.pool, specs, args.lambdas or DEFAULT_EVAL_LAMBDAS,
-                                   out_dir=args.out, cost_model=args.cost, progress=not args.no_progress)
+                                   out_dir=args.out, cost_model=args.cost, progress=not args.no_progress,
+                                   datasets=args.datasets)
     except SweepInputError as exc:
         raise UsageError(str(exc)) from exc
     print(frontier_markdown(table, summary))

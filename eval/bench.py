@@ -8,7 +8,9 @@ figures, ``results.json`` and the per-episode records. It returns the ``results.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +23,7 @@ from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
 from eval import bootstrap, metrics, pareto, report
 from eval.bench_data import COST_METRIC, BenchData
+from eval.dataset_scope import in_sample_warnings, restrict_datasets
 from eval.runner import BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.default import pool_label, resolve_pool
@@ -146,14 +149,15 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
               cost_model: str = "p_tokens", seed: int = 0, out_dir: str | Path = "bench-out",
               progress: bool = True, *, figures: bool = True, workers: int | None = None,
               specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
-              pool_seed: int = 0, quiet: bool = False) -> dict[str, Any]:
+              pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None) -> dict[str, Any]:
     """Benchmark ``policies`` on the pool ``pool_spec`` and write the full report to ``out_dir``.
 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
     ``Pool``; ``pool_seed`` seeds a simulated pool. ``seed`` seeds the bootstrap and any stochastic policy.
     ``policies``: None / "all" (every non-learned registered policy), "main" (the paper's main
     table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
-    content of ``results.json``. Prints a summary table unless ``quiet``.
+    content of ``results.json``. Prints a summary table unless ``quiet``. ``datasets`` restricts the replay to
+    those datasets; a learned policy evaluated on datasets it was trained on gets a warning line on stderr.
     """
     t0 = time.perf_counter()
     out = check_bench_out(out_dir, [pool_spec if isinstance(pool_spec, str | Path) else None])  # before any work
@@ -165,7 +169,15 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     policy_objs = _resolve_policy_objects(policies, specs)
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
-    compiled = compile_pool(pool)
+    try:
+        compiled = restrict_datasets(compile_pool(pool), datasets)
+    except ValueError as exc:
+        raise BenchInputError(str(exc)) from None
+    kept = list(dict.fromkeys(compiled.dataset.tolist()))
+    if datasets is not None:  # the report's item count covers the evaluated datasets only
+        pool = dataclasses.replace(pool, items=pool.items[pool.items["dataset"].isin(kept)])
+    for line in in_sample_warnings(policy_objs, kept):
+        print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
     run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed)

@@ -43,6 +43,7 @@ from agents.learned_mlp import (
 from coba_env.env import CoBaEnv, as_compiled, default_budget
 from pools.store import Pool
 from train.cost_aware_oracle import STOP, CostAwareOracle
+from train.training_log import run_logger
 
 DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 LOSSES = ("q", "ce")
@@ -143,12 +144,15 @@ def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Seque
               progress: bool = True, loss: str = "q", hidden: Sequence[int] = (128, 128),
               episodes_per_round: int | None = 1200, beta: float = 0.5, lr: float = 3e-3, batch_size: int = 256,
               budget: float | None = None, node_limit: int = 300, name: str = "mlp",
-              targets: str = "rollout", keep_oracle_rows: bool = False) -> Path:
+              targets: str = "rollout", keep_oracle_rows: bool = False, tensorboard: bool = True) -> Path:
     """Train an MLP controller by DAgger imitation of the cost-aware oracle; returns the checkpoint dir.
 
     ``pool``: a pool, compiled pool, directory or profile name; ``episode_ids`` / ``datasets`` restrict the
     training episodes. ``budget`` fixes B (default: the full pool's default budget, so lambda means the same
-    on every subset). A fixed ``seed`` reproduces the checkpoint.
+    on every subset). A fixed ``seed`` reproduces the checkpoint. ``tensorboard`` (default True) logs every
+    round's scalars (``rollout/mean_return``, ``train/loss``, ``train/rows``, ``train/states``,
+    ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and ``progress.csv`` in
+    ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
     """
     if targets not in TARGETS:
         raise ValueError(f"unknown targets {targets!r}; expected one of {list(TARGETS)}")
@@ -169,7 +173,7 @@ def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Seque
                       cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
                       progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round,
                       beta=beta, lr=lr, batch_size=batch_size, budget=budget, node_limit=node_limit, name=name,
-                      targets=targets, keep_oracle_rows=keep_oracle_rows, t0=t0)
+                      targets=targets, keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard, t0=t0)
     finally:
         torch.set_num_threads(threads)
 
@@ -178,7 +182,7 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
            lambdas: list[float], cost_model: str, dagger_rounds: int, epochs: int, seed: int, progress: bool,
            loss: str, hidden: Sequence[int], episodes_per_round: int | None, beta: float, lr: float,
            batch_size: int, budget: float | None, node_limit: int, name: str, targets: str, keep_oracle_rows: bool,
-           t0: float) -> Path:
+           tensorboard: bool, t0: float) -> Path:
     """The body of ``train_mlp`` (arguments validated)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -197,6 +201,7 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         "keep_oracle_rows": keep_oracle_rows, "dagger_rounds": dagger_rounds,
         "epochs": epochs, "seed": seed, "episodes_per_round": per_round, "beta": beta, "lr": lr,
         "datasets": sorted(set(env.pool.dataset.tolist())), "n_train_episodes": n_eps,
+        "train_datasets": sorted(set(env.pool.dataset.tolist())),
     }
     feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": float(full.max_output_tokens)}
     network = build_network(tuple(hidden))
@@ -209,6 +214,7 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
 
     bar = tqdm(total=(dagger_rounds + 1) * per_round, desc="train mlp", unit="ep", disable=not progress,
                leave=False)
+    logger = run_logger(out_dir, "mlp") if tensorboard else None
     for rnd in range(dagger_rounds + 1):
         # -- 2. rollouts: the oracle in round 0, then the learner mixed with the oracle
         t_round = time.perf_counter()
@@ -259,7 +265,15 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
                         "states": n_states, "rows": len(xs), "loss": fit_loss,
                         "seconds": time.perf_counter() - t_round})
         bar.set_postfix_str(f"round {rnd} return {np.mean(returns):.3f} loss {fit_loss:.4f}")
+        if logger is not None:
+            for key, value in (("rollout/mean_return", history[-1]["rollout_mean_return"]),
+                               ("train/loss", fit_loss), ("train/rows", len(xs)), ("train/states", n_states),
+                               ("train/expert_prob", expert_prob), ("time/round_seconds", history[-1]["seconds"])):
+                logger.record(key, value)
+            logger.dump(step=rnd)
     bar.close()
+    if logger is not None:
+        logger.close()
     # -- 5. checkpoint
     config.update(history=history, train_seconds=time.perf_counter() - t0)
     return save(out_dir, network, config)

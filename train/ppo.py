@@ -201,6 +201,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "observation": list(FEATURE_NAMES),
             "actions": action_names(TIERS),
             "n_envs": n_envs,
+            "order": env.venv.order,
             "ppo": _jsonable(hyper),
         }
         _write_json(out / CONFIG_FILE, meta)

@@ -39,12 +39,16 @@ _FINAL_KEYS = ("correct", "selected_candidate", "final_episode", "final_steps")
 
 
 class CoBaSB3VecEnv(VecEnv):
-    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (or of a ready vector env via ``venv``)."""
+    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (order "shuffle" unless given) or of ``venv``."""
 
     def __init__(self, num_envs: int = 1, pool: Any = None, *, venv: CoBaVectorEnv | None = None,
                  **env_kwargs: Any) -> None:
         if venv is not None and env_kwargs:
             raise ValueError(f"pass either a ready venv or env keyword arguments, not both: {sorted(env_kwargs)}")
+        if venv is None:
+            # Shuffled episodes by default: "sequential" (the env's default) would feed every sub-env the
+            # same dataset-blocked stream, so each rollout would see one dataset only.
+            env_kwargs.setdefault("order", "shuffle")
         self.venv = venv if venv is not None else CoBaVectorEnv(num_envs, pool, **env_kwargs)
         single = self.venv.single_observation_space
         n_actions = int(self.venv.single_action_space.n)

@@ -10,6 +10,7 @@ other families it dominates.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,13 +205,16 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
 
 def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
               out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
-              progress: bool = True, workers: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Evaluate every sweep point on ``pool`` (optionally only ``episode_ids``) and write the frontier tables."""
+              progress: bool = True, workers: int | None = None,
+              datasets: Sequence[str] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Evaluate every sweep point on ``pool`` (optionally only ``episode_ids`` / ``datasets``) and write the
+    frontier tables; a checkpoint evaluated on datasets it was trained on gets a warning line on stderr."""
     import math
 
     import numpy as np
 
     from coba_env.env import as_compiled
+    from eval.dataset_scope import in_sample_warnings, restrict_datasets
     from eval.runner import run_policies
     from pools.atomic_write import atomic_dir
     from pools.output_paths import OutputPathError, check_output_dir
@@ -227,9 +231,12 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     if episode_ids is not None:
         compiled = compiled.select(np.isin(compiled.episode_ids, list(episode_ids)))
     try:
+        compiled = restrict_datasets(compiled, datasets)
         policies = [p.make() for p in points]
     except (ValueError, OSError) as exc:
         raise SweepInputError(str(exc)) from None
+    for line in in_sample_warnings(policies, list(dict.fromkeys(compiled.dataset.tolist()))):
+        print(line, file=sys.stderr)
     run = run_policies(policies, compiled, cost_model=cost_model, progress=progress, workers=workers)
     skipped = run.not_applicable
     # A point the user named (a checkpoint, a registered policy) that cannot run is an error, as is a sweep

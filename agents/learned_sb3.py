@@ -1,0 +1,164 @@
+"""Any Stable-Baselines3 model ``.zip`` as a ``Policy`` (``coba bench --policies main,model.zip@0.1``).
+
+No configuration file is needed. The zip's own policy network acts (any SB3 algorithm: an actor-critic policy
+such as PPO, A2C or MaskablePPO plays its most probable legal action, a DQN policy its highest-valued legal
+action); the algorithm itself is not rebuilt, so no training schedule or sb3-contrib class has to unpickle.
+The model must have been trained on this env: observation ``Box(21,)`` and action ``Discrete(5)``; a zip with
+other spaces is refused when loaded, naming both. The env is built with its defaults (budget B = mean cost of
+N_max candidates under the bench's cost model, fusion-rank selection), as ``CoBaSB3VecEnv`` / ``gym.make`` build
+it for training on the same pool: train and bench on pools with the same B, or the ``budget_used`` feature and
+lambda's scale change. ``PATH@LAMBDA`` writes LAMBDA into the observation's lambda feature (the bench replays
+at lambda 0); without it the model reads the env's lambda. A zip inside a ``coba train ppo`` checkpoint
+directory is loaded with that checkpoint's ``controller.json`` instead (``agents.learned_ppo``).
+
+Acting never reads labels: the inputs are the observation and the action mask only.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agents.base import Policy
+from agents.checkpoint import LAMBDA_INDEX
+from coba_env.env import CoBaEnv
+from coba_env.evidence import Evidence
+from coba_env.rules.actions import N_ACTIONS
+from coba_env.rules.features import FEATURE_NAMES
+
+N_FEATURES = len(FEATURE_NAMES)
+
+
+def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
+    """``"m.zip@0.2"`` -> (m.zip, 0.2), ``"m.zip"`` -> (m.zip, None); None when ``spec`` names no ``.zip`` file.
+
+    A bad lambda after '@' raises ``ValueError``.
+    """
+    text = str(spec)
+    if text.endswith(".zip") and Path(text).is_file():
+        return Path(text), None
+    head, at, tail = text.rpartition("@")
+    if not (at and head.endswith(".zip") and Path(head).is_file()):
+        return None
+    try:
+        lam = float(tail)
+    except ValueError:
+        raise ValueError(f"model spec {text!r}: expected PATH@LAMBDA with a number after '@', got {tail!r}") from None
+    if not (math.isfinite(lam) and lam >= 0):
+        raise ValueError(f"model spec {text!r}: expected a finite lambda >= 0 after '@', got {tail!r}")
+    return Path(head), lam
+
+
+def is_sb3_zip(spec: str | Path) -> bool:
+    """Whether ``spec`` names an existing ``.zip`` file (optionally ``PATH@LAMBDA``; the lambda is not parsed)."""
+    text = str(spec)
+    head = text.rpartition("@")[0] if "@" in text else text
+    return (text.endswith(".zip") and Path(text).is_file()) or (head.endswith(".zip") and Path(head).is_file())
+
+
+class SB3Controller(Policy):
+    """A loaded SB3 policy network choosing its best legal action (deterministic)."""
+
+    group: ClassVar[str] = "learned"
+
+    def __init__(self, net: Any, *, lam: float | None = None, source: str = "") -> None:
+        import torch
+
+        self._torch = torch
+        self._net = net
+        self.lam = None if lam is None else float(lam)
+        self.source = source
+        stem = Path(source).stem or "sb3"
+        self.name = f"{stem}@{self.lam:g}" if self.lam is not None else stem
+        self.label = f"SB3 {stem} (lambda={self.lam:g})" if self.lam is not None else f"SB3 {stem} (env lambda)"
+        self.selection = None
+        self.requires_tiers = ()
+
+    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
+        """Not applicable when the env's observation or action count differs from the model's."""
+        if env.observation_space.shape != (N_FEATURES,) or int(env.action_space.n) != N_ACTIONS:
+            return False, (f"the env has observation {env.observation_space.shape} and {env.action_space.n} "
+                           f"actions, the model expects ({N_FEATURES},) and {N_ACTIONS}")
+        return True, ""
+
+    def _scores(self, observations: np.ndarray) -> np.ndarray:
+        obs = np.array(observations, dtype=np.float32, copy=True)
+        if self.lam is not None:
+            obs[:, LAMBDA_INDEX] = self.lam
+        net = self._net
+        with self._torch.no_grad():
+            x = self._torch.as_tensor(obs)
+            if hasattr(net, "q_net"):  # DQN: action values
+                return net.q_net(x).numpy()
+            features = net.extract_features(x, net.pi_features_extractor)
+            return net.action_net(net.mlp_extractor.forward_actor(features)).numpy()
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """The best legal action for each row of ``observations`` [B, 21] under ``action_masks`` [B, A]."""
+        scores = self._scores(np.atleast_2d(observations))
+        legal = np.atleast_2d(action_masks).astype(bool)
+        if not legal.any(axis=1).all():
+            raise ValueError("every action mask must allow at least one action")
+        return np.where(legal, scores, -np.inf).argmax(axis=1)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """The best legal action for this observation (lambda replaced when the policy fixes it)."""
+        return int(self.act_batch(observation[None, :], action_mask[None, :])[0])
+
+    def describe(self) -> dict[str, Any]:
+        """Name, group, lambda and the model file."""
+        return {"name": self.name, "label": self.label, "group": self.group, "kind": "sb3",
+                "params": {"lam": self.lam, "model": self.source}}
+
+
+def load(path: str | Path, *, lam: float | None = None) -> Policy:
+    """The SB3 model saved at ``path`` (``PATH@LAMBDA`` accepted) as a policy acting at ``lam`` if given."""
+    parsed = split_zip_spec(path)
+    if parsed is None:
+        raise FileNotFoundError(f"{path}: no such SB3 model .zip file")
+    model_file, spec_lam = parsed
+    lam = spec_lam if lam is None else lam
+    if lam is not None and not (math.isfinite(lam) and lam >= 0):
+        raise ValueError(f"lam must be a finite number >= 0, got {lam}")
+    from agents.checkpoint import CONFIG_FILE
+
+    owner = model_file.parent.parent if model_file.parent.name == "checkpoints" else model_file.parent
+    if (owner / CONFIG_FILE).is_file():  # a `coba train ppo` checkpoint's own model or snapshot
+        from agents import learned_ppo
+
+        return learned_ppo.load(model_file, lam=lam)
+    return SB3Controller(_read_policy(model_file), lam=lam, source=str(model_file))
+
+
+def _read_policy(model_file: Path) -> Any:
+    """The policy network stored in an SB3 zip, its spaces checked against the env's."""
+    from gymnasium import spaces
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    try:
+        data, params, _ = load_from_zip_file(model_file, device="cpu", print_system_info=False)
+    except Exception as exc:  # noqa: BLE001 - a damaged zip fails in many ways (BadZipFile, KeyError, pickle errors)
+        raise ValueError(f"{model_file}: not a readable SB3 model ({type(exc).__name__}: {exc})") from None
+    if not data or "policy_class" not in data or "policy" not in (params or {}):
+        raise ValueError(f"{model_file}: not an SB3 model zip (no policy class or policy weights)")
+    obs_space, act_space = data.get("observation_space"), data.get("action_space")
+    if not (isinstance(obs_space, spaces.Box) and obs_space.shape == (N_FEATURES,)):
+        raise ValueError(f"{model_file}: the model's observation space {obs_space} does not fit the pool's "
+                         f"Box({N_FEATURES},) observations; train it on coba/Replay-v0")
+    if not (isinstance(act_space, spaces.Discrete) and int(act_space.n) == N_ACTIONS):
+        raise ValueError(f"{model_file}: the model's action space {act_space} does not fit the pool's "
+                         f"Discrete({N_ACTIONS}) actions; train it on coba/Replay-v0")
+    kwargs = dict(data.get("policy_kwargs") or {})
+    try:
+        net = data["policy_class"](obs_space, act_space, lambda _: 0.0, **kwargs)
+        net.load_state_dict(params["policy"])
+    except Exception as exc:  # noqa: BLE001 - a mismatched architecture raises RuntimeError / TypeError / KeyError
+        raise ValueError(f"{model_file}: the policy weights do not load ({type(exc).__name__}: {exc})") from None
+    if not (hasattr(net, "q_net") or hasattr(net, "action_net")):
+        raise ValueError(f"{model_file}: policy class {type(net).__name__} is neither actor-critic nor DQN; "
+                         "only those are supported")
+    net.set_training_mode(False)
+    return net
