@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
-from agents.checkpoint import CONFIG_FILE, LAMBDA_INDEX, read_config
+from agents.checkpoint import CONFIG_FILE, read_config
+from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 
@@ -76,23 +77,13 @@ class PPOController(Policy):
             return False, f"observation has shape {env.observation_space.shape}, the model expects {len(meta['observation'])}"
         return True, ""
 
-    def _logits(self, observations: np.ndarray) -> np.ndarray:
-        obs = np.array(observations, dtype=np.float32, copy=True)
-        if self.lam is not None:
-            obs[:, LAMBDA_INDEX] = self.lam
-        net = self._net
-        with self._torch.no_grad():
-            x = self._torch.as_tensor(obs)
-            features = net.extract_features(x, net.pi_features_extractor)
-            return net.action_net(net.mlp_extractor.forward_actor(features)).numpy()
-
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         """The deterministic action for each row of ``observations`` [B, 21] under ``action_masks`` [B, A]."""
-        logits = self._logits(np.atleast_2d(observations))
-        legal = np.atleast_2d(action_masks).astype(bool)
-        if not legal.any(axis=1).all():
-            raise ValueError("every action mask must allow at least one action")
-        return np.where(legal, logits, -np.inf).argmax(axis=1)
+        return best_legal_actions(self.logits(np.atleast_2d(observations)), action_masks)
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        """The actor's logits [B, A] for ``observations`` [B, 21] (lambda replaced when the policy fixes it)."""
+        return action_scores(self._torch, self._net, observations, self.lam)
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """The most probable legal action for this observation (lambda replaced when the policy fixes it)."""

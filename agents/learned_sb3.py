@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
-from agents.checkpoint import LAMBDA_INDEX
+from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import N_ACTIONS
@@ -84,25 +84,10 @@ class SB3Controller(Policy):
                            f"actions, the model expects ({N_FEATURES},) and {N_ACTIONS}")
         return True, ""
 
-    def _scores(self, observations: np.ndarray) -> np.ndarray:
-        obs = np.array(observations, dtype=np.float32, copy=True)
-        if self.lam is not None:
-            obs[:, LAMBDA_INDEX] = self.lam
-        net = self._net
-        with self._torch.no_grad():
-            x = self._torch.as_tensor(obs)
-            if hasattr(net, "q_net"):  # DQN: action values
-                return net.q_net(x).numpy()
-            features = net.extract_features(x, net.pi_features_extractor)
-            return net.action_net(net.mlp_extractor.forward_actor(features)).numpy()
-
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         """The best legal action for each row of ``observations`` [B, 21] under ``action_masks`` [B, A]."""
-        scores = self._scores(np.atleast_2d(observations))
-        legal = np.atleast_2d(action_masks).astype(bool)
-        if not legal.any(axis=1).all():
-            raise ValueError("every action mask must allow at least one action")
-        return np.where(legal, scores, -np.inf).argmax(axis=1)
+        scores = action_scores(self._torch, self._net, np.atleast_2d(observations), self.lam)
+        return best_legal_actions(scores, action_masks)
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """The best legal action for this observation (lambda replaced when the policy fixes it)."""

@@ -11,7 +11,8 @@ import pytest
 import torch
 from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
-from agents.learned_ppo import LAMBDA_INDEX, load
+from agents.checkpoint import LAMBDA_INDEX
+from agents.learned_ppo import load
 from agents.runner import make_env, replay
 from coba_env.env import CoBaEnv, as_compiled
 from coba_env.vector_env import CoBaVectorEnv
@@ -166,8 +167,8 @@ def test_checkpoint_round_trip(tiny, split, trained):
     # The action rarely changes with lambda on the tiny pool, so check the network's output itself: the fixed
     # policy scores the observation exactly as the free one scores it with lambda 0.7 written in, not as shown.
     free = load(trained)
-    np.testing.assert_array_equal(fixed._logits(o[None]), free._logits(shown[None]))
-    assert not np.array_equal(fixed._logits(o[None]), free._logits(o[None]))
+    np.testing.assert_array_equal(fixed.logits(o[None]), free.logits(shown[None]))
+    assert not np.array_equal(fixed.logits(o[None]), free.logits(o[None]))
     assert load(snapshots[0]).model.num_timesteps < meta["timesteps"]  # a snapshot loads too
 
 
