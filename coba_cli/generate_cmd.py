@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from coba_cli.arg_types import non_negative_float, positive_float, positive_int, probability
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
@@ -17,6 +18,8 @@ from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
 from pools.output_paths import check_output_dir
 from pools.schema import TIERS, VERIFIER_ROLES
+
+T = TypeVar("T")
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
@@ -40,6 +43,20 @@ def _options(args: argparse.Namespace):
                       backoff_s=args.backoff, api_key=args.api_key, progress=not args.no_progress)
 
 
+def _keeping_the_journal(calls: Callable[[], T], journal: str | Path) -> tuple[int, T | None]:
+    """``(0, calls())``; a failing endpoint gives ``(2, None)`` and Ctrl-C ``(130, None)``, each after a line
+    saying that ``journal`` keeps every call completed so far."""
+    kept = f"{journal}; run the same command again to continue"
+    try:
+        return 0, calls()
+    except EndpointError as exc:
+        print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {kept}", file=sys.stderr)
+        return EXIT_USAGE, None
+    except KeyboardInterrupt:
+        print(f"coba: interrupted; every call completed so far is kept in {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED, None
+
+
 def _run_calls(args: argparse.Namespace, calls: Callable[[], str]) -> int:
     """Run ``calls`` (model calls into ``args.workdir``; returns the summary line), then build ``--out`` if given.
 
@@ -48,15 +65,9 @@ def _run_calls(args: argparse.Namespace, calls: Callable[[], str]) -> int:
     _check_workdir(args.workdir, must_exist=False)
     if args.out:
         check_output_dir(args.out, force=args.force, option="--out", inputs=[args.workdir], kind="pool")
-    kept = f"{args.workdir}/journal.jsonl; run the same command again to continue"
-    try:
-        summary = calls()
-    except EndpointError as exc:
-        print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {kept}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"coba: interrupted; every call completed so far is kept in {kept}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    status, summary = _keeping_the_journal(calls, f"{args.workdir}/journal.jsonl")
+    if status:
+        return status
     print(summary)
     if args.out:
         _build(args.workdir, args.out, args)
@@ -109,16 +120,12 @@ def _cmd_verify_pool(args: argparse.Namespace, endpoints: list[Endpoint]) -> int
 
     if args.out:
         raise UsageError("--out applies to a work dir; a pool is updated in place")
-    kept = f"{journal_path(args.workdir)}; run the same command again to continue"
-    try:
-        stats = verify_pool(args.workdir, args.tier, endpoints, role=args.role, prompt=args.prompt, api=args.api,
-                            options=_options(args), limit=args.limit, context_tokens=args.context_tokens)
-    except EndpointError as exc:
-        print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {kept}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"coba: interrupted; every call completed so far is kept in {kept}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    status, stats = _keeping_the_journal(
+        lambda: verify_pool(args.workdir, args.tier, endpoints, role=args.role, prompt=args.prompt, api=args.api,
+                            options=_options(args), limit=args.limit, context_tokens=args.context_tokens),
+        journal_path(args.workdir))
+    if status:
+        return status
     print(f"{args.tier}: {stats['calls']} calls: {stats['scored']} scored; without a usable score: "
           f"{stats['refused']} refused by the server, {stats['unparsed']} unparsed; {stats['cut']} solutions cut "
           "to fit the context; "
