@@ -10,14 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.base import Policy
-from agents.checkpoint import (  # noqa: F401  (re-exported: checkpoint helpers' historical home)
-    CONFIG_FILE,
-    KINDS,
-    LAMBDA_INDEX,
-    checkpoint_kind,
-    read_config,
-    split_spec,
-)
+from agents.checkpoint import checkpoint_kind, split_spec
 from agents.checkpoint import is_checkpoint as is_checkpoint_dir
 
 

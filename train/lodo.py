@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.checkpoint import KINDS
 from coba_env.env import as_compiled, default_budget
 from coba_env.splits import leave_one_dataset_out
 from eval import bootstrap, metrics
@@ -32,7 +33,6 @@ from pools.strict_json import strict_dumps
 from train import sweep
 from train.imitation import DEFAULT_LAMBDAS
 
-KINDS = ("mlp", "ppo")
 REFERENCE = "coba_strong"
 
 

@@ -76,7 +76,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.learned import CONFIG_FILE
+from agents.checkpoint import CONFIG_FILE
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
 from coba_env.rules.features import FEATURE_NAMES
