@@ -24,7 +24,7 @@ from coba_env.costs import COST_MEASURES
 from eval import bootstrap, metrics, pareto, report
 from eval.bench_data import COST_METRIC, BenchData
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
-from eval.runner import BenchRun, run_policies
+from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.default import pool_label, resolve_pool
 from pools.store import Pool
@@ -149,7 +149,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
               cost_model: str = "p_tokens", seed: int = 0, out_dir: str | Path = "bench-out",
               progress: bool = True, *, figures: bool = True, workers: int | None = None,
               specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
-              pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None) -> dict[str, Any]:
+              pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None,
+              replay: str = "batched") -> dict[str, Any]:
     """Benchmark ``policies`` on the pool ``pool_spec`` and write the full report to ``out_dir``.
 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
@@ -158,6 +159,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
     content of ``results.json``. Prints a summary table unless ``quiet``. ``datasets`` restricts the replay to
     those datasets; a learned policy evaluated on datasets it was trained on gets a warning line on stderr.
+    ``replay`` "batched" (default) replays policies with a batched form through ``CoBaVectorEnv``; "single"
+    replays every policy one episode at a time (the reference; same records).
     """
     t0 = time.perf_counter()
     out = check_bench_out(out_dir, [pool_spec if isinstance(pool_spec, str | Path) else None])  # before any work
@@ -165,6 +168,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
     if unit not in ("item", "episode"):
         raise BenchInputError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
+    if replay not in REPLAY_MODES:
+        raise BenchInputError(f"unknown replay mode {replay!r}; expected one of {list(REPLAY_MODES)}")
     # Policies are resolved before the pool so that a typo fails fast, before any pool is built.
     policy_objs = _resolve_policy_objects(policies, specs)
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
@@ -180,7 +185,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
-    run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed)
+    run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed,
+                       replay=replay)
     _test_interrupt("analyse")
     data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
                    resamples=resamples)

@@ -6,7 +6,7 @@ Expected values come from the one-episode replay (``replay="single"``: ``CoBaEnv
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ POOLS = ("tiny", "paper")
 POLICIES = list_policies()
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(spec: str) -> CompiledPool:
     """The simulated pool ``spec``, compiled once per test session."""
     return as_compiled(spec)
@@ -38,7 +38,7 @@ def policy_for(spec: str, name: str) -> Policy:
     return policy
 
 
-@lru_cache(maxsize=None)
+@cache
 def single_records(spec: str, name: str) -> pd.DataFrame:
     """The one-episode replay's records of policy ``name`` on pool ``spec`` (the reference)."""
     run = replay_policy(policy_for(spec, name), compiled(spec), replay="single")
