@@ -79,7 +79,7 @@ class Policy(ABC):
         The batched twin of ``reset``: policies with per-episode state clear it for those rows here.
         """
         if rows is None:
-            self.bind(venv.single)
+            self.roles = venv.config.roles
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """The next action of every row [B] given observations [B, F] and masks [B, A].

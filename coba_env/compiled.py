@@ -7,6 +7,7 @@ Compilation does every lookup, join and parse once. Correctness labels are kept 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,7 @@ class CompiledPool:
     verifier_models: tuple[str, ...] = ("",) * len(TIERS)
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
+    _vector_tables: Any = field(default=None, repr=False)
 
     @property
     def n_episodes(self) -> int:
@@ -99,6 +101,14 @@ class CompiledPool:
                 rows.append((cl[e], out[e], cap[e], gc[e], hs[e], sc[e], vc[e], int(self.cluster[e].max()) + 1))
             self._episode_rows = rows
         return self._episode_rows
+
+    def vector_tables(self) -> Any:
+        """The flat lookup tables ``CoBaVectorEnv`` gathers from (``coba_env.vector_tables``), built once per pool."""
+        if self._vector_tables is None:
+            from coba_env.vector_tables import VectorTables
+
+            self._vector_tables = VectorTables.build(self)
+        return self._vector_tables
 
     def episode_meta(self) -> tuple[list, list, list, list]:
         """(episode ids, datasets, generators, item ids) as plain Python lists, for per-episode infos (built once)."""

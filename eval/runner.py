@@ -139,7 +139,14 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
     if episode_ids is not None:
         env_kwargs.setdefault("budget", default_budget(pool, cost_model, pool.n_candidates))
         pool = pool.select(episode_indices(pool, episode_ids))
-    env = CoBaEnv(pool=pool, cost_model=cost_model, lam=lam, **env_kwargs)
+    use_batch = replay == "batched" and policy.batched and pool.n_episodes > 0
+    if use_batch:
+        # The one-episode env answers ``applicable`` and names the actions; over the first episode only (same
+        # configuration and budget), since a whole-pool one builds per-episode Python rows the batch never reads.
+        env_kwargs.setdefault("budget", default_budget(pool, cost_model, pool.n_candidates))
+        env = CoBaEnv(pool=pool.select(np.arange(1)), cost_model=cost_model, lam=lam, **env_kwargs)
+    else:
+        env = CoBaEnv(pool=pool, cost_model=cost_model, lam=lam, **env_kwargs)
     meta = dict(name=policy.name, label=getattr(policy, "label", policy.name),
                 group=str(getattr(policy, "group", "baseline")), uses_labels=bool(getattr(policy, "uses_labels",
                                                                                           False)),
@@ -151,10 +158,11 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
         return PolicyRun(records=empty_records(), not_applicable=reason or "not applicable", **meta)
     codes = [ACTION_CODES.get(a, a) for a in env.actions]
     venv = None
-    if replay == "batched" and policy.batched and pool.n_episodes:
+    if use_batch:
         venv = batched_env(policy, pool, batch=batch, cost_model=cost_model, lam=lam, env_kwargs=env_kwargs)
         if not policy.supports_batch(venv):
             venv = None
+            env = CoBaEnv(pool=pool, cost_model=cost_model, lam=lam, **env_kwargs)
     if venv is not None:
         out = replay_batched(policy, venv, seed=seed, progress=progress)
         actions, counts = action_strings(out["actions"], codes)
