@@ -21,6 +21,7 @@ from coba_env.rules.roles import pool_role_map
 from eval import figures as figs
 from eval import tables as tabs
 from eval.bench_data import BenchData
+from eval.episode_files import write_episode_files
 from eval.metrics import to_plain
 from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
@@ -214,9 +215,9 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
             files["figures"][stem] = [f"figures/{stem}.png", f"figures/{stem}.svg"]
         t_figs = time.perf_counter()
         _stage(bar, "episode records")
-        records = data.records
-        atomic_write(out_dir / "episodes.parquet", lambda tmp: records.to_parquet(tmp, index=False))
-        atomic_write(out_dir / "episodes.csv.gz", lambda tmp: records.to_csv(tmp, index=False, compression="gzip"))
+        frames = [r.records for r in data.run.runs if r.applicable and len(r.records)]
+        atomic_write(out_dir / "episodes.parquet", lambda parquet: atomic_write(
+            out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv)))
         t_eps = time.perf_counter()
         _stage(bar, "report.md, report.html, results.json")
         data.timings.update(tables_s=t_tables - start, figures_s=t_figs - t_tables, episodes_s=t_eps - t_figs)
