@@ -101,7 +101,9 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
         dset, gen = metrics.per_dataset(records), metrics.per_generator(records)
         alloc, alloc_all = metrics.allocation(records), metrics.allocation_overall(records)
         gap, gap_ds = metrics.oracle_gap(records, None), metrics.oracle_gap(records, "dataset")
-        summary = metrics.summarize(records)
+        summary = metrics.summarize(records, dict(macro=mac, pooled=poo, per_dataset=dset, per_generator=gen,
+                                                  allocation=alloc, allocation_overall=alloc_all, gap=gap,
+                                                  gap_by_dataset=gap_ds))
     else:
         mac = poo = dset = gen = alloc = alloc_all = gap = gap_ds = pd.DataFrame()
         summary = {}

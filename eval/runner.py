@@ -261,7 +261,7 @@ def _records_frame(name: str, pool: CompiledPool, cols: dict[str, Any]) -> pd.Da
     """The records frame (``RECORD_COLUMNS``) of one policy from its per-episode columns."""
     n = pool.n_episodes
     frame = pd.DataFrame({
-        "policy": pd.Series([name] * n, dtype=object),
+        "policy": pd.Series(name, index=pd.RangeIndex(n), dtype="str"),  # grouped on: Arrow strings factorize fast
         "episode_id": pool.episode_ids.astype(np.int64),
         "dataset": pool.dataset.astype(str),
         "generator": pool.generator.astype(str),
