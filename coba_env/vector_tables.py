@@ -51,5 +51,6 @@ class VectorTables:
             output_tokens=pool.output_tokens.astype(np.float64).ravel(),
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
             score_flat=pool.score.ravel(),
-            cost_rows=np.concatenate([pool.gen_cost.reshape(-1, 4), pool.ver_cost.reshape(-1, 4), np.zeros((1, 4))]),
+            cost_rows=pool.cost_rows() if hasattr(pool, "cost_rows") else np.concatenate(
+                [pool.gen_cost.reshape(-1, 4), pool.ver_cost.reshape(-1, 4), np.zeros((1, 4))]),
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from agents.base import Policy
 from coba_env.compiled import CompiledPool, compile_pool
@@ -93,6 +94,7 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     """Aggregate a finished ``BenchRun``: metrics, allocation, oracle gap, bootstrap and Pareto analysis."""
     start = time.perf_counter()
     records = run.records
+    run.share_records(records)  # each policy's records become a slice of the whole: one copy in memory
     info = policy_info(run)
     datasets = list(dict.fromkeys(compiled.dataset.tolist()))
     generators = list(dict.fromkeys(compiled.generator.tolist()))
@@ -183,6 +185,10 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     kept = list(dict.fromkeys(compiled.dataset.tolist()))
     if datasets is not None:  # the report's item count covers the evaluated datasets only
         pool = dataclasses.replace(pool, items=pool.items[pool.items["dataset"].isin(kept)])
+    # The report reads only the manifest and items; the compiled pool holds the rest (at 100k episodes the
+    # candidate and verification tables are ~0.5 GB that would otherwise stay alive for the whole run).
+    pool = dataclasses.replace(pool, candidates=pool.candidates.iloc[0:0], verifications=pool.verifications.iloc[0:0])
+    pa.default_memory_pool().release_unused()  # Arrow keeps freed table buffers for reuse unless told
     for line in in_sample_warnings(policy_objs, kept):
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -237,7 +238,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
 
 
 def _stage_bar(total: int, enabled: bool) -> Any:
-    if not enabled:
+    if not enabled or not sys.stderr.isatty():
         return None
     from tqdm.auto import tqdm
 

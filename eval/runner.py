@@ -45,7 +45,7 @@ ACTION_CODES: dict[str, str] = {"SAMPLE": "S", "VERIFY_V1": "V1", "VERIFY_V2": "
 REPLAY_MODES: tuple[str, ...] = ("batched", "single")
 
 #: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
-_FORK_MIN_SINGLE, _FORK_MIN_BATCHED = 20_000, 1_000_000
+_FORK_MIN_SINGLE, _FORK_MIN_BATCHED = 20_000, 10_000_000
 
 #: How many episodes pass between two progress updates (a tqdm update per episode would cost ~10%).
 _PROGRESS_EVERY = 128
@@ -90,6 +90,16 @@ class BenchRun:
     def not_applicable(self) -> dict[str, str]:
         """Policy name -> reason, for the policies that did not run."""
         return {r.name: r.not_applicable for r in self.runs if r.not_applicable is not None}
+
+    def share_records(self, records: pd.DataFrame) -> None:
+        """Make each run's records a row slice of ``records`` (``self.records``, concatenated in policy order),
+        so that the per-policy frames and the whole one do not both stay in memory."""
+        start = 0
+        for r in self.runs:
+            if r.applicable and len(r.records):
+                stop = start + len(r.records)
+                r.records = records.iloc[start:stop]
+                start = stop
 
     def get(self, name: str) -> PolicyRun | None:
         """The run of policy ``name``, or None."""
@@ -308,8 +318,9 @@ def _worker_run(index: int) -> PolicyRun:
 def default_workers(n_policies: int, n_episodes: int, *, batched: bool = False) -> int:
     """Worker processes to use by default: 1 for small runs, else up to 2 (bounded by the CPUs present).
 
-    A batched replay plays about 30x more episode-policies per second, so forking pays off only for far
-    larger runs.
+    A batched replay plays about 20x more episode-policies per second, and a forked worker returns its records
+    pickled (a second copy in the parent), so it forks only for far larger runs (not the 2.2M episode-policies
+    of a 100k-episode pool, which replays in ~20 s in one process; docs/PERFORMANCE.md).
     """
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     small = n_policies * n_episodes < (_FORK_MIN_BATCHED if batched else _FORK_MIN_SINGLE)

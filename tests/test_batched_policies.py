@@ -133,3 +133,20 @@ def test_a_policy_without_batched_form_replays_one_episode_at_a_time():
 def test_bad_replay_arguments_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         run_policies(["greedy"], compiled("tiny"), progress=False, **kwargs)
+
+
+@pytest.mark.parametrize("lam", [0.03, 0.3])
+def test_a_trained_mlp_acts_batched_as_one_episode_at_a_time(tmp_path, lam, monkeypatch):
+    from agents.learned import load_checkpoint
+    from train.imitation import train_mlp
+
+    pool = compiled("tiny")
+    path = train_mlp(pool, tmp_path / "mlp", lambdas=(0.03, 0.3), progress=False, dagger_rounds=2, epochs=10,
+                     episodes_per_round=None)
+    expected = replay_policy(load_checkpoint(f"{path}@{lam}"), pool, replay="single").records
+    calls = []
+    real = runner.replay_batched
+    monkeypatch.setattr(runner, "replay_batched", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = replay_policy(load_checkpoint(f"{path}@{lam}"), pool, replay="batched", batch=13).records
+    assert calls and len(got) == pool.n_episodes
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
