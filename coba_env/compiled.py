@@ -55,6 +55,7 @@ class CompiledPool:
     _episode_meta: tuple | None = field(default=None, repr=False)
     _vector_tables: Any = field(default=None, repr=False)
     _cost_table: np.ndarray | None = field(default=None, repr=False)
+    _record_columns: dict | None = field(default=None, repr=False)
 
     @property
     def n_episodes(self) -> int:
@@ -102,6 +103,17 @@ class CompiledPool:
                 rows.append((cl[e], out[e], cap[e], gc[e], hs[e], sc[e], vc[e], int(self.cluster[e].max()) + 1))
             self._episode_rows = rows
         return self._episode_rows
+
+    def record_columns(self) -> dict[str, pd.Series]:
+        """The per-episode columns of an episode-records frame (episode_id, dataset, generator, item_id), built
+        once per pool: every policy's records repeat them, and converting 100k strings per policy adds up."""
+        if self._record_columns is None:
+            self._record_columns = {
+                "episode_id": pd.Series(self.episode_ids.astype(np.int64)),
+                **{name: pd.Series(getattr(self, name).astype(str), dtype="str")
+                   for name in ("dataset", "generator", "item_id")},
+            }
+        return self._record_columns
 
     def cost_rows(self) -> np.ndarray:
         """Every cost a step can add, [E * N + E * N * T + 1, 4]: generation rows, verification rows, a zero row.

@@ -272,10 +272,7 @@ def _records_frame(name: str, pool: CompiledPool, cols: dict[str, Any]) -> pd.Da
     n = pool.n_episodes
     frame = pd.DataFrame({
         "policy": pd.Series(name, index=pd.RangeIndex(n), dtype="str"),  # grouped on: Arrow strings factorize fast
-        "episode_id": pool.episode_ids.astype(np.int64),
-        "dataset": pool.dataset.astype(str),
-        "generator": pool.generator.astype(str),
-        "item_id": pool.item_id.astype(str),
+        **pool.record_columns(),
         "actions": pd.Series(np.asarray(cols["actions"], dtype=object), dtype=object),
         **{k: np.asarray(cols[k], dtype=np.int64) for k in ("n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
                                                             "selected_candidate")},
