@@ -159,7 +159,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
     params = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
 
     cand = pool.candidates
-    ei = cand["episode_id"].map(row_of).to_numpy(dtype=np.int64)
+    ei = _lookup(cand["episode_id"], row_of, np.int64)
     ci = cand["candidate"].to_numpy(dtype=np.int64)
 
     cluster = np.full((e_count, n), -1, dtype=np.int32)
@@ -191,14 +191,14 @@ def compile_pool(pool: Pool) -> CompiledPool:
     ver_cost = cost_table[en:en * (1 + n_tiers)].reshape(e_count, n, n_tiers, n_measures)
     ver = pool.verifications
     if len(ver):
-        vi = ver["episode_id"].map(row_of).to_numpy(dtype=np.int64)
+        vi = _lookup(ver["episode_id"], row_of, np.int64)
         vc = ver["candidate"].to_numpy(dtype=np.int64)
-        vt = ver["tier"].map({t: k for k, t in enumerate(tiers)}).to_numpy(dtype=np.int64)
+        vt = _lookup(ver["tier"], {t: k for k, t in enumerate(tiers)}, np.int64)
         vtok = (ver["prompt_tokens"] + ver["output_tokens"]).to_numpy(dtype=np.float64)
         has_score[vi, vc, vt] = True
         score[vi, vc, vt] = ver["score"].to_numpy(dtype=np.float64)
         ver_cost[vi, vc, vt, 0] = vtok
-        ver_cost[vi, vc, vt, 1] = vtok * ver["model"].map(params).to_numpy(dtype=np.float64)
+        ver_cost[vi, vc, vt, 1] = vtok * _lookup(ver["model"], params, np.float64)
         ver_cost[vi, vc, vt, 2] = 1.0
         ver_cost[vi, vc, vt, 3] = ver["latency_s"].to_numpy(dtype=np.float64)
 
@@ -236,4 +236,13 @@ def compile_pool(pool: Pool) -> CompiledPool:
 
 def _tier_models(ver: pd.DataFrame) -> tuple[str, ...]:
     """The verifier model(s) of each tier slot, "+"-joined in order of first appearance ("" = no calls)."""
-    return tuple("+".join(dict.fromkeys(ver.loc[ver["tier"] == t, "model"].astype(str))) for t in TIERS)
+    return tuple("+".join(str(m) for m in pd.unique(ver.loc[ver["tier"] == t, "model"])) for t in TIERS)
+
+
+def _lookup(column: pd.Series, table: dict, dtype: type) -> np.ndarray:
+    """``column.map(table)`` as a ``dtype`` array (NaN for a float key the table lacks), looking each distinct
+    value up once: a 3M-row map on Arrow strings otherwise spends seconds per call."""
+    codes, uniques = pd.factorize(column)
+    missing = np.nan if np.dtype(dtype).kind == "f" else None
+    values = np.array([table.get(u.item() if hasattr(u, "item") else u, missing) for u in uniques], dtype=dtype)
+    return values[codes] if len(codes) else np.zeros(0, dtype=dtype)
