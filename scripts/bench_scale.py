@@ -56,8 +56,8 @@ def build_pool(folder: Path, factor: int) -> Path:
     return out
 
 
-def run_measured(cmd: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in GB of the process tree, exit status) of ``cmd``."""
+def run_measured(cmd: list[str]) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds (user + system), peak RSS in GB of the process tree, exit status) of ``cmd``."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=err)
@@ -67,17 +67,17 @@ def run_measured(cmd: list[str]) -> tuple[float, float, int]:
         if code:
             err.seek(0)
             sys.stderr.write(err.read().decode(errors="replace"))
-    return wall, usage.ru_maxrss / 1e6, code  # ru_maxrss is in KiB on Linux
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1e6, code  # ru_maxrss: KiB on Linux
 
 
 def bench_sizes(folder: Path, sizes: list[int], extra: list[str]) -> None:
     """Print one row per pool size: episodes, wall time, peak RSS and the bench's own stage timings."""
-    print("| pool | episodes | wall s | peak RSS GB | " + " | ".join(s[:-2] for s in STAGES) + " |")
-    print("|---|---:|---:|---:|" + "---:|" * len(STAGES))
+    print("| pool | episodes | wall s | CPU s | peak RSS GB | " + " | ".join(s[:-2] for s in STAGES) + " |")
+    print("|---|---:|---:|---:|---:|" + "---:|" * len(STAGES))
     for factor in sizes:
         pool = build_pool(folder, factor)
         out = folder / f"bench-x{factor}"
-        wall, rss, code = run_measured(coba("bench", "--pool", str(pool), "--out", str(out), "--no-progress",
+        wall, cpu, rss, code = run_measured(coba("bench", "--pool", str(pool), "--out", str(out), "--no-progress",
                                             *extra))
         if code:
             print(f"| x{factor} | coba bench failed (exit {code}) |")
@@ -86,7 +86,7 @@ def bench_sizes(folder: Path, sizes: list[int], extra: list[str]) -> None:
         timings = results.get("meta", {}).get("timings", {})
         episodes = json.loads((pool / "manifest.json").read_text()).get("counts", {}).get("episodes", "?")
         cells = " | ".join(f"{timings.get(s, float('nan')):.1f}" for s in STAGES)
-        print(f"| x{factor} | {episodes} | {wall:.1f} | {rss:.2f} | {cells} |", flush=True)
+        print(f"| x{factor} | {episodes} | {wall:.1f} | {cpu:.1f} | {rss:.2f} | {cells} |", flush=True)
 
 
 def throughput(pool_dir: Path) -> None:
