@@ -5,9 +5,10 @@ that was correct, what it cost in every measure, and ``oracle_available``: wheth
 candidate at all. That last field is evaluator-side (read from ``CompiledPool.labels``) and exists only to
 split errors into allocation and generation errors; no policy ever sees it.
 
-``run_policies`` runs a list of policies, in one process or in worker processes that share the compiled pool
-by ``fork`` (one task per policy, so a policy's episodes always replay in order in one process, exactly as
-in a single-process run).
+Each policy is replayed batched through ``CoBaVectorEnv`` (``eval.batched_replay``) when it has a batched form,
+else one episode at a time (``eval.single_replay``); both give the same records. ``run_policies`` runs a list of
+policies, in one process or in worker processes that share the compiled pool by ``fork`` (one task per policy),
+optionally on a subset of the episodes (``episode_ids``: records independent of how episodes are split).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
 from coba_env.rules.config import default_budget
 from eval.batched_replay import DEFAULT_BATCH, action_strings, batched_env, replay_batched
+from eval.single_replay import replay_single
 
 #: Columns of an episode-records frame, in order.
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -47,8 +49,6 @@ REPLAY_MODES: tuple[str, ...] = ("batched", "single")
 #: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
 _FORK_MIN_SINGLE, _FORK_MIN_BATCHED = 20_000, 10_000_000
 
-#: How many episodes pass between two progress updates (a tqdm update per episode would cost ~10%).
-_PROGRESS_EVERY = 128
 
 
 @dataclass
@@ -180,7 +180,7 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
         cols = _batched_columns(out, counts, env, pool)
         cols["actions"] = actions
     else:
-        cols = _replay_single(policy, env, pool, codes, progress, seed)
+        cols = replay_single(policy, env, pool, codes, progress, seed)
     frame = _records_frame(policy.name, pool, cols)
     return PolicyRun(records=frame, seconds=time.perf_counter() - start, **meta)
 
@@ -208,63 +208,6 @@ def _batched_columns(out: dict[str, np.ndarray], counts: np.ndarray, env: CoBaEn
         **{m: costs[:, k] for k, m in enumerate(("tokens", "p_tokens", "calls", "latency"))},
         "reward": out["reward"],
     }
-
-
-def _replay_single(policy: Policy, env: CoBaEnv, pool: CompiledPool, codes: list[str],
-                   progress: Callable[[int], Any] | None, seed: int) -> dict[str, Any]:
-    """The one-episode replay: ``policy.act`` on ``env`` episode by episode (the reference the batched one equals)."""
-    n = pool.n_episodes
-    sample, stop = env.SAMPLE, env.STOP
-    cols: dict[str, list] = {c: [] for c in ("actions", "n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
-                                               "selected_candidate", "selected_answer", "correct", "tokens",
-                                               "p_tokens", "calls", "latency", "reward")}
-    pending = 0
-    for i in range(n):
-        # Seed once so that a stochastic policy drawing from env.np_random is reproducible; later resets keep
-        # the generator running.
-        obs, info = env.reset(seed=seed if i == 0 else None, options={"episode": i})
-        policy.reset(env)
-        evidence = env.evidence
-        mask = info["action_mask"]
-        total = 0.0
-        seq: list[int] = []
-        while True:
-            a = int(policy.act(obs, mask, evidence))
-            try:
-                obs, reward, terminated, truncated, info = env.step(a)
-            except ValueError as exc:
-                raise RuntimeError(f"policy {policy.name!r} failed on episode index {i} "
-                                   f"(episode_id {int(pool.episode_ids[i])}): {exc}") from exc
-            total += reward
-            seq.append(a)
-            if terminated or truncated:
-                break
-            mask = info["action_mask"]
-        counts = [0] * len(codes)
-        for a in seq:
-            counts[a] += 1
-        costs = info["costs"]
-        cols["actions"].append(" ".join(codes[a] for a in seq))
-        cols["n_actions"].append(len(seq) - counts[stop])
-        cols["n_samples"].append(counts[sample])
-        cols["n_v1"].append(counts[1])
-        cols["n_v2"].append(counts[2])
-        cols["n_v3"].append(counts[3])
-        cols["selected_candidate"].append(int(info.get("selected_candidate", -1)))
-        cols["selected_answer"].append(info.get("selected_answer"))
-        cols["correct"].append(bool(info.get("correct", False)))
-        cols["tokens"].append(costs["tokens"])
-        cols["p_tokens"].append(costs["p_tokens"])
-        cols["calls"].append(costs["calls"])
-        cols["latency"].append(costs["latency"])
-        cols["reward"].append(total)
-        pending += 1
-        if progress is not None and pending >= _PROGRESS_EVERY:
-            progress(pending)
-            pending = 0
-    if progress is not None and pending:
-        progress(pending)
-    return cols
 
 
 def _records_frame(name: str, pool: CompiledPool, cols: dict[str, Any]) -> pd.DataFrame:
