@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.batch_evidence import legal, supports_top_mean, top_share, top_tier_mean
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import SAMPLE, STOP
@@ -25,6 +26,16 @@ def wilson_lower_bound(successes: int, n: int, z: float) -> float:
     centre = p + z2 / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     return (centre - spread) / (1 + z2 / n)
+
+
+def wilson_lower_bound_batch(successes: np.ndarray, n: np.ndarray, z: float) -> np.ndarray:
+    """``wilson_lower_bound`` per element, with the same float operations (0 where n = 0)."""
+    n_safe = np.maximum(n, 1)
+    p = successes / n_safe
+    z2 = z * z
+    centre = p + z2 / (2 * n_safe)
+    spread = z * np.sqrt(p * (1 - p) / n_safe + z2 / (4 * n_safe * n_safe))
+    return np.where(n > 0, (centre - spread) / (1 + z2 / n_safe), 0.0)
 
 
 @register("difficulty_adaptive")
@@ -83,6 +94,45 @@ class DifficultyAdaptive(ConfiguredPolicy):
             return SAMPLE
         return STOP
 
+    batched = True
+
+    def supports_batch(self, venv: Any) -> bool:
+        """The vector env keeps the top cluster's V1 and V3 statistics; a judge on V2 replays one by one."""
+        return not self.use_judge or supports_top_mean(venv.config.roles.slot("V1"))
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Per row: the allocated total (-1: not allocated yet)."""
+        super().start_batch(venv, rows)
+        if rows is None:
+            self._b_total = np.full(venv.num_envs, -1, dtype=np.int64)
+        else:
+            self._b_total[rows] = -1
+
+    def difficulty_signals_batch(self, venv: Any) -> np.ndarray:
+        """``difficulty_signals`` for every row of ``venv``."""
+        signals = ((venv.n_answered == 0) | (top_share(venv) < 1.0)).astype(np.int64)
+        if self.use_judge:
+            s1, has = top_tier_mean(venv, self.roles.slot("V1"))
+            signals += ~has | (s1 < self.confidence_min)
+        return signals
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``."""
+        n = venv.n
+        can_sample = legal(action_masks, SAMPLE)
+        open_ = self._b_total < 0
+        warm = open_ & (n < self.warmup) & can_sample
+        judge = self.verify_for("V1") if self.use_judge else None
+        judging = open_ & ~warm & legal(action_masks, judge)
+        allocate = open_ & ~warm & ~judging
+        if allocate.any():
+            self._b_total[allocate] = np.asarray(self.allocation)[self.difficulty_signals_batch(venv)[allocate]]
+        out = np.where((n < self._b_total) & can_sample, SAMPLE, STOP)
+        out[warm] = SAMPLE
+        if judge is not None:
+            out[judging] = judge
+        return out
+
 
 @register("uncertainty_bandit")
 class UncertaintyBandit(ConfiguredPolicy):
@@ -119,3 +169,14 @@ class UncertaintyBandit(ConfiguredPolicy):
         if not done and can(action_mask, SAMPLE):
             return SAMPLE
         return STOP
+
+    batched = True
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``."""
+        n = venv.n
+        at_round_end = (n >= self.min_samples) & ((n - self.min_samples) % self.round_size == 0)
+        top_count = np.where(venv.top >= 0, venv.top_count, 0)
+        confident = wilson_lower_bound_batch(top_count, n, self.z) >= self.threshold
+        done = (n >= self.max_samples) | (at_round_end & confident)
+        return np.where(~done & legal(action_masks, SAMPLE), SAMPLE, STOP)

@@ -64,6 +64,33 @@ class Policy(ABC):
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """Choose the next action id (SAMPLE = 0, VERIFY_V1..V3 = 1..3, STOP = 4 with the default tiers)."""
 
+    # -- batched form: the same rule over many episodes of a ``CoBaVectorEnv`` at once --------------------
+    #: Whether ``act_batch`` is this policy's rule for whole batches (a batched twin of ``act``). A policy
+    #: without one keeps the default ``act_batch`` below, and the bench replays it one episode at a time.
+    batched: ClassVar[bool] = False
+
+    def supports_batch(self, venv: Any) -> bool:
+        """Whether ``act_batch`` can run on ``venv`` (a ``CoBaVectorEnv``); the replay falls back otherwise."""
+        return self.batched
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """``rows`` of ``venv`` start new episodes (None: every row, after ``venv.reset``); binds its role map.
+
+        The batched twin of ``reset``: policies with per-episode state clear it for those rows here.
+        """
+        if rows is None:
+            self.roles = venv.config.roles
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """The next action of every row [B] given observations [B, F] and masks [B, A].
+
+        Default: the scalar ``act`` row by row, without evidence; right only for a policy whose ``act`` reads
+        the observation and mask alone. Policies reading ``Evidence`` override it (and set ``batched``),
+        reading the same quantities from ``venv``'s state arrays (``agents.batch_evidence``).
+        """
+        return np.array([int(self.act(o, m, None)) for o, m in zip(observations, action_masks, strict=True)],
+                        dtype=np.int64)
+
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly description (name, label, group and parameters)."""
         return {"name": self.name, "label": self.label, "group": self.group}

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.batch_evidence import legal, supports_top_mean, top_share, top_tier_mean
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import SAMPLE, STOP
@@ -108,3 +109,56 @@ class CoBaPolicy(ConfiguredPolicy):
             self._routed += 1
             return strong
         return STOP
+
+    # -- the same rule for a batch of episodes (``CoBaVectorEnv``) ----------------------------------------
+    batched = True
+
+    def supports_batch(self, venv: Any) -> bool:
+        """The vector env keeps the top cluster's V1 and V3 statistics; a cheap judge on V2 replays one by one."""
+        return supports_top_mean(venv.config.roles.slot("V1"))
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Per row: whether expansion is still open and how many candidates were routed."""
+        super().start_batch(venv, rows)
+        if rows is None:
+            self._b_expanding = np.ones(venv.num_envs, dtype=bool)
+            self._b_routed = np.zeros(venv.num_envs, dtype=np.int64)
+        else:
+            self._b_expanding[rows] = True
+            self._b_routed[rows] = 0
+
+    def is_stable_batch(self, venv: Any) -> np.ndarray:
+        """``is_stable`` for every row of ``venv``."""
+        s1, has = top_tier_mean(venv, self.roles.slot("V1"))
+        return (top_share(venv) >= self.share_min) & has & (s1 >= self.s1_min)
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row: each branch of Algorithm 1 claims the rows it applies to, in ``act``'s order."""
+        n = venv.n
+        warmup = min(self.warmup_k, self.n_max)
+        can_sample = legal(action_masks, SAMPLE)
+        cheap, process, strong = self.verify_for("V1"), self.verify_for("V2"), self.verify_for("V3")
+        out = np.full(len(n), STOP, dtype=np.int64)
+        todo = np.ones(len(n), dtype=bool)
+
+        def claim(rows: np.ndarray, action: int) -> None:
+            out[rows] = action
+            todo[rows] = False
+
+        claim(todo & (n < warmup) & can_sample, SAMPLE)
+        if cheap is not None:
+            claim(todo & legal(action_masks, cheap), cheap)
+        if self.use_v2 and process is not None:
+            claim(todo & (n <= warmup) & legal(action_masks, process), process)
+        expanding = todo & self._b_expanding
+        if expanding.any():
+            claim(expanding & (n < self.n_max) & can_sample & ~self.is_stable_batch(venv), SAMPLE)
+            ended = expanding & todo
+            self._b_expanding[ended] = False
+            if self.skip_unanimous_routes:
+                self._b_routed[ended & (venv.n_distinct <= 1)] = self.strong_routes
+        if strong is not None:
+            route = todo & (self._b_routed < self.strong_routes) & legal(action_masks, strong)
+            self._b_routed[route] += 1
+            claim(route, strong)
+        return out

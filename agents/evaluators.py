@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.batch_evidence import legal
 from agents.configured import ConfiguredPolicy, can, need_candidates, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -48,6 +49,20 @@ class SampleThenVerify(ConfiguredPolicy):
             if action is not None and can(action_mask, action):
                 return action
         return STOP
+
+    batched = True
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``: the first of SAMPLE, then each tier's VERIFY, that applies."""
+        out = np.full(len(action_masks), STOP, dtype=np.int64)
+        todo = np.ones(len(action_masks), dtype=bool)
+        steps = [(SAMPLE, (venv.n < self.n) & legal(action_masks, SAMPLE))]
+        steps += [(a, legal(action_masks, a)) for a in map(self.verify_for, self.verify) if a is not None]
+        for action, applies in steps:
+            take = todo & applies
+            out[take] = action
+            todo &= ~take
+        return out
 
 
 @register("outcome_evaluator")

@@ -27,7 +27,7 @@ from coba_env.costs import cost_index
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import N_ACTIONS
-from coba_env.rules.features import N_FEATURES, rescaled
+from coba_env.rules.features import BUDGET, LAMBDA, MEAN_LEN, N_FEATURES, rescaled
 from pools.atomic_write import atomic_write, atomic_write_text
 
 N_INPUTS = N_FEATURES + N_ACTIONS
@@ -95,6 +95,27 @@ class MLPController(Policy):
         s = self.scores(x[None])[0]
         s = np.where(np.asarray(action_mask[:N_ACTIONS]) > 0, s, -np.inf)
         return int(np.argmax(s))
+
+    batched = True
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of the ``CoBaVectorEnv`` ``venv``: one forward pass for the whole batch.
+
+        The inputs are ``controller_features`` row by row: budget_used and mean_length recomputed from the vector
+        env's cost and length sums (as ``rescaled`` does from ``Evidence``), lambda fixed, the mask appended.
+        """
+        if venv is None:
+            raise ValueError(f"{self.name}: act_batch reads the vector env's cost and length sums; pass venv")
+        b = len(observations)
+        x = np.empty((b, N_INPUTS), dtype=np.float32)
+        x[:, :N_FEATURES] = observations
+        x[:, BUDGET] = venv.cost[:, cost_index(self.cost_model)] / self.budget
+        n = venv.n
+        x[:, MEAN_LEN] = np.where(n > 0, venv.len_sum / np.maximum(n, 1) / self.max_output_tokens, 0.0)
+        x[:, LAMBDA] = self.lam
+        x[:, N_FEATURES:] = action_masks[:, :N_ACTIONS]
+        s = np.where(np.asarray(action_masks[:, :N_ACTIONS]) > 0, self.scores(x), -np.inf)
+        return s.argmax(axis=1)
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
         """The controller runs only with the N_max it was trained with (its step and reveal fractions use it)."""

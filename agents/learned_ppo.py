@@ -77,7 +77,9 @@ class PPOController(Policy):
             return False, f"observation has shape {env.observation_space.shape}, the model expects {len(meta['observation'])}"
         return True, ""
 
-    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+    batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """The deterministic action for each row of ``observations`` [B, 21] under ``action_masks`` [B, A]."""
         return best_legal_actions(self.logits(np.atleast_2d(observations)), action_masks)
 

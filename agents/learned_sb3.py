@@ -84,7 +84,9 @@ class SB3Controller(Policy):
                            f"actions, the model expects ({N_FEATURES},) and {N_ACTIONS}")
         return True, ""
 
-    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+    batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """The best legal action for each row of ``observations`` [B, 21] under ``action_masks`` [B, A]."""
         scores = action_scores(self._torch, self._net, np.atleast_2d(observations), self.lam)
         return best_legal_actions(scores, action_masks)

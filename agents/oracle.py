@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.batch_evidence import legal
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -50,3 +51,19 @@ class PoolOracle(ConfiguredPolicy):
         if evidence.n_revealed < self._target and can(action_mask, SAMPLE):
             return SAMPLE
         return STOP
+
+    batched = True
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Read the labels of the rows' new episodes, as ``reset`` does for one (evaluator side only)."""
+        super().start_batch(venv, rows)
+        if rows is None:
+            self._b_target = np.ones(venv.num_envs, dtype=np.int64)
+            rows = np.arange(venv.num_envs)
+        correct = venv.pool.labels.correct[venv.ep[rows], : venv.n_max]
+        hit = correct.any(axis=1)
+        self._b_target[rows] = np.where(hit, correct.argmax(axis=1) + 1, 1)
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``."""
+        return np.where((venv.n < self._b_target) & legal(action_masks, SAMPLE), SAMPLE, STOP)

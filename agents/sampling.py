@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.batch_evidence import legal, newest_cap_hit, newest_cluster
 from agents.configured import ConfiguredPolicy, can, need_candidates, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -48,6 +49,12 @@ class BestOfN(ConfiguredPolicy):
             return SAMPLE
         return STOP
 
+    batched = True
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``."""
+        return np.where((venv.n < self.n) & legal(action_masks, SAMPLE), SAMPLE, STOP)
+
 
 @register("k_stable")
 class KStableStop(ConfiguredPolicy):
@@ -88,6 +95,34 @@ class KStableStop(ConfiguredPolicy):
             return SAMPLE
         return STOP
 
+    batched = True
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Per row: the newest leader, how many times in a row it led, and how many samples were seen."""
+        super().start_batch(venv, rows)
+        if rows is None:
+            b = venv.num_envs
+            self._b_last, self._b_run, self._b_seen = (np.zeros(b, dtype=np.int64) for _ in range(3))
+            rows = slice(None)
+        self._b_last[rows], self._b_run[rows], self._b_seen[rows] = -3, 0, 0  # -3: no leader recorded yet
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row: the last k leaders are equal iff the newest one led k times in a row."""
+        n = venv.n
+        if self.leader == "strict":
+            leader = np.where((venv.top >= 0) & (venv.top_count > venv.second), venv.top, -1)
+        else:
+            leader = venv.top
+        new = n - self._b_seen  # samples since the last call, each recorded with the current leader
+        grew = new > 0
+        same = leader == self._b_last
+        self._b_run = np.where(grew, np.where(same, self._b_run + new, new), self._b_run)
+        self._b_last = np.where(grew, leader, self._b_last)
+        self._b_seen = np.maximum(self._b_seen, n)
+        stable = (self._b_run >= self.k) & (self._b_last >= 0)
+        go = ~stable & (n < self.max_samples) & legal(action_masks, SAMPLE)
+        return np.where(go, SAMPLE, STOP)
+
 
 @register("overthinking")
 class OverthinkingStop(ConfiguredPolicy):
@@ -116,6 +151,16 @@ class OverthinkingStop(ConfiguredPolicy):
             return STOP
         return SAMPLE if can(action_mask, SAMPLE) else STOP
 
+    batched = True
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``."""
+        n = venv.n
+        agreed = (venv.top >= 0) & (venv.top_count >= self.agree)
+        overthinking = (n > 0) & newest_cap_hit(venv) & (venv.n_answered > 0) if self.stop_on_cap_hit else False
+        stop = (n > 0) & (agreed | overthinking | (n >= self.max_samples))
+        return np.where(~stop & legal(action_masks, SAMPLE), SAMPLE, STOP)
+
 
 @register("s1_budget_forcing")
 class S1BudgetForcing(ConfiguredPolicy):
@@ -141,3 +186,11 @@ class S1BudgetForcing(ConfiguredPolicy):
         if unfinished and n < self.max_samples and can(action_mask, SAMPLE):
             return SAMPLE
         return STOP
+
+    batched = True
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row of ``venv``."""
+        n = venv.n
+        unfinished = (n == 0) | newest_cap_hit(venv) | (newest_cluster(venv) < 0)
+        return np.where(unfinished & (n < self.max_samples) & legal(action_masks, SAMPLE), SAMPLE, STOP)

@@ -42,7 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resamples", type=positive_int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--replay", default="batched", choices=("batched", "single"),
+                        help="batched (default): policies act on thousands of episodes at once through the "
+                             "vector env; single: one episode at a time (the reference, same records, slower)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bars (they show only on a terminal)")
     parser.set_defaults(func=run)
 
 
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
                   unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed,
-                  datasets=args.datasets)
+                  datasets=args.datasets, replay=args.replay)
     except BenchInputError as exc:
         raise UsageError(str(exc)) from exc
     return 0

@@ -7,6 +7,7 @@ Compilation does every lookup, join and parse once. Correctness labels are kept 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,9 @@ class CompiledPool:
     verifier_models: tuple[str, ...] = ("",) * len(TIERS)
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
+    _vector_tables: Any = field(default=None, repr=False)
+    _cost_table: np.ndarray | None = field(default=None, repr=False)
+    _record_columns: dict | None = field(default=None, repr=False)
 
     @property
     def n_episodes(self) -> int:
@@ -100,6 +104,35 @@ class CompiledPool:
             self._episode_rows = rows
         return self._episode_rows
 
+    def record_columns(self) -> dict[str, pd.Series]:
+        """The per-episode columns of an episode-records frame (episode_id, dataset, generator, item_id), built
+        once per pool: every policy's records repeat them, and converting 100k strings per policy adds up."""
+        if self._record_columns is None:
+            self._record_columns = {
+                "episode_id": pd.Series(self.episode_ids.astype(np.int64)),
+                **{name: pd.Series(getattr(self, name).astype(str), dtype="str")
+                   for name in ("dataset", "generator", "item_id")},
+            }
+        return self._record_columns
+
+    def cost_rows(self) -> np.ndarray:
+        """Every cost a step can add, [E * N + E * N * T + 1, 4]: generation rows, verification rows, a zero row.
+
+        The compiled table itself when ``gen_cost`` and ``ver_cost`` are still its views, else a new one.
+        """
+        table = self._cost_table
+        if table is not None and self.gen_cost.base is table and self.ver_cost.base is table:
+            return table
+        return np.concatenate([self.gen_cost.reshape(-1, 4), self.ver_cost.reshape(-1, 4), np.zeros((1, 4))])
+
+    def vector_tables(self) -> Any:
+        """The flat lookup tables ``CoBaVectorEnv`` gathers from (``coba_env.vector_tables``), built once per pool."""
+        if self._vector_tables is None:
+            from coba_env.vector_tables import VectorTables
+
+            self._vector_tables = VectorTables.build(self)
+        return self._vector_tables
+
     def episode_meta(self) -> tuple[list, list, list, list]:
         """(episode ids, datasets, generators, item ids) as plain Python lists, for per-episode infos (built once)."""
         if self._episode_meta is None:
@@ -126,7 +159,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
     params = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
 
     cand = pool.candidates
-    ei = cand["episode_id"].map(row_of).to_numpy(dtype=np.int64)
+    ei = _lookup(cand["episode_id"], row_of, np.int64)
     ci = cand["candidate"].to_numpy(dtype=np.int64)
 
     cluster = np.full((e_count, n), -1, dtype=np.int32)
@@ -142,7 +175,11 @@ def compile_pool(pool: Pool) -> CompiledPool:
 
     gen_params = episodes["generator"].map(params).to_numpy(dtype=np.float64)
     tokens = (cand["prompt_tokens"] + cand["output_tokens"]).to_numpy(dtype=np.float64)
-    gen_cost = np.zeros((e_count, n, len(COST_MEASURES)))
+    # Generation and verification costs are views of one table laid out as ``CoBaVectorEnv`` gathers it
+    # (``cost_rows``): the vector env then uses it as is instead of a second copy (0.2 GB at 100k episodes).
+    n_measures, n_tiers, en = len(COST_MEASURES), len(TIERS), e_count * n
+    cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
+    gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
     gen_cost[ei, ci, 0] = tokens
     gen_cost[ei, ci, 1] = tokens * gen_params[ei]
     gen_cost[ei, ci, 2] = 1.0
@@ -151,17 +188,17 @@ def compile_pool(pool: Pool) -> CompiledPool:
     tiers = TIERS
     has_score = np.zeros((e_count, n, len(tiers)), dtype=bool)
     score = np.full((e_count, n, len(tiers)), np.nan)
-    ver_cost = np.zeros((e_count, n, len(tiers), len(COST_MEASURES)))
+    ver_cost = cost_table[en:en * (1 + n_tiers)].reshape(e_count, n, n_tiers, n_measures)
     ver = pool.verifications
     if len(ver):
-        vi = ver["episode_id"].map(row_of).to_numpy(dtype=np.int64)
+        vi = _lookup(ver["episode_id"], row_of, np.int64)
         vc = ver["candidate"].to_numpy(dtype=np.int64)
-        vt = ver["tier"].map({t: k for k, t in enumerate(tiers)}).to_numpy(dtype=np.int64)
+        vt = _lookup(ver["tier"], {t: k for k, t in enumerate(tiers)}, np.int64)
         vtok = (ver["prompt_tokens"] + ver["output_tokens"]).to_numpy(dtype=np.float64)
         has_score[vi, vc, vt] = True
         score[vi, vc, vt] = ver["score"].to_numpy(dtype=np.float64)
         ver_cost[vi, vc, vt, 0] = vtok
-        ver_cost[vi, vc, vt, 1] = vtok * ver["model"].map(params).to_numpy(dtype=np.float64)
+        ver_cost[vi, vc, vt, 1] = vtok * _lookup(ver["model"], params, np.float64)
         ver_cost[vi, vc, vt, 2] = 1.0
         ver_cost[vi, vc, vt, 3] = ver["latency_s"].to_numpy(dtype=np.float64)
 
@@ -193,9 +230,19 @@ def compile_pool(pool: Pool) -> CompiledPool:
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles")),
         verifier_models=_tier_models(ver),
+        _cost_table=cost_table,
     )
 
 
 def _tier_models(ver: pd.DataFrame) -> tuple[str, ...]:
     """The verifier model(s) of each tier slot, "+"-joined in order of first appearance ("" = no calls)."""
-    return tuple("+".join(dict.fromkeys(ver.loc[ver["tier"] == t, "model"].astype(str))) for t in TIERS)
+    return tuple("+".join(str(m) for m in pd.unique(ver.loc[ver["tier"] == t, "model"])) for t in TIERS)
+
+
+def _lookup(column: pd.Series, table: dict, dtype: type) -> np.ndarray:
+    """``column.map(table)`` as a ``dtype`` array (NaN for a float key the table lacks), looking each distinct
+    value up once: a 3M-row map on Arrow strings otherwise spends seconds per call."""
+    codes, uniques = pd.factorize(column)
+    missing = np.nan if np.dtype(dtype).kind == "f" else None
+    values = np.array([table.get(u.item() if hasattr(u, "item") else u, missing) for u in uniques], dtype=dtype)
+    return values[codes] if len(codes) else np.zeros(0, dtype=dtype)

@@ -37,6 +37,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
 from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX, tier_of
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
@@ -92,7 +93,7 @@ class CoBaVectorEnv(VectorEnv):
         self.tier_on = np.array(config.tier_on)
         self.clogc = np.array(clogc_table(p.n_candidates))
         self.logs = np.array(log_table(p.n_candidates))
-        tables = VectorTables.build(p)
+        tables = p.vector_tables() if isinstance(p, CompiledPool) else VectorTables.build(p)  # built once per pool
         self.n_clusters = tables.n_clusters
         self.output_tokens, self.sample_int = tables.output_tokens, tables.sample_int
         self.has_t = tables.has_slots  # [N, T * E]: ``_verified`` gathers columns

@@ -33,12 +33,11 @@ class VectorTables:
         cluster = pool.cluster
         answered = cluster >= 0
         # First candidate of each answer cluster in its episode: a cluster's counts and statistics are zeroed
-        # when it first appears instead of on every reset.
-        first = np.zeros(cluster.shape, dtype=bool)
-        for e, row in enumerate(cluster):
-            _, at = np.unique(row, return_index=True)
-            first[e, at] = True
-        first &= answered
+        # when it first appears instead of on every reset. Candidate c is first when no earlier candidate has
+        # its cluster (compared slot by slot: N passes over [E, N] instead of a loop over episodes).
+        first = answered.copy()
+        for c in range(1, cluster.shape[1]):
+            first[:, c] &= ~(cluster[:, :c] == cluster[:, c:c + 1]).any(axis=1)
         has_answered = pool.has_score & answered[:, :, None]
         n_cand = pool.n_candidates
         n_clusters = int(max(cluster.max() + 1, 1))
@@ -52,5 +51,6 @@ class VectorTables:
             output_tokens=pool.output_tokens.astype(np.float64).ravel(),
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
             score_flat=pool.score.ravel(),
-            cost_rows=np.concatenate([pool.gen_cost.reshape(-1, 4), pool.ver_cost.reshape(-1, 4), np.zeros((1, 4))]),
+            cost_rows=pool.cost_rows() if hasattr(pool, "cost_rows") else np.concatenate(
+                [pool.gen_cost.reshape(-1, 4), pool.ver_cost.reshape(-1, 4), np.zeros((1, 4))]),
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from agents.base import Policy
 from coba_env.compiled import CompiledPool, compile_pool
@@ -24,7 +25,7 @@ from coba_env.costs import COST_MEASURES
 from eval import bootstrap, metrics, pareto, report
 from eval.bench_data import COST_METRIC, BenchData
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
-from eval.runner import BenchRun, run_policies
+from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.default import pool_label, resolve_pool
 from pools.store import Pool
@@ -93,6 +94,7 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     """Aggregate a finished ``BenchRun``: metrics, allocation, oracle gap, bootstrap and Pareto analysis."""
     start = time.perf_counter()
     records = run.records
+    run.share_records(records)  # each policy's records become a slice of the whole: one copy in memory
     info = policy_info(run)
     datasets = list(dict.fromkeys(compiled.dataset.tolist()))
     generators = list(dict.fromkeys(compiled.generator.tolist()))
@@ -101,7 +103,9 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
         dset, gen = metrics.per_dataset(records), metrics.per_generator(records)
         alloc, alloc_all = metrics.allocation(records), metrics.allocation_overall(records)
         gap, gap_ds = metrics.oracle_gap(records, None), metrics.oracle_gap(records, "dataset")
-        summary = metrics.summarize(records)
+        summary = metrics.summarize(records, dict(macro=mac, pooled=poo, per_dataset=dset, per_generator=gen,
+                                                  allocation=alloc, allocation_overall=alloc_all, gap=gap,
+                                                  gap_by_dataset=gap_ds))
     else:
         mac = poo = dset = gen = alloc = alloc_all = gap = gap_ds = pd.DataFrame()
         summary = {}
@@ -149,7 +153,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
               cost_model: str = "p_tokens", seed: int = 0, out_dir: str | Path = "bench-out",
               progress: bool = True, *, figures: bool = True, workers: int | None = None,
               specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
-              pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None) -> dict[str, Any]:
+              pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None,
+              replay: str = "batched") -> dict[str, Any]:
     """Benchmark ``policies`` on the pool ``pool_spec`` and write the full report to ``out_dir``.
 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
@@ -158,6 +163,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
     content of ``results.json``. Prints a summary table unless ``quiet``. ``datasets`` restricts the replay to
     those datasets; a learned policy evaluated on datasets it was trained on gets a warning line on stderr.
+    ``replay`` "batched" (default) replays policies with a batched form through ``CoBaVectorEnv``; "single"
+    replays every policy one episode at a time (the reference; same records).
     """
     t0 = time.perf_counter()
     out = check_bench_out(out_dir, [pool_spec if isinstance(pool_spec, str | Path) else None])  # before any work
@@ -165,6 +172,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
     if unit not in ("item", "episode"):
         raise BenchInputError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
+    if replay not in REPLAY_MODES:
+        raise BenchInputError(f"unknown replay mode {replay!r}; expected one of {list(REPLAY_MODES)}")
     # Policies are resolved before the pool so that a typo fails fast, before any pool is built.
     policy_objs = _resolve_policy_objects(policies, specs)
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
@@ -176,11 +185,16 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     kept = list(dict.fromkeys(compiled.dataset.tolist()))
     if datasets is not None:  # the report's item count covers the evaluated datasets only
         pool = dataclasses.replace(pool, items=pool.items[pool.items["dataset"].isin(kept)])
+    # The report reads only the manifest and items; the compiled pool holds the rest (at 100k episodes the
+    # candidate and verification tables are ~0.5 GB that would otherwise stay alive for the whole run).
+    pool = dataclasses.replace(pool, candidates=pool.candidates.iloc[0:0], verifications=pool.verifications.iloc[0:0])
+    pa.default_memory_pool().release_unused()  # Arrow keeps freed table buffers for reuse unless told
     for line in in_sample_warnings(policy_objs, kept):
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
-    run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed)
+    run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed,
+                       replay=replay)
     _test_interrupt("analyse")
     data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
                    resamples=resamples)

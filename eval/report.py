@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from coba_env.rules.roles import pool_role_map
 from eval import figures as figs
 from eval import tables as tabs
 from eval.bench_data import BenchData
+from eval.episode_files import write_episode_files
 from eval.metrics import to_plain
 from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
@@ -201,6 +204,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
     paper_state, paper_block, paper_tables = _paper(data, tables)
     makers = build_figures(data) if figures else {}
     bar = _stage_bar(len(tables) + len(makers) + 2, progress)
+    written = None
     try:
         for name, table in tables.items():
             _stage(bar, f"table {name}")
@@ -208,15 +212,20 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
                 atomic_write_text(out_dir / "tables" / f"{name}.{ext}", render())
             files["tables"][name] = [f"tables/{name}.{ext}" for ext in ("md", "csv", "tex")]
         t_tables = time.perf_counter()
+        # The episode files are written on a second thread while the figures render: Arrow's CSV writer and
+        # zlib release the GIL, so on 2 cores the ~5 s of writing at 100k episodes hides behind the figures.
+        frames = [r.records for r in data.run.runs if r.applicable and len(r.records)]
+        episodes = ThreadPoolExecutor(max_workers=1)
+        written = episodes.submit(atomic_write, out_dir / "episodes.parquet", lambda parquet: atomic_write(
+            out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv)))
+        episodes.shutdown(wait=False)
         for stem, make in makers.items():
             _stage(bar, f"figure {stem}")
             save_figure(make(), out_dir / "figures" / stem)
             files["figures"][stem] = [f"figures/{stem}.png", f"figures/{stem}.svg"]
         t_figs = time.perf_counter()
         _stage(bar, "episode records")
-        records = data.records
-        atomic_write(out_dir / "episodes.parquet", lambda tmp: records.to_parquet(tmp, index=False))
-        atomic_write(out_dir / "episodes.csv.gz", lambda tmp: records.to_csv(tmp, index=False, compression="gzip"))
+        written.result()  # re-raises a failure of the writing thread here; episodes_s is the wait after the figures
         t_eps = time.perf_counter()
         _stage(bar, "report.md, report.html, results.json")
         data.timings.update(tables_s=t_tables - start, figures_s=t_figs - t_tables, episodes_s=t_eps - t_figs)
@@ -230,13 +239,15 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         if bar is not None:
             bar.update(1)
     finally:
+        if written is not None:
+            wait([written])  # on an error or Ctrl-C too: never leave the thread writing into a folder being removed
         if bar is not None:
             bar.close()
     return results
 
 
 def _stage_bar(total: int, enabled: bool) -> Any:
-    if not enabled:
+    if not enabled or not sys.stderr.isatty():
         return None
     from tqdm.auto import tqdm
 

@@ -5,15 +5,17 @@ that was correct, what it cost in every measure, and ``oracle_available``: wheth
 candidate at all. That last field is evaluator-side (read from ``CompiledPool.labels``) and exists only to
 split errors into allocation and generation errors; no policy ever sees it.
 
-``run_policies`` runs a list of policies, in one process or in worker processes that share the compiled pool
-by ``fork`` (one task per policy, so a policy's episodes always replay in order in one process, exactly as
-in a single-process run).
+Each policy is replayed batched through ``CoBaVectorEnv`` (``eval.batched_replay``) when it has a batched form,
+else one episode at a time (``eval.single_replay``); both give the same records. ``run_policies`` runs a list of
+policies, in one process or in worker processes that share the compiled pool by ``fork`` (one task per policy),
+optionally on a subset of the episodes (``episode_ids``: records independent of how episodes are split).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +27,9 @@ import pandas as pd
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
+from coba_env.rules.config import default_budget
+from eval.batched_replay import DEFAULT_BATCH, action_strings, batched_env, replay_batched
+from eval.single_replay import replay_single
 
 #: Columns of an episode-records frame, in order.
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -37,8 +42,13 @@ RECORD_COLUMNS: tuple[str, ...] = (
 ACTION_CODES: dict[str, str] = {"SAMPLE": "S", "VERIFY_V1": "V1", "VERIFY_V2": "V2", "VERIFY_V3": "V3",
                                 "STOP": "STOP"}
 
-#: How many episodes pass between two progress updates (a tqdm update per episode would cost ~10%).
-_PROGRESS_EVERY = 128
+#: Replay modes: "batched" (``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode
+#: at a time, the reference).
+REPLAY_MODES: tuple[str, ...] = ("batched", "single")
+
+#: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
+_FORK_MIN_SINGLE, _FORK_MIN_BATCHED = 20_000, 10_000_000
+
 
 
 @dataclass
@@ -81,6 +91,16 @@ class BenchRun:
         """Policy name -> reason, for the policies that did not run."""
         return {r.name: r.not_applicable for r in self.runs if r.not_applicable is not None}
 
+    def share_records(self, records: pd.DataFrame) -> None:
+        """Make each run's records a row slice of ``records`` (``self.records``, concatenated in policy order),
+        so that the per-policy frames and the whole one do not both stay in memory."""
+        start = 0
+        for r in self.runs:
+            if r.applicable and len(r.records):
+                stop = start + len(r.records)
+                r.records = records.iloc[start:stop]
+                start = stop
+
     def get(self, name: str) -> PolicyRun | None:
         """The run of policy ``name``, or None."""
         return next((r for r in self.runs if r.name == name), None)
@@ -97,13 +117,15 @@ def make_env(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_tokens"
 
 
 def run_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_tokens", lam: float = 0.0,
-               progress: Callable[[int], Any] | None = None, seed: int = 0) -> pd.DataFrame:
+               progress: Callable[[int], Any] | None = None, seed: int = 0, replay: str = "batched",
+               episode_ids: np.ndarray | None = None) -> pd.DataFrame:
     """Replay ``policy`` on every episode of ``pool``: one record per episode (``RECORD_COLUMNS``).
 
     A policy that is not applicable to the pool gives an empty frame whose ``attrs["not_applicable"]`` holds
     the reason. ``progress(n)`` is called as episodes finish.
     """
-    run = replay_policy(policy, pool, cost_model=cost_model, lam=lam, progress=progress, seed=seed)
+    run = replay_policy(policy, pool, cost_model=cost_model, lam=lam, progress=progress, seed=seed, replay=replay,
+                        episode_ids=episode_ids)
     frame = run.records
     frame.attrs.update(policy=run.name, label=run.label, group=run.group, seconds=run.seconds,
                        not_applicable=run.not_applicable)
@@ -111,10 +133,30 @@ def run_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_token
 
 
 def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_tokens", lam: float = 0.0,
-                  progress: Callable[[int], Any] | None = None, seed: int = 0) -> PolicyRun:
-    """Like ``run_policy``, returning a ``PolicyRun`` (records, not-applicable reason, timing, metadata)."""
+                  progress: Callable[[int], Any] | None = None, seed: int = 0, replay: str = "batched",
+                  episode_ids: np.ndarray | None = None, batch: int = DEFAULT_BATCH) -> PolicyRun:
+    """Like ``run_policy``, returning a ``PolicyRun`` (records, not-applicable reason, timing, metadata).
+
+    ``replay`` "batched" plays a policy with a batched form (``Policy.batched``) through ``CoBaVectorEnv``
+    (``eval.batched_replay``), any other one episode at a time; "single" always plays one episode at a time.
+    ``episode_ids`` (pool episode ids) replays only those episodes, in episode-id order, with the whole pool's
+    budget, so that records do not depend on how episodes are split.
+    """
+    if replay not in REPLAY_MODES:
+        raise ValueError(f"unknown replay mode {replay!r}; expected one of {list(REPLAY_MODES)}")
     start = time.perf_counter()
-    env = make_env(policy, pool, cost_model=cost_model, lam=lam)
+    env_kwargs = dict(policy.env_kwargs())
+    if episode_ids is not None:
+        env_kwargs.setdefault("budget", default_budget(pool, cost_model, pool.n_candidates))
+        pool = pool.select(episode_indices(pool, episode_ids))
+    use_batch = replay == "batched" and policy.batched and pool.n_episodes > 0
+    if use_batch:
+        # The one-episode env answers ``applicable`` and names the actions; over the first episode only (same
+        # configuration and budget), since a whole-pool one builds per-episode Python rows the batch never reads.
+        env_kwargs.setdefault("budget", default_budget(pool, cost_model, pool.n_candidates))
+        env = CoBaEnv(pool=pool.select(np.arange(1)), cost_model=cost_model, lam=lam, **env_kwargs)
+    else:
+        env = CoBaEnv(pool=pool, cost_model=cost_model, lam=lam, **env_kwargs)
     meta = dict(name=policy.name, label=getattr(policy, "label", policy.name),
                 group=str(getattr(policy, "group", "baseline")), uses_labels=bool(getattr(policy, "uses_labels",
                                                                                           False)),
@@ -124,68 +166,57 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
         if progress is not None:
             progress(pool.n_episodes)
         return PolicyRun(records=empty_records(), not_applicable=reason or "not applicable", **meta)
-
-    n = pool.n_episodes
-    oracle_available = pool.labels.correct.any(axis=1)
     codes = [ACTION_CODES.get(a, a) for a in env.actions]
-    sample, stop = env.SAMPLE, env.STOP
-    cols: dict[str, list] = {c: [] for c in ("actions", "n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
-                                               "selected_candidate", "selected_answer", "correct", "tokens",
-                                               "p_tokens", "calls", "latency", "reward")}
-    pending = 0
-    for i in range(n):
-        # Seed once so that a stochastic policy drawing from env.np_random is reproducible; later resets keep
-        # the generator running.
-        obs, info = env.reset(seed=seed if i == 0 else None, options={"episode": i})
-        policy.reset(env)
-        evidence = env.evidence
-        mask = info["action_mask"]
-        total = 0.0
-        seq: list[int] = []
-        while True:
-            a = int(policy.act(obs, mask, evidence))
-            try:
-                obs, reward, terminated, truncated, info = env.step(a)
-            except ValueError as exc:
-                raise RuntimeError(f"policy {policy.name!r} failed on episode index {i} "
-                                   f"(episode_id {int(pool.episode_ids[i])}): {exc}") from exc
-            total += reward
-            seq.append(a)
-            if terminated or truncated:
-                break
-            mask = info["action_mask"]
-        counts = [0] * len(codes)
-        for a in seq:
-            counts[a] += 1
-        costs = info["costs"]
-        cols["actions"].append(" ".join(codes[a] for a in seq))
-        cols["n_actions"].append(len(seq) - counts[stop])
-        cols["n_samples"].append(counts[sample])
-        cols["n_v1"].append(counts[1])
-        cols["n_v2"].append(counts[2])
-        cols["n_v3"].append(counts[3])
-        cols["selected_candidate"].append(int(info.get("selected_candidate", -1)))
-        cols["selected_answer"].append(info.get("selected_answer"))
-        cols["correct"].append(bool(info.get("correct", False)))
-        cols["tokens"].append(costs["tokens"])
-        cols["p_tokens"].append(costs["p_tokens"])
-        cols["calls"].append(costs["calls"])
-        cols["latency"].append(costs["latency"])
-        cols["reward"].append(total)
-        pending += 1
-        if progress is not None and pending >= _PROGRESS_EVERY:
-            progress(pending)
-            pending = 0
-    if progress is not None and pending:
-        progress(pending)
+    venv = None
+    if use_batch:
+        venv = batched_env(policy, pool, batch=batch, cost_model=cost_model, lam=lam, env_kwargs=env_kwargs)
+        if not policy.supports_batch(venv):
+            venv = None
+            env = CoBaEnv(pool=pool, cost_model=cost_model, lam=lam, **env_kwargs)
+    if venv is not None:
+        out = replay_batched(policy, venv, seed=seed, progress=progress)
+        actions, counts = action_strings(out["actions"], codes)
+        del out["actions"]
+        cols = _batched_columns(out, counts, env, pool)
+        cols["actions"] = actions
+    else:
+        cols = replay_single(policy, env, pool, codes, progress, seed)
+    frame = _records_frame(policy.name, pool, cols)
+    return PolicyRun(records=frame, seconds=time.perf_counter() - start, **meta)
 
+
+def episode_indices(pool: CompiledPool, episode_ids: np.ndarray) -> np.ndarray:
+    """Row indices of ``episode_ids`` in ``pool`` (sorted, unique); ValueError naming an id the pool lacks."""
+    ids = np.unique(np.asarray(episode_ids, dtype=np.int64))
+    at = np.searchsorted(pool.episode_ids, ids)
+    found = (at < pool.n_episodes) & (pool.episode_ids[np.minimum(at, pool.n_episodes - 1)] == ids)
+    if not found.all():
+        raise ValueError(f"episode_ids: episode id {int(ids[~found][0])} is not in the pool")
+    return at
+
+
+def _batched_columns(out: dict[str, np.ndarray], counts: np.ndarray, env: CoBaEnv,
+                     pool: CompiledPool) -> dict[str, Any]:
+    sel = out["selected_candidate"]
+    answers = pool.answer[np.arange(pool.n_episodes), np.maximum(sel, 0)]
+    answers[sel < 0] = None
+    costs = out["costs"]
+    return {
+        "n_actions": counts.sum(axis=1) - counts[:, env.STOP], "n_samples": counts[:, env.SAMPLE],
+        "n_v1": counts[:, 1], "n_v2": counts[:, 2], "n_v3": counts[:, 3], "selected_candidate": sel,
+        "selected_answer": answers, "correct": out["correct"],
+        **{m: costs[:, k] for k, m in enumerate(("tokens", "p_tokens", "calls", "latency"))},
+        "reward": out["reward"],
+    }
+
+
+def _records_frame(name: str, pool: CompiledPool, cols: dict[str, Any]) -> pd.DataFrame:
+    """The records frame (``RECORD_COLUMNS``) of one policy from its per-episode columns."""
+    n = pool.n_episodes
     frame = pd.DataFrame({
-        "policy": pd.Series([policy.name] * n, dtype=object),
-        "episode_id": pool.episode_ids.astype(np.int64),
-        "dataset": pool.dataset.astype(str),
-        "generator": pool.generator.astype(str),
-        "item_id": pool.item_id.astype(str),
-        **{k: cols[k] for k in ("actions",)},
+        "policy": pd.Series(name, index=pd.RangeIndex(n), dtype="str"),  # grouped on: Arrow strings factorize fast
+        **pool.record_columns(),
+        "actions": pd.Series(np.asarray(cols["actions"], dtype=object), dtype=object),
         **{k: np.asarray(cols[k], dtype=np.int64) for k in ("n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
                                                             "selected_candidate")},
         "selected_answer": pd.Series([None if v is None else str(v) for v in cols["selected_answer"]],
@@ -193,9 +224,9 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
         "correct": np.asarray(cols["correct"], dtype=bool),
         **{k: np.asarray(cols[k], dtype=np.float64) for k in ("tokens", "p_tokens", "calls", "latency",
                                                               "reward")},
-        "oracle_available": oracle_available.astype(bool),
+        "oracle_available": pool.labels.correct.any(axis=1).astype(bool),
     })
-    return PolicyRun(records=frame[list(RECORD_COLUMNS)], seconds=time.perf_counter() - start, **meta)
+    return frame[list(RECORD_COLUMNS)]
 
 
 def _describe(policy: Policy) -> dict[str, Any]:
@@ -220,13 +251,20 @@ def _worker_run(index: int) -> PolicyRun:
             counter.value += k
 
     return replay_policy(shared["policies"][index], shared["pool"], cost_model=shared["cost_model"],
-                      lam=shared["lam"], progress=tick, seed=shared["seed"])
+                         lam=shared["lam"], progress=tick, seed=shared["seed"], replay=shared["replay"],
+                         episode_ids=shared["episode_ids"])
 
 
-def default_workers(n_policies: int, n_episodes: int) -> int:
-    """Worker processes to use by default: 1 for small runs, else up to 2 (bounded by the CPUs present)."""
+def default_workers(n_policies: int, n_episodes: int, *, batched: bool = False) -> int:
+    """Worker processes to use by default: 1 for small runs, else up to 2 (bounded by the CPUs present).
+
+    A batched replay plays about 20x more episode-policies per second, and a forked worker returns its records
+    pickled (a second copy in the parent), so it forks only for far larger runs (not the 2.2M episode-policies
+    of a 100k-episode pool, which replays in ~20 s in one process; docs/PERFORMANCE.md).
+    """
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if n_policies < 2 or n_policies * n_episodes < 20_000 or "fork" not in mp.get_all_start_methods():
+    small = n_policies * n_episodes < (_FORK_MIN_BATCHED if batched else _FORK_MIN_SINGLE)
+    if n_policies < 2 or small or "fork" not in mp.get_all_start_methods():
         return 1
     return max(1, min(2, cpus, n_policies))
 
@@ -246,23 +284,33 @@ def resolve_policies(policies: Sequence[str | Policy], specs: dict | None = None
 
 def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_model: str = "p_tokens",
                  lam: float = 0.0, progress: bool = True, workers: int | None = None,
-                 seed: int = 0, specs: dict | None = None) -> BenchRun:
+                 seed: int = 0, specs: dict | None = None, replay: str = "batched",
+                 episode_ids: np.ndarray | None = None) -> BenchRun:
     """Replay every policy (registry names or ``Policy`` objects) on every episode of ``pool``.
 
-    Shows a tqdm bar over policies x episodes. ``workers`` > 1 runs policies in forked worker processes;
-    None picks ``default_workers``.
+    Shows a tqdm bar over policies x episodes (on a terminal, unless ``progress`` is False). ``workers`` > 1
+    runs policies in forked worker processes; None picks ``default_workers``. ``replay`` is "batched" (the
+    default: ``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode at a time).
+    ``episode_ids`` replays only those pool episodes: each policy's records come in episode-id order and equal
+    the whole replay's records of those episodes, however the ids are split.
     """
+    if replay not in REPLAY_MODES:
+        raise ValueError(f"unknown replay mode {replay!r}; expected one of {list(REPLAY_MODES)}")
     start = time.perf_counter()
     policies = resolve_policies(policies, specs)
     names = [p.name for p in policies]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"policy names must be unique; repeated: {dupes}")
-    pool.episode_rows()  # build the per-episode rows once, before any fork
+    if episode_ids is not None:
+        episode_ids = pool.episode_ids[episode_indices(pool, episode_ids)]
+    n_episodes = pool.n_episodes if episode_ids is None else len(episode_ids)
+    if replay == "single" or not all(p.batched for p in policies):
+        pool.episode_rows()  # the one-episode env's per-episode rows, built once before any fork
     if workers is None:
-        workers = default_workers(len(policies), pool.n_episodes)
+        workers = default_workers(len(policies), n_episodes, batched=replay == "batched")
     workers = max(1, min(int(workers), max(1, len(policies))))
-    total = len(policies) * pool.n_episodes
+    total = len(policies) * n_episodes
     if workers == 1 or "fork" not in mp.get_all_start_methods():
         workers = 1
         runs = []
@@ -271,21 +319,24 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_m
             for p in policies:
                 if bar is not None:
                     bar.set_postfix_str(p.name)
-                runs.append(replay_policy(p, pool, cost_model=cost_model, lam=lam, seed=seed,
+                runs.append(replay_policy(p, pool, cost_model=cost_model, lam=lam, seed=seed, replay=replay,
+                                          episode_ids=episode_ids,
                                           progress=bar.update if bar is not None else None))
         finally:
             if bar is not None:
                 bar.close()
     else:
-        runs = _run_forked(policies, pool, cost_model, lam, seed, workers, lambda: _progress_bar(total, progress))
+        runs = _run_forked(policies, pool, dict(cost_model=cost_model, lam=lam, seed=seed, replay=replay,
+                                                episode_ids=episode_ids),
+                           workers, lambda: _progress_bar(total, progress))
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=workers)
 
 
-def _run_forked(policies: list[Policy], pool: CompiledPool, cost_model: str, lam: float, seed: int,
-                workers: int, make_bar: Callable[[], Any]) -> list[PolicyRun]:
+def _run_forked(policies: list[Policy], pool: CompiledPool, options: dict[str, Any], workers: int,
+                make_bar: Callable[[], Any]) -> list[PolicyRun]:
     ctx = mp.get_context("fork")
     counter = ctx.Value("q", 0)
-    _SHARED.update(policies=policies, pool=pool, cost_model=cost_model, lam=lam, seed=seed, counter=counter)
+    _SHARED.update(policies=policies, pool=pool, counter=counter, **options)
     # Longest first (more samples and verifications -> more steps) so the two workers finish together.
     order = sorted(range(len(policies)), key=lambda i: -_expected_steps(policies[i]))
     results: dict[int, PolicyRun] = {}
@@ -325,7 +376,7 @@ def _expected_steps(policy: Policy) -> float:
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
-    if not enabled or total <= 0:
+    if not enabled or total <= 0 or not sys.stderr.isatty():
         return None
     from tqdm.auto import tqdm
 

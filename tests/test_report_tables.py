@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 
 import pandas as pd
 import pytest
@@ -52,13 +53,20 @@ def test_literal_rows_are_explained(tmp_path):
     assert "Rows marked **(literal)** (`coba_strong_literal`)" in text
 
 
-def test_report_progress_names_each_stage(tmp_path, capsys):
+def test_report_progress_names_each_stage(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # the bars show only on a terminal
     run_bench(small_pool(), "greedy,coba_strong", out_dir=tmp_path, progress=True, figures=True, workers=1,
               resamples=50, quiet=True)
     err = capsys.readouterr().err
-    for stage in ("table main", "figure frontier", "figure per_dataset_frontiers", "episode records",
+    for stage in ("coba bench", "table main", "figure frontier", "figure per_dataset_frontiers", "episode records",
                   "report.md, report.html, results.json"):
         assert stage in err, stage
+
+
+def test_no_progress_bars_when_stderr_is_not_a_terminal(tmp_path, capsys):
+    run_bench(small_pool(), "greedy,coba_strong", out_dir=tmp_path, progress=True, figures=False, workers=1,
+              resamples=50, quiet=True)
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("argv, flag, default", [

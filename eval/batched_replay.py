@@ -1,0 +1,112 @@
+"""Replay one policy over every episode of a compiled pool through ``CoBaVectorEnv``, many episodes at once.
+
+The batched twin of ``eval.runner``'s one-episode loop: ``batch`` rows step together, each row taking the
+pool's episodes in order (the vector env's "sequential" order hands a finished row the next episode in the
+same step), and the policy's ``act_batch`` chooses every row's action. The env's rules run in the vector env,
+which is bit-identical to ``CoBaEnv``; so a policy whose ``act_batch`` is its ``act`` taken row-wise gives
+the same records as the one-episode replay (tests/test_batched_policies.py). Per-episode results are kept in
+flat arrays (one entry per episode), and the actions taken in a compact [E, max_steps] int8 log.
+
+When fewer episodes are left than rows, the idle rows play placeholder episodes (SAMPLE, then STOP) whose
+results are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from agents.base import Policy
+from coba_env.compiled import CompiledPool
+from coba_env.rules.actions import SAMPLE, STOP
+from coba_env.vector_env import CoBaVectorEnv
+
+#: Rows stepped together: large enough that numpy's per-call overhead is amortized, small enough that the
+#: per-step state stays in cache.
+DEFAULT_BATCH = 4096
+
+
+def batched_env(policy: Policy, pool: CompiledPool, *, batch: int, cost_model: str, lam: float,
+                env_kwargs: dict[str, Any]) -> CoBaVectorEnv:
+    """The vector env ``policy`` replays in: its selection rule, the cost model, lambda, episodes in order."""
+    return CoBaVectorEnv(max(1, min(batch, pool.n_episodes)), pool, cost_model=cost_model, lam=lam,
+                         order="sequential", **env_kwargs)
+
+
+def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
+                   progress: Callable[[int], Any] | None = None) -> dict[str, np.ndarray]:
+    """Play every episode of ``venv``'s pool once with ``policy.act_batch``; per-episode arrays by episode index.
+
+    Returns ``actions`` (int8 [E, max_steps], -1 after the episode's last action), ``selected_candidate``,
+    ``correct``, ``costs`` ([E, 4] in ``COST_MEASURES`` order) and ``reward`` (the episode's summed reward).
+    """
+    pool = venv.pool
+    n_ep, b = pool.n_episodes, venv.num_envs
+    log = np.full((n_ep, venv.max_steps), -1, dtype=np.int8)
+    selected = np.full(n_ep, -1, dtype=np.int64)
+    correct = np.zeros(n_ep, dtype=bool)
+    costs = np.zeros((n_ep, 4))
+    rewards = np.zeros(n_ep)
+    obs, info = venv.reset(seed=seed)  # rows 0..b-1 take episodes 0..b-1; finished rows take b, b+1, ...
+    mask = info["action_mask"]
+    policy.start_batch(venv, None)
+    episode = np.arange(b, dtype=np.int64)  # the episode each row plays; >= n_ep: a placeholder
+    issued = b
+    step_at = np.zeros(b, dtype=np.int64)
+    total = np.zeros(b)
+    left = n_ep
+    while left:
+        a = np.asarray(policy.act_batch(obs, mask, venv), dtype=np.int64)
+        real = episode < n_ep
+        idle = np.flatnonzero(~real)
+        if len(idle):
+            a[idle] = np.where(mask[idle, STOP] > 0, STOP, SAMPLE)
+        rows = np.flatnonzero(real)
+        log[episode[rows], step_at[rows]] = a[rows]
+        step_at += 1
+        try:
+            obs, reward, terminated, _, infos = venv.step(a)
+        except ValueError as exc:
+            bad = int(episode[rows[0]]) if len(rows) else -1
+            raise RuntimeError(f"policy {policy.name!r} failed in a batch (first episode index {bad}, "
+                               f"episode_id {int(pool.episode_ids[max(bad, 0)])}): {exc}") from exc
+        total += reward
+        done = np.flatnonzero(terminated)
+        if len(done):
+            fin = done[episode[done] < n_ep]
+            e = episode[fin]
+            selected[e] = infos["selected_candidate"][fin]
+            correct[e] = infos["correct"][fin]
+            costs[e] = infos["final_costs"][fin]
+            rewards[e] = total[fin]
+            left -= len(fin)
+            if progress is not None and len(fin):
+                progress(len(fin))
+            # The vector env reset ``done`` (in row order) to the next episodes of its sequential stream.
+            episode[done] = issued + np.arange(len(done))
+            issued += len(done)
+            total[done] = 0.0
+            step_at[done] = 0
+            policy.start_batch(venv, done)
+        mask = infos["action_mask"]
+    return {"actions": log, "selected_candidate": selected, "correct": correct, "costs": costs, "reward": rewards}
+
+
+def action_strings(log: np.ndarray, codes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(each episode's action string as an object array, its action counts [E, n_actions]) from an action log.
+
+    Episodes share few distinct action sequences, so each distinct row is joined once and the strings are
+    shared between episodes.
+    """
+    n_actions = len(codes)
+    if not len(log):
+        return np.empty(0, dtype=object), np.zeros((0, n_actions), dtype=np.int64)
+    rows = np.ascontiguousarray(log).view(np.dtype((np.void, log.shape[1])))[:, 0]
+    uniq, inverse = np.unique(rows, return_inverse=True)
+    uniq = uniq.view(np.int8).reshape(len(uniq), log.shape[1])
+    texts = np.array([" ".join(codes[a] for a in row if a >= 0) for row in uniq.tolist()], dtype=object)
+    counts = np.stack([(uniq == k).sum(axis=1) for k in range(n_actions)], axis=1).astype(np.int64)
+    inverse = inverse.reshape(-1)
+    return texts[inverse], counts[inverse]
