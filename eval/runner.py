@@ -111,8 +111,13 @@ def run_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_token
 
 
 def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_tokens", lam: float = 0.0,
-                  progress: Callable[[int], Any] | None = None, seed: int = 0) -> PolicyRun:
-    """Like ``run_policy``, returning a ``PolicyRun`` (records, not-applicable reason, timing, metadata)."""
+                  progress: Callable[[int], Any] | None = None, seed: int = 0,
+                  episode_ids: Sequence[int] | None = None) -> PolicyRun:
+    """Like ``run_policy``, returning a ``PolicyRun`` (records, not-applicable reason, timing, metadata).
+
+    ``episode_ids`` replays only those episodes (in pool order), in an env over the whole pool, so each
+    record equals the one a full replay gives for that episode.
+    """
     start = time.perf_counter()
     env = make_env(policy, pool, cost_model=cost_model, lam=lam)
     meta = dict(name=policy.name, label=getattr(policy, "label", policy.name),
@@ -122,21 +127,22 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
     ok, reason = policy.applicable(env)
     if not ok:
         if progress is not None:
-            progress(pool.n_episodes)
+            progress(len(selected_rows(pool, episode_ids)))
         return PolicyRun(records=empty_records(), not_applicable=reason or "not applicable", **meta)
 
-    n = pool.n_episodes
-    oracle_available = pool.labels.correct.any(axis=1)
+    rows = selected_rows(pool, episode_ids)
+    n = len(rows)
+    oracle_available = pool.labels.correct.any(axis=1)[rows]
     codes = [ACTION_CODES.get(a, a) for a in env.actions]
     sample, stop = env.SAMPLE, env.STOP
     cols: dict[str, list] = {c: [] for c in ("actions", "n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
                                                "selected_candidate", "selected_answer", "correct", "tokens",
                                                "p_tokens", "calls", "latency", "reward")}
     pending = 0
-    for i in range(n):
+    for j, i in enumerate(rows.tolist()):
         # Seed once so that a stochastic policy drawing from env.np_random is reproducible; later resets keep
         # the generator running.
-        obs, info = env.reset(seed=seed if i == 0 else None, options={"episode": i})
+        obs, info = env.reset(seed=seed if j == 0 else None, options={"episode": i})
         policy.reset(env)
         evidence = env.evidence
         mask = info["action_mask"]
@@ -181,10 +187,10 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
 
     frame = pd.DataFrame({
         "policy": pd.Series([policy.name] * n, dtype=object),
-        "episode_id": pool.episode_ids.astype(np.int64),
-        "dataset": pool.dataset.astype(str),
-        "generator": pool.generator.astype(str),
-        "item_id": pool.item_id.astype(str),
+        "episode_id": pool.episode_ids[rows].astype(np.int64),
+        "dataset": pool.dataset[rows].astype(str),
+        "generator": pool.generator[rows].astype(str),
+        "item_id": pool.item_id[rows].astype(str),
         **{k: cols[k] for k in ("actions",)},
         **{k: np.asarray(cols[k], dtype=np.int64) for k in ("n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
                                                             "selected_candidate")},
@@ -196,6 +202,18 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
         "oracle_available": oracle_available.astype(bool),
     })
     return PolicyRun(records=frame[list(RECORD_COLUMNS)], seconds=time.perf_counter() - start, **meta)
+
+
+def selected_rows(pool: CompiledPool, episode_ids: Sequence[int] | None) -> np.ndarray:
+    """Row indices of ``pool`` holding ``episode_ids`` (every row when None), in pool order; an id the pool
+    does not hold raises ``ValueError`` naming it."""
+    if episode_ids is None:
+        return np.arange(pool.n_episodes)
+    wanted = np.asarray(list(episode_ids), dtype=np.int64)
+    missing = np.setdiff1d(wanted, pool.episode_ids)
+    if len(missing):
+        raise ValueError(f"episode_ids not in the pool: {missing[:5].tolist()}")
+    return np.flatnonzero(np.isin(pool.episode_ids, wanted))
 
 
 def _describe(policy: Policy) -> dict[str, Any]:
@@ -220,7 +238,7 @@ def _worker_run(index: int) -> PolicyRun:
             counter.value += k
 
     return replay_policy(shared["policies"][index], shared["pool"], cost_model=shared["cost_model"],
-                      lam=shared["lam"], progress=tick, seed=shared["seed"])
+                      lam=shared["lam"], progress=tick, seed=shared["seed"], episode_ids=shared["episode_ids"])
 
 
 def default_workers(n_policies: int, n_episodes: int) -> int:
@@ -246,8 +264,9 @@ def resolve_policies(policies: Sequence[str | Policy], specs: dict | None = None
 
 def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_model: str = "p_tokens",
                  lam: float = 0.0, progress: bool = True, workers: int | None = None,
-                 seed: int = 0, specs: dict | None = None) -> BenchRun:
-    """Replay every policy (registry names or ``Policy`` objects) on every episode of ``pool``.
+                 seed: int = 0, specs: dict | None = None, episode_ids: Sequence[int] | None = None) -> BenchRun:
+    """Replay every policy (registry names or ``Policy`` objects) on every episode of ``pool`` (or only on
+    ``episode_ids``, see ``replay_policy``).
 
     Shows a tqdm bar over policies x episodes. ``workers`` > 1 runs policies in forked worker processes;
     None picks ``default_workers``.
@@ -262,7 +281,7 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_m
     if workers is None:
         workers = default_workers(len(policies), pool.n_episodes)
     workers = max(1, min(int(workers), max(1, len(policies))))
-    total = len(policies) * pool.n_episodes
+    total = len(policies) * len(selected_rows(pool, episode_ids))
     if workers == 1 or "fork" not in mp.get_all_start_methods():
         workers = 1
         runs = []
@@ -272,20 +291,24 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_m
                 if bar is not None:
                     bar.set_postfix_str(p.name)
                 runs.append(replay_policy(p, pool, cost_model=cost_model, lam=lam, seed=seed,
-                                          progress=bar.update if bar is not None else None))
+                                          progress=bar.update if bar is not None else None,
+                                          episode_ids=episode_ids))
         finally:
             if bar is not None:
                 bar.close()
     else:
-        runs = _run_forked(policies, pool, cost_model, lam, seed, workers, lambda: _progress_bar(total, progress))
+        runs = _run_forked(policies, pool, cost_model, lam, seed, workers, lambda: _progress_bar(total, progress),
+                           episode_ids)
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=workers)
 
 
 def _run_forked(policies: list[Policy], pool: CompiledPool, cost_model: str, lam: float, seed: int,
-                workers: int, make_bar: Callable[[], Any]) -> list[PolicyRun]:
+                workers: int, make_bar: Callable[[], Any],
+                episode_ids: Sequence[int] | None = None) -> list[PolicyRun]:
     ctx = mp.get_context("fork")
     counter = ctx.Value("q", 0)
-    _SHARED.update(policies=policies, pool=pool, cost_model=cost_model, lam=lam, seed=seed, counter=counter)
+    _SHARED.update(policies=policies, pool=pool, cost_model=cost_model, lam=lam, seed=seed, counter=counter,
+                   episode_ids=episode_ids)
     # Longest first (more samples and verifications -> more steps) so the two workers finish together.
     order = sorted(range(len(policies)), key=lambda i: -_expected_steps(policies[i]))
     results: dict[int, PolicyRun] = {}
