@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, dataset_list, positive_int, seed_int
+from coba_cli.arg_types import (
+    COST_CHOICES,
+    add_ray_address,
+    dataset_list,
+    positive_int,
+    require_ray,
+    seed_int,
+)
 from coba_cli.errors import UsageError
 
 
@@ -42,19 +49,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resamples", type=positive_int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
+    add_ray_address(parser, "episode shards (every policy on each shard) run as Ray tasks on that cluster; the "
+                            "results equal the local run's")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the bench for parsed ``args``; input errors become ``UsageError`` (exit 2)."""
+    from coba_env.parallel import RayUnavailable
     from eval.bench import BenchInputError, run_bench
 
+    require_ray(args.ray_address)
     try:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
                   unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed,
-                  datasets=args.datasets)
-    except BenchInputError as exc:
+                  datasets=args.datasets, ray_address=args.ray_address)
+    except (BenchInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     return 0
