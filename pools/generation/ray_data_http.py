@@ -246,6 +246,9 @@ def run_calls_on_ray(tasks: Iterable[T], prepare: Callable[[T], PreparedCall], o
     ray_mod = _connect(ray.address)
     from ray.data.llm import build_processor
 
+    # One progress bar (ours, counting journaled calls); Ray Data's own per-operator bars would interleave.
+    ray_mod.data.DataContext.get_current().enable_progress_bars = False
+
     stop_after = int(os.environ.get(INTERRUPT_ENV, "0") or 0)
     bar = tqdm(total=total, desc=f"{desc} (Ray Data, {ray.engine})", unit=unit, disable=not progress,
                dynamic_ncols=True)
