@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from eval.bench import BenchInputError, run_bench
 
     require_ray(args.ray_address)
+    if args.ray_address is not None and args.workers is not None:
+        raise UsageError("--workers sets the local worker processes; with --ray-address the cluster's CPUs are used")
     try:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,

@@ -4,7 +4,9 @@
 yields the cluster's GCS address (HOST:PORT), which ``--ray-address`` / ``ray_address=`` then name: in this
 process ``coba_env.parallel.connect_ray`` reuses the connection to that address; a ``coba`` subprocess connects
 to it by address as it would to a remote cluster. Token authentication is switched off (``RAY_AUTH_MODE``) so
-that such a subprocess connects without a token; the cluster listens on this machine's own address only.
+that such a subprocess connects without a token. Ray 2.60 never binds a node to loopback: it replaces
+127.0.0.1 by the machine's own address (``ray._private.services.resolve_ip_for_localhost``), so the cluster
+listens there, on this machine, and is reached from this machine only by the tests.
 The cluster stops when the module's tests end (Ray's threads must not outlive the module: later tests fork).
 
 Ray is the ``ray`` extra; when it is missing the fixture fails saying what to install (never skipped).

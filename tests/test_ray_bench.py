@@ -118,6 +118,12 @@ def test_connect_ray_rejects_a_blank_address(address, match):
         connect_ray(address)
 
 
+def test_ray_address_and_workers_exit_2(tmp_path, capsys):
+    assert coba(["bench", "--pool", "tiny", "--out", str(tmp_path / "b"), "--ray-address", "h:1", "--workers", "2"]) == 2
+    assert "--workers sets the local worker processes" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
 def test_ray_address_needs_lodo_for_train(tmp_path, capsys):
     assert coba(["train", "mlp", "--pool", "tiny", "--out", str(tmp_path / "t"), "--ray-address", "h:1"]) == 2
     assert "--ray-address need --lodo" in capsys.readouterr().err
