@@ -128,3 +128,25 @@ def join_number_lists(argv: Sequence[str]) -> list[str]:
         out.append(arg)
         i += 1
     return out
+
+
+def add_ray_address(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--ray-address ADDR`` (the optional Ray extra) to ``parser``; ``what`` says what runs on the cluster."""
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help=f"address of a Ray cluster (HOST:6379 of `ray start --head`, ray://HOST:10001, 'auto'): "
+                             f"{what}; needs the ray extra: pip install 'coba-env[ray]' (docs/RAY.md)")
+
+
+def require_ray(address: str | None) -> None:
+    """Before any work: with a ``--ray-address``, Ray must be installed (else the one-line hint, exit 2)."""
+    if address is None:
+        return
+    import importlib.util
+
+    from coba_cli.errors import UsageError
+    from coba_env.parallel import RAY_MISSING
+
+    if not address.strip():
+        raise UsageError("--ray-address is empty; expected a Ray cluster address such as HOST:6379")
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError(RAY_MISSING)

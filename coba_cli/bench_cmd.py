@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, dataset_list, positive_int, seed_int
+from coba_cli.arg_types import (
+    COST_CHOICES,
+    add_ray_address,
+    dataset_list,
+    positive_int,
+    require_ray,
+    seed_int,
+)
 from coba_cli.errors import UsageError
 
 
@@ -45,6 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--replay", default="batched", choices=("batched", "single"),
                         help="batched (default): policies act on thousands of episodes at once through the "
                              "vector env; single: one episode at a time (the reference, same records, slower)")
+    add_ray_address(parser, "episode shards (every policy on each shard) run as Ray tasks on that cluster; the "
+                            "results equal the local run's")
     parser.add_argument("--no-progress", action="store_true",
                         help="hide the progress bars (they show only on a terminal)")
     parser.set_defaults(func=run)
@@ -52,13 +61,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the bench for parsed ``args``; input errors become ``UsageError`` (exit 2)."""
+    from coba_env.parallel import RayUnavailable
     from eval.bench import BenchInputError, run_bench
 
+    require_ray(args.ray_address)
+    if args.ray_address is not None and args.workers is not None:
+        raise UsageError("--workers sets the local worker processes; with --ray-address the cluster's CPUs are used")
     try:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
                   unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed,
-                  datasets=args.datasets, replay=args.replay)
-    except BenchInputError as exc:
+                  datasets=args.datasets, replay=args.replay, ray_address=args.ray_address)
+    except (BenchInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     return 0

@@ -12,7 +12,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from coba_cli.arg_types import non_negative_float, positive_float, positive_int, probability
+from coba_cli.arg_types import (
+    add_ray_address,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    probability,
+    require_ray,
+)
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
@@ -41,6 +48,28 @@ def _options(args: argparse.Namespace):
 
     return RunOptions(concurrency=args.concurrency, timeout_s=args.timeout, max_attempts=args.max_attempts,
                       backoff_s=args.backoff, api_key=args.api_key, progress=not args.no_progress)
+
+
+def _ray_options(args: argparse.Namespace):
+    """``RayDataOptions`` for ``--ray-address`` (None without it), checked before any call; bad input exits 2."""
+    used = [o for o, v in (("--ray-engine", args.ray_engine), ("--ray-model", args.ray_model),
+                           ("--ray-batch-size", args.ray_batch_size), ("--ray-actors", args.ray_actors))
+            if v is not None]
+    if args.ray_address is None:
+        if used:
+            raise UsageError(f"{', '.join(used)} need --ray-address")
+        return None
+    require_ray(args.ray_address)
+    from pools.generation.ray_data_http import RayDataOptions
+
+    options = RayDataOptions(address=args.ray_address, engine=args.ray_engine or "http",
+                             batch_size=args.ray_batch_size or 4, actors_per_endpoint=args.ray_actors or 1,
+                             model=args.ray_model)
+    try:
+        options.check(args.api)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return options
 
 
 def _keeping_the_journal(calls: Callable[[], T], journal: str | Path) -> tuple[int, T | None]:
@@ -100,6 +129,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from pools.problems import load_problems
 
     endpoints = _endpoints(args.endpoint)
+    ray = _ray_options(args)
 
     def calls() -> str:
         problems = load_problems(args.dataset or ["math500"], args.problems_dir, rgym_config=args.rgym_config,
@@ -107,7 +137,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         settings = SamplingSettings(n=args.n, temperature=args.temperature, top_p=args.top_p,
                                     max_tokens=args.max_tokens, seed=args.seed, n_per_request=args.n_per_request,
                                     api=args.api, prompt=args.prompt or "generate")
-        stats = generate(args.workdir, problems, endpoints, settings, _options(args))
+        stats = generate(args.workdir, problems, endpoints, settings, _options(args), ray=ray)
         return (f"generated {stats['candidates']} candidates in {stats['calls']} calls "
                 f"({stats['already_done']} were already done) -> {args.workdir}")
 
@@ -137,14 +167,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from pools.generation.verify_calls import verify
 
     endpoints = _endpoints(args.endpoint, args.model, args.params_b)
+    ray = _ray_options(args)
     if (Path(args.workdir) / "manifest.json").is_file():
+        if ray is not None:
+            raise UsageError("--ray-address applies to a work dir; a pool (POOL with manifest.json) is scored locally")
         return _cmd_verify_pool(args, endpoints)
     if args.role or args.context_tokens:
         raise UsageError("--role and --context-tokens apply to a pool (POOL with manifest.json), not a work dir")
 
     def calls() -> str:
         stats = verify(args.workdir, args.tier, endpoints, prompt=args.prompt, api=args.api, options=_options(args),
-                       limit=args.limit)
+                       limit=args.limit, ray=ray)
         return (f"{args.tier}: scored {stats['scored']} candidates ({stats['unparsed']} without a usable score), "
                 f"{stats['already_scored']} already scored")
 
@@ -173,6 +206,18 @@ def _add_call_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--out", metavar="DEST", help="build the pool into DEST when done")
     g.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote")
+    r = p.add_argument_group("Ray (the ray extra; docs/GENERATION.md, 'On a Ray cluster')")
+    add_ray_address(r, "the calls go through Ray Data's LLM processors on that cluster (one HTTP processor per "
+                       "--endpoint URL), into the same journal")
+    r.add_argument("--ray-engine", choices=("http", "vllm"), default=None,
+                   help="http: Ray Data's HTTP processor against the --endpoint servers (default); vllm: vLLM "
+                   "engine stages on the cluster's GPU nodes load --ray-model themselves (--endpoint then only "
+                   "names the model for the journal)")
+    r.add_argument("--ray-model", metavar="SOURCE", help="--ray-engine vllm: Hugging Face id or path of the model")
+    r.add_argument("--ray-batch-size", type=positive_int, default=None, metavar="ROWS",
+                   help="rows per Ray Data batch (default: 4)")
+    r.add_argument("--ray-actors", type=positive_int, default=None, metavar="K",
+                   help="actors per endpoint (HTTP) or vLLM engine replicas (default: 1)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

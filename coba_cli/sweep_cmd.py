@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, dataset_list, lambda_list
+from coba_cli.arg_types import COST_CHOICES, add_ray_address, dataset_list, lambda_list, require_ray
 from coba_cli.errors import UsageError
 
 
@@ -30,22 +30,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "anything else is refused) (default: sweep-out)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
+    add_ray_address(parser, "one Ray task per sweep point on that cluster; the results equal the local run's")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep for parsed ``args``; bad input exits 2."""
+    from coba_env.parallel import RayUnavailable
     from train.sweep import DEFAULT_EVAL_LAMBDAS, SweepInputError, frontier_markdown, run_sweep
 
+    require_ray(args.ray_address)
     specs = [s.strip() for s in args.policies.split(",") if s.strip()]
     if not specs:
         raise UsageError("--policies names nothing")
     try:  # run_sweep resolves the sweep points (failing on bad input) before it builds the pool
         table, summary = run_sweep(args.pool, specs, args.lambdas or DEFAULT_EVAL_LAMBDAS,
                                    out_dir=args.out, cost_model=args.cost, progress=not args.no_progress,
-                                   datasets=args.datasets)
-    except SweepInputError as exc:
+                                   datasets=args.datasets, ray_address=args.ray_address)
+    except (SweepInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     print(frontier_markdown(table, summary))
     for name, why in summary.get("not_applicable", {}).items():

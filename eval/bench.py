@@ -154,7 +154,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
               progress: bool = True, *, figures: bool = True, workers: int | None = None,
               specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
               pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None,
-              replay: str = "batched") -> dict[str, Any]:
+              replay: str = "batched", ray_address: str | None = None) -> dict[str, Any]:
     """Benchmark ``policies`` on the pool ``pool_spec`` and write the full report to ``out_dir``.
 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
@@ -165,6 +165,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     those datasets; a learned policy evaluated on datasets it was trained on gets a warning line on stderr.
     ``replay`` "batched" (default) replays policies with a batched form through ``CoBaVectorEnv``; "single"
     replays every policy one episode at a time (the reference; same records).
+    ``ray_address`` spreads episode shards over that Ray cluster (``eval.ray_bench``; same results).
     """
     t0 = time.perf_counter()
     out = check_bench_out(out_dir, [pool_spec if isinstance(pool_spec, str | Path) else None])  # before any work
@@ -193,8 +194,14 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
-    run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed,
-                       replay=replay)
+    if ray_address is None:
+        run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed,
+                           replay=replay)
+    else:
+        from eval.ray_bench import run_policies_on_ray
+
+        run = run_policies_on_ray(policy_objs, compiled, ray_address=ray_address, cost_model=cost_model,
+                                  progress=progress, seed=seed, replay=replay)
     _test_interrupt("analyse")
     data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
                    resamples=resamples)

@@ -206,9 +206,10 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
 def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
               out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
               progress: bool = True, workers: int | None = None,
-              datasets: Sequence[str] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+              datasets: Sequence[str] | None = None, ray_address: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Evaluate every sweep point on ``pool`` (optionally only ``episode_ids`` / ``datasets``) and write the
-    frontier tables; a checkpoint evaluated on datasets it was trained on gets a warning line on stderr."""
+    frontier tables; a checkpoint evaluated on datasets it was trained on gets a warning line on stderr.
+    ``ray_address`` runs one Ray task per sweep point on that cluster (``eval.ray_bench``; same results)."""
     import math
 
     import numpy as np
@@ -237,7 +238,13 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         raise SweepInputError(str(exc)) from None
     for line in in_sample_warnings(policies, list(dict.fromkeys(compiled.dataset.tolist()))):
         print(line, file=sys.stderr)
-    run = run_policies(policies, compiled, cost_model=cost_model, progress=progress, workers=workers)
+    if ray_address is None:
+        run = run_policies(policies, compiled, cost_model=cost_model, progress=progress, workers=workers)
+    else:
+        from eval.ray_bench import run_policies_on_ray
+
+        run = run_policies_on_ray(policies, compiled, ray_address=ray_address, split="policies",
+                                  cost_model=cost_model, progress=progress)
     skipped = run.not_applicable
     # A point the user named (a checkpoint, a registered policy) that cannot run is an error, as is a sweep
     # where nothing ran; grid points of a fixed family beyond the pool (best-of-16 on N = 8) are reported.

@@ -12,12 +12,26 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-__all__ = ["run_calls"]
+__all__ = ["PreparedCall", "run_calls"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+@dataclass
+class PreparedCall(Generic[R]):
+    """One call with its endpoint chosen: ``send(client)`` makes it through ``client`` (the chosen one here, or a
+    stand-in for the same endpoint when another transport, e.g. Ray Data, carries the HTTP exchange)."""
+
+    client: Any
+    send: Callable[[Any], R]
+
+    def send_here(self) -> R:
+        """Make the call from this process through the chosen client."""
+        return self.send(self.client)
 
 
 class _DaemonWorkers:

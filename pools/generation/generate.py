@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pools.client.openai_client import Completion, Endpoint, EndpointPool
+from pools.client.openai_client import Completion, Endpoint, EndpointPool, OpenAIClient
 from pools.client.prompts import (
     SamplingSettings,
     call_prompt,
@@ -30,13 +30,16 @@ from pools.client.prompts import (
     load_prompt,
 )
 from pools.errors import PoolError
-from pools.generation.call_runner import run_calls
+from pools.generation.call_runner import PreparedCall, run_calls
 from pools.generation.journal import JOURNAL_NAME, Journal, JournalState, read_journal
 from pools.output_paths import check_output_dir
 from pools.problems import Problem
 from pools.schema import TIERS
 from pools.store import Pool, save_pool
 from pools.tokens import apportion, estimate_tokens
+
+if TYPE_CHECKING:
+    from pools.generation.ray_data_http import RayDataOptions
 
 __all__ = ["RunOptions", "build_pool_from_workdir", "generate"]
 
@@ -101,8 +104,13 @@ def _output_tokens(completion: Completion, k: int) -> tuple[int | None, bool]:
 
 
 def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpoints: Sequence[Endpoint],
-             settings: SamplingSettings | None = None, options: RunOptions | None = None) -> dict[str, Any]:
-    """Sample up to ``settings.n`` candidates per item x model into ``workdir``'s journal; returns counts."""
+             settings: SamplingSettings | None = None, options: RunOptions | None = None, *,
+             ray: RayDataOptions | None = None) -> dict[str, Any]:
+    """Sample up to ``settings.n`` candidates per item x model into ``workdir``'s journal; returns counts.
+
+    ``ray`` sends the calls through Ray Data's LLM HTTP processor on a Ray cluster (``pools.generation.
+    ray_data_http``) instead of this process's threads: same requests, same journal lines, same resume.
+    """
     settings = settings or SamplingSettings()
     options = options or RunOptions()
     if settings.n < 1 or settings.n_per_request < 1:
@@ -131,19 +139,27 @@ def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpo
 
         max_n_lock = threading.Lock()
 
-        def call(req: _Request) -> tuple[str, int, Completion]:
+        def prepare(req: _Request) -> PreparedCall:
+            """The endpoint of ``req`` (round-robin) and how to send it through a client of that endpoint."""
             client = servers.client(req.model)
             n = min(len(req.indices), servers.max_n.get(client.base_url, len(req.indices)))
             seed = derive_seed(settings.seed, req.problem.dataset, req.problem.item_id, req.model, req.indices[0])
             params = {"temperature": settings.temperature, "top_p": settings.top_p,
                       "max_tokens": settings.max_tokens, "seed": seed, "n": n if n > 1 else None,
                       "extra_body": prompt_spec.get("request") or None}
-            completion = call_prompt(client, settings.api, req.messages, **params)
-            if 0 < len(completion.choices) < n:  # the server ignores or caps n: learn it before the next call
-                with max_n_lock:
-                    servers.max_n[client.base_url] = min(len(completion.choices),
-                                                         servers.max_n.get(client.base_url, n))
-            return client.base_url, n, completion
+
+            def send(through: OpenAIClient) -> tuple[str, int, Completion]:
+                completion = call_prompt(through, settings.api, req.messages, **params)
+                if 0 < len(completion.choices) < n:  # the server ignores or caps n: learn it before the next call
+                    with max_n_lock:
+                        servers.max_n[client.base_url] = min(len(completion.choices),
+                                                             servers.max_n.get(client.base_url, n))
+                return client.base_url, n, completion
+
+            return PreparedCall(client, send)
+
+        def call(req: _Request) -> tuple[str, int, Completion]:
+            return prepare(req).send_here()
 
         def on_done(req: _Request, result: tuple[str, int, Completion]) -> list[_Request]:
             url, asked, completion = result
@@ -183,9 +199,14 @@ def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpo
             _, asked, completion = result
             return min(len(completion.choices), asked), completion.completion_tokens or 0
 
-        stats["calls"] = run_calls(requests, call, on_done, concurrency=options.concurrency,
-                                   total=sum(len(r.indices) for r in requests), desc="generate",
-                                   progress=options.progress, unit="sample", progress_of=progress_of)
+        run = dict(total=sum(len(r.indices) for r in requests), desc="generate", progress=options.progress,
+                   unit="sample", progress_of=progress_of)
+        if ray is None:
+            stats["calls"] = run_calls(requests, call, on_done, concurrency=options.concurrency, **run)
+        else:  # the same requests and journal lines; the HTTP calls go through Ray Data's HTTP processor
+            from pools.generation.ray_data_http import run_calls_on_ray
+
+            stats["calls"] = run_calls_on_ray(requests, prepare, on_done, ray=ray, options=options, **run)
     return stats
 
 

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pools.client.judges import (
     DEFAULT_JUDGES,
@@ -22,18 +22,22 @@ from pools.client.judges import (
 from pools.client.openai_client import Endpoint, EndpointPool
 from pools.client.prompts import load_prompt
 from pools.errors import PoolError
-from pools.generation.call_runner import run_calls
+from pools.generation.call_runner import PreparedCall, run_calls
 from pools.generation.generate import RunOptions
 from pools.generation.journal import JOURNAL_NAME, Journal
 from pools.schema import TIERS
+
+if TYPE_CHECKING:
+    from pools.generation.ray_data_http import RayDataOptions
 
 __all__ = ["verify"]
 
 
 def verify(workdir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpoint], *,
            prompt: str | os.PathLike[str] | None = None, api: str = "chat", options: RunOptions | None = None,
-           limit: int | None = None) -> dict[str, Any]:
-    """Score every candidate in ``workdir`` that has no ``tier`` score yet; returns counts."""
+           limit: int | None = None, ray: RayDataOptions | None = None) -> dict[str, Any]:
+    """Score every candidate in ``workdir`` that has no ``tier`` score yet; returns counts (``ray``: the calls
+    go through Ray Data's HTTP processor on a Ray cluster, as in ``generate``)."""
     if tier not in TIERS:
         raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}")
     options = options or RunOptions()
@@ -56,10 +60,14 @@ def verify(workdir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpo
         # Several judge models for one tier share the work, candidate by candidate.
         tasks = [(key, cand, models[i % len(models)]) for i, (key, cand) in enumerate(todo)]
 
-        def call(task: tuple) -> JudgeOutcome:
+        def prepare(task: tuple) -> PreparedCall:
             key, cand, model = task
             problem = state.items[(key[0], key[1])]["problem"]
-            return judge(servers.client(model), spec, problem, cand["text"] or "", api=api)
+            return PreparedCall(servers.client(model),
+                                lambda through: judge(through, spec, problem, cand["text"] or "", api=api))
+
+        def call(task: tuple) -> JudgeOutcome:
+            return prepare(task).send_here()
 
         def on_done(task: tuple, outcome: JudgeOutcome) -> list:
             key, _, model = task
@@ -73,7 +81,12 @@ def verify(workdir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpo
                 stats["unparsed"] += outcome.score is None
             return []
 
-        stats["calls"] = run_calls(tasks, call, on_done, concurrency=options.concurrency, total=len(tasks),
-                                   desc=f"verify {tier}", progress=options.progress, unit="call",
-                                   progress_of=lambda task, o: (1, o.output_tokens or 0))
+        run = dict(total=len(tasks), desc=f"verify {tier}", progress=options.progress, unit="call",
+                   progress_of=lambda task, o: (1, o.output_tokens or 0))
+        if ray is None:
+            stats["calls"] = run_calls(tasks, call, on_done, concurrency=options.concurrency, **run)
+        else:  # the same judge calls and journal lines, sent through Ray Data's HTTP processor
+            from pools.generation.ray_data_http import run_calls_on_ray
+
+            stats["calls"] = run_calls_on_ray(tasks, prepare, on_done, ray=ray, options=options, **run)
     return stats

@@ -1,0 +1,84 @@
+"""Replay policies on a Ray cluster: episode shards (``coba bench``) or one task per policy (``coba sweep``).
+
+``run_policies_on_ray`` is ``eval.runner.run_policies`` spread over Ray tasks with ``coba_env.parallel.map_tasks``:
+the compiled pool and the policies go to the object store once, each task calls ``run_policies(policies, pool,
+episode_ids=shard)`` on its slice of the work, and the slices are put back together in pool and policy order.
+A task's env holds the whole pool and replays only its episodes, so every record equals the one the local run
+gives (tests/test_ray_bench.py checks results.json and the episode table).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agents.base import Policy
+from coba_env.compiled import CompiledPool
+from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
+from eval.runner import BenchRun, PolicyRun, resolve_policies, run_policies
+
+__all__ = ["run_policies_on_ray", "shard_episodes"]
+
+#: Ways to cut the work: episode shards with every policy, or one policy per task over every episode.
+SPLITS = ("episodes", "policies")
+
+
+def shard_episodes(episode_ids: np.ndarray, shards: int) -> list[list[int]]:
+    """``episode_ids`` cut into ``shards`` contiguous slices of near-equal size (pool order kept; none empty)."""
+    shards = max(1, min(int(shards), len(episode_ids)))
+    return [part.tolist() for part in np.array_split(np.asarray(episode_ids, dtype=np.int64), shards)]
+
+
+def _replay_task(task: tuple[list[int], list[int] | None], pool: CompiledPool, policies: list[Policy],
+                 options: dict[str, Any]) -> list[PolicyRun]:
+    """One Ray task: the policies at ``task[0]`` on the episodes ``task[1]`` (None: all), in one process."""
+    chosen, episode_ids = task
+    run = run_policies([policies[i] for i in chosen], pool, episode_ids=episode_ids, workers=1, progress=False,
+                       **options)
+    return run.runs
+
+
+def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *, ray_address: str,
+                        split: str = "episodes", shards: int | None = None, cost_model: str = "p_tokens",
+                        lam: float = 0.0, seed: int = 0, specs: dict | None = None,
+                        progress: bool = True, replay: str = "batched") -> BenchRun:
+    """``run_policies`` on the Ray cluster at ``ray_address``: ``split="episodes"`` runs every policy on each of
+    ``shards`` episode slices (default: twice the cluster's CPUs), ``split="policies"`` one task per policy;
+    ``replay`` as in ``run_policies`` (batched by default)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {list(SPLITS)}")
+    start = time.perf_counter()
+    policies = resolve_policies(policies, specs)
+    names = [p.name for p in policies]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"policy names must be unique; repeated: {dupes}")
+    ray = connect_ray(ray_address)
+    everyone = list(range(len(policies)))
+    if split == "episodes":
+        slices = shard_episodes(pool.episode_ids, shards or 2 * cluster_cpus(ray))
+        tasks: list[tuple[list[int], list[int] | None]] = [(everyone, ids) for ids in slices]
+    else:
+        tasks = [([i], None) for i in everyone]
+    options = {"cost_model": cost_model, "lam": lam, "seed": seed, "replay": replay}
+    results = map_tasks(_replay_task, tasks, shared=(pool, policies, options), ray_address=ray_address,
+                        progress=progress, desc="coba bench on Ray")
+    if split == "policies":
+        runs = [task_runs[0] for task_runs in results]
+    else:
+        runs = [_concat([task_runs[i] for task_runs in results]) for i in everyone]
+    return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=len(tasks))
+
+
+def _concat(parts: list[PolicyRun]) -> PolicyRun:
+    """One policy's shard runs joined in shard order (= pool order); replay seconds summed over shards."""
+    first = parts[0]
+    if not first.applicable:  # applicability depends on the pool, not the shard: every shard says the same
+        return first
+    records = pd.concat([p.records for p in parts], ignore_index=True)
+    return PolicyRun(name=first.name, label=first.label, group=first.group, uses_labels=first.uses_labels,
+                     records=records, seconds=sum(p.seconds for p in parts), description=first.description)
