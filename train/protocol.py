@@ -183,7 +183,7 @@ def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: M
     policy.name = method.name
     records = _replay([policy], compiled, split.eval_episode_ids, progress).assign(seed=seed)
     chosen = {"seed": seed, "held_out": split.held_out, "point": names[pick], "how": why, "budget": budget,
-              **{f"point_{k}": v for k, v in grid[pick].items()}}
+              **{f"point_{k}": v if np.isfinite(v) else str(v) for k, v in grid[pick].items()}}
     return FoldResult(seed=seed, held_out=split.held_out, budget=budget, records=records, inner=inner_table,
                       chosen=chosen, seconds=time.perf_counter() - t0)
 
