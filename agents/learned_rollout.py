@@ -9,8 +9,8 @@ the state.
 
 ``RolloutController`` plays Strong's action unless a legal action's predicted advantage
 ``d_correct(s, a) - lam * d_cost(s, a) / B`` over Strong's action exceeds ``tau``; then it plays the best such
-action. The two regressors (``d_correct``: correctness of the continuation minus Strong's; ``d_cost``: its
-p_tokens minus Strong's, divided by the fold's budget B) read only label-free features
+action. The model (``predict(rows)`` -> [n, 2]: ``d_correct``, the continuation's correctness minus Strong's,
+and ``d_cost``, its p_tokens minus Strong's divided by the fold's budget B) reads only label-free features
 (``rollout_features``); ``tau`` = infinity is Strong itself.
 """
 
@@ -70,12 +70,12 @@ class RolloutController(Policy):
 
     group = "learned"
 
-    def __init__(self, d_correct: Any, d_cost: Any, *, budget: float, lam: float, tau: float,
+    def __init__(self, model: Any, *, budget: float, lam: float, tau: float,
                  cost_model: str = "p_tokens", max_output_tokens: float, cache: dict | None = None,
                  name: str = "rollout") -> None:
         if not (budget > 0 and math.isfinite(budget)) or lam < 0 or math.isnan(tau):
             raise ValueError(f"need budget > 0, lam >= 0 and a tau, got {budget}, {lam}, {tau}")
-        self.d_correct, self.d_cost = d_correct, d_cost
+        self.model = model
         self.budget, self.lam, self.tau = float(budget), float(lam), float(tau)
         self.cost_model, self.max_output_tokens = cost_model, float(max_output_tokens)
         self.strong = StrongFromState()
@@ -101,7 +101,8 @@ class RolloutController(Policy):
         hit = self.cache.get(key)
         if hit is None:
             rows = action_rows(state, actions, strong_action)
-            hit = self.cache[key] = (self.d_correct.predict(rows), self.d_cost.predict(rows))
+            out = self.model.predict(rows)
+            hit = self.cache[key] = (out[:, 0], out[:, 1])
         return hit
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:

@@ -98,7 +98,7 @@ def test_rollout_with_tau_infinity_replays_as_coba_strong():
     """A fitted controller at tau = inf is Strong itself; at tau = 0 and lam = 1 it deviates somewhere."""
     pool = _paper_subset()
     method = RolloutMethod(lambdas=(1.0,), taus=(0.0,), dagger_rounds=1, dagger_episodes=8,
-                           regressor={"max_iter": 20})
+                           regressor={"epochs": 3})
     fitted = method.fit(pool, pool.episode_ids, budget=1e6, seed=0, out_dir=None, progress=False)
     inf_policy, zero_policy = fitted.policy({"lam": 0.0, "tau": math.inf}), fitted.policy({"lam": 1.0, "tau": 0.0})
     zero_policy.name = "rollout0"
@@ -118,4 +118,4 @@ def test_rollout_with_tau_infinity_replays_as_coba_strong():
 ])
 def test_bad_controller_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        RolloutController(None, None, max_output_tokens=1.0, **kwargs)
+        RolloutController(None, max_output_tokens=1.0, **kwargs)

@@ -14,9 +14,9 @@ Reads top to bottom:
    episode.
 3. ``RolloutMethod.fit``: round 0 on every training episode; ``dagger_rounds`` more rounds roll in with the
    round's controller at a grid point drawn per episode (tau finite) on a seeded, dataset-balanced draw of
-   ``dagger_episodes`` training episodes, so the data covers the states the learner reaches; two
-   HistGradientBoostingRegressors fit d_correct and d_cost / B with rows weighted so every training dataset
-   carries equal total weight.
+   ``dagger_episodes`` training episodes, so the data covers the states the learner reaches; a small MLP
+   (``AdvantageNet``) fits d_correct and d_cost / B with rows weighted so every training dataset carries
+   equal total weight.
 """
 
 from __future__ import annotations
@@ -137,6 +137,64 @@ def collect(env: CoBaEnv, episode: int, roll_in: Policy) -> Rows:
     return Rows(x, np.concatenate(dc), np.concatenate(dk), np.full(len(x), episode, dtype=np.int64))
 
 
+class AdvantageNet:
+    """A small MLP predicting (d_correct, d_cost / B) per row, trained in torch, evaluated in numpy.
+
+    Inputs are standardized with the training rows' mean and scale; inference is a few matrix products
+    (one call per state, ~10 us; the controller asks for it at every step of every replay)."""
+
+    def __init__(self, hidden: tuple[int, ...] = (64, 64), epochs: int = 30, lr: float = 1e-3,
+                 batch_size: int = 512, seed: int = 0) -> None:
+        self.hidden, self.epochs, self.lr, self.batch_size, self.seed = hidden, epochs, lr, batch_size, seed
+        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def fit(self, x: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> AdvantageNet:
+        """Weighted mean squared error on both outputs; one torch thread, seeded."""
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            torch.manual_seed(self.seed)
+            self.mean = x.mean(axis=0)
+            self.scale = np.maximum(x.std(axis=0), 1e-3)
+            xt = torch.from_numpy(((x - self.mean) / self.scale).astype(np.float32))
+            yt = torch.from_numpy(y.astype(np.float32))
+            wt = torch.from_numpy((sample_weight / sample_weight.mean()).astype(np.float32))
+            mods: list[torch.nn.Module] = []
+            width = x.shape[1]
+            for h in self.hidden:
+                mods += [torch.nn.Linear(width, h), torch.nn.Tanh()]
+                width = h
+            mods.append(torch.nn.Linear(width, y.shape[1]))
+            net = torch.nn.Sequential(*mods)
+            opt = torch.optim.Adam(net.parameters(), lr=self.lr)
+            gen = torch.Generator().manual_seed(self.seed)
+            for _ in range(self.epochs):
+                order = torch.randperm(len(xt), generator=gen)
+                for start in range(0, len(xt), self.batch_size):
+                    idx = order[start:start + self.batch_size]
+                    err = ((net(xt[idx]) - yt[idx]) ** 2).sum(axis=1)
+                    loss = (err * wt[idx]).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        finally:
+            torch.set_num_threads(threads)
+        self.layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
+                       for m in net if isinstance(m, torch.nn.Linear)]
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """[n, 2]: predicted d_correct and d_cost / B."""
+        h = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w + b
+            if i < len(self.layers) - 1:
+                h = np.tanh(h)
+        return h
+
+
 def _fold_rows(rows: Rows, budget: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features, d_correct, d_cost / B) with budget_used in units of the fold's ``budget``."""
     x = rows.x.copy()
@@ -152,10 +210,9 @@ def balanced_weights(datasets: np.ndarray) -> np.ndarray:
 
 @dataclass
 class FittedRollout:
-    """The two regressors fit on one fold, its budget, and a prediction cache shared by its policies."""
+    """The advantage model fit on one fold, its budget, and a prediction cache shared by its policies."""
 
-    d_correct: Any
-    d_cost: Any
+    model: Any
     budget: float
     max_output_tokens: float
     name: str = "rollout"
@@ -163,7 +220,7 @@ class FittedRollout:
 
     def policy(self, point: dict[str, float]) -> RolloutController:
         """The controller at ``point`` (``lam``, ``tau``)."""
-        return RolloutController(self.d_correct, self.d_cost, budget=self.budget, lam=float(point["lam"]),
+        return RolloutController(self.model, budget=self.budget, lam=float(point["lam"]),
                                  tau=float(point["tau"]), cost_model=COST_MODEL,
                                  max_output_tokens=self.max_output_tokens, cache=self.cache, name=self.name)
 
@@ -177,8 +234,8 @@ class RolloutMethod:
     taus: tuple[float, ...] = ROLLOUT_TAUS
     dagger_rounds: int = 1
     dagger_episodes: int = 600
-    regressor: dict[str, Any] = field(default_factory=lambda: {"max_iter": 200, "learning_rate": 0.1,
-                                                               "min_samples_leaf": 40, "l2_regularization": 1.0})
+    regressor: dict[str, Any] = field(default_factory=lambda: {"hidden": (64, 64), "epochs": 30, "lr": 1e-3,
+                                                               "batch_size": 512})
     _round0: dict[int, Rows] = field(default_factory=dict, repr=False)
 
     def grid(self) -> list[dict[str, float]]:
@@ -199,15 +256,10 @@ class RolloutMethod:
 
     def _fit_models(self, rows: Rows, datasets: np.ndarray, budget: float, seed: int,
                     max_tokens: float) -> FittedRollout:
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
         x, dc, dk = _fold_rows(rows, budget)
         w = balanced_weights(datasets[rows.episode])
-        models = []
-        for target in (dc, dk):
-            model = HistGradientBoostingRegressor(random_state=seed, **self.regressor)
-            models.append(model.fit(x, target, sample_weight=w))
-        return FittedRollout(models[0], models[1], budget=budget, max_output_tokens=max_tokens, name=self.name)
+        model = AdvantageNet(seed=seed, **self.regressor).fit(x, np.column_stack([dc, dk]), sample_weight=w)
+        return FittedRollout(model, budget=budget, max_output_tokens=max_tokens, name=self.name)
 
     def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
             progress: bool) -> FittedRollout:
