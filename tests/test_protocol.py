@@ -188,3 +188,25 @@ def test_rollout_protocol_cli_prints_the_table_and_verdict(tmp_path, capsys):
     for name in ("episodes.csv", "stats.md", "verdict.md", "protocol.json"):
         assert (out / name).is_file()
     assert math.isfinite(float(chosen["budget"].iloc[0]))
+
+
+def test_mlp_method_budget_comes_from_its_training_episodes(tmp_path):
+    """train_mlp without a budget takes B from its training episodes (no held-out leak); the protocol's MLP
+    method passes the fold's B through and acts at each grid lambda."""
+    import json
+
+    from train.imitation import train_mlp
+    from train.protocol_mlp import MLPMethod
+
+    pool = as_compiled("tiny")
+    ids = pool.episode_ids[pool.dataset == "math500"]
+    by_hand = pool.gen_cost[pool.dataset == "math500", :, 1].sum(axis=1).mean()
+    assert by_hand != pytest.approx(pool.gen_cost[:, :, 1].sum(axis=1).mean())  # the datasets differ
+    ckpt = train_mlp(pool, tmp_path / "a", episode_ids=ids.tolist(), lambdas=(0.1,), dagger_rounds=0, epochs=1,
+                     episodes_per_round=5, progress=False, tensorboard=False)
+    assert json.loads((ckpt / "controller.json").read_text())["budget"] == pytest.approx(by_hand)
+    method = MLPMethod(lambdas=(0.1, 1.0), settings={"dagger_rounds": 0, "epochs": 1, "episodes_per_round": 5,
+                                                     "balance_datasets": True, "tensorboard": False})
+    fitted = method.fit(pool, pool.episode_ids, budget=123.0, seed=0, out_dir=tmp_path / "b", progress=False)
+    policies = [fitted.policy(p) for p in method.grid()]
+    assert [p.lam for p in policies] == [0.1, 1.0] and {p.budget for p in policies} == {123.0}
