@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--lodo", action="store_true",
-                        help="leave-one-dataset-out: train per held-out dataset and evaluate on it")
+                        help="run the learning protocol (docs/LEARNING.md): leave-one-dataset-out with nested "
+                             "selection, 3 seeds, the verdict against CoBa-Routed-Strong")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="training lambdas without --lodo (mlp: every visited state is labelled at each; ppo: "
                              "lambda is drawn per episode between their min and max); default: mlp "
