@@ -1,4 +1,4 @@
-"""``coba train mlp|ppo``: train a learned routing controller, on a whole pool or leave-one-dataset-out."""
+"""``coba train mlp|ppo|rollout``: train a learned routing controller, or run the learning protocol (``--lodo``)."""
 
 from __future__ import annotations
 
@@ -23,26 +23,40 @@ from pools.output_paths import check_output_dir
 PPO_DEFAULT_TIMESTEPS = 200_000
 
 
+def seed_list(text: str) -> list[int]:
+    """One or more distinct seeds separated by commas (``--seeds 0,1,2``)."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected one or more seeds separated by commas, got {text!r}")
+    seeds = [seed_int(p) for p in parts]
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct seeds, got {text!r}")
+    return seeds
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba train``."""
     parser = subparsers.add_parser(
-        "train", help="train a learned routing controller (MLP by oracle imitation, or MaskablePPO)",
-        description="Train a lambda-conditioned routing controller on a candidate pool. 'mlp' imitates the "
-        "cost-aware oracle with DAgger rollouts; 'ppo' runs sb3-contrib MaskablePPO. With --lodo, one controller "
-        "per held-out dataset is trained on the other datasets and evaluated beside CoBa and the baselines "
-        "(tables, paired bootstrap, action mix, frontier, verdict in --out).")
-    parser.add_argument("kind", choices=("mlp", "ppo"), help="controller kind: mlp (imitation) or ppo (RL)")
+        "train", help="train a learned routing controller (MLP, MaskablePPO, rollout over CoBa-Strong)",
+        description="Train a routing controller on a candidate pool. 'mlp' imitates the cost-aware oracle with "
+        "DAgger rollouts; 'ppo' runs sb3-contrib MaskablePPO; 'rollout' improves on CoBa-Routed-Strong with learned "
+        "Q^Strong (--lodo only). With --lodo the learning protocol of docs/LEARNING.md runs: leave-one-dataset-out "
+        "per seed, every setting chosen by nested leave-one-dataset-out inside the training datasets, the "
+        "chosen point judged against CoBa-Routed-Strong on both axes (paired bootstrap); it prints the verdict.")
+    parser.add_argument("kind", choices=("mlp", "ppo", "rollout"),
+                        help="controller kind: mlp (imitation), ppo (RL) or rollout (improvement over Strong)")
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--lodo", action="store_true",
-                        help="leave-one-dataset-out: train per held-out dataset and evaluate on it")
+                        help="run the learning protocol (docs/LEARNING.md): leave-one-dataset-out with nested "
+                             "selection, 3 seeds, the verdict against CoBa-Routed-Strong")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
-                        help="training lambdas (mlp: every visited state is labelled at each; ppo: lambda is drawn "
-                             "per episode between their min and max); default: mlp 0.02,0.05,0.1,0.2,0.3,0.5,1, ppo its own "
-                             "lambda range (train/ppo.py)")
-    parser.add_argument("--eval-lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
-                        help="with --lodo: lambdas the learned controller is evaluated at (its frontier); "
-                             "default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1")
+                        help="training lambdas without --lodo (mlp: every visited state is labelled at each; ppo: "
+                             "lambda is drawn per episode between their min and max); default: mlp "
+                             "0.02,0.05,0.1,0.2,0.3,0.5,1, ppo its own lambda range (train/ppo.py). Under --lodo the "
+                             "method's grid, stated in advance, is used")
+    parser.add_argument("--seeds", type=seed_list, default=None, metavar="S1,S2,...",
+                        help="with --lodo: the protocol's seeds (default: 0,1,2)")
     parser.add_argument("--held-out", default=None, metavar="DS1,DS2",
                         help="with --lodo: only these held-out datasets (default: every dataset)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
@@ -69,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true",
                         help="replace --out if it holds a previous coba-env result (a folder holding anything else "
                              "is never replaced)")
-    add_ray_address(parser, "with --lodo, the folds (one per held-out dataset) run as Ray tasks on that cluster")
+    add_ray_address(parser, "with --lodo, the protocol's outer folds (one per seed and held-out dataset) run as Ray tasks on that cluster; the results equal the local run's")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -81,26 +95,79 @@ def _options(args: argparse.Namespace) -> dict:
         if args.timesteps is not None:
             raise UsageError("--timesteps applies to ppo only")
     else:
-        opts = {"total_timesteps": args.timesteps}
+        opts = {"total_timesteps": args.timesteps} if args.kind == "ppo" else {}
         used = [o for o, v in (("--rounds", args.rounds), ("--epochs", args.epochs),
                                ("--episodes-per-round", args.episodes_per_round), ("--loss", args.loss),
                                ("--targets", args.targets)) if v is not None]
         if used:
             raise UsageError(f"{', '.join(used)} apply to mlp only")
+        if args.kind == "rollout" and args.timesteps is not None:
+            raise UsageError("--timesteps applies to ppo only")
     return {k: v for k, v in opts.items() if v is not None}
 
 
-def _ray_option(run_lodo: object, address: str | None) -> dict[str, str]:
-    """``{"ray_address": address}`` for ``run_lodo`` (none without an address); a ``run_lodo`` that does not take
-    it yet (the fold spreading lands with train/lodo.py's rewrite) is refused with one line."""
-    if address is None:
-        return {}
-    import inspect
+def protocol_method(kind: str, options: dict) -> object:
+    """The protocol ``Method`` of ``kind`` (mlp options override the protocol's MLP settings)."""
+    if kind == "mlp":
+        from train.protocol_mlp import MLP_PROTOCOL_SETTINGS, MLPMethod
 
-    if "ray_address" not in inspect.signature(run_lodo).parameters:  # type: ignore[arg-type]
-        raise UsageError("--ray-address: this build's leave-one-dataset-out runs its folds locally only; "
-                         "run without --ray-address")
-    return {"ray_address": address}
+        return MLPMethod(settings={**MLP_PROTOCOL_SETTINGS, **options})
+    if kind == "rollout":
+        from train.rollout import RolloutMethod
+
+        return RolloutMethod()
+    try:
+        from train.ppo_method import PPOMethod  # provided by the PPO work of issue 19
+    except ModuleNotFoundError:
+        raise UsageError("ppo under the protocol needs train/ppo_method.py, which this checkout does not have") from None
+    return PPOMethod(**options)
+
+
+def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int:
+    """``--lodo``: run the learning protocol and print its verdict and table."""
+    from coba_env.env import as_compiled
+    from train.protocol import SEEDS, run_protocol
+    from train.protocol_stats import stats_markdown
+
+    if args.lambdas is not None:
+        raise UsageError("--lambdas does not apply with --lodo: the protocol uses the method's grid, stated in advance")
+    if args.cost != "p_tokens":
+        raise UsageError("--lodo: the protocol's cost model is p_tokens")
+    fold_map = map
+    if args.ray_address is not None:  # every (seed, outer fold) is one Ray task; the results are the local run's
+        from coba_env.parallel import RayUnavailable, connect_ray, map_tasks
+
+        try:
+            connect_ray(args.ray_address)  # before any work: an unreachable cluster is one line, exit 2
+        except RayUnavailable as exc:
+            raise UsageError(str(exc)) from exc
+
+        def fold_map(fn, tasks):  # noqa: ANN001, ANN202 - the protocol's FoldMap signature
+            return map_tasks(fn, list(tasks), ray_address=args.ray_address, progress=not args.no_progress,
+                             desc="protocol folds on Ray")
+    compiled = as_compiled(args.pool)
+    datasets = list(dict.fromkeys(compiled.dataset.tolist()))
+    if len(datasets) < 3:
+        raise UsageError(f"--lodo needs a pool with at least 3 datasets (nested leave-one-dataset-out); "
+                         f"the pool has {datasets}")
+    held = None
+    if args.held_out is not None:
+        held = [d.strip() for d in args.held_out.split(",") if d.strip()]
+        bad = [d for d in held if d not in datasets]
+        if bad:
+            raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
+    method = protocol_method(args.kind, options)
+    seeds = tuple(args.seeds) if args.seeds is not None else SEEDS
+    result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
+                                                        progress=not args.no_progress, held_out=held,
+                                                        fold_map=fold_map), marker="lodo")
+    print(stats_markdown(result.stats))
+    print()
+    if held is not None:
+        print(f"partial run (held out: {', '.join(held)}): the verdict covers these datasets only")
+    print(result.verdict["text"])
+    print(f"protocol done in {result.seconds:.0f} s; tables in {args.out}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,41 +175,17 @@ def run(args: argparse.Namespace) -> int:
     from coba_env.env import as_compiled
 
     options = _options(args)
-    if not args.lodo and (args.eval_lambdas is not None or args.held_out is not None
-                          or args.ray_address is not None):
-        raise UsageError("--eval-lambdas, --held-out and --ray-address need --lodo")
+    if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
+        raise UsageError("--seeds, --held-out and --ray-address need --lodo")
     require_ray(args.ray_address)
+    if args.kind == "rollout" and not args.lodo:
+        raise UsageError("rollout trains under the protocol only: add --lodo")
     out = check_output_dir(args.out, force=args.force, option="--out", inputs=[args.pool],  # before any work
                            kind="lodo" if args.lodo else "checkpoint")
+    if args.lodo:
+        return run_lodo_protocol(args, options, out)
     compiled = as_compiled(args.pool)
     lambdas = args.lambdas
-    if args.lodo:
-        from train.lodo import run_lodo
-        from train.sweep import DEFAULT_EVAL_LAMBDAS
-
-        datasets = list(dict.fromkeys(compiled.dataset.tolist()))
-        held = None
-        if args.held_out is not None:
-            held = [d.strip() for d in args.held_out.split(",") if d.strip()]
-            bad = [d for d in held if d not in datasets]
-            if bad:
-                raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
-        from coba_env.parallel import RayUnavailable
-
-        ray_option = _ray_option(run_lodo, args.ray_address)  # before any work
-        try:
-            result = atomic_dir(out, lambda tmp: run_lodo(
-                compiled, tmp, kinds=[args.kind], lambdas=lambdas,
-                eval_lambdas=args.eval_lambdas or DEFAULT_EVAL_LAMBDAS, cost_model=args.cost, seed=args.seed,
-                progress=not args.no_progress, train_options={args.kind: options}, held_out=held, **ray_option),
-                marker="lodo")
-        except RayUnavailable as exc:
-            raise UsageError(str(exc)) from exc
-        v = result.get("verdict")
-        print(f"leave-one-dataset-out done in {result['seconds']:.0f} s; tables in {args.out}")
-        if v:
-            print(f"not dominated by {v['reference']}: {v['met']} (see {args.out}/verdict.md)")
-        return 0
     from train.lodo import train_kind
 
     def train(folder: Path) -> None:

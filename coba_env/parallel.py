@@ -44,6 +44,9 @@ def connect_ray(address: str) -> Any:
         if address in ("auto", "local", current):
             return ray
         ray.shutdown()  # connected elsewhere: the caller named another cluster
+    unreachable = _unreachable(address)
+    if unreachable:
+        raise RayUnavailable(f"cannot connect to the Ray cluster at --ray-address {address!r}: {unreachable}")
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
@@ -52,9 +55,40 @@ def connect_ray(address: str) -> Any:
     return ray
 
 
+def _unreachable(address: str, timeout: float = 5.0) -> str:
+    """Why nothing answers on ``address``'s HOST:PORT (empty when something does, or for 'auto'/'local').
+
+    ``ray.init`` retries an address where nothing listens for minutes; one TCP probe says it at once. Ray
+    serves a loopback address on the machine's own address, so that one is probed too."""
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        return ""  # 'auto', 'local' or a form Ray resolves itself
+    hosts = [host.strip("[]")]
+    if hosts[0] in ("127.0.0.1", "localhost", "::1"):
+        try:
+            hosts.append(socket.gethostbyname(socket.gethostname()))
+        except OSError:
+            pass
+    for candidate in hosts:
+        try:
+            with socket.create_connection((candidate, int(port)), timeout=timeout):
+                return ""
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+    return f"nothing answers on {target} ({reason})"
+
+
 def cluster_cpus(ray: Any) -> int:
     """CPUs the connected Ray cluster offers (at least 1)."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _apply(fn: Callable[..., R], item: Any, *shared: Any) -> R:
+    """One Ray task: ``fn(item, *shared)``."""
+    return fn(item, *shared)
 
 
 def map_tasks(fn: Callable[..., R], items: Sequence[T], *, shared: Sequence[Any] = (),
@@ -71,8 +105,11 @@ def map_tasks(fn: Callable[..., R], items: Sequence[T], *, shared: Sequence[Any]
         return [fn(item, *shared) for item in items]
     ray = connect_ray(ray_address)
     refs = [ray.put(value) for value in shared]
-    remote = ray.remote(num_cpus=num_cpus, max_retries=0)(fn)
-    futures = [remote.remote(item, *refs) for item in items]
+    # ``fn`` travels as an argument, so any picklable callable works (ray.remote takes only plain functions,
+    # not a functools.partial such as the protocol's fold task).
+    remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_apply)
+    fn_ref = ray.put(fn)
+    futures = [remote.remote(fn_ref, item, *refs) for item in items]
     bar = None
     if progress:
         from tqdm.auto import tqdm

@@ -127,3 +127,29 @@ def test_ray_address_and_workers_exit_2(tmp_path, capsys):
 def test_ray_address_needs_lodo_for_train(tmp_path, capsys):
     assert coba(["train", "mlp", "--pool", "tiny", "--out", str(tmp_path / "t"), "--ray-address", "h:1"]) == 2
     assert "--ray-address need --lodo" in capsys.readouterr().err
+
+
+def test_protocol_folds_as_ray_tasks_equal_the_local_run(ray_address, tmp_path, capsys):
+    """``coba train rollout --lodo --ray-address``: the (seed, outer fold) tasks on Ray give the local run's
+    held-out records, chosen points and statistics."""
+    from tests.test_protocol import save_small_paper_pool
+
+    pool = str(save_small_paper_pool(tmp_path / "pool"))
+    args = ["train", "rollout", "--pool", pool, "--lodo", "--seeds", "3", "--held-out", "amc2023,aime2024",
+            "--no-progress"]
+    assert coba([*args, "--out", str(tmp_path / "local")]) == 0
+    assert coba([*args, "--out", str(tmp_path / "ray"), "--ray-address", ray_address]) == 0
+    capsys.readouterr()
+    for name in ("episodes.csv", "chosen.csv", "inner.csv", "stats.csv"):
+        local, on_ray = pd.read_csv(tmp_path / "local" / name), pd.read_csv(tmp_path / "ray" / name)
+        if "seconds" in local.columns:
+            local, on_ray = local.drop(columns="seconds"), on_ray.drop(columns="seconds")
+        pd.testing.assert_frame_equal(local, on_ray, obj=name)
+
+
+def test_protocol_with_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path, capsys):
+    assert coba(["train", "rollout", "--pool", "tiny", "--lodo", "--out", str(tmp_path / "t"),
+                 "--ray-address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "127.0.0.1:1" in err
+    assert not (tmp_path / "t").exists()
