@@ -144,12 +144,15 @@ def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Seque
               progress: bool = True, loss: str = "q", hidden: Sequence[int] = (128, 128),
               episodes_per_round: int | None = 1200, beta: float = 0.5, lr: float = 3e-3, batch_size: int = 256,
               budget: float | None = None, node_limit: int = 300, name: str = "mlp",
-              targets: str = "rollout", keep_oracle_rows: bool = False, tensorboard: bool = True) -> Path:
+              targets: str = "rollout", keep_oracle_rows: bool = False, tensorboard: bool = True,
+              balance_datasets: bool = False) -> Path:
     """Train an MLP controller by DAgger imitation of the cost-aware oracle; returns the checkpoint dir.
 
     ``pool``: a pool, compiled pool, directory or profile name; ``episode_ids`` / ``datasets`` restrict the
-    training episodes. ``budget`` fixes B (default: the full pool's default budget, so lambda means the same
-    on every subset). A fixed ``seed`` reproduces the checkpoint. ``tensorboard`` (default True) logs every
+    training episodes. ``budget`` fixes B (default: the default budget of the training episodes only, so no
+    held-out episode shapes lambda's scale or the ``budget_used`` feature). ``balance_datasets`` draws each
+    round's episodes with replacement, every training dataset with equal probability (the macro objective),
+    instead of uniformly over episodes. A fixed ``seed`` reproduces the checkpoint. ``tensorboard`` (default True) logs every
     round's scalars (``rollout/mean_return``, ``train/loss``, ``train/rows``, ``train/states``,
     ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and ``progress.csv`` in
     ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
@@ -173,7 +176,8 @@ def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Seque
                       cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
                       progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round,
                       beta=beta, lr=lr, batch_size=batch_size, budget=budget, node_limit=node_limit, name=name,
-                      targets=targets, keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard, t0=t0)
+                      targets=targets, keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard,
+                      balance_datasets=balance_datasets, t0=t0)
     finally:
         torch.set_num_threads(threads)
 
@@ -182,15 +186,16 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
            lambdas: list[float], cost_model: str, dagger_rounds: int, epochs: int, seed: int, progress: bool,
            loss: str, hidden: Sequence[int], episodes_per_round: int | None, beta: float, lr: float,
            batch_size: int, budget: float | None, node_limit: int, name: str, targets: str, keep_oracle_rows: bool,
-           tensorboard: bool, t0: float) -> Path:
+           tensorboard: bool, balance_datasets: bool, t0: float) -> Path:
     """The body of ``train_mlp`` (arguments validated)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     # -- 1. env and oracle
     full = as_compiled(pool)
-    if budget is None:
-        budget = default_budget(full, cost_model, full.n_candidates)
     env = CoBaEnv(full, datasets=datasets, episode_ids=episode_ids, cost_model=cost_model, budget=budget)
+    if budget is None:  # B from the training episodes only (the env's restricted pool)
+        budget = default_budget(env.pool, cost_model, full.n_candidates)
+        env = CoBaEnv(full, datasets=datasets, episode_ids=episode_ids, cost_model=cost_model, budget=budget)
     oracle = CostAwareOracle.for_env(env, node_limit=node_limit)
     n_eps = env.n_episodes
     per_round = n_eps if episodes_per_round is None else min(int(episodes_per_round), n_eps)
@@ -201,10 +206,13 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         "keep_oracle_rows": keep_oracle_rows, "dagger_rounds": dagger_rounds,
         "epochs": epochs, "seed": seed, "episodes_per_round": per_round, "beta": beta, "lr": lr,
         "datasets": sorted(set(env.pool.dataset.tolist())), "n_train_episodes": n_eps,
-        "train_datasets": sorted(set(env.pool.dataset.tolist())),
+        "train_datasets": sorted(set(env.pool.dataset.tolist())), "balance_datasets": balance_datasets,
     }
     feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": float(full.max_output_tokens)}
     network = build_network(tuple(hidden))
+    _, index, sizes = np.unique(env.pool.dataset, return_inverse=True, return_counts=True)
+    episode_probs = 1.0 / (sizes[index] * len(sizes))
+    episode_probs /= episode_probs.sum()
     learner: MLPController | None = None
     xs: list[np.ndarray] = []
     qs: list[np.ndarray] = []
@@ -219,7 +227,10 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         # -- 2. rollouts: the oracle in round 0, then the learner mixed with the oracle
         t_round = time.perf_counter()
         expert_prob = 1.0 if rnd == 0 else beta ** rnd
-        episodes = rng.choice(n_eps, size=per_round, replace=False)
+        if balance_datasets:  # every training dataset equally likely, whatever its size
+            episodes = rng.choice(n_eps, size=per_round, replace=True, p=episode_probs)
+        else:
+            episodes = rng.choice(n_eps, size=per_round, replace=False)
         returns, n_states = [], 0
         for i, e in enumerate(episodes):
             lam = lambdas[(i + rnd) % len(lambdas)]

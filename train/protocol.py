@@ -1,0 +1,232 @@
+"""The learning protocol of issue 19, fixed before any held-out result is seen (docs/LEARNING.md, "Protocol").
+
+Reads top to bottom:
+
+1. Outer loop: leave-one-dataset-out over the pool's datasets (``coba_env.splits``), for every seed in
+   ``SEEDS``. Everything a fold uses comes from its training datasets only: the budget B
+   (``coba_env.env.default_budget`` on the training episodes), the method's feature statistics and targets.
+2. Inside an outer fold, nested leave-one-dataset-out over the training datasets: for every inner fold the
+   method is fit on the other training datasets (their own B) and every point of its grid (stated in advance
+   by ``Method.grid``) is replayed on the inner validation dataset beside ``REFERENCE`` on the same episodes.
+3. ``select_point``: over the stacked validation datasets, the point with the lowest pooled p_tokens ratio to
+   the reference among those whose macro and item-pooled accuracy differences are both >= 0; when none
+   qualifies, the method's ``fallback`` point (or, for a method without one, the point with the highest
+   item-pooled difference).
+4. The method is refit on all training datasets at the fold's B and that one point is replayed on the
+   held-out dataset beside the reference. The held-out folds are stacked: every episode is evaluated once
+   per seed, by a controller that never saw its dataset and whose settings were chosen without it.
+5. ``train.protocol_stats`` compares the stack with the reference (per seed and on the seed-mean) and gives the
+   verdict of ``protocol_stats.VERDICT_RULE``.
+
+The outer folds are independent tasks run through ``fold_map`` (builtin ``map`` by default; a parallel map
+such as ``coba_env.parallel.map_tasks`` has the same signature).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from agents.base import Policy
+from coba_env.compiled import CompiledPool
+from coba_env.env import default_budget
+from coba_env.splits import Split, leave_one_dataset_out
+from eval.runner import run_policies
+
+#: The protocol's constants, stated before any held-out run (docs/LEARNING.md, "Protocol").
+POOL = "paper"
+SEEDS: tuple[int, ...] = (0, 1, 2)
+REFERENCE = "coba_strong"
+COST_MODEL = "p_tokens"
+
+FoldMap = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
+
+
+class Fitted(Protocol):
+    """A method fit on one fold's training episodes; gives a label-free policy per grid point."""
+
+    def policy(self, point: dict[str, float]) -> Policy:
+        """The controller at operating point ``point`` (it uses the fold's budget)."""
+        ...
+
+
+class Method(Protocol):
+    """A learning method run by the protocol: its grid of operating points is stated in advance."""
+
+    name: str
+
+    def grid(self) -> list[dict[str, float]]:
+        """Every operating point the nested selection may choose from, in a fixed order."""
+        ...
+
+    def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
+            progress: bool) -> Fitted:
+        """Fit on the episodes ``train_ids`` (pool episode ids) with budget ``budget``."""
+        ...
+
+
+def point_name(method_name: str, point: dict[str, float]) -> str:
+    """A policy name for one operating point, e.g. ``rollout[lam=0.1,tau=0.05]``."""
+    return f"{method_name}[" + ",".join(f"{k}={v:g}" for k, v in point.items()) + "]"
+
+
+def fallback_point(method: Any) -> dict[str, float] | None:
+    """The method's stated fallback (``method.fallback()``), or None when it states none."""
+    fallback = getattr(method, "fallback", None)
+    return None if fallback is None else fallback()
+
+
+def episodes_of(compiled: CompiledPool, ids: np.ndarray) -> CompiledPool:
+    """The compiled pool restricted to the episodes with pool episode ids ``ids``."""
+    return compiled.select(np.isin(compiled.episode_ids, np.asarray(ids)))
+
+
+def fold_budget(compiled: CompiledPool, ids: np.ndarray, cost_model: str = COST_MODEL) -> float:
+    """The budget B of a fold: the default budget computed on its training episodes only."""
+    return default_budget(episodes_of(compiled, ids), cost_model, compiled.n_candidates)
+
+
+def inner_splits(compiled: CompiledPool, train_ids: np.ndarray) -> list[Split]:
+    """Leave-one-dataset-out inside the training episodes ``train_ids`` (the nested folds)."""
+    return leave_one_dataset_out(episodes_of(compiled, train_ids))
+
+
+def _replay(policies: list[Policy], compiled: CompiledPool, ids: np.ndarray, progress: bool) -> pd.DataFrame:
+    """Replay ``policies`` and the reference on the episodes ``ids`` (one process: models may hold threads)."""
+    from agents.registry import make_policy
+
+    run = run_policies([make_policy(REFERENCE), *policies], episodes_of(compiled, ids), cost_model=COST_MODEL,
+                       progress=progress, workers=1)
+    missing = run.not_applicable
+    if missing:
+        raise RuntimeError(f"policies not applicable on the fold: {missing}")
+    return run.records
+
+
+def validation_summary(records: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Per point: macro and item-pooled accuracy difference to the reference (points) and the pooled p_tokens
+    ratio, over the stacked validation datasets (the selection rule's inputs)."""
+    from train.protocol_stats import item_means
+
+    items = item_means(records, [*names, REFERENCE])
+    ref_acc, ref_cost = items["correct"][REFERENCE], items["p_tokens"][REFERENCE]
+    rows = []
+    for name in names:
+        diff = items["correct"][name] - ref_acc
+        rows.append({"policy": name, "macro_diff": 100.0 * float(diff.groupby(level="dataset").mean().mean()),
+                     "item_diff": 100.0 * float(diff.mean()),
+                     "cost_ratio": float(items["p_tokens"][name].mean() / ref_cost.mean())})
+    return pd.DataFrame(rows)
+
+
+def select_point(summary: pd.DataFrame, grid: Sequence[dict[str, float]],
+                 fallback: dict[str, float] | None) -> tuple[int, str]:
+    """The selection rule: (index into ``grid``, why). ``summary`` rows are in grid order.
+
+    Among points with macro_diff >= 0 and item_diff >= 0, the lowest cost_ratio (ties: the earlier grid point);
+    if none qualifies, ``fallback`` (must be a grid point), else the highest item_diff (ties: lower cost)."""
+    rows = range(len(summary))
+    ok = [i for i in rows if summary["macro_diff"].iloc[i] >= 0 and summary["item_diff"].iloc[i] >= 0]
+    if ok:
+        return min(ok, key=lambda i: (summary["cost_ratio"].iloc[i], i)), "rule"
+    if fallback is not None:
+        return list(grid).index(fallback), "fallback"
+    return min(rows, key=lambda i: (-summary["item_diff"].iloc[i], summary["cost_ratio"].iloc[i], i)), "highest item_diff"
+
+
+@dataclass
+class FoldResult:
+    """One (seed, outer fold): the held-out records, every inner grid point's validation summary, the choice."""
+
+    seed: int
+    held_out: str
+    budget: float
+    records: pd.DataFrame
+    inner: pd.DataFrame
+    chosen: dict[str, Any]
+    seconds: float
+
+
+def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: Method, out_dir: Path,
+                   progress: bool) -> FoldResult:
+    """Steps 2-4 of the protocol for one (seed, outer split): nested selection, refit, held-out replay."""
+    seed, split = task
+    t0 = time.perf_counter()
+    grid = list(method.grid())
+    names = [point_name(method.name, p) for p in grid]
+    fold_dir = Path(out_dir) / f"seed{seed}" / split.held_out
+    frames = []
+    for inner in inner_splits(compiled, split.train_episode_ids):
+        budget = fold_budget(compiled, inner.train_episode_ids)
+        fitted = method.fit(compiled, inner.train_episode_ids, budget=budget, seed=seed,
+                            out_dir=fold_dir / "inner" / inner.held_out, progress=progress)
+        policies = [fitted.policy(p) for p in grid]
+        for pol, name in zip(policies, names, strict=True):
+            pol.name = name
+        frames.append(_replay(policies, compiled, inner.eval_episode_ids, progress))
+    val = pd.concat(frames, ignore_index=True)
+    inner_table = validation_summary(val, names)
+    pick, why = select_point(inner_table, grid, fallback_point(method))
+    inner_table = inner_table.assign(seed=seed, held_out=split.held_out, chosen=[i == pick for i in range(len(grid))])
+    # -- refit on every training dataset at the fold's own budget; replay the one chosen point
+    budget = fold_budget(compiled, split.train_episode_ids)
+    fitted = method.fit(compiled, split.train_episode_ids, budget=budget, seed=seed, out_dir=fold_dir / "final",
+                        progress=progress)
+    policy = fitted.policy(grid[pick])
+    policy.name = method.name
+    records = _replay([policy], compiled, split.eval_episode_ids, progress).assign(seed=seed)
+    chosen = {"seed": seed, "held_out": split.held_out, "point": names[pick], "how": why, "budget": budget,
+              **{f"point_{k}": v for k, v in grid[pick].items()}}
+    return FoldResult(seed=seed, held_out=split.held_out, budget=budget, records=records, inner=inner_table,
+                      chosen=chosen, seconds=time.perf_counter() - t0)
+
+
+@dataclass
+class ProtocolResult:
+    """Every seed's stacked held-out records, the inner tables, the choices, the statistics and the verdict."""
+
+    method: str
+    records: pd.DataFrame
+    inner: pd.DataFrame
+    chosen: pd.DataFrame
+    stats: pd.DataFrame
+    verdict: dict[str, Any]
+    seconds: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def run_protocol(compiled: CompiledPool, method: Method, *, seeds: Sequence[int] = SEEDS, out_dir: str | Path,
+                 progress: bool = True, fold_map: FoldMap = map, held_out: Sequence[str] | None = None,
+                 resamples: int | None = None) -> ProtocolResult:
+    """Run the whole protocol for ``method`` on ``compiled``; write its tables to ``out_dir``.
+
+    ``held_out`` restricts the outer folds (a partial run: its verdict covers only those datasets)."""
+    from train import protocol_stats
+
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    splits = leave_one_dataset_out(compiled)
+    if held_out is not None:
+        splits = [s for s in splits if s.held_out in held_out]
+    tasks = [(int(seed), split) for seed in seeds for split in splits]
+    work = functools.partial(run_outer_fold, compiled=compiled, method=method, out_dir=out, progress=progress)
+    folds: list[FoldResult] = list(fold_map(work, tasks))
+    records = pd.concat([f.records for f in folds], ignore_index=True)
+    inner = pd.concat([f.inner for f in folds], ignore_index=True)
+    chosen = pd.DataFrame([f.chosen for f in folds])
+    kw = {} if resamples is None else {"resamples": resamples}
+    stats = protocol_stats.compare_seeds(records, method.name, REFERENCE, **kw)
+    verdict = protocol_stats.verdict(stats, method.name)
+    result = ProtocolResult(method=method.name, records=records, inner=inner, chosen=chosen, stats=stats,
+                            verdict=verdict, seconds=time.perf_counter() - t0,
+                            timings={f"seed{f.seed}_{f.held_out}_s": f.seconds for f in folds})
+    protocol_stats.write_tables(result, out)
+    return result
