@@ -94,3 +94,59 @@ class PPOMethod:
                          n_envs=self.n_envs, seed=int(seed), progress=progress, budget=float(budget),
                          tensorboard=False, **self.train_options)
         return PPOFitted(Path(path))
+
+
+def combine_seeds(out: Path) -> dict[str, Any]:
+    """Stack ``out/seed*/episodes.csv`` (one protocol run per seed), write the seed-mean statistics and verdict
+    (``stats.{csv,md}``, ``verdict.md`` in ``out``) and return the verdict."""
+    import pandas as pd
+
+    from pools.atomic_write import atomic_write_text
+    from train import protocol_stats
+
+    files = sorted(Path(out).glob("seed*/episodes.csv"))
+    if not files:
+        raise FileNotFoundError(f"{out}: no seed*/episodes.csv to combine (run the protocol first)")
+    records = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    stats = protocol_stats.compare_seeds(records, PPOMethod.name, "coba_strong")
+    verdict = protocol_stats.verdict(stats, PPOMethod.name)
+    stats.to_csv(Path(out) / "stats.csv", index=False)
+    atomic_write_text(Path(out) / "stats.md", protocol_stats.stats_markdown(stats) + "\n")
+    atomic_write_text(Path(out) / "verdict.md", f"{verdict['text']}\n\nRule: {protocol_stats.VERDICT_RULE}\n\n"
+                      f"Seeds: {[f.parent.name for f in files]}\n\n{protocol_stats.stats_markdown(stats)}\n")
+    return verdict
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m train.ppo_method --out DIR [--seeds 0 1 2]``: the protocol for PPO, one run per seed, then
+    the seed-mean statistics and verdict over every seed run so far."""
+    import argparse
+    import sys
+
+    from coba_env.env import as_compiled
+    from train.protocol import POOL, SEEDS, run_protocol
+
+    parser = argparse.ArgumentParser(prog="python -m train.ppo_method", description=main.__doc__)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--combine-only", action="store_true", help="only stack the seed runs already in --out")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():
+        print(f"{args.out}: --out exists and is not a directory", file=sys.stderr)
+        return 2
+    if any(s < 0 for s in args.seeds):
+        print(f"--seeds: expected integers >= 0, got {args.seeds}", file=sys.stderr)
+        return 2
+    if not args.combine_only:
+        compiled = as_compiled(POOL)
+        for seed in args.seeds:
+            result = run_protocol(compiled, PPOMethod(), seeds=(seed,), out_dir=args.out / f"seed{seed}",
+                                  progress=not args.quiet)
+            print(f"seed {seed}: {result.verdict['text']} [{result.seconds:.0f} s]", flush=True)
+    print(combine_seeds(args.out)["text"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
