@@ -144,7 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = run_protocol(compiled, PPOMethod(), seeds=(seed,), out_dir=args.out / f"seed{seed}",
                                   progress=not args.quiet)
             print(f"seed {seed}: {result.verdict['text']} [{result.seconds:.0f} s]", flush=True)
-    print(combine_seeds(args.out)["text"])
+    try:
+        print(combine_seeds(args.out)["text"])
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     return 0
 
 
