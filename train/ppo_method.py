@@ -36,7 +36,10 @@ from agents.learned_ppo import PPOController, load
 
 #: Lambdas PPO is evaluated at (the protocol's grid for this method), stated in advance.
 GRID_LAMBDAS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
-#: Timesteps per fit (12 rollouts of 16,384 transitions), from the throughput measured before the run.
+#: Timesteps per fit (12 rollouts of 16,384 transitions), from the throughput measured before the run: PPO on a
+#: paper-pool fold ran 10,500 steps/s on one thread of an idle core and the warm start took ~8 s, so a fit is
+#: ~27 s and the 75 fits of the protocol ~34 min of one core, plus the replays (the 3 seeds took 69 min of wall
+#: time on the 2 shared cores).
 TOTAL_TIMESTEPS = 196_608
 #: Sub-environments per fit (``train/ppo.py``: 1024 x 16 steps = one rollout of 16,384 transitions).
 N_ENVS = 1024
