@@ -1,5 +1,5 @@
 """`coba bench/sweep --datasets`: only those datasets are replayed; a checkpoint evaluated on datasets it was
-trained on (or with unknown training datasets) gets one warning line on stderr; training shuffles by default."""
+trained on (or with unknown training datasets) gets one warning line on stderr; training draws datasets equally often by default."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def math_ckpt(tmp_path_factory):
     return train_ppo("tiny", tmp_path_factory.mktemp("ppo") / "run", datasets=["math500"], seed=0, **SMALL)
 
 
-def test_ppo_checkpoint_records_its_datasets_and_shuffled_order(math_ckpt):
+def test_ppo_checkpoint_records_its_datasets_and_balanced_order(math_ckpt):
     meta = json.loads((math_ckpt / "controller.json").read_text())
     assert meta["train_datasets"] == ["math500"]
-    assert meta["order"] == "shuffle"  # the default: sequential would block every sub-env by dataset
+    # The default: each dataset drawn equally often (sequential would block every sub-env by dataset).
+    assert meta["order"] == "balanced"
 
 
 def _bench(args, tmp_path, capsys):

@@ -19,8 +19,11 @@ from coba_env.vector_env import CoBaVectorEnv
 from train.ppo import train_ppo
 from train.sb3_vec_env import CoBaSB3VecEnv
 
-#: Small and fast: 6k transitions of the `tiny` profile train in a few seconds on one core.
-TINY_RUN = dict(total_timesteps=6144, n_envs=64, n_steps=32, batch_size=512, lambda_range=(0.0, 1.0), progress=False)
+#: Small and fast: 6k transitions of the `tiny` profile train in a few seconds on one core. PPO learns from
+#: scratch here (no warm start: that starts from CoBa-Strong's lambda-blind behaviour, tested in
+#: tests/test_ppo_protocol.py), so the test below shows what 6k PPO steps learn by themselves.
+TINY_RUN = dict(total_timesteps=6144, n_envs=64, n_steps=32, batch_size=512, lambda_range=(0.0, 1.0), progress=False,
+                warm_start=False)
 EVAL_LAMBDAS = (0.3, 1.0)
 
 

@@ -43,12 +43,17 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   (``scripts/bench_ppo_env_share.py``: 3.4% at 1024 sub-envs, 11-16% at 64).
 - ``batch_size=1024``, ``n_epochs=10``, ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``:
   the standard PPO settings (Schulman et al.; CleanRL); 160 gradient steps per rollout.
-- ``ent_coef=0.03`` (three times the usual 0.01): the measured remedy against the collapse to greedy that
-  the paper reports for its MLP. Extra samples pay off only several steps later (a second sample rarely
-  changes the fusion choice; a third and a verification do), so early returns favour STOP. On the paper
-  pool, 1.5M steps, seed 0: with 0.01 the policy sampled 1.25 times per episode even at lambda = 0 (81.9%
-  macro accuracy); with ``gae_lambda=1.0`` instead, 1.24 (81.9%); with 0.03 it sampled 6.8 times at
-  lambda = 0 and 4.9 at 0.05 (85.4% at 509k p_tokens per item, CoBa-Strong's accuracy at 2/3 of its cost).
+- ``ent_coef=0.0`` (SB3's default). An earlier default, 0.03, was chosen against the collapse to greedy
+  (extra samples pay off only several steps later, so early returns favour STOP) by runs over all five
+  datasets of the paper pool, i.e. also on every later held-out dataset; it is withdrawn (issue 19). The
+  remedy against the collapse is now the warm start (next point), which needs no coefficient picked on data.
+- warm start (``warm_start=True``, the default; ``train/ppo_warm_start.py``): before PPO, the actor is fitted
+  by behaviour cloning to CoBa-Routed-Strong's actions on the training episodes and the critic to Strong's
+  returns-to-go there. Strong is label-free, so this is legitimate on any split, and PPO starts from a
+  policy that already samples and verifies where Strong does.
+- episode order ``"balanced"`` (the default here; ``train/sb3_vec_env.py``): each training dataset is drawn
+  equally often, because the reported objective is the macro accuracy (mean over datasets); with
+  ``"shuffle"`` MATH-500 would be 83% of a leave-rgym_hard-out fold's episodes.
 - ``net_arch=[128, 128]`` tanh, separate policy and value networks: the value depends on lambda and on the
   evidence jointly (a lambda-conditioned value), which a 64-unit net fits less well; more is not needed.
 
@@ -84,7 +89,8 @@ from pools.atomic_write import atomic_write, atomic_write_text
 from pools.schema import TIERS
 from pools.store import Pool
 from pools.strict_json import strict_dumps
-from train.sb3_vec_env import CoBaSB3VecEnv
+from train.ppo_warm_start import clone_into, strong_demonstrations
+from train.sb3_vec_env import BALANCED, CoBaSB3VecEnv
 
 FORMAT_VERSION = 1
 MODEL_FILE = "model.zip"
@@ -103,13 +109,16 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "gamma": 1.0,
     "gae_lambda": 0.95,
     "clip_range": 0.2,
-    "ent_coef": 0.03,
+    "ent_coef": 0.0,
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}, "activation_fn": torch.nn.Tanh},
 }
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else goes to ``MaskablePPO``).
-TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order")
+TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
+                   "warm_start")
+#: Episode order of training unless ``order`` is given: each dataset drawn equally often.
+DEFAULT_ORDER = BALANCED
 
 
 def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequence[int] | None = None,
@@ -124,7 +133,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
     the trainer options ``checkpoint_every`` (timesteps between snapshots; default a fifth of the run),
     ``torch_threads`` (default 1), ``budget`` (B in the reward; default: the training episodes' own
     ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
-    ``tensorboard`` (default True) and ``order`` (episode order, default "shuffle"). Training into a directory
+    ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
+    or the env's "shuffle", "random", "sequential") and ``warm_start`` (default True: clone CoBa-Strong first). Training into a directory
     that holds an earlier run replaces its model, snapshots and controller.json (TensorBoard runs accumulate).
     """
     # ---- 0. arguments ------------------------------------------------------------------------------
@@ -166,7 +176,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
         # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
         env = CoBaSB3VecEnv(n_envs, pool, episode_ids=episode_ids, datasets=datasets,
                             lambda_range=(low, high), cost_model=cost_model,
-                            order=options.get("order", "shuffle"), **env_kwargs)
+                            order=options.get("order", DEFAULT_ORDER), **env_kwargs)
         single: CoBaEnv = env.venv.single
 
         # ---- 3. the model (a rerun into the same directory replaces its snapshots and model) --------
@@ -176,6 +186,11 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
         tb_dir = str(out / TENSORBOARD_DIR) if options.get("tensorboard", True) else None
         model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, tensorboard_log=tb_dir,
                             **hyper)
+        warm: dict[str, Any] | None = None
+        if options.get("warm_start", True):
+            # Strong replayed in an env of the run's own configuration (budget, lambda range, selection).
+            demos = strong_demonstrations(CoBaEnv.from_config(env.venv.config), seed=seed)
+            warm = clone_into(model, demos, seed=seed)
 
         # ---- 4. controller.json first (snapshots are loadable while training runs), then the monitor --
         meta = {
@@ -202,6 +217,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "actions": action_names(TIERS),
             "n_envs": n_envs,
             "order": env.venv.order,
+            "warm_start": warm,
             "ppo": _jsonable(hyper),
         }
         _write_json(out / CONFIG_FILE, meta)

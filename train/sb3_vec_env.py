@@ -8,6 +8,12 @@ answers both from the batched env in one call (no per-sub-env loop). Episodes re
 logs ``rollout/ep_rew_mean`` without a Monitor wrapper, and the finished episode's ``correct``,
 ``selected_candidate``, ``final_episode``, ``final_steps``, ``lambda`` and ``costs`` (every cost measure).
 
+``order="balanced"`` (this adapter's own order, on top of the env's "sequential"/"shuffle"/"random") draws every
+new episode dataset first: a training dataset uniformly at random, then the next episode of that dataset's own
+shuffled stream (``DatasetBalancedVectorEnv``), so each dataset is drawn equally often however many items it has.
+The reported objective is the macro accuracy (the mean over datasets), and with "shuffle" a dataset's share of
+the training episodes is its share of the items (MATH-500 is 83% of a leave-rgym_hard-out fold's episodes).
+
 ``env_seconds`` accumulates the wall time spent inside ``reset``, ``step_async``, ``step_wait`` and the mask
 fetch, ``env_cpu_seconds`` the process CPU time there: the environment's share of a training run is
 ``env_seconds`` over the run's wall time (or CPU over CPU, steadier on a shared machine).
@@ -34,12 +40,56 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 from coba_env.costs import COST_MEASURES
 from coba_env.vector_env import CoBaVectorEnv
 
+#: The adapter's dataset-balanced episode order (``DatasetBalancedVectorEnv``).
+BALANCED = "balanced"
+
 #: Final-episode fields of the vector env copied into a finished sub-env's info.
 _FINAL_KEYS = ("correct", "selected_candidate", "final_episode", "final_steps")
 
 
+class DatasetBalancedVectorEnv(CoBaVectorEnv):
+    """``CoBaVectorEnv`` drawing each new episode dataset first: a dataset uniformly, then its next shuffled episode.
+
+    Every dataset of the (restricted) pool is drawn with probability 1/K; within a dataset the episodes follow
+    their own permutation, renewed each pass, so a dataset's episodes are all seen once before any repeats.
+    ``order`` reads "balanced"; the seed and the random stream are the vector env's (``np_random``).
+    """
+
+    def __init__(self, num_envs: int, pool: Any = None, **env_kwargs: Any) -> None:
+        super().__init__(num_envs, pool, **env_kwargs)
+        datasets = np.asarray(self.pool.dataset).astype(str)
+        self.datasets = list(dict.fromkeys(datasets.tolist()))
+        self._members = [np.flatnonzero(datasets == name) for name in self.datasets]
+        self._restart_streams()
+        self.order = BALANCED
+
+    def _restart_streams(self) -> None:
+        self._stream: list[np.ndarray | None] = [None] * len(self._members)
+        self._position = [0] * len(self._members)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """As ``CoBaVectorEnv.reset``; a seed also restarts every dataset's stream."""
+        if seed is not None:
+            self._restart_streams()
+        return super().reset(seed=seed, options=options)
+
+    def _next_episodes(self, k: int) -> np.ndarray:
+        picks = self.np_random.integers(len(self._members), size=k)
+        out = np.empty(k, dtype=np.int64)
+        for i, d in enumerate(picks.tolist()):
+            members, stream = self._members[d], self._stream[d]
+            if stream is None or self._position[d] >= len(members):
+                stream = self._stream[d] = members[self.np_random.permutation(len(members))]
+                self._position[d] = 0
+            out[i] = stream[self._position[d]]
+            self._position[d] += 1
+        return out
+
+
 class CoBaSB3VecEnv(VecEnv):
-    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (order "shuffle" unless given) or of ``venv``."""
+    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (order "shuffle" unless given) or of ``venv``.
+
+    ``order="balanced"`` builds a ``DatasetBalancedVectorEnv`` (each dataset drawn equally often)."""
 
     def __init__(self, num_envs: int = 1, pool: Any = None, *, venv: CoBaVectorEnv | None = None,
                  **env_kwargs: Any) -> None:
@@ -49,6 +99,8 @@ class CoBaSB3VecEnv(VecEnv):
             # Shuffled episodes by default: "sequential" (the env's default) would feed every sub-env the
             # same dataset-blocked stream, so each rollout would see one dataset only.
             env_kwargs.setdefault("order", "shuffle")
+            if env_kwargs["order"] == BALANCED:
+                venv = DatasetBalancedVectorEnv(num_envs, pool, **{**env_kwargs, "order": "shuffle"})
         self.venv = venv if venv is not None else CoBaVectorEnv(num_envs, pool, **env_kwargs)
         single = self.venv.single_observation_space
         n_actions = int(self.venv.single_action_space.n)
