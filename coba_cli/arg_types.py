@@ -150,3 +150,18 @@ def require_ray(address: str | None) -> None:
         raise UsageError("--ray-address is empty; expected a Ray cluster address such as HOST:6379")
     if importlib.util.find_spec("ray") is None:
         raise UsageError(RAY_MISSING)
+
+
+def connect_ray_cluster(address: str | None) -> None:
+    """Before any work: connect to the Ray cluster at ``address`` (none: nothing to do); one line, exit 2, when
+    Ray is missing or nothing answers there."""
+    if address is None:
+        return
+    require_ray(address)
+    from coba_cli.errors import UsageError
+    from pools.ray_connect import RayUnavailable, connect_ray
+
+    try:
+        connect_ray(address)
+    except RayUnavailable as exc:
+        raise UsageError(str(exc)) from exc

@@ -7,6 +7,7 @@ import argparse
 from coba_cli.arg_types import (
     COST_CHOICES,
     add_ray_address,
+    connect_ray_cluster,
     dataset_list,
     positive_int,
     require_ray,
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     require_ray(args.ray_address)
     if args.ray_address is not None and args.workers is not None:
         raise UsageError("--workers sets the local worker processes; with --ray-address the cluster's CPUs are used")
+    connect_ray_cluster(args.ray_address)  # before any work: an unreachable cluster is one line, exit 2
     try:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from coba_cli.arg_types import (
     add_ray_address,
+    connect_ray_cluster,
     non_negative_float,
     positive_float,
     positive_int,
@@ -50,8 +51,11 @@ def _options(args: argparse.Namespace):
                       backoff_s=args.backoff, api_key=args.api_key, progress=not args.no_progress)
 
 
-def _ray_options(args: argparse.Namespace):
-    """``RayDataOptions`` for ``--ray-address`` (None without it), checked before any call; bad input exits 2."""
+def _ray_options(args: argparse.Namespace, endpoints: Sequence[Endpoint] = ()):
+    """``RayDataOptions`` for ``--ray-address`` (None without it), checked before any call; bad input exits 2.
+
+    ``--ray-engine vllm`` loads the one ``--ray-model`` for every endpoint, so endpoints naming different models
+    are refused (their candidates would all come from that model but be journaled under each endpoint's name)."""
     used = [o for o, v in (("--ray-engine", args.ray_engine), ("--ray-model", args.ray_model),
                            ("--ray-batch-size", args.ray_batch_size), ("--ray-actors", args.ray_actors))
             if v is not None]
@@ -69,6 +73,11 @@ def _ray_options(args: argparse.Namespace):
         options.check(args.api)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    models = sorted({e.model for e in endpoints})
+    if options.engine == "vllm" and len(models) > 1:
+        raise UsageError(f"--ray-engine vllm loads the one --ray-model for every endpoint, but the endpoints name "
+                         f"{len(models)} models ({', '.join(models)}); run one command per model")
+    connect_ray_cluster(args.ray_address)  # before any call: an unreachable cluster is one line, exit 2
     return options
 
 
@@ -129,7 +138,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from pools.problems import load_problems
 
     endpoints = _endpoints(args.endpoint)
-    ray = _ray_options(args)
+    ray = _ray_options(args, endpoints)
 
     def calls() -> str:
         problems = load_problems(args.dataset or ["math500"], args.problems_dir, rgym_config=args.rgym_config,
@@ -167,7 +176,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from pools.generation.verify_calls import verify
 
     endpoints = _endpoints(args.endpoint, args.model, args.params_b)
-    ray = _ray_options(args)
+    ray = _ray_options(args, endpoints)
     if (Path(args.workdir) / "manifest.json").is_file():
         if ray is not None:
             raise UsageError("--ray-address applies to a work dir; a pool (POOL with manifest.json) is scored locally")

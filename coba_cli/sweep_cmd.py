@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, add_ray_address, dataset_list, lambda_list, require_ray
+from coba_cli.arg_types import COST_CHOICES, add_ray_address, connect_ray_cluster, dataset_list, lambda_list
 from coba_cli.errors import UsageError
 
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from coba_env.parallel import RayUnavailable
     from train.sweep import DEFAULT_EVAL_LAMBDAS, SweepInputError, frontier_markdown, run_sweep
 
-    require_ray(args.ray_address)
+    connect_ray_cluster(args.ray_address)  # before any work: Ray installed and the cluster answering
     specs = [s.strip() for s in args.policies.split(",") if s.strip()]
     if not specs:
         raise UsageError("--policies names nothing")

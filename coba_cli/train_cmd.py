@@ -9,6 +9,7 @@ from pathlib import Path
 from coba_cli.arg_types import (
     COST_CHOICES,
     add_ray_address,
+    connect_ray_cluster,
     lambda_list,
     non_negative_int,
     positive_int,
@@ -61,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --lodo: only these held-out datasets (default: every dataset)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                         help="cost model of the reward (default: p_tokens)")
-    parser.add_argument("--seed", type=seed_int, default=0, help="seed; a fixed seed reproduces the run (default: 0)")
+    parser.add_argument("--seed", type=seed_int, default=None,
+                        help="seed without --lodo; a fixed seed reproduces the run (default: 0; --lodo takes --seeds)")
     parser.add_argument("--rounds", type=non_negative_int, default=None, metavar="R",
                         help="mlp: DAgger rounds after the oracle round (default: 4)")
     parser.add_argument("--epochs", type=positive_int, default=None, metavar="E", help="mlp: epochs per round (default: 20)")
@@ -106,12 +108,12 @@ def _options(args: argparse.Namespace) -> dict:
     return {k: v for k, v in opts.items() if v is not None}
 
 
-def protocol_method(kind: str, options: dict) -> object:
-    """The protocol ``Method`` of ``kind`` (mlp options override the protocol's MLP settings)."""
+def protocol_method(kind: str) -> object:
+    """The protocol ``Method`` of ``kind`` with the protocol's settings."""
     if kind == "mlp":
-        from train.protocol_mlp import MLP_PROTOCOL_SETTINGS, MLPMethod
+        from train.protocol_mlp import MLPMethod
 
-        return MLPMethod(settings={**MLP_PROTOCOL_SETTINGS, **options})
+        return MLPMethod()
     if kind == "rollout":
         from train.rollout import RolloutMethod
 
@@ -120,7 +122,7 @@ def protocol_method(kind: str, options: dict) -> object:
         from train.ppo_method import PPOMethod  # provided by the PPO work of issue 19
     except ModuleNotFoundError:
         raise UsageError("ppo under the protocol needs train/ppo_method.py, which this checkout does not have") from None
-    return PPOMethod(**options)
+    return PPOMethod()
 
 
 def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int:
@@ -131,16 +133,20 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
 
     if args.lambdas is not None:
         raise UsageError("--lambdas does not apply with --lodo: the protocol uses the method's grid, stated in advance")
+    if args.seed is not None:
+        raise UsageError("--seed does not apply with --lodo: the protocol's seeds are --seeds (default: 0,1,2)")
+    if options:
+        flags = {"dagger_rounds": "--rounds", "epochs": "--epochs", "episodes_per_round": "--episodes-per-round",
+                 "loss": "--loss", "targets": "--targets", "total_timesteps": "--timesteps"}
+        raise UsageError(f"{', '.join(flags[k] for k in options)}: --lodo runs the protocol's settings, stated in "
+                         "advance (train/protocol_mlp.py, train/ppo_method.py); they cannot be changed per run")
     if args.cost != "p_tokens":
         raise UsageError("--lodo: the protocol's cost model is p_tokens")
     fold_map = map
     if args.ray_address is not None:  # every (seed, outer fold) is one Ray task; the results are the local run's
-        from coba_env.parallel import RayUnavailable, connect_ray, map_tasks
+        from coba_env.parallel import map_tasks
 
-        try:
-            connect_ray(args.ray_address)  # before any work: an unreachable cluster is one line, exit 2
-        except RayUnavailable as exc:
-            raise UsageError(str(exc)) from exc
+        connect_ray_cluster(args.ray_address)  # before any work: an unreachable cluster is one line, exit 2
 
         def fold_map(fn, tasks):  # noqa: ANN001, ANN202 - the protocol's FoldMap signature
             return map_tasks(fn, list(tasks), ray_address=args.ray_address, progress=not args.no_progress,
@@ -156,7 +162,7 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
         bad = [d for d in held if d not in datasets]
         if bad:
             raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
-    method = protocol_method(args.kind, options)
+    method = protocol_method(args.kind)
     seeds = tuple(args.seeds) if args.seeds is not None else SEEDS
     result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
                                                         progress=not args.no_progress, held_out=held,
@@ -189,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     from train.lodo import train_kind
 
     def train(folder: Path) -> None:
-        train_kind(args.kind, compiled, folder, lambdas=lambdas, cost_model=args.cost, seed=args.seed,
+        train_kind(args.kind, compiled, folder, lambdas=lambdas, cost_model=args.cost, seed=0 if args.seed is None else args.seed,
                    progress=not args.no_progress, options=options)
 
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from agents.registry import make_policy
 from coba_env.env import CoBaEnv, as_compiled, default_budget
 from coba_env.vector_env import CoBaVectorEnv
 from eval.runner import run_policies
-from train.ppo_method import GRID_LAMBDAS, PPOMethod, main
+from train.ppo_method import GRID_LAMBDAS, PPOMethod
 from train.ppo_warm_start import agreement, clone_into, strong_demonstrations
 from train.sb3_vec_env import CoBaSB3VecEnv, DatasetBalancedVectorEnv
 
@@ -179,20 +178,3 @@ def test_ppo_method_rejects_bad_settings(kwargs, match):
 def test_ppo_method_fit_rejects_an_empty_training_set(tiny, tmp_path):
     with pytest.raises(ValueError, match="no training episodes"):
         PPOMethod().fit(tiny, np.array([], dtype=np.int64), budget=1.0, seed=0, out_dir=tmp_path, progress=False)
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--seeds", "-1"], "--seeds"), (["--combine-only"], "no seed"),
-])
-def test_ppo_method_cli_bad_input_exits_2(tmp_path, capsys, args, message):
-    status = main(["--out", str(tmp_path / "out"), *args])
-    assert status == 2
-    err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
-
-
-def test_ppo_method_cli_rejects_a_file_as_out(tmp_path, capsys):
-    target = Path(tmp_path / "file")
-    target.write_text("x")
-    assert main(["--out", str(target), "--combine-only"]) == 2
-    assert "not a directory" in capsys.readouterr().err

@@ -73,8 +73,10 @@ def test_compare_by_hand():
     assert stats.loc["ALL", "n_items"] == 6 and stats.loc["small", "n_items"] == 2
 
 
-def _stats(item_diff, ci_low, macro_diff, ratio_high):
-    rows = [{"seed": "mean", "scope": "ALL", "diff": item_diff, "ci_low": ci_low, "ci_high": item_diff + 1,
+def _stats(item_diff, ci_low, macro_diff, ratio_high, seeds=("0", "1", "2")):
+    rows = [{"seed": seed, "scope": "ALL", "diff": 9.0, "ci_low": 9.0, "ci_high": 9.0, "cost_ratio": 0.1,
+             "ratio_low": 0.1, "ratio_high": 0.1} for seed in seeds]
+    rows += [{"seed": "mean", "scope": "ALL", "diff": item_diff, "ci_low": ci_low, "ci_high": item_diff + 1,
              "cost_ratio": 0.5, "ratio_low": 0.4, "ratio_high": ratio_high},
             {"seed": "mean", "scope": "MACRO", "diff": macro_diff, "ci_low": macro_diff - 1, "ci_high": macro_diff + 1,
              "cost_ratio": 0.5, "ratio_low": 0.4, "ratio_high": ratio_high}]
@@ -90,6 +92,14 @@ def _stats(item_diff, ci_low, macro_diff, ratio_high):
 ])
 def test_verdict_by_hand(args, beats):
     assert verdict(_stats(*args), "x")["beats"] is beats
+
+
+@pytest.mark.parametrize(("seeds", "beats"), [(("0", "1", "2"), True), (("0", "1"), False), (("7",), False)])
+def test_verdict_needs_three_seeds(seeds, beats):
+    """Every bound met on the seed-mean, but fewer than 3 seeds is a partial run: never "beats"."""
+    result = verdict(_stats(0.5, 0.0, 0.5, 0.5, seeds=seeds), "x")
+    assert result["beats"] is beats
+    assert ("partial" in result["text"]) is (not beats)
 
 
 def _paper_subset(per_dataset: int):

@@ -151,6 +151,9 @@ def test_vllm_engine_config_is_built_without_a_gpu():
     (["--ray-address", "h:1", "--ray-engine", "vllm"], "--ray-engine vllm needs --ray-model"),
     (["--ray-address", "h:1", "--ray-engine", "vllm", "--ray-model", "m", "--api", "completions"],
      "runs chat prompts only"),
+    (["--ray-address", "h:1", "--ray-engine", "vllm", "--ray-model", "m", "--endpoint", "http://127.0.0.1:9/v1,other,1.5"],
+     "the endpoints name 2 models"),
+    (["--ray-address", "127.0.0.1:1"], "nothing answers on 127.0.0.1:1"),
 ])
 def test_bad_ray_generation_options_exit_2(tmp_path, capsys, extra, message):
     argv = ["pools", "generate", str(tmp_path / "w"), "--endpoint", f"http://127.0.0.1:9/v1,{MODEL}", *extra]

@@ -29,9 +29,11 @@ from pools.strict_json import strict_dumps
 
 ITEM_CI_LOW_MIN = -0.5  # points
 COST_RATIO_CI_HIGH_MAX = 0.9
-VERDICT_RULE = ("beats the reference iff, on the seed-mean: item-pooled accuracy difference >= 0 and its 95% CI "
-                f"lower end >= {ITEM_CI_LOW_MIN} points, macro difference >= 0, and the item-pooled p_tokens "
-                f"ratio's 95% CI upper end < {COST_RATIO_CI_HIGH_MAX}")
+#: Fewer seeds than this make a run partial: its verdict is never "beats".
+MIN_SEEDS = 3
+VERDICT_RULE = (f"beats the reference iff, over at least {MIN_SEEDS} seeds, on the seed-mean: item-pooled accuracy "
+                f"difference >= 0 and its 95% CI lower end >= {ITEM_CI_LOW_MIN} points, macro difference >= 0, and "
+                f"the item-pooled p_tokens ratio's 95% CI upper end < {COST_RATIO_CI_HIGH_MAX}")
 
 
 def item_means(records: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
@@ -93,7 +95,9 @@ def verdict(stats: pd.DataFrame, name: str) -> dict[str, Any]:
     """The protocol's verdict from the seed-mean rows of ``compare_seeds`` (``VERDICT_RULE``)."""
     mean = stats[stats["seed"] == "mean"].set_index("scope")
     pooled, macro = mean.loc["ALL"], mean.loc["MACRO"]
-    checks = {"item_diff>=0": bool(pooled["diff"] >= 0),
+    n_seeds = int((stats["seed"].astype(str) != "mean").groupby(stats["seed"].astype(str)).any().sum())
+    checks = {f"seeds>={MIN_SEEDS}": n_seeds >= MIN_SEEDS,
+              "item_diff>=0": bool(pooled["diff"] >= 0),
               f"item_ci_low>={ITEM_CI_LOW_MIN}": bool(pooled["ci_low"] >= ITEM_CI_LOW_MIN),
               "macro_diff>=0": bool(macro["diff"] >= 0),
               f"cost_ratio_ci_high<{COST_RATIO_CI_HIGH_MAX}": bool(pooled["ratio_high"] < COST_RATIO_CI_HIGH_MAX)}
@@ -101,7 +105,8 @@ def verdict(stats: pd.DataFrame, name: str) -> dict[str, Any]:
     text = (f"{name} {'BEATS' if beats else 'does not beat'} the reference: item-pooled diff "
             f"{pooled['diff']:+.2f} [{pooled['ci_low']:+.2f}, {pooled['ci_high']:+.2f}], macro diff "
             f"{macro['diff']:+.2f} [{macro['ci_low']:+.2f}, {macro['ci_high']:+.2f}], p_tokens ratio "
-            f"{pooled['cost_ratio']:.3f} [{pooled['ratio_low']:.3f}, {pooled['ratio_high']:.3f}] (seed-mean)")
+            f"{pooled['cost_ratio']:.3f} [{pooled['ratio_low']:.3f}, {pooled['ratio_high']:.3f}] (seed-mean of "
+            f"{n_seeds} seed{'s' if n_seeds != 1 else ''}{'' if n_seeds >= MIN_SEEDS else f'; partial: the protocol needs {MIN_SEEDS}'})")
     return {"method": name, "beats": beats, "checks": checks, "rule": VERDICT_RULE, "text": text}
 
 

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from pools.client.openai_client import EndpointError, OpenAIClient
 from pools.generation.call_runner import PreparedCall
+from pools.ray_connect import RayUnavailable, connect_ray
 
 __all__ = ["ENGINES", "CapturingClient", "RayDataOptions", "ReplayClient", "engine_config", "run_calls_on_ray"]
 
@@ -217,18 +218,15 @@ def _vllm_answer(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _connect(address: str) -> Any:
+    """``ray`` connected to ``address`` (``pools.ray_connect.connect_ray``), with Ray Data's LLM module present."""
     try:
-        import ray
         import ray.data.llm  # noqa: F401  (its HTTP stage needs aiohttp: part of the extra)
     except ModuleNotFoundError:
         raise ValueError(_RAY_MISSING) from None
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
-            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-            raise ValueError(f"cannot connect to the Ray cluster at --ray-address {address!r}: {first}") from None
-    return ray
+    try:
+        return connect_ray(address)
+    except RayUnavailable as exc:
+        raise ValueError(str(exc)) from None
 
 
 def run_calls_on_ray(tasks: Iterable[T], prepare: Callable[[T], PreparedCall], on_done: Callable[[T, R], Iterable[T]],
