@@ -36,6 +36,10 @@ STRONG_PARAMS: dict[str, Any] = {"warmup_k": 2, "n_max": 8, "strong_routes": 4, 
 class StrongFromState(CoBaPolicy):
     """CoBa-Routed-Strong whose memory (expanding? routed so far?) is read from the evidence at every step."""
 
+    #: CoBaPolicy's batched twin keeps Strong's memory per row instead of reading it from the state, so it is
+    #: not this rule off Strong's own path: replay this one episode at a time.
+    batched = False
+
     def __init__(self, **params: Any) -> None:
         super().__init__(**{**STRONG_PARAMS, **params})
         self.name = "coba_strong_from_state"

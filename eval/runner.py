@@ -186,13 +186,17 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
 
 
 def episode_indices(pool: CompiledPool, episode_ids: np.ndarray) -> np.ndarray:
-    """Row indices of ``episode_ids`` in ``pool`` (sorted, unique); ValueError naming an id the pool lacks."""
+    """Row indices of ``episode_ids`` in ``pool``, in pool order (unique); ValueError naming an id the pool lacks.
+
+    The pool's ids need not be sorted (a pool selected with an index array keeps that array's order)."""
     ids = np.unique(np.asarray(episode_ids, dtype=np.int64))
-    at = np.searchsorted(pool.episode_ids, ids)
-    found = (at < pool.n_episodes) & (pool.episode_ids[np.minimum(at, pool.n_episodes - 1)] == ids)
+    order = np.argsort(pool.episode_ids, kind="stable")
+    sorted_ids = pool.episode_ids[order]
+    at = np.searchsorted(sorted_ids, ids)
+    found = (at < pool.n_episodes) & (sorted_ids[np.minimum(at, pool.n_episodes - 1)] == ids)
     if not found.all():
         raise ValueError(f"episode_ids: episode id {int(ids[~found][0])} is not in the pool")
-    return at
+    return np.sort(order[at])
 
 
 def _batched_columns(out: dict[str, np.ndarray], counts: np.ndarray, env: CoBaEnv,

@@ -150,3 +150,52 @@ def test_a_trained_mlp_acts_batched_as_one_episode_at_a_time(tmp_path, lam, monk
     got = replay_policy(load_checkpoint(f"{path}@{lam}"), pool, replay="batched", batch=13).records
     assert calls and len(got) == pool.n_episodes
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
+
+
+@cache
+def _relabelled(spec: str) -> CompiledPool:
+    """``spec``'s pool with every correctness label flipped and the gold clusters permuted (caches rebuilt)."""
+    import dataclasses
+
+    from coba_env.compiled import Labels
+
+    pool = compiled(spec)
+    gold = np.random.default_rng(0).permutation(pool.labels.gold_cluster)
+    return dataclasses.replace(pool, labels=Labels(correct=~pool.labels.correct, gold_cluster=gold),
+                               _episode_rows=None, _episode_meta=None, _vector_tables=None, _cost_table=None,
+                               _record_columns=None)
+
+
+LABEL_FREE = [n for n in POLICIES if not make_policy(n).uses_labels]
+LABEL_USING = [n for n in POLICIES if make_policy(n).uses_labels]
+SAME_WITHOUT_LABELS = ["actions", "selected_candidate", "selected_answer", "tokens", "p_tokens", "calls", "latency"]
+
+
+@pytest.mark.parametrize("name", LABEL_FREE)
+def test_no_label_free_policy_acts_on_the_labels_in_the_batch(name):
+    """The batched form gets the whole vector env; a policy that does not declare ``uses_labels`` must act the
+    same when every label is flipped: same actions, selections and costs (only ``correct`` may change)."""
+    policy = policy_for("tiny", name)
+    same = SAME_WITHOUT_LABELS
+    true = replay_policy(policy, compiled("tiny"), replay="batched").records
+    flipped = replay_policy(policy_for("tiny", name), _relabelled("tiny"), replay="batched").records
+    assert not true["correct"].equals(flipped["correct"])  # the relabelling did reach the records
+    pd.testing.assert_frame_equal(true[same], flipped[same])
+
+
+@pytest.mark.parametrize("name", LABEL_USING)
+def test_the_label_reading_oracle_does_act_differently_on_flipped_labels(name):
+    """The check above can fail: the evaluator-side oracle, which reads labels, selects differently."""
+    true = replay_policy(policy_for("tiny", name), compiled("tiny"), replay="batched").records
+    flipped = replay_policy(policy_for("tiny", name), _relabelled("tiny"), replay="batched").records
+    assert not true[SAME_WITHOUT_LABELS].equals(flipped[SAME_WITHOUT_LABELS])
+
+
+def test_episode_ids_find_their_rows_in_a_pool_whose_ids_are_not_sorted():
+    """A pool selected with a reversed index array: the ids are found (rows in pool order), and a missing one
+    is named."""
+    pool = compiled("tiny").select(np.arange(compiled("tiny").n_episodes)[::-1])
+    wanted = pool.episode_ids[[5, 2, 9]]
+    assert runner.episode_indices(pool, wanted).tolist() == [2, 5, 9]
+    with pytest.raises(ValueError, match="episode id 999999 is not in the pool"):
+        runner.episode_indices(pool, np.array([999999]))
