@@ -19,7 +19,7 @@ import pandas as pd
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
-from eval.runner import BenchRun, PolicyRun, resolve_policies, run_policies
+from eval.runner import BenchRun, PolicyRun, resolve_unique_policies, run_policies
 
 __all__ = ["run_policies_on_ray", "shard_episodes"]
 
@@ -52,11 +52,7 @@ def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *,
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {list(SPLITS)}")
     start = time.perf_counter()
-    policies = resolve_policies(policies, specs)
-    names = [p.name for p in policies]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"policy names must be unique; repeated: {dupes}")
+    policies = resolve_unique_policies(policies, specs)
     ray = connect_ray(ray_address)
     everyone = list(range(len(policies)))
     if split == "episodes":

@@ -286,6 +286,16 @@ def resolve_policies(policies: Sequence[str | Policy], specs: dict | None = None
     return out
 
 
+def resolve_unique_policies(policies: Sequence[str | Policy], specs: dict | None = None) -> list[Policy]:
+    """``resolve_policies``, refusing two policies of one name (their records could not be told apart)."""
+    resolved = resolve_policies(policies, specs)
+    names = [p.name for p in resolved]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"policy names must be unique; repeated: {dupes}")
+    return resolved
+
+
 def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_model: str = "p_tokens",
                  lam: float = 0.0, progress: bool = True, workers: int | None = None,
                  seed: int = 0, specs: dict | None = None, replay: str = "batched",
@@ -301,11 +311,7 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_m
     if replay not in REPLAY_MODES:
         raise ValueError(f"unknown replay mode {replay!r}; expected one of {list(REPLAY_MODES)}")
     start = time.perf_counter()
-    policies = resolve_policies(policies, specs)
-    names = [p.name for p in policies]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"policy names must be unique; repeated: {dupes}")
+    policies = resolve_unique_policies(policies, specs)
     if episode_ids is not None:
         episode_ids = pool.episode_ids[episode_indices(pool, episode_ids)]
     n_episodes = pool.n_episodes if episode_ids is None else len(episode_ids)

@@ -199,3 +199,8 @@ def test_episode_ids_find_their_rows_in_a_pool_whose_ids_are_not_sorted():
     assert runner.episode_indices(pool, wanted).tolist() == [2, 5, 9]
     with pytest.raises(ValueError, match="episode id 999999 is not in the pool"):
         runner.episode_indices(pool, np.array([999999]))
+
+
+def test_two_policies_of_one_name_are_refused():
+    with pytest.raises(ValueError, match=r"policy names must be unique; repeated: \['greedy'\]"):
+        run_policies(["greedy", "coba_light", "greedy"], compiled("tiny"), progress=False)
