@@ -237,6 +237,7 @@ class RolloutMethod:
     regressor: dict[str, Any] = field(default_factory=lambda: {"hidden": (64, 64), "epochs": 30, "lr": 1e-3,
                                                                "batch_size": 512})
     _round0: dict[int, Rows] = field(default_factory=dict, repr=False)
+    _round0_pool: Any = field(default=None, repr=False)  # the pool whose row indices the cached rows hold
 
     def grid(self) -> list[dict[str, float]]:
         """lambda x tau, then tau = infinity (Strong itself)."""
@@ -248,6 +249,8 @@ class RolloutMethod:
 
     def _round0_rows(self, env: CoBaEnv, episodes: np.ndarray) -> Rows:
         strong = StrongFromState()
+        if self._round0_pool is not env.pool:  # cached rows index episodes of one pool: another pool starts over
+            self._round0, self._round0_pool = {}, env.pool
         for e in episodes:
             key = int(env.pool.episode_ids[e])
             if key not in self._round0:
