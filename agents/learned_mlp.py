@@ -55,6 +55,23 @@ def controller_features(observation: np.ndarray, action_mask: np.ndarray, eviden
     return x
 
 
+def batch_controller_features(observations: np.ndarray, action_masks: np.ndarray, venv: Any, *, budget: float,
+                              cost_model: str, max_output_tokens: float, lam: float) -> np.ndarray:
+    """``controller_features`` for every row of the ``CoBaVectorEnv`` ``venv`` [B, N_INPUTS].
+
+    budget_used and mean_length are recomputed from the vector env's cost and length sums (as ``rescaled`` does
+    from ``Evidence``), lambda fixed, the mask appended.
+    """
+    x = np.empty((len(observations), N_INPUTS), dtype=np.float32)
+    x[:, :N_FEATURES] = observations
+    x[:, BUDGET] = venv.cost[:, cost_index(cost_model)] / budget
+    n = venv.n
+    x[:, MEAN_LEN] = np.where(n > 0, venv.len_sum / np.maximum(n, 1) / max_output_tokens, 0.0)
+    x[:, LAMBDA] = lam
+    x[:, N_FEATURES:] = action_masks[:, :N_ACTIONS]
+    return x
+
+
 class MLPController(Policy):
     """A trained MLP routing controller; plays the best-scored legal action at a fixed lambda."""
 
@@ -99,21 +116,12 @@ class MLPController(Policy):
     batched = True
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
-        """``act`` for every row of the ``CoBaVectorEnv`` ``venv``: one forward pass for the whole batch.
-
-        The inputs are ``controller_features`` row by row: budget_used and mean_length recomputed from the vector
-        env's cost and length sums (as ``rescaled`` does from ``Evidence``), lambda fixed, the mask appended.
-        """
+        """``act`` for every row of the ``CoBaVectorEnv`` ``venv``: one forward pass for the whole batch."""
         if venv is None:
             raise ValueError(f"{self.name}: act_batch reads the vector env's cost and length sums; pass venv")
-        b = len(observations)
-        x = np.empty((b, N_INPUTS), dtype=np.float32)
-        x[:, :N_FEATURES] = observations
-        x[:, BUDGET] = venv.cost[:, cost_index(self.cost_model)] / self.budget
-        n = venv.n
-        x[:, MEAN_LEN] = np.where(n > 0, venv.len_sum / np.maximum(n, 1) / self.max_output_tokens, 0.0)
-        x[:, LAMBDA] = self.lam
-        x[:, N_FEATURES:] = action_masks[:, :N_ACTIONS]
+        x = batch_controller_features(observations, action_masks, venv, budget=self.budget,
+                                      cost_model=self.cost_model, max_output_tokens=self.max_output_tokens,
+                                      lam=self.lam)
         s = np.where(np.asarray(action_masks[:, :N_ACTIONS]) > 0, self.scores(x), -np.inf)
         return s.argmax(axis=1)
 

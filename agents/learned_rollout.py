@@ -12,6 +12,10 @@ the state.
 action. The model (``predict(rows)`` -> [n, 2]: ``d_correct``, the continuation's correctness minus Strong's,
 and ``d_cost``, its p_tokens minus Strong's divided by the fold's budget B) reads only label-free features
 (``rollout_features``); ``tau`` = infinity is Strong itself.
+
+Both replay batched through ``CoBaVectorEnv`` (``act_batch``): Strong's memory per row from the vector env's
+V3 counts, and the controller's predictions for every row in one model forward pass per step; the records equal
+the one-episode replay's (tests/test_rollout.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 
 from agents.base import Policy
 from agents.coba import CoBaPolicy
-from agents.learned_mlp import controller_features
+from agents.learned_mlp import batch_controller_features, controller_features
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import N_ACTIONS
@@ -36,9 +40,8 @@ STRONG_PARAMS: dict[str, Any] = {"warmup_k": 2, "n_max": 8, "strong_routes": 4, 
 class StrongFromState(CoBaPolicy):
     """CoBa-Routed-Strong whose memory (expanding? routed so far?) is read from the evidence at every step."""
 
-    #: CoBaPolicy's batched twin keeps Strong's memory per row instead of reading it from the state, so it is
-    #: not this rule off Strong's own path: replay this one episode at a time.
-    batched = False
+    #: ``act_batch`` reads the memory per row from the vector env's V3 counts, as ``act`` does from the evidence.
+    batched = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**{**STRONG_PARAMS, **params})
@@ -51,6 +54,15 @@ class StrongFromState(CoBaPolicy):
         routed = 0 if slot is None else evidence.n_verified[slot]
         self._routed, self._expanding = routed, routed == 0
         return super().act(observation, action_mask, evidence)
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row: CoBaPolicy's batched branches with its per-row memory read from ``venv``."""
+        if venv is None:
+            raise ValueError(f"{self.name}: act_batch reads the vector env's V3 counts; pass venv")
+        slot = self.roles.slot("V3")
+        routed = np.zeros(venv.num_envs, dtype=np.int64) if slot is None else venv.n_verified[:, slot].copy()
+        self._b_routed, self._b_expanding = routed, routed == 0
+        return super().act_batch(observations, action_masks, venv)
 
 
 def rollout_features(observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence, *, budget: float,
@@ -123,6 +135,56 @@ class RolloutController(Policy):
         advantage = d_correct - self.lam * d_cost
         best = int(np.argmax(advantage))
         return int(others[best]) if advantage[best] > self.tau else a_strong
+
+    batched = True
+
+    def supports_batch(self, venv: Any) -> bool:
+        """Where Strong replays batched."""
+        return self.strong.supports_batch(venv)
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Bind the vector env's roles for this policy and its Strong."""
+        super().start_batch(venv, rows)
+        self.strong.start_batch(venv, rows)
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row: one model forward pass over every legal non-Strong action of every row.
+
+        Not cached: a stacked forward pass may differ in the last bit from ``act``'s per-state one, and the two
+        replays must not read each other's predictions.
+        """
+        if venv is None:
+            raise ValueError(f"{self.name}: act_batch reads the vector env's state; pass venv")
+        a_strong = self.strong.act_batch(observations, action_masks, venv)
+        if math.isinf(self.tau):
+            return a_strong
+        others = np.asarray(action_masks[:, :N_ACTIONS]) > 0
+        others[np.arange(len(a_strong)), a_strong] = False
+        row, action = np.nonzero(others)  # row-major: each row's actions ascending, as ``act``'s ``others``
+        if row.size == 0:
+            return a_strong
+        states = batch_controller_features(observations, action_masks, venv, budget=self.budget,
+                                           cost_model=self.cost_model, max_output_tokens=self.max_output_tokens,
+                                           lam=0.0)
+        f = states.shape[1]
+        x = np.zeros((row.size, f + 2 * N_ACTIONS), dtype=np.float32)
+        x[:, :f] = states[row]
+        at = np.arange(row.size)
+        x[at, f + action] = 1.0
+        x[at, f + N_ACTIONS + a_strong[row]] = 1.0
+        out = self.model.predict(x)
+        advantage = out[:, 0] - self.lam * out[:, 1]
+        # Per row, the first maximum (``np.argmax``); a NaN maximum never beats tau, as in ``act``.
+        starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        best = np.maximum.reduceat(advantage, starts)
+        group = np.cumsum(np.r_[False, row[1:] != row[:-1]])
+        hit = np.flatnonzero(advantage == best[group])
+        _, first = np.unique(row[hit], return_index=True)
+        pick = hit[first]
+        pick = pick[advantage[pick] > self.tau]
+        chosen = a_strong.copy()
+        chosen[row[pick]] = action[pick]
+        return chosen
 
     def describe(self) -> dict[str, Any]:
         """Name, label, group and the operating point."""
