@@ -144,13 +144,13 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
         raise UsageError("--lodo: the protocol's cost model is p_tokens")
     fold_map = map
     if args.ray_address is not None:  # every (seed, outer fold) is one Ray task; the results are the local run's
+        from functools import partial
+
         from coba_env.parallel import map_tasks
 
         connect_ray_cluster(args.ray_address)  # before any work: an unreachable cluster is one line, exit 2
-
-        def fold_map(fn, tasks):  # noqa: ANN001, ANN202 - the protocol's FoldMap signature
-            return map_tasks(fn, list(tasks), ray_address=args.ray_address, progress=not args.no_progress,
-                             desc="protocol folds on Ray")
+        fold_map = partial(map_tasks, ray_address=args.ray_address, progress=not args.no_progress,
+                           desc="protocol folds on Ray")
     compiled = as_compiled(args.pool)
     datasets = list(dict.fromkeys(compiled.dataset.tolist()))
     if len(datasets) < 3:

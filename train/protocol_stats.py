@@ -95,7 +95,8 @@ def verdict(stats: pd.DataFrame, name: str) -> dict[str, Any]:
     """The protocol's verdict from the seed-mean rows of ``compare_seeds`` (``VERDICT_RULE``)."""
     mean = stats[stats["seed"] == "mean"].set_index("scope")
     pooled, macro = mean.loc["ALL"], mean.loc["MACRO"]
-    n_seeds = int((stats["seed"].astype(str) != "mean").groupby(stats["seed"].astype(str)).any().sum())
+    seeds = stats["seed"].astype(str)
+    n_seeds = int(seeds[seeds != "mean"].nunique())
     checks = {f"seeds>={MIN_SEEDS}": n_seeds >= MIN_SEEDS,
               "item_diff>=0": bool(pooled["diff"] >= 0),
               f"item_ci_low>={ITEM_CI_LOW_MIN}": bool(pooled["ci_low"] >= ITEM_CI_LOW_MIN),
