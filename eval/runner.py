@@ -139,7 +139,7 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
 
     ``replay`` "batched" plays a policy with a batched form (``Policy.batched``) through ``CoBaVectorEnv``
     (``eval.batched_replay``), any other one episode at a time; "single" always plays one episode at a time.
-    ``episode_ids`` (pool episode ids) replays only those episodes, in episode-id order, with the whole pool's
+    ``episode_ids`` (pool episode ids) replays only those episodes, in pool order, with the whole pool's
     budget, so that records do not depend on how episodes are split.
     """
     if replay not in REPLAY_MODES:
@@ -305,7 +305,7 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, cost_m
     Shows a tqdm bar over policies x episodes (on a terminal, unless ``progress`` is False). ``workers`` > 1
     runs policies in forked worker processes; None picks ``default_workers``. ``replay`` is "batched" (the
     default: ``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode at a time).
-    ``episode_ids`` replays only those pool episodes: each policy's records come in episode-id order and equal
+    ``episode_ids`` replays only those pool episodes: each policy's records come in pool order and equal
     the whole replay's records of those episodes, however the ids are split.
     """
     if replay not in REPLAY_MODES:
