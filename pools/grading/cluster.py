@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from pools.grading.choices import match_in_context
 from pools.grading.equations import is_arithmetic_equation
 from pools.grading.equivalence import (
     answers_equivalent,
@@ -117,6 +118,7 @@ def grade_episode(
     gold: str,
     *,
     scorer: Callable[[str], bool] | None = None,
+    problem: str | None = None,
 ) -> tuple[list[int], list[bool]]:
     """Cluster the answers and grade each cluster once (its first member); returns (clusters, correct).
 
@@ -125,6 +127,8 @@ def grade_episode(
     comparison, and answers cluster only when literally equal up to whitespace (``literal=True``), because
     math equivalence can merge answers such a scorer tells apart ("1 2 3" and "123", an anagram and its
     word) and every member of a cluster must share its verdict. No answer (None) is incorrect.
+    ``problem``, when given, lets a multiple-choice letter match its option's value and a clock time asked for
+    without a.m./p.m. match the gold's (``pools.grading.choices``).
     """
     clusterer = AnswerClusterer(literal=scorer is not None)
     clusters = [clusterer.add(answer) for answer in answers]
@@ -135,6 +139,7 @@ def grade_episode(
         if scorer is not None:
             verdict_by_cluster[cluster] = bool(scorer(answer))
         else:
-            verdict_by_cluster[cluster] = answers_match_gold(answer, gold)
+            verdict_by_cluster[cluster] = answers_match_gold(answer, gold) or match_in_context(
+                answer, gold, problem, lambda a, g: answers_match_gold(a, g))
     correct = [verdict_by_cluster.get(cluster, False) for cluster in clusters]
     return clusters, correct

@@ -34,7 +34,7 @@ from pools.grading.plaintext import (
     plain_fractions_as_latex,
     ungroup_thousands,
 )
-from pools.grading.units import strip_unit_suffix
+from pools.grading.units import strip_text_words_suffix, strip_unit_suffix
 
 __all__ = ["answers_equivalent", "answers_match_gold", "normalize_answer", "numeric_value", "values_differ"]
 
@@ -55,7 +55,13 @@ _LEADING_ZEROS = re.compile(r"(?<![\d.])0+(?=\d)")
 _TRAILING_ZERO_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.0+(?![\d])")
 _TRAILING_ZEROS = re.compile(r"(?<![\d.])(\d*\.\d*?[1-9])0+(?![\d])")
 _BARE_DECIMAL = re.compile(r"(?<![\d}])\.(\d)")
-_SINGLE_ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?=(?!=)")
+# A label before the answer: "x=", "a_1=", "f(x)=", "g(t,s)=", "Area=" (a word: "\text{Area}" is "Area" by the
+# time this applies, like "\mathbf{v}" is "v"), "\vec{v}=", "\overrightarrow{AB}=".
+_SINGLE_ASSIGNMENT = re.compile(
+    r"(?:[A-Za-z]+(?:_\{?\w+\}?)?(?:\([A-Za-z](?:,[A-Za-z])*\))?|\\vec\{?[A-Za-z]\}?|\\overrightarrow\{[A-Za-z]+\})=(?!=)")
+# A numeric fraction times a variable, "\frac{5}{2}t": math-verify reads it as 5/2 and drops the t (and reads
+# "\frac{5}{2}i" and "\frac{5i}{2}" differently), so it is written "\frac{5t}{2}" like the other form.
+_COEFFICIENT_FRACTION = re.compile(r"\\frac\{(\d+)\}\{(\d+)\}([A-Za-z]{1,3}(?:\^\{?\w+\}?)?)(?![A-Za-z{(])")
 _CHOICE = re.compile(r"\(([A-Ea-e])\)")
 _WORD = re.compile(r"[A-Za-z]{2,}")
 # A run of 4+ letters that is no LaTeX command and no function name marks words, not math ("5 more",
@@ -168,6 +174,7 @@ def normalize_answer(answer: str | None) -> str | None:
     text = _SPACING.sub(" ", text)
     text = text.replace("{,}", ",")
     text = re.sub(r"(?<=\d)_(\d)", r"_{\1}", text)  # a base subscript: 52_8 -> 52_{8}
+    text = strip_text_words_suffix(text)  # "12\text{ apples.}" -> "12" (not "10\text{ thousand}")
     text = _unwrap_braced_command(text, _TEXT_COMMANDS)
     text = strip_unit_suffix(text)  # once \text{} is gone: "5\text{ cm}^2" -> "5 cm^2" -> "5"
     text = _strip_outer(text)
@@ -180,6 +187,7 @@ def normalize_answer(answer: str | None) -> str | None:
     assignment = _SINGLE_ASSIGNMENT.match(text)
     if assignment is not None and text.count("=") == 1 and text[assignment.end() :]:
         text = text[assignment.end() :]
+    text = _COEFFICIENT_FRACTION.sub(r"\\frac{\1\3}{\2}", text)
     choice = _CHOICE.fullmatch(text)
     if choice is not None:
         text = choice.group(1).upper()

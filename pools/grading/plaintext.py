@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "canonical_time", "latexify_plain_text", "merge_alternatives", "plain_fractions_as_latex", "ungroup_thousands",
+    "canonical_time", "latexify_plain_text", "merge_alternatives", "plain_fractions_as_latex", "same_clock_12h",
+    "ungroup_thousands",
 ]
 
 # One-character unicode math -> LaTeX (a trailing space keeps "\\pi r" from becoming "\\pir").
@@ -71,6 +72,85 @@ def canonical_time(text: str, *, bare: bool = False) -> str | None:
     if hour > 23 or minute > 59 or (seconds is not None and int(seconds) > 59):
         return None
     return f"{hour:02d}:{minute:02d}" + ("" if seconds is None else f":{int(seconds):02d}")
+
+
+def same_clock_12h(a: str, b: str) -> bool:
+    """True when one time has a.m./p.m., the other none, and they read the same on a 12-hour clock.
+
+    MATH's gold "4:51:06 p.m." answers a problem that asks for HH:MM:SS "without am or pm": "4:51:06" is that
+    time written as asked (and "16:51:06" its 24-hour form, which ``canonical_time`` already matches)."""
+    parsed = []
+    for text in (a, b):
+        match = _TIME.match(re.sub(r"\\[!,;: ]", "", text).replace("$", ""))
+        if match is None:
+            return False
+        parsed.append(match.groups())
+    (h1, m1, s1, half1), (h2, m2, s2, half2) = parsed
+    if (half1 is None) == (half2 is None) or (m1, s1) != (m2, s2):
+        return False
+    marked, bare = (h1, h2) if half1 is not None else (h2, h1)
+    return 1 <= int(bare) <= 12 and int(bare) % 12 == int(marked) % 12
+
+
+# Plain-text function calls ("sin(x)cos(y)", "ln(a/b)") -> LaTeX commands math-verify parses as functions.
+_FUNCTION_CALL = re.compile(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|sec|csc|cot|ln|log|exp)"
+                            r"(?=\s*\()")
+# A matrix or vector written as nested lists: "[[1, 2], [3, 4]]".
+_NESTED_LIST = re.compile(r"^\s*\[\s*(\[[^\[\]]*\](?:\s*,\s*\[[^\[\]]*\])*)\s*\]\s*$")
+# Set-builder "all reals but these": "x ∈ ℝ, x ≠ 2", "x \neq 2 and x \neq -3", "all real numbers except 2".
+_REAL_SET = r"(?:ℝ|\\mathbb\s*\{?R\}?|\\R\b)"
+_BUILDER_HEAD = re.compile(r"^\s*\\?\{?\s*[a-z]\s*(?:∈|\\in)\s*" + _REAL_SET
+                           + r"\s*(?:,|\\mid|\||:|\band\b|\\text\{\s*(?:and|such that)\s*\})?\s*")
+_EXCLUDED_VALUE = r"-?\d+(?:\.\d+)?(?:/\d+)?"
+_BUILDER_EXCLUSIONS = re.compile(r"^(?:[a-z]\s*(?:≠|\\neq?)\s*(" + _EXCLUDED_VALUE + r")\s*(?:,|\band\b|\\text\{\s*and\s*\})?"
+                                 r"\s*)+\\?\}?\s*$")
+_EXCEPT = re.compile(r"^\s*all\s+real\s+numbers\s+(?:except|but)\s+(.+?)\.?\s*$", re.IGNORECASE)
+
+
+def _value(text: str) -> float:
+    numerator, _, denominator = text.partition("/")
+    return float(numerator) / float(denominator or 1)
+
+
+def _all_reals_except(values: list[str]) -> str:
+    """``(-\\infty,a)\\cup(a,b)\\cup(b,\\infty)`` for the excluded values in increasing order."""
+    ordered = sorted(dict.fromkeys(v.strip() for v in values), key=_value)
+    bounds = ["-\\infty", *ordered, "\\infty"]
+    return "\\cup".join(f"({lo},{hi})" for lo, hi in zip(bounds, bounds[1:], strict=False))
+
+
+def set_builder_as_intervals(text: str) -> str:
+    """"x ∈ ℝ, x ≠ 2" (or "x ≠ 2, x ≠ 3", "all real numbers except 2") -> the union of intervals it denotes."""
+    except_match = _EXCEPT.match(text)
+    if except_match is not None:
+        values = [v for v in re.split(r"\s*(?:,|\band\b|\bor\b)\s*", except_match.group(1)) if v]
+        if values and all(re.fullmatch(_EXCLUDED_VALUE, v) for v in values):
+            return _all_reals_except(values)
+        return text
+    head = _BUILDER_HEAD.match(text)
+    rest = text[head.end():] if head is not None else text.strip()
+    if _BUILDER_EXCLUSIONS.match(rest) is None:
+        return text
+    return _all_reals_except(re.findall(r"(?:≠|\\neq?)\s*(" + _EXCLUDED_VALUE + ")", rest))
+
+
+def _nested_list_as_matrix(text: str) -> str:
+    """``[[1, 2], [3, 4]]`` -> ``\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}`` (rows of equal length; else unchanged)."""
+    match = _NESTED_LIST.match(text)
+    if match is None:
+        return text
+    rows = [[cell.strip() for cell in row.strip()[1:-1].split(",")] for row in re.findall(r"\[[^\[\]]*\]", match.group(1))]
+    if any(len(row) != len(rows[0]) or not all(row) for row in rows):
+        return text
+    return "\\begin{pmatrix}" + "\\\\".join("&".join(row) for row in rows) + "\\end{pmatrix}"
+
+
+def _matrix_rows_by_spaces(match: re.Match[str]) -> str:
+    """A matrix whose rows are separated by ``\\ `` (a backslash lost in transit) instead of ``\\\\``."""
+    body = match.group(1)
+    if "\\\\" in body or "\\ " not in body:
+        return match.group(0)
+    return match.group(0).replace(body, body.replace("\\ ", "\\\\ "))
 
 
 def _replace_sqrt_calls(text: str) -> str:
@@ -155,6 +235,7 @@ def latexify_plain_text(answer: str) -> str:
     text = answer.strip()
     if _REALS.match(text):
         return "(-\\infty,\\infty)"
+    text = set_builder_as_intervals(text)
     text = _LATEX_THOUSANDS.sub("", text)
     text = _LEADING_CURRENCY.sub(r"\1", text)
     text = _replace_sqrt_signs(text)
@@ -162,6 +243,9 @@ def latexify_plain_text(answer: str) -> str:
     text = _replace_sqrt_calls(text)
     text = _WORD_PI.sub(r"\\pi ", text)
     text = _WORD_INF.sub(r"\\infty ", text)
+    text = _FUNCTION_CALL.sub(r"\\\1", text)
+    text = _nested_list_as_matrix(text)
+    text = _MATRIX.sub(_matrix_rows_by_spaces, text)
     text = _MATRIX.sub(_matrix_as_tuple, text)
     bracket = _BRACKET_LIST.match(text.strip())
     if bracket is not None and bracket.group(1).count(",") >= 2:  # [a, b] is an interval; 3+ items a list

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["UNIT_WORDS", "strip_unit_suffix"]
+__all__ = ["MULTIPLIER_WORDS", "UNIT_WORDS", "strip_text_words_suffix", "strip_unit_suffix"]
 
 UNIT_WORDS: tuple[str, ...] = (
     "degrees?",
@@ -54,3 +54,23 @@ def strip_unit_suffix(text: str) -> str:
     """``text`` without a known unit at its end ("5 cm^2" -> "5"); never reduced to nothing."""
     stripped = _UNIT_SUFFIX.sub("", text)
     return stripped if stripped.strip() else text
+
+
+#: Words that change the quantity before them: never dropped as a trailing ``\\text{}`` label.
+MULTIPLIER_WORDS: frozenset[str] = frozenset({
+    "hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion", "billions", "trillion",
+    "dozen", "dozens", "more", "less", "fewer", "squared", "cubed", "times", "percent", "degrees", "radians",
+})
+# "12\text{ apples.}": words (no digit, no math) in a \text{} that ends the answer, right after a number or a bracket.
+_TEXT_WORDS_SUFFIX = re.compile(r"(?<=[\d}\)\]])\s*\\text\s*\{\s*([A-Za-z][A-Za-z\s.,'!-]*)\}\s*\.?\s*$")
+
+
+def strip_text_words_suffix(text: str) -> str:
+    """``12\\text{ apples.}`` -> ``12``: a label in words after the answer, unless a word changes the quantity."""
+    match = _TEXT_WORDS_SUFFIX.search(text)
+    if match is None:
+        return text
+    words = re.findall(r"[A-Za-z]+", match.group(1))
+    if not any(len(w) >= 3 for w in words) or any(w.lower() in MULTIPLIER_WORDS for w in words):
+        return text
+    return text[: match.start()] if text[: match.start()].strip() else text
