@@ -33,7 +33,7 @@ from agents.configured import POLICY_CLASSES, ConfiguredPolicy
 #: Where specs come from: a dict from ``load_specs``, a user YAML path, or None (the built-in file).
 SpecSource = Mapping[str, dict] | str | Path | None
 
-SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description")
+SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description", "at_pool_n")
 GROUPS = ("coba", "baseline", "oracle", "learned")
 
 
@@ -81,7 +81,18 @@ def _complete(name: str, spec: dict[str, Any], source: str) -> dict[str, Any]:
                          f"(group {cls.group!r})")
     return {"kind": kind, "label": spec.get("label") or name, "group": group,
             "params": dict(spec.get("params") or {}), "bench": bool(spec.get("bench", False)),
-            "description": spec.get("description", "")}
+            "description": spec.get("description", ""), "at_pool_n": _at_pool_n(name, spec, cls, source)}
+
+
+def _at_pool_n(name: str, spec: dict[str, Any], cls: type, source: str) -> tuple[str, ...]:
+    """A spec's ``at_pool_n``: parameters set to the pool's N at bench time (``agents.sampling.fit_to_pool``)."""
+    names = spec.get("at_pool_n") or []
+    defaults = getattr(cls, "defaults", {})
+    if not isinstance(names, list) or any(not isinstance(n, str) or not isinstance(defaults.get(n), int)
+                                          for n in names):
+        raise ValueError(f"{source}: policy {name!r}: 'at_pool_n' must list integer parameters of kind "
+                         f"{spec.get('kind')!r}, got {names!r}")
+    return tuple(names)
 
 
 def builtin_specs_text() -> str:
@@ -130,7 +141,9 @@ def make_policy(name: str, *, specs: SpecSource = None, **overrides: Any) -> Pol
     cls = POLICY_CLASSES[spec["kind"]]
     params = {**(spec.get("params") or {}), **overrides}
     if issubclass(cls, ConfiguredPolicy):
-        return cls(name=name, label=spec.get("label") or name, **params)
+        policy = cls(name=name, label=spec.get("label") or name, **params)
+        policy.at_pool_n = tuple(spec.get("at_pool_n") or ())
+        return policy
     policy = cls(**params)
     policy.name, policy.label = name, spec.get("label") or name
     return policy

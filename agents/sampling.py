@@ -194,3 +194,41 @@ class S1BudgetForcing(ConfiguredPolicy):
         n = venv.n
         unfinished = (n == 0) | newest_cap_hit(venv) | (newest_cluster(venv) < 0)
         return np.where(unfinished & (n < self.max_samples) & legal(action_masks, SAMPLE), SAMPLE, STOP)
+
+
+# ---------------------------------------------------------------- fitting the sampling baselines to a pool
+def fit_to_pool(policies: list[Any], n_candidates: int, *, add_best_of_n: bool = True) -> list[Any]:
+    """The policies with the sampling baselines fitted to a pool of ``n_candidates`` (N) per episode.
+
+    A policy whose spec names parameters ``at_pool_n`` (self-consistency: ``n``) gets them set to N, named
+    "<name>@N" and labelled "<label>@N" when that changes them. With ``add_best_of_n``, when some best-of-k in the list needs more
+    candidates than the pool holds (best-of-8 and best-of-16 on a 5-sample pool), best-of-N is added after
+    the largest best-of-k that fits, so the table keeps a best-of row at the pool's size.
+    """
+    out = []
+    for policy in policies:
+        names = [p for p in getattr(policy, "at_pool_n", ()) if getattr(policy, p, None) != n_candidates]
+        if names and isinstance(policy, ConfiguredPolicy):
+            fitted = type(policy)(name=f"{policy.name}@{n_candidates}", label=f"{policy.label}@{n_candidates}",
+                                  **{**policy.params, **dict.fromkeys(names, n_candidates)})
+            fitted.at_pool_n = policy.at_pool_n
+            policy = fitted
+        out.append(policy)
+    best_of = [p for p in out if isinstance(p, BestOfN) and not getattr(p, "at_pool_n", ())]
+    if not add_best_of_n or not any(p.n > n_candidates for p in best_of) or any(p.n == n_candidates for p in best_of):
+        return out
+    name = f"bon{n_candidates}_majority"
+    if any(p.name == name for p in out):
+        return out
+    added = BestOfN(name=name, label=f"Best-of-{n_candidates} majority", n=n_candidates)
+    fitting = [i for i, p in enumerate(out) if p in best_of and p.n < n_candidates]
+    out.insert(fitting[-1] + 1 if fitting else len(out), added)
+    return out
+
+
+def sampling_note(n_candidates: int) -> str | None:
+    """One line for a pool with one candidate per episode, where every sampling-only policy is the same."""
+    if n_candidates != 1:
+        return None
+    return ("N = 1: the pool holds one candidate per episode, so the sampling policies (greedy, best-of-k, "
+            "self-consistency, k-stable and overthinking stop, s1 budget forcing) all select it and coincide.")

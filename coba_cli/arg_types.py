@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 #: The cost measures a subcommand may charge in (see docs/ENV.md, "Costs and budget").
-COST_CHOICES = ("p_tokens", "tokens", "calls", "latency")
+COST_CHOICES = ("p_tokens", "tokens", "calls", "latency", "usd")
 
 #: Options whose value is a comma-separated number list that may start with "-" (argparse would read
 #: "-1,0.1" as an unknown option); ``main`` joins them as ``--opt=VALUE`` so the type check can explain.

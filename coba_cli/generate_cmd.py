@@ -83,15 +83,21 @@ def _ray_options(args: argparse.Namespace, endpoints: Sequence[Endpoint] = ()):
 
 def _keeping_the_journal(calls: Callable[[], T], journal: str | Path) -> tuple[int, T | None]:
     """``(0, calls())``; a failing endpoint gives ``(2, None)`` and Ctrl-C ``(130, None)``, each after a line
-    saying that ``journal`` keeps every call completed so far."""
-    kept = f"{journal}; run the same command again to continue"
+    saying that ``journal`` keeps every call completed so far (or, when no call completed and there is no
+    journal, that nothing was kept)."""
+
+    def kept(when: str) -> str:
+        if not Path(journal).is_file():
+            return f"no call completed {when}, so nothing was kept (no journal {journal})"
+        return f"every call completed {when} is kept in {journal}; run the same command again to continue"
+
     try:
         return 0, calls()
     except EndpointError as exc:
-        print(f"coba: error: {exc}\ncoba: every call completed before the failure is kept in {kept}", file=sys.stderr)
+        print(f"coba: error: {exc}\ncoba: {kept('before the failure')}", file=sys.stderr)
         return EXIT_USAGE, None
     except KeyboardInterrupt:
-        print(f"coba: interrupted; every call completed so far is kept in {kept}", file=sys.stderr)
+        print(f"coba: interrupted; {kept('so far')}", file=sys.stderr)
         return EXIT_INTERRUPTED, None
 
 

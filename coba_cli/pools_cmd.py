@@ -6,25 +6,26 @@ import argparse
 import importlib
 from pathlib import Path
 
-from coba_cli.arg_types import positive_float
+from coba_cli.arg_types import finite_float, positive_float
 from coba_cli.errors import UsageError
 from pools.errors import PoolError
 from pools.export import export_jsonl
-from pools.importers import IMPORTERS, import_pool
+from pools.importers import IMPORTERS, MULTI_SOURCE_FORMATS, import_pool
 from pools.importers.qwen_lists import DEFAULT_RM_MODEL, DEFAULT_RM_PARAMS_B, SCORE_TRANSFORMS
 from pools.inspect import format_inspection, inspect_pool
 from pools.output_paths import check_output_dir, check_output_file
+from pools.prices import PRICES_KEY, parse_price
 from pools.schema import TIERS, VERIFIER_ROLES
 from pools.store import Pool, load_pool, save_pool
 from pools.strict_json import strict_dumps
 
 #: Importer options each --format takes (option dest == importer keyword), and those it requires.
 _FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
-    "jsonl": (),
+    "jsonl": ("dataset",),
     "qwen-lists": ("generator", "generator_params_b", "dataset", "rm_tier", "rm_model", "rm_params_b",
                    "score_transform"),
-    "tot-game24": ("generator", "generator_params_b", "puzzles"),
-    "rg-eval": ("generator", "generator_params_b"),
+    "tot-game24": ("generator", "generator_params_b", "puzzles", "dataset"),
+    "rg-eval": ("generator", "generator_params_b", "dataset"),
     "llm-monkeys": ("generator", "generator_params_b", "dataset"),
 }
 _REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -61,26 +62,67 @@ def _cmd_import(args: argparse.Namespace) -> int:
     missing = [_flag(o) for o in _REQUIRED_OPTIONS.get(args.format, ()) if o not in given]
     if missing:
         raise UsageError(f"--format {args.format} needs {' and '.join(missing)} (the source does not say)")
+    if "generator_params_b" in given and not given["generator_params_b"] > 0:
+        raise UsageError(f"--generator-params-b {given['generator_params_b']:g}: expected the generator's size in "
+                         "billions of parameters, a number > 0 (a size of 0 would make every call free under the "
+                         "parameter-weighted cost p_tokens)")
     options = dict(given)
     roles = _verifier_roles(args.verifier_role or [])
-    dest = check_output_dir(args.dest, force=args.force, option="DEST", inputs=[args.src], kind="pool")
-    src = Path(args.src)
-    folder_ok = args.format == "llm-monkeys"  # a folder of sample YAMLs
-    if not (src.is_file() or (folder_ok and src.is_dir())):
-        what = ("is a folder" if src.is_dir() else "not a regular file" if src.exists()
-                else "no such file or folder" if folder_ok else "no such file")
-        raise PoolError(f"{what}; expected the {'candidate file or folder' if folder_ok else 'candidate file'} "
-                        "to import", file=args.src)
-    pool = import_pool(args.src, args.format, **options)  # everything in memory; nothing written yet
+    prices = _prices(args.price or [])
+    sources = list(args.src)
+    if len(sources) > 1 and args.format not in MULTI_SOURCE_FORMATS:
+        raise UsageError(f"--format {args.format} imports one SRC; several only with --format "
+                         f"{', '.join(MULTI_SOURCE_FORMATS)}")
+    dest = check_output_dir(args.dest, force=args.force, option="DEST", inputs=sources, kind="pool")
+    folder_ok = args.format in ("llm-monkeys", "rg-eval")  # a folder of sample YAMLs / of results files
+    for name in sources:
+        src = Path(name)
+        if not (src.is_file() or (folder_ok and src.is_dir())):
+            what = ("is a folder" if src.is_dir() else "not a regular file" if src.exists()
+                    else "no such file or folder" if folder_ok else "no such file")
+            raise PoolError(f"{what}; expected the {'candidate file or folder' if folder_ok else 'candidate file'} "
+                            "to import", file=name)
+    pool = import_pool(sources if len(sources) > 1 else sources[0], args.format, labels=args.labels,
+                       **options)  # everything in memory; nothing written yet
     if roles:
         pool.manifest["verifier_roles"] = {**(pool.manifest.get("verifier_roles") or {}), **roles}
-    save_pool(pool, dest, overwrite=args.force, inputs=[args.src])
-    print(f"imported {args.src} -> {dest}: {_summary(pool)}")
+    if prices:
+        unknown = [m for m in prices if m not in set(pool.models["name"])]
+        if unknown:
+            raise UsageError(f"--price {unknown[0]}=...: no such model in the pool; its models are "
+                             f"{', '.join(pool.models['name'])}")
+        pool.manifest[PRICES_KEY] = prices
+    save_pool(pool, dest, overwrite=args.force, inputs=sources)
+    print(f"imported {', '.join(sources)} -> {dest}: {_summary(pool)}")
     agreement = pool.manifest["provenance"].get("grader_agreement") or {}
     if agreement.get("compared"):
         print(f"grader agrees with the source's correctness labels on {agreement['agree']}/"
-              f"{agreement['compared']} candidates ({100 * agreement['rate']:.2f}%)")
+              f"{agreement['compared']} candidates ({100 * agreement['rate']:.2f}%); labels used: {args.labels}")
+        for line in disagreement_lines(agreement.get("disagreements") or []):
+            print(line)
     return 0
+
+
+def disagreement_lines(disagreements: list[dict]) -> list[str]:
+    """One line per candidate where the source's label and the grader disagree, with both answers."""
+    def verdict(value: object) -> str:
+        return "correct" if value else "wrong"
+
+    return [f"  disagree: dataset {d['dataset']} item {d['item_id']} generator {d['generator']} candidate "
+            f"{d['candidate']}: answer {d['answer']!r}, gold {d['gold']!r}; source says {verdict(d['label'])}, "
+            f"grader says {verdict(d['grader'])}" for d in disagreements]
+
+
+def _prices(pairs: list[str]) -> dict[str, dict[str, float]]:
+    """``--price MODEL=IN[,OUT]`` values as the manifest's prices, refusing malformed ones before any work."""
+    prices = {}
+    for pair in pairs:
+        try:
+            model, price = parse_price(pair)
+        except ValueError as exc:
+            raise UsageError(f"--price: {exc}") from None
+        prices[model] = price
+    return prices
 
 
 def _verifier_roles(pairs: list[str]) -> dict[str, str]:
@@ -135,7 +177,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="import a foreign candidate file into a pool directory",
                        description="Import candidates into a new pool directory (see docs/POOLS.md). The pool "
                        "is built and validated in memory first; nothing is written on failure.")
-    p.add_argument("src", help="source file")
+    p.add_argument("src", nargs="+", help="source file (rg-eval: files or folders, several into one pool)")
     p.add_argument("dest", help="pool directory to create")
     p.add_argument("--format", choices=list(IMPORTERS), default="jsonl",
                    help="source format (default: jsonl; see docs/POOLS.md for each)")
@@ -149,9 +191,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("model options (qwen-lists, tot-game24, rg-eval, llm-monkeys)")
     m.add_argument("--generator", help="generator model name (tot-game24: default from the file name; rg-eval: "
                    "default the file's 'model')")
-    m.add_argument("--generator-params-b", type=positive_float, help="generator size in billions of parameters")
-    m.add_argument("--dataset", help="dataset name of the items (qwen-lists: default math; llm-monkeys: default "
-                   "the directory's name)")
+    m.add_argument("--generator-params-b", type=finite_float, help="generator size in billions of parameters "
+                   "(> 0; rg-eval: every model of the files)")
+    p.add_argument("--dataset", help="dataset name of the items (qwen-lists: default math; llm-monkeys: default "
+                   "the directory's name; rg-eval: default each task's name; jsonl, tot-game24: renames the "
+                   "source's one dataset)")
+    p.add_argument("--labels", choices=("source", "grader"), default="source",
+                   help="correctness labels of the pool: the source's own (default) or the project's grader "
+                   "(docs/GRADING.md); the import lists every candidate where they disagree")
+    p.add_argument("--price", action="append", metavar="MODEL=IN[,OUT]",
+                   help="price of MODEL in dollars per million input (and output) tokens, repeatable: gives the "
+                   "pool the usd cost measure (docs/POOLS.md, 'Prices')")
     t = p.add_argument_group("tot-game24 options")
     t.add_argument("--puzzles", help="the puzzles file 24.csv (default: 24.csv next to SRC)")
     q = p.add_argument_group("qwen-lists options")

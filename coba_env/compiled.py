@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, PER_MILLION, USD
 from coba_env.rules.roles import declared_roles
+from pools.prices import PRICES_KEY, unpriced_models
 from pools.schema import PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
 
@@ -40,10 +41,10 @@ class CompiledPool:
     answer: np.ndarray  # object [E, N]; the raw extracted answer or None
     output_tokens: np.ndarray  # float64 [E, N]
     cap_hit: np.ndarray  # bool [E, N]
-    gen_cost: np.ndarray  # float64 [E, N, 4] in COST_MEASURES order
+    gen_cost: np.ndarray  # float64 [E, N, K] in COST_MEASURES order
     has_score: np.ndarray  # bool [E, N, T]; a verification call is stored for this candidate and tier
     score: np.ndarray  # float64 [E, N, T]; NaN when missing or unparsed
-    ver_cost: np.ndarray  # float64 [E, N, T, 4]
+    ver_cost: np.ndarray  # float64 [E, N, T, K]
     max_output_tokens: float
     labels: Labels
     tiers_present: tuple[str, ...] = ()
@@ -51,6 +52,8 @@ class CompiledPool:
     verifier_roles: tuple[str, ...] = tuple(PAPER_TIER_ROLES[t] for t in TIERS)
     #: The verifier model of each tier slot ("" when the slot holds no calls; names joined by "+" if several).
     verifier_models: tuple[str, ...] = ("",) * len(TIERS)
+    #: Whether the pool prices every model (manifest ``prices_usd_per_million_tokens``): the usd measure is real.
+    usd_priced: bool = False
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
     _vector_tables: Any = field(default=None, repr=False)
@@ -116,14 +119,15 @@ class CompiledPool:
         return self._record_columns
 
     def cost_rows(self) -> np.ndarray:
-        """Every cost a step can add, [E * N + E * N * T + 1, 4]: generation rows, verification rows, a zero row.
+        """Every cost a step can add, [E * N + E * N * T + 1, K]: generation rows, verification rows, a zero row.
 
         The compiled table itself when ``gen_cost`` and ``ver_cost`` are still its views, else a new one.
         """
         table = self._cost_table
         if table is not None and self.gen_cost.base is table and self.ver_cost.base is table:
             return table
-        return np.concatenate([self.gen_cost.reshape(-1, 4), self.ver_cost.reshape(-1, 4), np.zeros((1, 4))])
+        k = len(COST_MEASURES)
+        return np.concatenate([self.gen_cost.reshape(-1, k), self.ver_cost.reshape(-1, k), np.zeros((1, k))])
 
     def vector_tables(self) -> Any:
         """The flat lookup tables ``CoBaVectorEnv`` gathers from (``coba_env.vector_tables``), built once per pool."""
@@ -184,6 +188,11 @@ def compile_pool(pool: Pool) -> CompiledPool:
     gen_cost[ei, ci, 1] = tokens * gen_params[ei]
     gen_cost[ei, ci, 2] = 1.0
     gen_cost[ei, ci, 3] = cand["latency_s"].to_numpy(dtype=np.float64)
+    prices = pool.manifest.get(PRICES_KEY) or {}
+    usd_priced = bool(prices) and not unpriced_models(prices, pool.models["name"].astype(str))
+    if usd_priced:
+        gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
+        gen_cost[ei, ci, USD] = _usd(gen_model, cand["prompt_tokens"], cand["output_tokens"], prices)
 
     tiers = TIERS
     has_score = np.zeros((e_count, n, len(tiers)), dtype=bool)
@@ -201,6 +210,9 @@ def compile_pool(pool: Pool) -> CompiledPool:
         ver_cost[vi, vc, vt, 1] = vtok * _lookup(ver["model"], params, np.float64)
         ver_cost[vi, vc, vt, 2] = 1.0
         ver_cost[vi, vc, vt, 3] = ver["latency_s"].to_numpy(dtype=np.float64)
+        if usd_priced:
+            ver_cost[vi, vc, vt, USD] = _usd(ver["model"].to_numpy(dtype=object), ver["prompt_tokens"],
+                                             ver["output_tokens"], prices)
 
     gold = np.full(e_count, -1, dtype=np.int32)
     any_correct = correct.any(axis=1)
@@ -230,8 +242,17 @@ def compile_pool(pool: Pool) -> CompiledPool:
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles")),
         verifier_models=_tier_models(ver),
+        usd_priced=usd_priced,
         _cost_table=cost_table,
     )
+
+
+def _usd(models: np.ndarray, prompt_tokens: pd.Series, output_tokens: pd.Series, prices: dict) -> np.ndarray:
+    """Dollars per call: prompt and output tokens at each call's model's input and output price per million."""
+    price_in = np.array([prices[m]["input"] for m in models], dtype=np.float64)
+    price_out = np.array([prices[m]["output"] for m in models], dtype=np.float64)
+    return (prompt_tokens.to_numpy(dtype=np.float64) * price_in
+            + output_tokens.to_numpy(dtype=np.float64) * price_out) * PER_MILLION
 
 
 def _tier_models(ver: pd.DataFrame) -> tuple[str, ...]:

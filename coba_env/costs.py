@@ -1,10 +1,17 @@
-"""Cost measures: every action's cost is recorded in all four; a cost model picks the one the reward uses."""
+"""Cost measures: every action's cost is recorded in all of them; a cost model picks the one the reward uses.
+
+``usd`` is dollars from the pool's per-model prices (``pools.prices``): ``(prompt_tokens * input + output_tokens
+* output) / 1e6`` per call. A pool without prices records 0 there and ``CompiledPool.usd_priced`` is False; the
+bench then shows no usd figure and refuses ``--cost usd``.
+"""
 
 from __future__ import annotations
 
 #: Cost measures, in the order of the last axis of every cost array.
-COST_MEASURES: tuple[str, ...] = ("tokens", "p_tokens", "calls", "latency")
-TOKENS, P_TOKENS, CALLS, LATENCY = range(4)
+COST_MEASURES: tuple[str, ...] = ("tokens", "p_tokens", "calls", "latency", "usd")
+TOKENS, P_TOKENS, CALLS, LATENCY, USD = range(5)
+#: Dollars per million tokens -> dollars per token.
+PER_MILLION = 1e-6
 
 
 def cost_index(cost_model: str) -> int:

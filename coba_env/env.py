@@ -49,7 +49,6 @@ from pools.store import Pool
 # Re-exported: CoBaEnv's module is where users and the training code look for them.
 __all__ = ["ORDERS", "CoBaEnv", "action_names", "as_compiled", "default_budget"]
 ORDERS = ("sequential", "shuffle", "random")
-_TOKENS, _P_TOKENS, _CALLS, _LATENCY = COST_MEASURES  # info["costs"] keys, in ``ev.cost`` order
 
 
 def as_action(action: Any) -> int:
@@ -428,7 +427,7 @@ class CoBaEnv(gym.Env):
             "selected_candidate": selected,
             "selected_answer": answers[selected] if selected >= 0 else None,
             "correct": correct,
-            "costs": {_TOKENS: cost[0], _P_TOKENS: cost[1], _CALLS: cost[2], _LATENCY: cost[3]},
+            "costs": dict(zip(COST_MEASURES, cost, strict=True)),  # usd is 0 on a pool without prices
         }
 
     def render(self) -> str | None:

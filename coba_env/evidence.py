@@ -8,6 +8,7 @@ The rules computed from it (fusion rank, observation features, VERIFY target, ST
 
 from __future__ import annotations
 
+from coba_env.costs import COST_MEASURES
 from coba_env.rules.actions import V3
 from coba_env.rules.fusion import fusion_rank
 
@@ -52,7 +53,7 @@ class Evidence:
         self.best_v3 = 0.0
         self.len_sum = 0.0
         self.cap_count = 0
-        self.cost = [0.0, 0.0, 0.0, 0.0]
+        self.cost = [0.0] * len(COST_MEASURES)
         self.steps = 0
         self.lam = lam
         #: Fusion weights (f, V1, V2, V3) and, per candidate, the running sums of w_t * s_t and of w_t over

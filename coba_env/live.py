@@ -153,7 +153,7 @@ class LiveGate(ActionGate):
         try:
             cost = env.evidence.cost
         except RuntimeError:  # before the first reset
-            cost = [0.0] * 4
+            cost = [0.0] * len(COST_MEASURES)
         seconds = cost[3] + self.abandoned[2] if self.source.simulated_time else time.monotonic() - self.t0
         return {"tokens": cost[0] + self.abandoned[0], "calls": cost[2] + self.abandoned[1], "seconds": seconds}
 

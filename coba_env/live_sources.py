@@ -275,7 +275,7 @@ class EndpointSource(EvidenceSource):
         found = extract_answer(choice.text)
         cluster = self._clusters.add(found.answer)
         tokens = float(prompt_tokens + output_tokens)
-        cost = (tokens, tokens * ep.params_b, 1.0, float(completion.latency_s))
+        cost = (tokens, tokens * ep.params_b, 1.0, float(completion.latency_s), 0.0)  # usd: endpoints carry no prices
         cap_hit = choice.finish_reason == "length"
         self.records.append({"text": choice.text, "finish_reason": choice.finish_reason, "prompt_tokens":
                              int(prompt_tokens), "output_tokens": int(output_tokens), "tokens_estimated": estimated,
@@ -296,7 +296,7 @@ class EndpointSource(EvidenceSource):
                                                                api=self.settings.api), timeout_s)
         tokens = float((out.prompt_tokens or 0) + (out.output_tokens or 0))
         score = math.nan if out.score is None else float(out.score)
-        cost = (tokens, tokens * ep.params_b, 1.0, float(out.latency_s))
+        cost = (tokens, tokens * ep.params_b, 1.0, float(out.latency_s), 0.0)
         rec["scores"][name] = {"score": out.score, "model": ep.model, "params_b": ep.params_b,
                                "prompt_tokens": int(out.prompt_tokens or 0), "output_tokens": int(out.output_tokens or 0),
                                "latency_s": float(out.latency_s)}

@@ -35,7 +35,7 @@ class Trace(Sequence):
                     evidence = {"answer": self._answers[c], "cluster": row[0][c], "output_tokens": row[1][c],
                                 "cap_hit": row[2][c]}
                 elif a == stop:
-                    cost = (0.0, 0.0, 0.0, 0.0)
+                    cost = (0.0,) * len(COST_MEASURES)
                     evidence = {"selected_candidate": self._selected}
                 else:
                     t = tier_of(a)

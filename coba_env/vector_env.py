@@ -38,6 +38,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.compiled import CompiledPool
+from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
 from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX, tier_of
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
@@ -136,11 +137,12 @@ class CoBaVectorEnv(VectorEnv):
         self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
         self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
-        # Float sums, feature-major [7, B] (fresh = all zeros): the 4 cost measures, clogc_sum, best_v3, len_sum.
-        self._floats = np.zeros((7, b))
-        self._cost = self._floats[:4]
-        self.cost = self._cost.T  # [B, 4] view
-        self.clogc_sum, self.best_v3, self.len_sum = self._floats[4:]
+        # Float sums, feature-major [K + 3, B] (fresh = all zeros): the K cost measures, clogc_sum, best_v3, len_sum.
+        k_costs = len(COST_MEASURES)
+        self._floats = np.zeros((k_costs + 3, b))
+        self._cost = self._floats[:k_costs]
+        self.cost = self._cost.T  # [B, K] view
+        self.clogc_sum, self.best_v3, self.len_sum = self._floats[k_costs:]
         # Per answer cluster (Evidence.tier_stats keeps all tiers): V1 sum, count, max and V3 sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
         self.top_stats = np.zeros((b, c + 1, 5))
@@ -461,7 +463,7 @@ class CoBaVectorEnv(VectorEnv):
             self._verify(rows, a[rows], cost_at)
 
         terminated = a == STOP
-        step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, 4]
+        step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, K]
         self._cost += step_cost.T
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         stop_rows = np.flatnonzero(terminated)

@@ -52,5 +52,6 @@ class VectorTables:
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
             score_flat=pool.score.ravel(),
             cost_rows=pool.cost_rows() if hasattr(pool, "cost_rows") else np.concatenate(
-                [pool.gen_cost.reshape(-1, 4), pool.ver_cost.reshape(-1, 4), np.zeros((1, 4))]),
+                [pool.gen_cost.reshape(-1, pool.gen_cost.shape[-1]), pool.ver_cost.reshape(-1, pool.gen_cost.shape[-1]),
+                 np.zeros((1, pool.gen_cost.shape[-1]))]),
         )

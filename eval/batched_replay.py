@@ -40,14 +40,14 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
     """Play every episode of ``venv``'s pool once with ``policy.act_batch``; per-episode arrays by episode index.
 
     Returns ``actions`` (int8 [E, max_steps], -1 after the episode's last action), ``selected_candidate``,
-    ``correct``, ``costs`` ([E, 4] in ``COST_MEASURES`` order) and ``reward`` (the episode's summed reward).
+    ``correct``, ``costs`` ([E, K] in ``COST_MEASURES`` order) and ``reward`` (the episode's summed reward).
     """
     pool = venv.pool
     n_ep, b = pool.n_episodes, venv.num_envs
     log = np.full((n_ep, venv.max_steps), -1, dtype=np.int8)
     selected = np.full(n_ep, -1, dtype=np.int64)
     correct = np.zeros(n_ep, dtype=bool)
-    costs = np.zeros((n_ep, 4))
+    costs = np.zeros((n_ep, venv.cost.shape[1]))
     rewards = np.zeros(n_ep)
     obs, info = venv.reset(seed=seed)  # rows 0..b-1 take episodes 0..b-1; finished rows take b, b+1, ...
     mask = info["action_mask"]

@@ -20,15 +20,22 @@ import pandas as pd
 import pyarrow as pa
 
 from agents.base import Policy
+from agents.sampling import fit_to_pool, sampling_note
 from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
 from eval import bootstrap, metrics, pareto, report
 from eval.bench_data import COST_METRIC, BenchData
+from eval.cost_notes import CostEstimates, cost_estimates
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.default import pool_label, resolve_pool
+from pools.prices import PRICES_KEY, unpriced_models
 from pools.store import Pool
+
+#: What the terminal and the report say instead of a column of zero dollars.
+NO_PRICES_NOTE = ("usd: no dollar cost, the pool has no prices (import with --price MODEL=IN[,OUT]; "
+                  "docs/POOLS.md, 'Prices')")
 
 #: ``--policies`` keywords: "all" (every non-learned policy, the default) and "main" (paper main table).
 POLICY_SETS = ("all", "main")
@@ -90,7 +97,8 @@ def policy_info(run: BenchRun) -> dict[str, PolicyInfo]:
 
 
 def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: str = "p_tokens", seed: int = 0,
-            pool_spec: str | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES) -> BenchData:
+            pool_spec: str | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
+            estimates: CostEstimates | None = None, notes: Sequence[str] = ()) -> BenchData:
     """Aggregate a finished ``BenchRun``: metrics, allocation, oracle gap, bootstrap and Pareto analysis."""
     start = time.perf_counter()
     records = run.records
@@ -124,7 +132,8 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
                      cost_model=cost_model, seed=seed, datasets=datasets, generators=generators, macro=mac,
                      pooled=poo, per_dataset=dset, per_generator=gen, allocation=alloc,
                      allocation_overall=alloc_all, gap=gap, gap_by_dataset=gap_ds, summary=summary, pairwise=pw,
-                     versus=vs, pareto=front, bootstrap_unit=unit, resamples=resamples)
+                     versus=vs, pareto=front, bootstrap_unit=unit, resamples=resamples,
+                     cost_estimates=estimates if estimates is not None else cost_estimates(pool), notes=list(notes))
     data.timings.update(replay_s=run.seconds, metrics_s=t_metrics - start, bootstrap_s=t_boot - t_metrics)
     return data
 
@@ -183,6 +192,13 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         compiled = restrict_datasets(compile_pool(pool), datasets)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
+    _check_cost_model(pool, compiled, cost_model)
+    estimates = cost_estimates(pool)  # before the candidate table is dropped below
+    default_set = policies is None or (isinstance(policies, str) and policies.strip() in POLICY_SETS)
+    policy_objs = fit_to_pool(policy_objs, compiled.n_candidates, add_best_of_n=default_set)
+    notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
+    if not compiled.usd_priced:
+        notes.append(NO_PRICES_NOTE)
     kept = list(dict.fromkeys(compiled.dataset.tolist()))
     if datasets is not None:  # the report's item count covers the evaluated datasets only
         pool = dataclasses.replace(pool, items=pool.items[pool.items["dataset"].isin(kept)])
@@ -204,13 +220,30 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
                                   progress=progress, seed=seed, replay=replay)
     _test_interrupt("analyse")
     data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
-                   resamples=resamples)
+                   resamples=resamples, estimates=estimates, notes=notes)
     data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
                                                                    progress=progress))
     if not quiet:
         print(report.terminal_summary(data, out))
     return results
+
+
+def _check_cost_model(pool: Pool, compiled: CompiledPool, cost_model: str) -> None:
+    """Refuse a cost model the pool cannot price: p_tokens with a model of size 0 (free), usd without prices."""
+    used = set(compiled.generator.tolist()) | {m for models in compiled.verifier_models for m in models.split("+") if m}
+    sizes = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
+    if cost_model == "p_tokens":
+        free = sorted(m for m in used if not sizes.get(m, 0.0) > 0)
+        if free:
+            raise BenchInputError(f"--cost p_tokens weighs tokens by model parameters, but the pool gives "
+                                  f"{', '.join(free)} params_b 0 (every call free); re-import with the size, or "
+                                  "choose --cost tokens, calls, latency or usd")
+    if cost_model == "usd":
+        unpriced = unpriced_models(pool.manifest.get(PRICES_KEY), sorted(used))
+        if unpriced:
+            raise BenchInputError(f"--cost usd needs a price for every model; the pool has none for "
+                                  f"{', '.join(unpriced)} (import with --price MODEL=IN[,OUT], docs/POOLS.md)")
 
 
 #: Environment variable naming a stage at which a bench raises KeyboardInterrupt, as Ctrl-C there would:

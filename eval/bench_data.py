@@ -10,13 +10,14 @@ import pandas as pd
 
 from coba_env.compiled import CompiledPool
 from eval import bootstrap
+from eval.cost_notes import CostEstimates
 from eval.runner import BenchRun
 from eval.tables import PolicyInfo
 from pools.store import Pool
 
 #: Cost model (``CoBaEnv`` cost measure) -> the metric column that the frontier's x axis uses.
 COST_METRIC: dict[str, str] = {"tokens": "total_tokens", "p_tokens": "p_tokens", "calls": "calls",
-                               "latency": "latency_s"}
+                               "latency": "latency_s", "usd": "usd"}
 
 
 @dataclass
@@ -48,6 +49,10 @@ class BenchData:
     bootstrap_unit: str = "item"
     resamples: int = bootstrap.RESAMPLES
     timings: dict[str, float] = field(default_factory=dict)
+    #: Which cost metrics hold estimates and the footnote saying how (``eval.cost_notes``).
+    cost_estimates: CostEstimates = field(default_factory=CostEstimates)
+    #: One-line notes about the pool the report and the terminal print (e.g. N = 1 makes sampling policies coincide).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def cost_metric(self) -> str:

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from eval.cost_notes import CostEstimates  # noqa: E402
 from eval.label_placement import place_labels  # noqa: E402
 from eval.pareto import Point, pareto_front  # noqa: E402
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo  # noqa: E402
@@ -36,7 +37,7 @@ GROUP_STYLE = {
 }
 COST_LABEL = {"p_tokens": "parameter-weighted tokens per item (log scale)",
               "total_tokens": "total tokens per item (log scale)", "calls": "model calls per item (log scale)",
-              "latency_s": "latency per item, s (log scale)"}
+              "latency_s": "latency per item, s (log scale)", "usd": "dollars per item (log scale)"}
 #: "Comparable accuracy" in the cost-savings figure: at most this many points below the reference's accuracy.
 COMPARABLE_WITHIN = 1.0
 ACTION_STYLE = (("n_samples", "Sample", "#9ecae1"), ("n_v1", "V1 cheap judge", "#fdae6b"),
@@ -119,12 +120,21 @@ def _front_boxes(ax, front: Sequence[Point], pad: float = 2.0) -> list[tuple[flo
     return boxes
 
 
+def cost_axis_label(cost: str, estimates: CostEstimates | None = None) -> str:
+    """The x-axis label of a cost metric; marked, with how, when the metric holds estimates (``eval.cost_notes``)."""
+    label = COST_LABEL.get(cost, cost)
+    if estimates is None or not estimates.mark(cost):
+        return label
+    return f"{label} {estimates.mark(cost)} estimated (see the report's footnote)"
+
+
 def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_tokens",
-             title: str = "Accuracy-cost frontier (macro over dataset x generator pairs)") -> Figure:
+             title: str = "Accuracy-cost frontier (macro over dataset x generator pairs)", *,
+             estimates: CostEstimates | None = None) -> Figure:
     """Accuracy vs cost per method (log x), Pareto front of deployable methods, oracle marked as upper bound."""
     fig, ax = plt.subplots(figsize=(9.5, 6.0), dpi=150)
     names, front = _plot_plane(ax, mac, info, cost)
-    ax.set_xlabel(COST_LABEL.get(cost, cost))
+    ax.set_xlabel(cost_axis_label(cost, estimates))
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title, fontsize=11)
     xmin, xmax = ax.get_xlim()
@@ -153,7 +163,7 @@ def _numbering(names: Sequence[str], info: Mapping[str, PolicyInfo]) -> dict[str
 
 
 def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datasets: Sequence[str],
-                    cost: str = "p_tokens") -> Figure:
+                    cost: str = "p_tokens", *, estimates: CostEstimates | None = None) -> Figure:
     """One accuracy-cost panel per dataset (values averaged over generators), each with its Pareto front.
 
     Points carry numbers (placed clear of each other and of the front's line); a key under the panels names
@@ -193,7 +203,9 @@ def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datase
         if k % ncols == 0:
             ax.set_ylabel("accuracy (%)", fontsize=9)
         if k + ncols >= n:  # nothing below this panel
-            ax.set_xlabel(COST_LABEL.get(cost, cost).replace(" per item (log scale)", " (log)"), fontsize=9)
+            ax.set_xlabel(COST_LABEL.get(cost, cost).replace(" per item (log scale)", " (log)")
+                          + (estimates.mark(cost) + " estimated" if estimates is not None and estimates.mark(cost)
+                             else ""), fontsize=9)
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
     fig.suptitle("Accuracy-cost frontiers per dataset (averaged over generators)", fontsize=11)

@@ -32,17 +32,31 @@ ACTION_COLUMNS: dict[str, str] = {"n_samples": "S", "n_v1": "V1", "n_v2": "V2", 
 PAIR = ["dataset", "generator"]
 
 
+#: The dollar cost, averaged like the others when the records have it (a pool with prices, ``pools.prices``).
+USD_METRIC = "usd"
+
+
+def metrics_of(records: pd.DataFrame) -> dict[str, str]:
+    """``METRICS``, plus ``usd`` when the records carry it."""
+    return {**METRICS, USD_METRIC: USD_METRIC} if USD_METRIC in records.columns else dict(METRICS)
+
+
 def _numeric(records: pd.DataFrame) -> pd.DataFrame:
-    frame = records[["policy", *PAIR, *METRICS.values()]].copy()
+    metrics = metrics_of(records)
+    frame = records[["policy", *PAIR, *metrics.values()]].copy()
     frame["correct"] = frame["correct"].astype(float) * 100.0
-    return frame.rename(columns={v: k for k, v in METRICS.items()})
+    return frame.rename(columns={v: k for k, v in metrics.items()})
+
+
+def _metric_names(frame: pd.DataFrame) -> list[str]:
+    return [m for m in (*METRICS, USD_METRIC) if m in frame.columns]
 
 
 def pair_means(records: pd.DataFrame) -> pd.DataFrame:
     """Per (policy, dataset, generator) means of every metric, with the episode count ``n``."""
     frame = _numeric(records)
     grouped = frame.groupby(["policy", *PAIR], sort=False)
-    out = grouped[list(METRICS)].mean()
+    out = grouped[_metric_names(frame)].mean()
     out["n"] = grouped.size()
     return out.reset_index()
 
@@ -50,7 +64,7 @@ def pair_means(records: pd.DataFrame) -> pd.DataFrame:
 def macro(records: pd.DataFrame) -> pd.DataFrame:
     """Per policy: the mean over dataset x generator pairs of the per-pair means (the paper's headline)."""
     pairs = pair_means(records)
-    out = pairs.groupby("policy", sort=False)[list(METRICS)].mean()
+    out = pairs.groupby("policy", sort=False)[_metric_names(pairs)].mean()
     out["pairs"] = pairs.groupby("policy", sort=False).size()
     out["n"] = pairs.groupby("policy", sort=False)["n"].sum()
     return out
@@ -59,7 +73,7 @@ def macro(records: pd.DataFrame) -> pd.DataFrame:
 def pooled(records: pd.DataFrame) -> pd.DataFrame:
     """Per policy: the plain mean over episodes (every episode weighs the same)."""
     frame = _numeric(records)
-    out = frame.groupby("policy", sort=False)[list(METRICS)].mean()
+    out = frame.groupby("policy", sort=False)[_metric_names(frame)].mean()
     out["n"] = frame.groupby("policy", sort=False).size()
     return out
 
@@ -67,7 +81,7 @@ def pooled(records: pd.DataFrame) -> pd.DataFrame:
 def per_dataset(records: pd.DataFrame) -> pd.DataFrame:
     """Per (policy, dataset): the mean over generators of the per-pair means."""
     pairs = pair_means(records)
-    out = pairs.groupby(["policy", "dataset"], sort=False)[list(METRICS)].mean()
+    out = pairs.groupby(["policy", "dataset"], sort=False)[_metric_names(pairs)].mean()
     out["n"] = pairs.groupby(["policy", "dataset"], sort=False)["n"].sum()
     return out
 
@@ -75,7 +89,7 @@ def per_dataset(records: pd.DataFrame) -> pd.DataFrame:
 def per_generator(records: pd.DataFrame) -> pd.DataFrame:
     """Per (policy, generator): the mean over datasets of the per-pair means."""
     pairs = pair_means(records)
-    out = pairs.groupby(["policy", "generator"], sort=False)[list(METRICS)].mean()
+    out = pairs.groupby(["policy", "generator"], sort=False)[_metric_names(pairs)].mean()
     out["n"] = pairs.groupby(["policy", "generator"], sort=False)["n"].sum()
     return out
 

@@ -55,8 +55,8 @@ def build_tables(data: BenchData) -> dict[str, Table]:
         return {}
     info, ran = data.info, data.ran
     out = {
-        "main": tabs.main_table(data.macro, info),
-        "pooled": tabs.pooled_table(data.pooled, info),
+        "main": tabs.main_table(data.macro, info, estimates=data.cost_estimates),
+        "pooled": tabs.pooled_table(data.pooled, info, estimates=data.cost_estimates),
         "per_dataset": tabs.per_group_table(data.per_dataset, "dataset", info, name="per_dataset",
                                             caption="Per-dataset accuracy averaged over generators. Bold: best "
                                                     "non-oracle method; the oracle is an upper bound.",
@@ -93,8 +93,9 @@ def build_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
         return {}
     cost = data.cost_metric
     out: dict[str, Callable[[], Any]] = {
-        "frontier": lambda: figs.frontier(data.macro, data.info, cost),
-        "per_dataset_frontiers": lambda: figs.small_multiples(data.per_dataset, data.info, data.datasets, cost),
+        "frontier": lambda: figs.frontier(data.macro, data.info, cost, estimates=data.cost_estimates),
+        "per_dataset_frontiers": lambda: figs.small_multiples(data.per_dataset, data.info, data.datasets, cost,
+                                                              estimates=data.cost_estimates),
         "per_dataset_heatmap": lambda: figs.heatmap(data.per_dataset, data.info, data.datasets),
     }
     coba = _coba_names(data)
@@ -141,7 +142,8 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
             "averaging": "macro = mean over dataset x generator pairs of per-pair means; pooled = mean over "
                          "episodes; per dataset = mean over generators; per generator = mean over datasets",
             "units": {"acc": "percent", "total_tokens": "tokens per item", "p_tokens": "tokens x params (B) "
-                      "per item", "calls": "model calls per item", "latency_s": "seconds per item"},
+                      "per item", "calls": "model calls per item", "latency_s": "seconds per item",
+                      **({"usd": "dollars per item"} if data.compiled.usd_priced else {})},
             "timings": data.timings,
         },
         "policies": runs,
@@ -276,7 +278,11 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
         paper_rows = ((targets or {}).get("main_table") or {}).get("rows") or {}
         paper_cols = ((targets or {}).get("main_table") or {}).get("columns") or []
         acc_i = paper_cols.index("acc") if "acc" in paper_cols else None
-        head = f"{'policy':<27} {'acc %':>7} {'p_tokens':>10} {'tokens':>9} {'calls':>6} {'latency':>8}"
+        mark = data.cost_estimates.mark
+        head = (f"{'policy':<27} {'acc %':>7} {'p_tokens' + mark('p_tokens'):>10} {'tokens' + mark('total_tokens'):>9} "
+                f"{'calls':>6} {'latency' + mark('latency_s'):>8}")
+        if "usd" in data.macro.columns:
+            head += f" {'usd' + mark('usd'):>10}"
         if paper_rows and acc_i is not None:
             head += f" {'paper acc':>9}"
         buf.write(head + "\n" + "-" * len(head) + "\n")
@@ -287,6 +293,8 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
             tag = " (upper bound)" if data.info[n].group == "oracle" else ""
             line = (f"{(n + tag)[:27]:<27} {r['acc']:>7.2f} {r['p_tokens'] / 1000:>9.1f}k "
                     f"{r['total_tokens'] / 1000:>8.1f}k {r['calls']:>6.2f} {r['latency_s']:>8.1f}")
+            if "usd" in data.macro.columns:
+                line += f" {r['usd']:>10.4g}"
             if paper_rows and acc_i is not None:
                 line += f" {paper_rows[n][acc_i]:>9.2f}" if n in paper_rows else f" {'':>9}"
                 if n in paper_rows and abs(r["acc"] - paper_rows[n][acc_i]) > TOLERANCE_POINTS:
@@ -296,6 +304,10 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
         if off:
             buf.write(f"off: more than {TOLERANCE_POINTS:g} point from the paper's accuracy (beyond the simulator's "
                       "tolerance); the report says why\n")
+        if data.cost_estimates.footnote:
+            buf.write(data.cost_estimates.footnote + "\n")
+    for note in data.notes:
+        buf.write(note + "\n")
     for line in pool_role_map(data.compiled).describe():
         buf.write(f"verifier role {line}\n")
     for name, reason in data.run.not_applicable.items():

@@ -57,10 +57,18 @@ def literal_note(data: BenchData) -> str | None:
             "and the literal rows only cost more (docs/POLICIES.md, 'Paper figures as sanity checks').")
 
 
+def _short_provenance(prov: dict[str, Any]) -> dict[str, Any]:
+    """The provenance with the grader's disagreement list counted, not listed (the import printed it)."""
+    agreement = prov.get("grader_agreement")
+    if not isinstance(agreement, dict) or not isinstance(agreement.get("disagreements"), list):
+        return prov
+    return {**prov, "grader_agreement": {**agreement, "disagreements": len(agreement["disagreements"])}}
+
+
 def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any], paper_state: dict[str, Any],
                   paper_tables: list[Table]) -> list[Block]:
     """The report as blocks: setup, main results, paper comparison, per dataset, allocation, statistics."""
-    prov = public(data.pool.manifest.get("provenance") or {})
+    prov = public(_short_provenance(data.pool.manifest.get("provenance") or {}))
     ds_counts = data.records.drop_duplicates(["dataset", "item_id"]).groupby("dataset", sort=False).size() \
         if len(data.records) else pd.Series(dtype=int)
     setup = [
@@ -91,6 +99,7 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
     note = literal_note(data)
     if note:
         out.append(note)
+    out += list(data.notes)
     if not tables:
         return [*out, "No policy ran on this pool, so there are no results."]
     has = files.get("figures", {})

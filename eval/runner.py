@@ -26,6 +26,7 @@ import pandas as pd
 
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
+from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
 from coba_env.rules.config import default_budget
 from eval.batched_replay import DEFAULT_BATCH, action_strings, batched_env, replay_batched
@@ -209,7 +210,7 @@ def _batched_columns(out: dict[str, np.ndarray], counts: np.ndarray, env: CoBaEn
         "n_actions": counts.sum(axis=1) - counts[:, env.STOP], "n_samples": counts[:, env.SAMPLE],
         "n_v1": counts[:, 1], "n_v2": counts[:, 2], "n_v3": counts[:, 3], "selected_candidate": sel,
         "selected_answer": answers, "correct": out["correct"],
-        **{m: costs[:, k] for k, m in enumerate(("tokens", "p_tokens", "calls", "latency"))},
+        **{m: costs[:, k] for k, m in enumerate(COST_MEASURES)},
         "reward": out["reward"],
     }
 
@@ -230,6 +231,9 @@ def _records_frame(name: str, pool: CompiledPool, cols: dict[str, Any]) -> pd.Da
                                                               "reward")},
         "oracle_available": pool.labels.correct.any(axis=1).astype(bool),
     })
+    if pool.usd_priced:  # dollars only where the pool prices every model (else no usd column at all)
+        frame["usd"] = np.asarray(cols["usd"], dtype=np.float64)
+        return frame[[*RECORD_COLUMNS, "usd"]]
     return frame[list(RECORD_COLUMNS)]
 
 

@@ -24,7 +24,7 @@ def replay_single(policy: Policy, env: CoBaEnv, pool: CompiledPool, codes: list[
     sample, stop = env.SAMPLE, env.STOP
     cols: dict[str, list] = {c: [] for c in ("actions", "n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
                                                "selected_candidate", "selected_answer", "correct", "tokens",
-                                               "p_tokens", "calls", "latency", "reward")}
+                                               "p_tokens", "calls", "latency", "usd", "reward")}
     pending = 0
     for i in range(n):
         # Seed once so that a stochastic policy drawing from env.np_random is reproducible; later resets keep
@@ -64,6 +64,7 @@ def replay_single(policy: Policy, env: CoBaEnv, pool: CompiledPool, codes: list[
         cols["p_tokens"].append(costs["p_tokens"])
         cols["calls"].append(costs["calls"])
         cols["latency"].append(costs["latency"])
+        cols["usd"].append(costs["usd"])
         cols["reward"].append(total)
         pending += 1
         if progress is not None and pending >= PROGRESS_EVERY:

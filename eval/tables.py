@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval.cost_notes import CostEstimates, marked
 from eval.table_render import (  # noqa: F401  (re-exported: callers format with tables.fmt_*)
     Column,
     Table,
@@ -76,34 +77,54 @@ def _bold_best(table: Table, keys: Sequence[str], info: Mapping[str, PolicyInfo]
                 table.bold.add((s, r, key))
 
 
-def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo]) -> Table:
-    """Paper Table "main": macro accuracy and per-item costs; non-oracle rows by accuracy, oracle last."""
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            Column("total_tokens", "Total Tok.", fmt_k, "down"), Column("calls", "Calls", fmt_2, "down"),
-            Column("p_tokens", "P-Tok.", fmt_k, "down"), Column("latency_s", "Latency", fmt_1, "down"),
+def _cost_columns(estimates: CostEstimates | None, usd: bool = False) -> list[Column]:
+    """Total Tok., Calls, P-Tok., Latency (and USD for a priced pool), each heading marked when it holds estimates."""
+    cols = [Column("total_tokens", marked("Total Tok.", estimates, "total_tokens"), fmt_k, "down"),
+            Column("calls", "Calls", fmt_2, "down"),
+            Column("p_tokens", marked("P-Tok.", estimates, "p_tokens"), fmt_k, "down"),
+            Column("latency_s", marked("Latency", estimates, "latency_s"), fmt_1, "down")]
+    if usd:
+        cols.append(Column("usd", marked("USD", estimates, "usd"), fmt_usd, "down"))
+    return cols
+
+
+def fmt_usd(value: Any) -> str:
+    """Dollars per item with four significant digits ("$0.01234")."""
+    return _num(value, "${:.4g}")
+
+
+def _footnote(estimates: CostEstimates | None) -> str:
+    return f" {estimates.footnote}" if estimates is not None and estimates.footnote else ""
+
+
+def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: CostEstimates | None = None) -> Table:
+    """Paper Table "main": macro accuracy and per-item costs; non-oracle rows by accuracy, oracle last.
+
+    ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption."""
+    usd = "usd" in mac.columns
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *_cost_columns(estimates, usd),
             Column("policy", "Policy", csv_only=True)]
     order = mac.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
-    sections = [[{"method": _label(n, info), "policy": n, **mac.loc[n, ["acc", "total_tokens", "calls",
-                                                                        "p_tokens", "latency_s"]].to_dict()}
+    shown = ["acc", "total_tokens", "calls", "p_tokens", "latency_s", *(["usd"] if usd else [])]
+    sections = [[{"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()}
                  for n in sec] for sec in _split_oracle(order, info)]
     table = Table("main", "Main macro results over dataset x generator pairs. Costs are per item "
                   "(one item-generator evaluation); P-Tok. weights tokens by model parameters (billions). The "
-                  "oracle is an evaluator-side upper bound.", cols, sections)
+                  "oracle is an evaluator-side upper bound." + _footnote(estimates), cols, sections)
     _bold_best(table, ["acc"], info)
     return table
 
 
-def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo]) -> Table:
+def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
+                 estimates: CostEstimates | None = None) -> Table:
     """Per-example (pooled over episodes) accuracy and costs, for comparison with the macro table."""
     cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            Column("total_tokens", "Total Tok.", fmt_k, "down"), Column("calls", "Calls", fmt_2, "down"),
-            Column("p_tokens", "P-Tok.", fmt_k, "down"), Column("latency_s", "Latency", fmt_1, "down"),
-            Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
+            *_cost_columns(estimates, "usd" in poo.columns), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
     order = poo.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     sections = [[{"method": _label(n, info), "policy": n, **poo.loc[n].to_dict()} for n in sec]
                 for sec in _split_oracle(order, info)]
-    table = Table("pooled", "Pooled results: plain means over all episodes (every example weighs the same).",
-                  cols, sections)
+    table = Table("pooled", "Pooled results: plain means over all episodes (every example weighs the same)."
+                  + _footnote(estimates), cols, sections)
     _bold_best(table, ["acc"], info)
     return table
 

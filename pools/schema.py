@@ -92,5 +92,6 @@ MANIFEST_KEYS: tuple[str, ...] = (
     "counts",
 )
 #: Manifest keys a pool may leave out: ``verifier_roles`` (tier -> a VERIFIER_ROLES name; default
-#: PAPER_TIER_ROLES for every tier it does not name).
-OPTIONAL_MANIFEST_KEYS: tuple[str, ...] = ("verifier_roles",)
+#: PAPER_TIER_ROLES for every tier it does not name); ``prices_usd_per_million_tokens`` (model -> {"input",
+#: "output"} dollars per million tokens, ``pools.prices``; without it a pool has no ``usd`` cost measure).
+OPTIONAL_MANIFEST_KEYS: tuple[str, ...] = ("verifier_roles", "prices_usd_per_million_tokens")

@@ -16,6 +16,7 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from pools.errors import PoolError
+from pools.prices import PRICES_KEY, check_prices
 from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS, VERIFIER_ROLES
 
 if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
@@ -147,6 +148,10 @@ def _check_manifest_basics(ck: _Checker) -> int:
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         ck.fail_manifest("n_candidates", f"is {n!r}; expected a non-negative integer")
     _check_verifier_roles(ck, m.get("verifier_roles"))
+    if PRICES_KEY in m:
+        problem = check_prices(m[PRICES_KEY], ck.pool.models["name"].astype(str))
+        if problem:
+            ck.fail_manifest(PRICES_KEY, problem)
     return n
 
 

@@ -133,9 +133,9 @@ def test_reward_arithmetic_per_cost_model(pool, cost_model, c0_cost, v1_cost):
     assert r2 == pytest.approx(-lam * v1_cost / budget)
     assert r3 == pytest.approx(1.0)  # candidate 0 is correct
     assert r1 + r2 + r3 == pytest.approx(1.0 - lam * (c0_cost + v1_cost) / budget)
-    # Every cost measure is accumulated whatever the cost model.
+    # Every cost measure is accumulated whatever the cost model (usd is 0: this pool has no prices).
     assert info["costs"] == pytest.approx({"tokens": 1055, "p_tokens": 1000 * MODELS["G"] + 55 * MODELS["J1"],
-                                           "calls": 2, "latency": 13.0})
+                                           "calls": 2, "latency": 13.0, "usd": 0.0})
 
 
 def test_default_budget_is_mean_cost_of_n_max_samples(pool):

@@ -165,7 +165,8 @@ def test_rg_eval_import(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d.pop("categories"), r"field 'categories': expected a list"),
+        (lambda d: d.pop("categories"), r"field 'categories': neither a run's results.json .* nor a per-task file"),
+        (lambda d: d.update(categories={}), r"field 'categories': expected a list"),
         (lambda d: d["categories"][0]["datasets"][0]["results"][0]["completions"][0].update(score="1"),
          r"results\[0\], field 'completions\[0\].score': expected a number"),
         (lambda d: d["categories"][0]["datasets"][0]["results"][0].pop("expected_answer"),

@@ -6,7 +6,7 @@ over these states lives in ``train.cost_aware_oracle``.
 
 A state is the tuple ``(n, verified bits, fnum, fden, cost)``: ``n`` candidates revealed; verified bit
 ``c * N_TIERS + t`` set once tier ``t`` verified candidate ``c``; ``fnum`` / ``fden`` the per-candidate fusion
-sums in the env's addition order; ``cost`` the 4-tuple of cost measures accumulated in the env's order.
+sums in the env's addition order; ``cost`` the tuple of cost measures accumulated in the env's order.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool
+from coba_env.costs import COST_MEASURES
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, TIERS, tier_of, verify_action
 from coba_env.rules.config import EnvConfig
@@ -116,7 +117,7 @@ class OracleModel:
     # ------------------------------------------------------------------ state machine
     def root(self) -> tuple:
         """The state at the start of an episode."""
-        return (0, 0, (), (), (0.0, 0.0, 0.0, 0.0))
+        return (0, 0, (), (), (0.0,) * len(COST_MEASURES))
 
     @staticmethod
     def key(state: tuple) -> tuple:
@@ -138,7 +139,7 @@ class OracleModel:
         if a == SAMPLE:
             g = ep.gen[n]
             return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
-                    (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
+                    (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3], cost[4] + g[4]))
         t = tier_of(a)
         c = self.target(ep, state, r if r is not None else self.fusion(ep, state), t)
         s = ep.score[c][t]
@@ -148,7 +149,7 @@ class OracleModel:
             fnum = fnum[:c] + (fnum[c] + w * s,) + fnum[c + 1:]
             fden = fden[:c] + (fden[c] + w,) + fden[c + 1:]
         return (n, ver | (1 << (c * N_TIERS + t)), fnum, fden,
-                (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3]))
+                (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3], cost[4] + g[4]))
 
     def legal(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
         """Legal actions in the env's mask order (STOP last), by the env's mask rule."""

@@ -174,7 +174,8 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
                         field="task") from exc
     key_of = literal_key if scorer is not None else normalize_answer
     parsed = [_answer_fields(rec) for _, rec in recs]
-    graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer)
+    graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer,
+                                              problem=item["problem"])
     has_cluster = ["cluster" in rec for _, rec in recs]
     if any(has_cluster) and not all(has_cluster):
         raise PoolError("missing while other candidates of this episode give it; expected all or none",
@@ -191,6 +192,8 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
             prompt_tokens = estimate_tokens(item["problem"])
             report.estimated["prompt_tokens"] += 1
         output_tokens = rec.get("output_tokens")
+        if output_tokens is not None and rec.get("tokens_estimated"):  # the importer estimated it (e.g. capped)
+            report.estimated["output_tokens"] += 1
         if output_tokens is None:
             if text is None:
                 raise PoolError("missing, and there is no text to estimate it from", file=where,
@@ -226,10 +229,12 @@ def build_pool(
     source: str,
     provenance: dict[str, Any] | None = None,
     verifier_roles: dict[str, str] | None = None,
+    generation: dict[str, Any] | None = None,
 ) -> Pool:
     """Build a validated Pool from checked canonical records ``(where, record)``; see docs/POOLS.md.
 
-    ``verifier_roles`` (tier -> role, ``pools.schema.VERIFIER_ROLES``) goes into the manifest when given.
+    ``verifier_roles`` (tier -> role, ``pools.schema.VERIFIER_ROLES``) goes into the manifest when given;
+    ``generation`` (the source's sampling settings, e.g. ``max_output_tokens``) too.
     """
     if not records:
         raise PoolError("no candidates found; expected at least one line", file=source)
@@ -251,7 +256,8 @@ def build_pool(
         verifications=_frame(verif, "verifications"),
     )
     pool.refresh_manifest(n_candidates=n, provenance={**report.provenance(), **(provenance or {})},
-                          **({"verifier_roles": dict(verifier_roles)} if verifier_roles else {}))
+                          **({"verifier_roles": dict(verifier_roles)} if verifier_roles else {}),
+                          **({"generation": dict(generation)} if generation else {}))
     validate_pool(pool, source=source)
     return pool
 
