@@ -27,21 +27,28 @@ _TYPES = {"episode_id": pa.int64(), "n_actions": pa.int64(), "n_samples": pa.int
 RECORD_SCHEMA = pa.schema([(c, _TYPES.get(c, pa.string())) for c in RECORD_COLUMNS])
 
 
-def write_episode_files(frames: Iterable[pd.DataFrame], parquet_path: Path, csv_path: Path) -> int:
-    """Write the record frames (one per policy, ``RECORD_COLUMNS``) to both files; returns the rows written."""
+#: The same with the dollar cost of a priced pool (``pools.prices``) last.
+PRICED_RECORD_SCHEMA = RECORD_SCHEMA.append(pa.field("usd", pa.float64()))
+
+
+def write_episode_files(frames: Iterable[pd.DataFrame], parquet_path: Path, csv_path: Path, *,
+                        usd: bool = False) -> int:
+    """Write the record frames (one per policy, ``RECORD_COLUMNS``, and ``usd`` when ``usd``) to both files;
+    returns the rows written."""
     rows = 0
-    with pq.ParquetWriter(parquet_path, RECORD_SCHEMA) as parquet, \
+    schema = PRICED_RECORD_SCHEMA if usd else RECORD_SCHEMA
+    with pq.ParquetWriter(parquet_path, schema) as parquet, \
             gzip.open(csv_path, "wb", compresslevel=1) as raw:
-        csv = pa_csv.CSVWriter(raw, RECORD_SCHEMA)
+        csv = pa_csv.CSVWriter(raw, schema)
         for frame in frames:
             if not len(frame):
                 continue
-            table = pa.Table.from_pandas(frame[list(RECORD_COLUMNS)], schema=RECORD_SCHEMA, preserve_index=False)
+            table = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
             parquet.write_table(table)
             csv.write_table(table)
             rows += len(frame)
         if not rows:  # the header row still names every column
-            empty = RECORD_SCHEMA.empty_table()
+            empty = schema.empty_table()
             parquet.write_table(empty)
         csv.close()
     return rows

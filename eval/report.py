@@ -219,7 +219,8 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         frames = [r.records for r in data.run.runs if r.applicable and len(r.records)]
         episodes = ThreadPoolExecutor(max_workers=1)
         written = episodes.submit(atomic_write, out_dir / "episodes.parquet", lambda parquet: atomic_write(
-            out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv)))
+            out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv,
+                                                                         usd=data.compiled.usd_priced)))
         episodes.shutdown(wait=False)
         for stem, make in makers.items():
             _stage(bar, f"figure {stem}")
