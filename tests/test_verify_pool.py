@@ -131,5 +131,8 @@ def test_which_endpoint_errors_are_one_refused_call(status, refused):
 def test_an_unreachable_server_stops_the_run_with_exit_2_and_records_nothing(tmp_path, capsys):
     pool = make_pool(tmp_path)
     assert verify(pool, DEAD) == 2
-    assert "giving up" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "giving up" in err
     assert len(v1_rows(pool)) == 0 and not journal_path(pool).exists()
+    # No call completed, so the message does not point at a journal that does not exist.
+    assert "is kept in" not in err and "no call completed before the failure, so nothing was kept" in err
