@@ -15,6 +15,7 @@ import re
 
 __all__ = [
     "canonical_time", "latexify_plain_text", "merge_alternatives", "plain_fractions_as_latex", "same_clock_12h",
+    "set_builder_as_intervals",
     "ungroup_thousands",
 ]
 
