@@ -121,6 +121,8 @@ def _prices(pairs: list[str]) -> dict[str, dict[str, float]]:
             model, price = parse_price(pair)
         except ValueError as exc:
             raise UsageError(f"--price: {exc}") from None
+        if model in prices:
+            raise UsageError(f"--price names {model} twice; give each model once")
         prices[model] = price
     return prices
 

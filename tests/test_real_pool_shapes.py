@@ -142,6 +142,7 @@ def test_dataset_renames_for_every_format(tmp_path: Path) -> None:
     (["--generator-params-b", "-3"], r"--generator-params-b -3: expected .* a number > 0"),
     (["--generator-params-b", "8", "--price", "openai/o3-mini=abc"], r"--price: expected MODEL=IN\[,OUT\] with numbers"),
     (["--generator-params-b", "8", "--price", "nobody=1,2"], r"--price nobody=\.\.\.: no such model in the pool"),
+    (["--generator-params-b", "8", "--price", "m=1", "--price", "m=2"], r"--price names m twice"),
     (["--generator-params-b", "8", "--generator", "x"], None),  # fine: one model in the file
 ])
 def test_import_option_errors_are_one_line(tmp_path: Path, capsys, args: list[str], message: str | None) -> None:
@@ -179,3 +180,16 @@ def test_labels_grader_replaces_wrong_source_labels_and_the_import_lists_them(tm
     assert load_pool(tmp_path / "s").candidates["correct"].tolist() == [False, True, False]
     assert main(["pools", "import", str(src), str(tmp_path / "g"), "--labels", "grader"]) == 0
     assert load_pool(tmp_path / "g").candidates["correct"].tolist() == [True, False, False]
+
+
+def test_an_entry_whose_every_call_failed_is_skipped_and_listed(tmp_path: Path) -> None:
+    data = results_json()
+    data["categories"][0]["datasets"][0]["results"].append(
+        {"question": "GCD of 8 and 12?", "expected_answer": "4", "best_model_answer": None, "best_score": 0.0,
+         "mean_score": 0.0, "error": "All completion attempts failed", "completions": []})
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(data), encoding="utf-8")
+    pool = import_pool(str(src), "rg-eval", generator_params_b=8.0)
+    assert len(pool.items) == 2  # the third entry has no completion to replay
+    assert pool.manifest["provenance"]["skipped_failed_entries"] == [
+        f"{src}, categories[0].datasets[0].results[2]"]

@@ -14,8 +14,9 @@ Two file shapes, as the public repository holds them:
 A folder is searched for ``*.json`` files (``summary.json`` and checkpoint files aside); all files become
 one pool with one generator per model. Each entry holds ``question``, ``expected_answer``, optional
 ``metadata`` and ``completions``, a list of ``{"model_answer", "full_model_response", "score"}`` (an entry
-without ``completions`` but with those three fields is one completion). Every entry becomes one episode of
-canonical records for ``build_pool``:
+without ``completions`` but with those three fields is one completion; an entry the eval marked with an
+``error`` and no completion, every call for it having failed, is skipped and listed in the provenance's
+``skipped_failed_entries``). Every other entry becomes one episode of canonical records for ``build_pool``:
 
 * dataset = ``--dataset`` when given, else the dataset's name; the item's Reasoning Gym ``task`` is always
   the dataset's name; item_id = the entry's position in its dataset's results (``<task>:<position>`` when
@@ -195,6 +196,7 @@ def import_rg_eval(
     tasks = {name for _, _, _, datasets in runs for name, _, _ in datasets}
     records: list[tuple[str, dict[str, Any]]] = []
     generation: dict[str, dict[str, float]] = {}
+    skipped: list[str] = []
     for path, model, sampling, datasets in runs:
         name = generator or model
         if name is None:
@@ -205,11 +207,14 @@ def import_rg_eval(
                             f"model {name!r}; expected one run per model", file=path)
         for task, where, entries in datasets:
             for i, entry in enumerate(entries):
+                if _failed_entry(entry):  # the eval's own record of an entry whose every API call failed
+                    skipped.append(f"{where}.results[{i}]")
+                    continue
                 item_id = f"{task}:{i}" if dataset is not None and len(tasks) > 1 else str(i)
                 records.extend(_entry_records(entry, f"{where}.results[{i}]", dataset or task, task, item_id, name,
                                               generator_params_b, sampling.get("max_tokens")))
     provenance = {"importer": "rg-eval", "source": sources[0] if len(sources) == 1 else sources,
-                  "files": len(files), "lines": len(records),
+                  "files": len(files), "lines": len(records), "skipped_failed_entries": skipped,
                   "labels_from": "completions[].score >= 1 (Reasoning Gym's own scorer at eval time)"}
     return build_pool(records, source=sources[0], provenance=provenance, generation=_generation(generation))
 
@@ -228,6 +233,11 @@ def _generation(per_model: dict[str, dict[str, float]]) -> dict[str, Any]:
     if caps:
         out["max_output_tokens"] = max(caps)  # the env's length normalizer (coba_env.compiled)
     return out
+
+
+def _failed_entry(entry: Any) -> bool:
+    """An entry the eval script wrote after every call for it failed: an ``error`` and no completion."""
+    return isinstance(entry, dict) and bool(entry.get("error")) and entry.get("completions") == []
 
 
 def _is_reasoning_gym_task(name: str) -> bool:
