@@ -148,6 +148,9 @@ def _scales(args: argparse.Namespace, policy, generator, settings) -> dict[str, 
     from coba_env.costs import cost_index
     from coba_env.live import replay_normalizers
 
+    if args.cost == "usd":  # live endpoints carry no prices (pools do: docs/POOLS.md, "Prices")
+        raise UsageError("--cost usd needs per-model prices, which live endpoints do not carry; choose --cost "
+                         "p_tokens, tokens, calls or latency")
     trained = getattr(policy, "config", None)
     if isinstance(trained, dict) and {"n_max", "budget", "max_output_tokens"} <= set(trained):
         if trained.get("cost_model", args.cost) != args.cost:
@@ -198,14 +201,15 @@ def summary(result: dict[str, Any]) -> str:
         else:
             what = f"score {_fmt(ev['score'])}"
         target = f"c{step['candidate']}" if step["candidate"] >= 0 else "  "
-        costs = "  ".join(f"{k} {_fmt(v)}" for k, v in cost.items()) if step["action"] != "STOP" else ""
+        costs = "  ".join(f"{k} {_fmt(v)}" for k, v in cost.items() if k != "usd" or v) if step["action"] != "STOP" else ""
         lines.append(f"  {i:>2}. {step['action']:<10} {target:<4} {what}" + (f"   [{costs}]" if costs else ""))
     live = result["live"]
     lines.append(f"  stopped: {live['stop_reason']}")
     spent, limits = live["spent"], live["limits"]
     lines.append("  spent: " + ", ".join(
         f"{k} {_fmt(spent[k])}" + (f"/{_fmt(limits[k])}" if limits.get(k) is not None else "") for k in spent)
-        + "; costs: " + ", ".join(f"{k} {_fmt(result['costs'][k])}" for k in COST_MEASURES))
+        + "; costs: " + ", ".join(f"{k} {_fmt(result['costs'][k])}" for k in COST_MEASURES
+                                  if k != "usd" or result["costs"][k]))  # endpoints carry no prices: no $0
     return "\n".join(lines)
 
 
