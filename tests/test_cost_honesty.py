@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 
 from coba_cli.main import main
-from eval.cost_notes import ESTIMATE_MARK, CostEstimates
+from eval.cost_notes import ESTIMATE_MARK, CostEstimates, cost_estimates
 from eval.figures import frontier
 from eval.tables import PolicyInfo
+from pools.store import load_pool
 from tests.conftest import write_jsonl
 
 # Five items x five candidates (answers in sampling order) with gold answers; one dataset, one generator.
@@ -77,13 +78,17 @@ def test_counted_costs_carry_no_mark(tmp_path: Path, capsys) -> None:
     assert ESTIMATE_MARK not in out and "estimated" not in out
 
 
-def test_frontier_axis_carries_the_mark() -> None:
+def test_frontier_axis_carries_the_mark(tmp_path: Path) -> None:
     mac = pd.DataFrame({"acc": [40.0, 60.0], "p_tokens": [300.0, 1500.0]}, index=["greedy", "bon5_majority"])
     info = {"greedy": PolicyInfo("Greedy", "baseline"), "bon5_majority": PolicyInfo("Best-of-5", "baseline")}
-    marked = frontier(mac, info, "p_tokens", estimates=CostEstimates(frozenset({"p_tokens"}), "~ estimated: x."))
-    plain = frontier(mac, info, "p_tokens", estimates=CostEstimates(frozenset({"latency_s"}), "~ estimated: x."))
+    estimated = cost_estimates(load_pool(_import(tmp_path, "estimated", _records(tokens=False))))
+    counted = cost_estimates(load_pool(_import(tmp_path, "counted", _records(tokens=True))))
+    assert estimated.metrics == {"total_tokens", "p_tokens", "latency_s"} and counted == CostEstimates()
+    marked = frontier(mac, info, "p_tokens", estimates=estimated)
     assert marked.axes[0].get_xlabel().startswith("parameter-weighted tokens per item (log scale) ~ estimated")
-    assert ESTIMATE_MARK not in plain.axes[0].get_xlabel()
+    assert ESTIMATE_MARK not in frontier(mac, info, "p_tokens", estimates=counted).axes[0].get_xlabel()
+    assert ESTIMATE_MARK not in frontier(mac.rename(columns={"p_tokens": "calls"}), info, "calls",
+                                         estimates=estimated).axes[0].get_xlabel()  # calls are never estimated
 
 
 def test_five_sample_pool_shows_best_of_5_and_self_consistency_at_5(tmp_path: Path, capsys) -> None:
