@@ -52,8 +52,10 @@ def cost_estimates(pool: Pool) -> CostEstimates:
         metrics |= {"total_tokens", "p_tokens", "usd"}
         generation = pool.manifest.get("generation") or {}
         capped = ", capped at the source's max_tokens" if "max_tokens" in generation or "per_model" in generation else ""
+        hidden = (" (the visible text only: an API model's hidden reasoning tokens are not in it)"
+                  if provenance.get("hidden_reasoning_uncounted") else "")
         how.append(f"token counts of {estimated_tokens}/{n} candidates estimated from their text (pools/tokens.py)"
-                   + capped)
+                   + capped + hidden)
     if counts.get("latency_s") or counts.get("verifier_latency_s"):
         metrics.add("latency_s")
         how.append("latencies by rule (one GPU, fp16)")

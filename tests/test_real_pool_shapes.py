@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from coba_cli.main import main
+from eval.cost_notes import cost_estimates
 from pools.importers import import_pool
 from pools.prices import PRICES_KEY
 from pools.store import load_pool
@@ -72,6 +73,10 @@ def test_results_json_reads_model_and_sampling_from_metadata(tmp_path: Path) -> 
     assert c["cap_hit"].tolist() == [False, True, False, False]
     assert c["tokens_estimated"].all()
     assert pool.manifest["provenance"]["estimated"]["output_tokens"] == 4
+    footnote = cost_estimates(pool).footnote  # what the bench prints under its tables
+    assert "token counts of 4/4 candidates estimated from their text (pools/tokens.py), capped at the source's " \
+           "max_tokens (the visible text only: an API model's hidden reasoning tokens are not in it)" in footnote
+    assert "model sizes given on import (--generator-params-b 8), not by the source" in footnote  # no size in the file
 
 
 def test_per_task_file_with_categories_null_takes_the_model_from_its_run_folder(tmp_path: Path) -> None:
@@ -193,3 +198,31 @@ def test_an_entry_whose_every_call_failed_is_skipped_and_listed(tmp_path: Path) 
     assert len(pool.items) == 2  # the third entry has no completion to replay
     assert pool.manifest["provenance"]["skipped_failed_entries"] == [
         f"{src}, categories[0].datasets[0].results[2]"]
+
+
+def test_dataset_renaming_a_source_of_several_datasets_is_refused(tmp_path: Path, capsys) -> None:
+    lines = [{"dataset": name, "item_id": "1", "problem": "1+1?", "gold": "2", "generator": "g",
+              "generator_params_b": 1.0, "candidate": 0, "text": "\\boxed{2}", "prompt_tokens": 3, "output_tokens": 4}
+             for name in ("a", "b")]
+    code = main(["pools", "import", str(write_jsonl(tmp_path / "c.jsonl", lines)), str(tmp_path / "p"), "--dataset", "x"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--dataset renames the source's one dataset, but it holds 2 (a, b)" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize(("prices", "message"), [
+    ({"nobody": {"input": 1, "output": 1}}, r"prices model 'nobody', which is not a model of the pool"),
+    ({"openai/o3-mini": {"input": -1, "output": 1}}, r"input price -1; expected a finite number >= 0"),
+    ({"openai/o3-mini": {"input": 1}}, r"expected \{\"input\": <number>, \"output\": <number>\}"),
+    ([1, 2], r"expected an object of model"),
+])
+def test_bad_prices_in_a_manifest_fail_validation(tmp_path: Path, capsys, prices, message: str) -> None:
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(results_json()), encoding="utf-8")
+    assert main(["pools", "import", str(src), str(tmp_path / "p"), "--format", "rg-eval", "--generator-params-b", "8"]) == 0
+    manifest = tmp_path / "p" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), PRICES_KEY: prices}), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["pools", "validate", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "prices_usd_per_million_tokens" in err

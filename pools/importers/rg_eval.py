@@ -215,7 +215,9 @@ def import_rg_eval(
                                               generator_params_b, sampling.get("max_tokens")))
     provenance = {"importer": "rg-eval", "source": sources[0] if len(sources) == 1 else sources,
                   "files": len(files), "lines": len(records), "skipped_failed_entries": skipped,
-                  "labels_from": "completions[].score >= 1 (Reasoning Gym's own scorer at eval time)"}
+                  "labels_from": "completions[].score >= 1 (Reasoning Gym's own scorer at eval time)",
+                  # API models may reason in tokens the response text does not show: no estimate can count them.
+                  "hidden_reasoning_uncounted": True}
     return build_pool(records, source=sources[0], provenance=provenance, generation=_generation(generation))
 
 
