@@ -147,3 +147,15 @@ def test_real_pool_grader_agreement_prices_and_estimated_tokens(real_pool) -> No
     assert provenance["estimated"]["output_tokens"] == 2638
     assert real_pool.manifest["prices_usd_per_million_tokens"][STRONG] == {"input": 24.7, "output": 24.7}
     assert real_pool.manifest["prices_usd_per_million_tokens"][WEAK] == {"input": 0.24, "output": 0.24}
+
+
+def test_gold_option_reads_the_test_split_from_elsewhere_and_only_for_routellm(tmp_path: Path, capsys) -> None:
+    src = _write(tmp_path)
+    elsewhere = tmp_path / "gsm8k-test.jsonl"
+    (tmp_path / "test.jsonl").rename(elsewhere)
+    assert main(["pools", "import", str(src), str(tmp_path / "pool"), "--format", "routellm", "--gold",
+                 str(elsewhere)]) == 0
+    assert load_pool(tmp_path / "pool").items.set_index("item_id").loc["1", "gold"] == "3"
+    assert main(["pools", "import", str(src), str(tmp_path / "other"), "--format", "jsonl", "--gold",
+                 str(elsewhere)]) == 2
+    assert "--gold only apply to --format routellm" in capsys.readouterr().err
