@@ -101,6 +101,26 @@ def score_router_curve(weak_correct: object, strong_correct: object, scores: obj
     return RoutingCurve(grid, accuracy, float(weak.mean()), float(strong.mean()))
 
 
+def curve_from_points(shares: object, accuracies: object, weak_accuracy: float,
+                      strong_accuracy: float) -> RoutingCurve:
+    """A curve from measured (strong-call share, accuracy) points, e.g. one per threshold of a routing policy.
+
+    The points are sorted by share (equal shares keep their order: a vertical step). No point is added:
+    include the weak-only (0, weak) and strong-only (1, strong) runs when they belong to the curve.
+    """
+    x = np.asarray(shares, dtype=np.float64)
+    y = np.asarray(accuracies, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError("shares and accuracies: expected two 1-D arrays of the same length, at least 2 points")
+    values = np.concatenate([x, y, [weak_accuracy, strong_accuracy]])
+    if not np.all(np.isfinite(values)) or values.min() < 0 or values.max() > 1:
+        raise ValueError("shares and accuracies: expected finite numbers in [0, 1]")
+    if x.max() == x.min():
+        raise ValueError("shares: expected points at two or more strong-call shares")
+    order = np.argsort(x, kind="stable")
+    return RoutingCurve(x[order], y[order], float(weak_accuracy), float(strong_accuracy))
+
+
 def random_router_curve(weak_correct: object, strong_correct: object, seed: int, shares: object = None,
                         draws: int = RANDOM_ROUTER_DRAWS) -> RoutingCurve:
     """The mean curve of ``draws`` random routers (uniform scores) drawn from ``seed``."""
@@ -152,6 +172,8 @@ def call_performance_threshold(curve: RoutingCurve, fraction: float) -> float:
         return float(curve.shares[0])
     for i in range(1, len(pgr)):
         if pgr[i] >= fraction:  # the crossing lies in (shares[i-1], shares[i]]: interpolate linearly
+            if curve.shares[i] == curve.shares[i - 1]:
+                return float(curve.shares[i])
             t = (fraction - pgr[i - 1]) / (pgr[i] - pgr[i - 1])
             return float(curve.shares[i - 1] + t * (curve.shares[i] - curve.shares[i - 1]))
     return math.nan

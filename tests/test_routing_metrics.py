@@ -18,6 +18,7 @@ from eval.routing_metrics import (
     RoutingCurve,
     apgr,
     call_performance_threshold,
+    curve_from_points,
     oracle_curve,
     random_router_curve,
     routed_point,
@@ -56,6 +57,16 @@ def test_hand_worked_oracle_and_decisions() -> None:
     assert routed_point(WEAK, STRONG, np.array([False, True, False, True])) == (0.5, 0.5)
 
 
+def test_curve_from_measured_points() -> None:
+    # A routing policy measured at three thresholds, given out of order, plus the two single-model runs.
+    curve = curve_from_points([0.5, 0.0, 1.0, 0.2, 0.2], [0.7, 0.6, 0.8, 0.62, 0.66], 0.6, 0.8)
+    assert curve.shares.tolist() == [0.0, 0.2, 0.2, 0.5, 1.0]
+    # PGR 0, .1, .3, .5, 1 -> .2 * .05 + 0 + .3 * .4 + .5 * .75 = .01 + .12 + .375 = .505
+    assert apgr(curve) == pytest.approx(0.505)
+    assert call_performance_threshold(curve, 0.3) == pytest.approx(0.2)  # reached on the vertical step
+    assert call_performance_threshold(curve, 0.75) == pytest.approx(0.75)  # .5 + .5 * (.75 - .5) / .5
+
+
 def test_cpt_is_nan_when_the_level_is_never_reached() -> None:
     curve = RoutingCurve(np.array([0.0, 0.5]), np.array([0.2, 0.3]), 0.2, 0.6)  # only a quarter of the gap
     assert math.isnan(call_performance_threshold(curve, 0.5))
@@ -72,6 +83,9 @@ def test_cpt_is_nan_when_the_level_is_never_reached() -> None:
         (lambda: routed_point([1, 0], [1, 1], [1, 0]), "to_strong: expected 2 booleans"),
         (lambda: call_performance_threshold(oracle_curve(WEAK, STRONG), 1.5), r"fraction: expected a number in \[0, 1\]"),
         (lambda: random_router_curve(WEAK, STRONG, seed=0, draws=0), "draws: expected an integer >= 1"),
+        (lambda: curve_from_points([0.1, 0.2], [0.5], 0.4, 0.6), "expected two 1-D arrays of the same length"),
+        (lambda: curve_from_points([0.1, 1.2], [0.5, 0.6], 0.4, 0.6), r"finite numbers in \[0, 1\]"),
+        (lambda: curve_from_points([0.3, 0.3], [0.5, 0.6], 0.4, 0.6), "points at two or more strong-call shares"),
     ],
 )
 def test_bad_input(call, message: str) -> None:
