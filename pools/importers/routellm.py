@@ -87,7 +87,7 @@ def read_gsm8k_test(path: str) -> list[tuple[str, str, str]]:
 def read_responses(path: str) -> tuple[list[str], list[dict[str, str]]]:
     """The models named by the CSV's columns and its rows; a missing column raises PoolError."""
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh:  # -sig: a spreadsheet's byte-order mark
             reader = csv.DictReader(fh)
             columns = list(reader.fieldnames or [])
             rows = list(reader)
