@@ -16,6 +16,7 @@ from pools.importers.llm_monkeys import import_llm_monkeys
 from pools.importers.qwen_lists import import_qwen_lists
 from pools.importers.relabel import LABEL_SOURCES, rename_dataset, use_grader_labels
 from pools.importers.rg_eval import import_rg_eval
+from pools.importers.routellm import import_routellm
 from pools.importers.tot_game24 import import_tot_game24
 from pools.store import Pool
 
@@ -25,6 +26,7 @@ IMPORTERS: dict[str, Callable[..., Pool]] = {
     "tot-game24": import_tot_game24,
     "rg-eval": import_rg_eval,
     "llm-monkeys": import_llm_monkeys,
+    "routellm": import_routellm,
 }
 
 #: Formats whose importer takes several sources (a list) and folders.
