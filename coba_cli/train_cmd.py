@@ -164,9 +164,12 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
             raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
     method = protocol_method(args.kind)
     seeds = tuple(args.seeds) if args.seeds is not None else SEEDS
+    from pools.default import DEFAULT_SPEC
+
+    pool_name = str(args.pool) if args.pool is not None else DEFAULT_SPEC
     result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
                                                         progress=not args.no_progress, held_out=held,
-                                                        fold_map=fold_map), marker="lodo")
+                                                        fold_map=fold_map, pool_name=pool_name), marker="lodo")
     print(stats_markdown(result.stats))
     print()
     if held is not None:
