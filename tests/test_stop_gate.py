@@ -161,3 +161,21 @@ def test_stop_gate_protocol_cli_partial_run(tmp_path, capsys):
     assert "partial run, no verdict" in printed and "BEATS" not in printed
     verdict = (out / "verdict.md").read_text()
     assert f"Pool: {tmp_path / 'pool'}" in verdict and "Held-out folds: amc2023" in verdict
+
+
+@pytest.mark.parametrize(("kind", "extra", "message"), [
+    ("stop_gate", ("--timesteps", "5"), "--timesteps applies to ppo only"),
+    ("coba_search", ("--rounds", "2"), "--rounds apply to mlp only"),
+    ("coba_search", ("--lambdas", "0.1"), "--lambdas does not apply with --lodo"),
+    ("stop_gate", ("--seed", "1"), "--seed does not apply with --lodo"),
+    ("stop_gate", ("--held-out", "nope"), r"--held-out: unknown dataset\(s\) \['nope'\]"),
+])
+def test_the_new_kinds_refuse_settings_the_protocol_fixes(tmp_path, capsys, kind, extra, message):
+    import re
+
+    from coba_cli.main import main
+
+    assert main(["train", kind, "--pool", "paper", "--lodo", *extra, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
