@@ -179,3 +179,14 @@ def test_the_new_kinds_refuse_settings_the_protocol_fixes(tmp_path, capsys, kind
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_gate_reads_no_label():
+    """A fixed harm model: permuting every episode's correctness labels leaves every action as is."""
+    from tests.test_label_leak import permuted_labels
+
+    pool = _small_paper()
+    gate = _gate(_FirstFeature(), 0.6, pool)
+    runs = [run_policies([gate], p, progress=False, workers=1).records for p in (pool, permuted_labels(pool))]
+    assert runs[0]["actions"].tolist() == runs[1]["actions"].tolist()
+    assert runs[0]["correct"].tolist() != runs[1]["correct"].tolist()  # the labels did change
