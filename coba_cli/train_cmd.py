@@ -20,6 +20,9 @@ from coba_cli.errors import UsageError
 from pools.atomic_write import atomic_dir, mark_output
 from pools.output_paths import check_output_dir
 
+#: Kinds that exist only as protocol methods (``--lodo``), issue 27's with their module.
+PROTOCOL_ONLY_KINDS = ("stop_gate", "coba_search")
+
 #: ``train.ppo.train_ppo``'s default ``total_timesteps`` (not imported: that would load torch for --help).
 PPO_DEFAULT_TIMESTEPS = 200_000
 
@@ -44,8 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Q^Strong (--lodo only). With --lodo the learning protocol of docs/LEARNING.md runs: leave-one-dataset-out "
         "per seed, every setting chosen by nested leave-one-dataset-out inside the training datasets, the "
         "chosen point judged against CoBa-Routed-Strong on both axes (paired bootstrap); it prints the verdict.")
-    parser.add_argument("kind", choices=("mlp", "ppo", "rollout"),
-                        help="controller kind: mlp (imitation), ppo (RL) or rollout (improvement over Strong)")
+    parser.add_argument("kind", choices=("mlp", "ppo", "rollout", *PROTOCOL_ONLY_KINDS),
+                        help="controller kind: mlp (imitation), ppo (RL), rollout (improvement over Strong), "
+                             "stop_gate (LTT-calibrated early stop over Strong) or coba_search (Optuna TPE over "
+                             "CoBa's parameters); rollout, stop_gate and coba_search run with --lodo only")
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--lodo", action="store_true",
@@ -103,7 +108,7 @@ def _options(args: argparse.Namespace) -> dict:
                                ("--targets", args.targets)) if v is not None]
         if used:
             raise UsageError(f"{', '.join(used)} apply to mlp only")
-        if args.kind == "rollout" and args.timesteps is not None:
+        if args.kind != "ppo" and args.timesteps is not None:
             raise UsageError("--timesteps applies to ppo only")
     return {k: v for k, v in opts.items() if v is not None}
 
@@ -118,6 +123,14 @@ def protocol_method(kind: str) -> object:
         from train.rollout import RolloutMethod
 
         return RolloutMethod()
+    if kind == "stop_gate":
+        from train.stop_gate import StopGateMethod
+
+        return StopGateMethod()
+    if kind == "coba_search":
+        from train.coba_search import CoBaSearchMethod
+
+        return CoBaSearchMethod()
     try:
         from train.ppo_method import PPOMethod  # provided by the PPO work of issue 19
     except ModuleNotFoundError:
@@ -164,9 +177,12 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
             raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
     method = protocol_method(args.kind)
     seeds = tuple(args.seeds) if args.seeds is not None else SEEDS
+    from pools.default import DEFAULT_SPEC
+
+    pool_name = str(args.pool) if args.pool is not None else DEFAULT_SPEC
     result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
                                                         progress=not args.no_progress, held_out=held,
-                                                        fold_map=fold_map), marker="lodo")
+                                                        fold_map=fold_map, pool_name=pool_name), marker="lodo")
     print(stats_markdown(result.stats))
     print()
     if held is not None:
@@ -184,8 +200,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
         raise UsageError("--seeds, --held-out and --ray-address need --lodo")
     require_ray(args.ray_address)
-    if args.kind == "rollout" and not args.lodo:
-        raise UsageError("rollout trains under the protocol only: add --lodo")
+    if args.kind in ("rollout", *PROTOCOL_ONLY_KINDS) and not args.lodo:
+        raise UsageError(f"{args.kind} trains under the protocol only: add --lodo")
     out = check_output_dir(args.out, force=args.force, option="--out", inputs=[args.pool],  # before any work
                            kind="lodo" if args.lodo else "checkpoint")
     if args.lodo:

@@ -12,30 +12,15 @@ import pytest
 from agents.registry import make_policy
 from coba_cli.main import main
 from coba_env.env import as_compiled
-from train.protocol import REFERENCE, run_protocol, select_point, validation_summary
-from train.protocol_stats import COST_RATIO_CI_HIGH_MAX, compare, verdict
+from train.protocol import (
+    REFERENCE,
+    SELECT_ITEM_MARGIN,
+    SELECT_RATIO_HIGH_MAX,
+    run_protocol,
+    validation_summary,
+)
+from train.protocol_stats import COST_RATIO_CI_HIGH_MAX, Coverage, compare, verdict
 from train.rollout import RolloutMethod
-
-GRID = [{"lam": 0.1}, {"lam": 0.5}, {"lam": 1.0}]
-
-
-def _summary(rows):
-    return pd.DataFrame([{"policy": f"p{i}", "macro_diff": m, "item_diff": d, "cost_ratio": c}
-                         for i, (m, d, c) in enumerate(rows)])
-
-
-@pytest.mark.parametrize(("rows", "fallback", "expected"), [
-    # p1 is the cheapest point with both differences >= 0 (p2 is cheaper but its macro difference is < 0)
-    ([(0.0, 0.5, 0.9), (0.2, 0.0, 0.7), (-0.1, 1.0, 0.5)], None, (1, "rule")),
-    # a tie in cost goes to the earlier grid point
-    ([(0.1, 0.1, 0.7), (0.2, 0.2, 0.7), (-1.0, -1.0, 0.1)], None, (0, "rule")),
-    # none qualifies: the stated fallback ...
-    ([(-0.1, 0.5, 0.9), (0.2, -0.1, 0.7), (-0.1, -1.0, 0.5)], {"lam": 1.0}, (2, "fallback")),
-    # ... or, without one, the highest item-pooled difference
-    ([(-0.1, 0.5, 0.9), (0.2, -0.1, 0.7), (-0.1, -1.0, 0.5)], None, (0, "highest item_diff")),
-])
-def test_selection_rule_by_hand(rows, fallback, expected):
-    assert select_point(_summary(rows), GRID, fallback) == expected
 
 
 def _records(table):
@@ -55,10 +40,12 @@ def _two_datasets():
 
 
 def test_validation_summary_by_hand():
-    table = validation_summary(_two_datasets(), ["x"]).iloc[0]
+    table = validation_summary(_two_datasets(), ["x"], resamples=200).iloc[0]
     assert table["macro_diff"] == pytest.approx(50.0)
     assert table["item_diff"] == pytest.approx(100.0 * 2 / 6)
-    assert table["cost_ratio"] == pytest.approx(0.5)
+    assert table["cost_ratio"] == pytest.approx(0.5) and table["ratio_high"] == pytest.approx(0.5)
+    # the item-pooled CI's lower end: a resample of 6 items with no "small" item gives 0
+    assert 0.0 <= table["item_ci_low"] < 100.0 * 2 / 6
 
 
 def test_compare_by_hand():
@@ -91,13 +78,17 @@ def _stats(item_diff, ci_low, macro_diff, ratio_high, seeds=("0", "1", "2")):
     ((0.2, -0.1, 0.1, COST_RATIO_CI_HIGH_MAX), False),  # cost ratio CI upper end not below 0.9
 ])
 def test_verdict_by_hand(args, beats):
-    assert verdict(_stats(*args), "x")["beats"] is beats
+    assert verdict(_stats(*args), "x", _coverage((0, 1, 2)))["beats"] is beats
 
 
-@pytest.mark.parametrize(("seeds", "beats"), [(("0", "1", "2"), True), (("0", "1"), False), (("7",), False)])
+def _coverage(seeds, folds=("a", "b", "c")):
+    return Coverage(pool="p", seeds=tuple(seeds), folds=tuple(folds), all_folds=("a", "b", "c"))
+
+
+@pytest.mark.parametrize(("seeds", "beats"), [((0, 1, 2), True), ((0, 1), False), ((7,), False)])
 def test_verdict_needs_three_seeds(seeds, beats):
     """Every bound met on the seed-mean, but fewer than 3 seeds is a partial run: never "beats"."""
-    result = verdict(_stats(0.5, 0.0, 0.5, 0.5, seeds=seeds), "x")
+    result = verdict(_stats(0.5, 0.0, 0.5, 0.5, seeds=tuple(map(str, seeds))), "x", _coverage(seeds))
     assert result["beats"] is beats
     assert ("partial" in result["text"]) is (not beats)
 
@@ -133,7 +124,7 @@ class SpyMethod:
         return _Fixed()
 
 
-def test_no_fit_sees_its_validation_or_held_out_dataset_and_budgets_come_from_training_episodes(tmp_path):
+def test_no_fit_sees_its_validation_or_held_out_dataset_and_every_fit_gets_the_pool_cost_unit(tmp_path):
     pool = _paper_subset(5)
     method = SpyMethod()
     tasks = []
@@ -147,14 +138,13 @@ def test_no_fit_sees_its_validation_or_held_out_dataset_and_budgets_come_from_tr
                           progress=False, fold_map=recording_map, resamples=50)
     datasets = list(dict.fromkeys(pool.dataset.tolist()))
     assert [(s, split.held_out) for s, split in tasks] == [(s, d) for s in (0, 1) for d in datasets]
-    # per (seed, outer fold): 4 inner fits on 3 datasets, then one refit on 4; budgets by hand from gen_cost
+    # per (seed, outer fold): 4 inner fits on 3 datasets, then one refit on 4; one cost unit by hand from gen_cost
     assert len(method.fits) == 2 * 5 * 5
     ds_of = dict(zip(pool.episode_ids.tolist(), pool.dataset.tolist(), strict=True))
     for k, (ids, budget, _) in enumerate(method.fits):
         seen = {ds_of[int(i)] for i in ids}
         assert len(seen) == (4 if k % 5 == 4 else 3)
-        idx = np.isin(pool.episode_ids, ids)
-        assert budget == pytest.approx(pool.gen_cost[idx, :, 1].sum(axis=1).mean())
+        assert budget == pytest.approx(pool.gen_cost[:, :, 1].sum(axis=1).mean())
     for s in (0, 1):
         for k, held in enumerate(datasets):
             refit = method.fits[(s * 5 + k) * 5 + 4][0]
@@ -164,13 +154,17 @@ def test_no_fit_sees_its_validation_or_held_out_dataset_and_budgets_come_from_tr
     for s in (0, 1):
         mine = rec[(rec["seed"] == s) & (rec["policy"] == "spy")]
         assert sorted(mine["episode_id"]) == sorted(pool.episode_ids.tolist())
-    # the choice follows the rule on the inner table; Strong (point 1) always qualifies with ratio 1
+    # the choice follows the rule on the inner table: Strong (point 1) never qualifies (ratio 1 is not < 0.9), so
+    # Light is chosen when its CI clears the margin at a ratio below 0.9, else (no fallback) the higher CI low end
     for (_, _), inner in result.inner.groupby(["seed", "held_out"]):
         assert inner["chosen"].sum() == 1
-        ok = inner[(inner["macro_diff"] >= 0) & (inner["item_diff"] >= 0)]
-        assert inner.loc[inner["chosen"], "policy"].iloc[0] == ok.sort_values("cost_ratio", kind="stable")["policy"].iloc[0]
+        light, strong = inner.iloc[0], inner.iloc[1]
+        assert strong["item_ci_low"] == 0.0 and strong["ratio_high"] == pytest.approx(1.0)
+        light_ok = light["item_ci_low"] >= -SELECT_ITEM_MARGIN and light["ratio_high"] < SELECT_RATIO_HIGH_MAX
+        expected = 0 if light_ok or light["item_ci_low"] >= 0.0 else 1  # a tie at 0: Light is cheaper
+        assert inner["chosen"].tolist() == [k == expected for k in range(2)]
     assert set(result.stats["seed"]) == {"0", "1", "mean"}
-    assert isinstance(result.verdict["beats"], bool)
+    assert result.verdict["beats"] is False and result.verdict["scope"] == "partial"  # 2 seeds
 
 
 def save_small_paper_pool(folder: Path, per_dataset: int = 4) -> Path:
@@ -198,7 +192,7 @@ def test_rollout_protocol_cli_prints_the_table_and_verdict(tmp_path, capsys):
     assert main(["train", "rollout", "--pool", str(tmp_path / "pool"), "--lodo", "--seeds", "3", "--held-out",
                  "amc2023", "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
-    assert "partial run (held out: amc2023)" in printed and "the reference" in printed
+    assert "partial run (held out: amc2023)" in printed and "BEATS" not in printed
     chosen = pd.read_csv(out / "chosen.csv")
     assert chosen[["seed", "held_out"]].values.tolist() == [[3, "amc2023"]]
     assert len(pd.read_csv(out / "inner.csv")) == len(RolloutMethod().grid())

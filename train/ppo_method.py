@@ -6,8 +6,8 @@ Everything here is stated before any held-out run:
   frontier's break-even slopes (``train/ppo.py``'s docstring: every step of the fixed policies' frontier lies
   in lambda [0, 0.4], CoBa-Strong's near 0.05-0.1) with the low end dense, because the selection rule wants
   the cheapest point that is at least as accurate as Strong and accuracy is bought at the low lambdas.
-- fit: ``train_ppo`` on the fold's training episodes with the fold's budget B (given by the protocol, from the
-  training datasets only), the seed, dataset-balanced episode order, the warm start from CoBa-Strong and
+- fit: ``train_ppo`` on the fold's training episodes with the budget B the protocol gives (issue 19: the
+  training datasets' own; since issue 27 the pool's one cost unit, ``train.protocol.cost_unit``), the seed, dataset-balanced episode order, the warm start from CoBa-Strong and
   ``TOTAL_TIMESTEPS`` steps (set from the measured throughput so that the 75 fits of the full protocol fit
   the compute budget: docs/LEARNING.md). PPO coefficients are ``train.ppo.DEFAULT_PPO_KWARGS`` (SB3's
   ent_coef = 0; the rest the standard PPO values), none picked on any held-out dataset.

@@ -1,22 +1,28 @@
-"""The learning protocol of issue 19, fixed before any held-out result is seen (docs/LEARNING.md, "Protocol").
+"""The learning protocol (issue 19, revised by issue 27), fixed before any held-out result is seen
+(docs/LEARNING.md, "Protocol").
 
 Reads top to bottom:
 
-1. Outer loop: leave-one-dataset-out over the pool's datasets (``coba_env.splits``), for every seed in
-   ``SEEDS``. Everything a fold uses comes from its training datasets only: the budget B
-   (``coba_env.env.default_budget`` on the training episodes), the method's feature statistics and targets.
-2. Inside an outer fold, nested leave-one-dataset-out over the training datasets: for every inner fold the
-   method is fit on the other training datasets (their own B) and every point of its grid (stated in advance
-   by ``Method.grid``) is replayed on the inner validation dataset beside ``REFERENCE`` on the same episodes.
-3. ``select_point``: over the stacked validation datasets, the point with the lowest pooled p_tokens ratio to
-   the reference among those whose macro and item-pooled accuracy differences are both >= 0; when none
-   qualifies, the method's ``fallback`` point (or, for a method without one, the point with the highest
-   item-pooled difference).
-4. The method is refit on all training datasets at the fold's B and that one point is replayed on the
-   held-out dataset beside the reference. The held-out folds are stacked: every episode is evaluated once
-   per seed, by a controller that never saw its dataset and whose settings were chosen without it.
-5. ``train.protocol_stats`` compares the stack with the reference (per seed and on the seed-mean) and gives the
-   verdict of ``protocol_stats.VERDICT_RULE``.
+1. One cost unit for the pool: ``cost_unit`` (``coba_env.env.default_budget`` over every episode of the pool,
+   a label-free statistic of the token counts), passed as B to every fit, inner and outer, so lambda and the
+   budget mean the same trade-off in every fit.
+2. Outer loop: leave-one-dataset-out over the pool's datasets (``coba_env.splits``), for every seed in
+   ``SEEDS``. The method's feature statistics and targets come from its training datasets only.
+3. Inside an outer fold, nested leave-one-dataset-out over the training datasets: for every inner fold the
+   method is fit on the other training datasets and every point of its grid (stated in advance by
+   ``Method.grid``) is replayed on the inner validation dataset beside ``REFERENCE`` on the same episodes.
+4. ``select_point``: over the stacked validation datasets (paired item bootstrap, ``validation_summary``), the
+   points whose item-pooled difference has its 95% CI lower end >= ``-SELECT_ITEM_MARGIN``, whose macro
+   difference is >= ``-SELECT_MACRO_MARGIN`` and whose p_tokens ratio has its 95% CI upper end <
+   ``SELECT_RATIO_HIGH_MAX`` qualify; among them the highest CI lower end (ties: the lower ratio upper end,
+   then the earlier point). When none qualifies, the method's ``fallback`` point (or, for a method without
+   one, the highest CI lower end).
+5. The method is refit on all training datasets and that one point is replayed on the held-out dataset beside
+   the reference. The held-out folds are stacked: every episode is evaluated once per seed, by a controller
+   that never saw its dataset and whose settings were chosen without it.
+6. ``train.protocol_stats`` compares the stack with the reference (per seed; on the seed-mean with a
+   hierarchical bootstrap over seeds and items) and gives the verdict of ``protocol_stats.VERDICT_RULE``,
+   "partial" unless every outer fold and at least 3 seeds ran.
 
 The outer folds are independent tasks run through ``fold_map`` (builtin ``map`` by default; a parallel map
 such as ``coba_env.parallel.map_tasks`` has the same signature).
@@ -45,6 +51,14 @@ POOL = "paper"
 SEEDS: tuple[int, ...] = (0, 1, 2)
 REFERENCE = "coba_strong"
 COST_MODEL = "p_tokens"
+#: The selection rule's margins (issue 27), stated before any held-out run: the inner item-pooled difference's
+#: 95% CI lower end >= -SELECT_ITEM_MARGIN points, the inner macro difference >= -SELECT_MACRO_MARGIN points
+#: and the inner p_tokens ratio's 95% CI upper end < SELECT_RATIO_HIGH_MAX (the verdict's own bounds).
+SELECT_ITEM_MARGIN = 0.5
+SELECT_MACRO_MARGIN = 0.5
+SELECT_RATIO_HIGH_MAX = 0.9
+#: Resamples of the inner paired bootstrap.
+SELECT_RESAMPLES = 1000
 
 FoldMap = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
 
@@ -88,9 +102,10 @@ def episodes_of(compiled: CompiledPool, ids: np.ndarray) -> CompiledPool:
     return compiled.select(np.isin(compiled.episode_ids, np.asarray(ids)))
 
 
-def fold_budget(compiled: CompiledPool, ids: np.ndarray, cost_model: str = COST_MODEL) -> float:
-    """The budget B of a fold: the default budget computed on its training episodes only."""
-    return default_budget(episodes_of(compiled, ids), cost_model, compiled.n_candidates)
+def cost_unit(compiled: CompiledPool, cost_model: str = COST_MODEL) -> float:
+    """The pool's one cost unit B for every fit: the default budget (mean cost of N candidates) over all its
+    episodes. Label-free (token counts only); one number, so lambda means the same trade-off in every fold."""
+    return default_budget(compiled, cost_model, compiled.n_candidates)
 
 
 def inner_splits(compiled: CompiledPool, train_ids: np.ndarray) -> list[Split]:
@@ -110,19 +125,20 @@ def _replay(policies: list[Policy], compiled: CompiledPool, ids: np.ndarray, pro
     return run.records
 
 
-def validation_summary(records: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
-    """Per point: macro and item-pooled accuracy difference to the reference (points) and the pooled p_tokens
-    ratio, over the stacked validation datasets (the selection rule's inputs)."""
-    from train.protocol_stats import item_means
+def validation_summary(records: pd.DataFrame, names: Sequence[str], *,
+                       resamples: int = SELECT_RESAMPLES) -> pd.DataFrame:
+    """Per point, over the stacked validation datasets against the reference (the selection rule's inputs):
+    macro and item-pooled accuracy difference (points), the item-pooled difference's 95% CI lower end, the
+    pooled p_tokens ratio and its 95% CI upper end (paired bootstrap over items, ``protocol_stats.compare``)."""
+    from train.protocol_stats import compare
 
-    items = item_means(records, [*names, REFERENCE])
-    ref_acc, ref_cost = items["correct"][REFERENCE], items["p_tokens"][REFERENCE]
     rows = []
     for name in names:
-        diff = items["correct"][name] - ref_acc
-        rows.append({"policy": name, "macro_diff": 100.0 * float(diff.groupby(level="dataset").mean().mean()),
-                     "item_diff": 100.0 * float(diff.mean()),
-                     "cost_ratio": float(items["p_tokens"][name].mean() / ref_cost.mean())})
+        stats = compare(records, name, REFERENCE, resamples=resamples).set_index("scope")
+        rows.append({"policy": name, "macro_diff": float(stats.loc["MACRO", "diff"]),
+                     "item_diff": float(stats.loc["ALL", "diff"]), "item_ci_low": float(stats.loc["ALL", "ci_low"]),
+                     "cost_ratio": float(stats.loc["ALL", "cost_ratio"]),
+                     "ratio_high": float(stats.loc["ALL", "ratio_high"])})
     return pd.DataFrame(rows)
 
 
@@ -130,15 +146,19 @@ def select_point(summary: pd.DataFrame, grid: Sequence[dict[str, float]],
                  fallback: dict[str, float] | None) -> tuple[int, str]:
     """The selection rule: (index into ``grid``, why). ``summary`` rows are in grid order.
 
-    Among points with macro_diff >= 0 and item_diff >= 0, the lowest cost_ratio (ties: the earlier grid point);
-    if none qualifies, ``fallback`` (must be a grid point), else the highest item_diff (ties: lower cost)."""
+    Qualify: item_ci_low >= -SELECT_ITEM_MARGIN, macro_diff >= -SELECT_MACRO_MARGIN and ratio_high <
+    SELECT_RATIO_HIGH_MAX. Among them the highest item_ci_low (ties: lower ratio_high, then the earlier point);
+    if none qualifies, ``fallback`` (must be a grid point), else the highest item_ci_low."""
     rows = range(len(summary))
-    ok = [i for i in rows if summary["macro_diff"].iloc[i] >= 0 and summary["item_diff"].iloc[i] >= 0]
+    col = {c: summary[c].to_numpy(dtype=float) for c in ("item_ci_low", "macro_diff", "ratio_high")}
+    ok = [i for i in rows if col["item_ci_low"][i] >= -SELECT_ITEM_MARGIN
+          and col["macro_diff"][i] >= -SELECT_MACRO_MARGIN and col["ratio_high"][i] < SELECT_RATIO_HIGH_MAX]
+    key = lambda i: (-col["item_ci_low"][i], col["ratio_high"][i], i)  # noqa: E731
     if ok:
-        return min(ok, key=lambda i: (summary["cost_ratio"].iloc[i], i)), "rule"
+        return min(ok, key=key), "rule"
     if fallback is not None:
         return list(grid).index(fallback), "fallback"
-    return min(rows, key=lambda i: (-summary["item_diff"].iloc[i], summary["cost_ratio"].iloc[i], i)), "highest item_diff"
+    return min(rows, key=key), "highest item_ci_low"
 
 
 @dataclass
@@ -155,16 +175,17 @@ class FoldResult:
 
 
 def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: Method, out_dir: Path,
-                   progress: bool) -> FoldResult:
-    """Steps 2-4 of the protocol for one (seed, outer split): nested selection, refit, held-out replay."""
+                   progress: bool, budget: float | None = None) -> FoldResult:
+    """Steps 3-5 of the protocol for one (seed, outer split): nested selection, refit, held-out replay.
+    Every fit gets ``budget`` (default: the pool's ``cost_unit``)."""
     seed, split = task
+    budget = cost_unit(compiled) if budget is None else float(budget)
     t0 = time.perf_counter()
     grid = list(method.grid())
     names = [point_name(method.name, p) for p in grid]
     fold_dir = Path(out_dir) / f"seed{seed}" / split.held_out
     frames = []
     for inner in inner_splits(compiled, split.train_episode_ids):
-        budget = fold_budget(compiled, inner.train_episode_ids)
         fitted = method.fit(compiled, inner.train_episode_ids, budget=budget, seed=seed,
                             out_dir=fold_dir / "inner" / inner.held_out, progress=progress)
         policies = [fitted.policy(p) for p in grid]
@@ -175,8 +196,7 @@ def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: M
     inner_table = validation_summary(val, names)
     pick, why = select_point(inner_table, grid, fallback_point(method))
     inner_table = inner_table.assign(seed=seed, held_out=split.held_out, chosen=[i == pick for i in range(len(grid))])
-    # -- refit on every training dataset at the fold's own budget; replay the one chosen point
-    budget = fold_budget(compiled, split.train_episode_ids)
+    # -- refit on every training dataset (the same cost unit); replay the one chosen point
     fitted = method.fit(compiled, split.train_episode_ids, budget=budget, seed=seed, out_dir=fold_dir / "final",
                         progress=progress)
     policy = fitted.policy(grid[pick])
@@ -199,34 +219,40 @@ class ProtocolResult:
     stats: pd.DataFrame
     verdict: dict[str, Any]
     seconds: float
+    cost_unit: float
     timings: dict[str, float] = field(default_factory=dict)
 
 
 def run_protocol(compiled: CompiledPool, method: Method, *, seeds: Sequence[int] = SEEDS, out_dir: str | Path,
                  progress: bool = True, fold_map: FoldMap = map, held_out: Sequence[str] | None = None,
-                 resamples: int | None = None) -> ProtocolResult:
-    """Run the whole protocol for ``method`` on ``compiled``; write its tables to ``out_dir``.
+                 resamples: int | None = None, pool_name: str = "unnamed pool") -> ProtocolResult:
+    """Run the whole protocol for ``method`` on ``compiled`` (named ``pool_name`` in the verdict); write its
+    tables to ``out_dir``.
 
-    ``held_out`` restricts the outer folds (a partial run: its verdict covers only those datasets)."""
+    ``held_out`` restricts the outer folds: a partial run, whose verdict says so and never beats."""
     from train import protocol_stats
 
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    splits = leave_one_dataset_out(compiled)
-    if held_out is not None:
-        splits = [s for s in splits if s.held_out in held_out]
+    all_splits = leave_one_dataset_out(compiled)
+    splits = all_splits if held_out is None else [s for s in all_splits if s.held_out in held_out]
+    coverage = protocol_stats.Coverage(pool=str(pool_name), seeds=tuple(int(s) for s in seeds),
+                                       folds=tuple(s.held_out for s in splits),
+                                       all_folds=tuple(s.held_out for s in all_splits))
+    budget = cost_unit(compiled)
     tasks = [(int(seed), split) for seed in seeds for split in splits]
-    work = functools.partial(run_outer_fold, compiled=compiled, method=method, out_dir=out, progress=progress)
+    work = functools.partial(run_outer_fold, compiled=compiled, method=method, out_dir=out, progress=progress,
+                             budget=budget)
     folds: list[FoldResult] = list(fold_map(work, tasks))
     records = pd.concat([f.records for f in folds], ignore_index=True)
     inner = pd.concat([f.inner for f in folds], ignore_index=True)
     chosen = pd.DataFrame([f.chosen for f in folds])
     kw = {} if resamples is None else {"resamples": resamples}
     stats = protocol_stats.compare_seeds(records, method.name, REFERENCE, **kw)
-    verdict = protocol_stats.verdict(stats, method.name)
+    verdict = protocol_stats.verdict(stats, method.name, coverage)
     result = ProtocolResult(method=method.name, records=records, inner=inner, chosen=chosen, stats=stats,
-                            verdict=verdict, seconds=time.perf_counter() - t0,
+                            verdict=verdict, seconds=time.perf_counter() - t0, cost_unit=budget,
                             timings={f"seed{f.seed}_{f.held_out}_s": f.seconds for f in folds})
     protocol_stats.write_tables(result, out)
     return result

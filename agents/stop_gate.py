@@ -1,0 +1,108 @@
+"""The stop gate over CoBa-Routed-Strong (issue 27): Strong, stopping early where a stop looks harmless.
+
+At each state where Strong's next action is not STOP and STOP is legal, a model reads the state's label-free
+features (``gate_features``: ``controller_features`` at lambda 0 with budget used against the pool's cost unit B,
+plus Strong's next action one-hot) and predicts the probability that stopping *now* turns Strong's final
+correct answer into a wrong one (the "harm"). The gate plays STOP when that prediction is <= ``threshold``,
+otherwise Strong's action. ``threshold`` = -infinity is Strong itself.
+
+The model and the threshold come from ``train/stop_gate.py`` (the threshold by Learn-then-Test); the gate reads
+no label. It replays one episode at a time (``act``) or batched (``act_batch``, one model call per step for all
+rows); both take the same decisions (tests/test_stop_gate.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from agents.base import Policy
+from agents.learned_mlp import batch_controller_features
+from agents.learned_rollout import StrongFromState, rollout_features
+from coba_env.env import CoBaEnv
+from coba_env.evidence import Evidence
+from coba_env.rules.actions import N_ACTIONS, STOP
+
+
+def gate_features(state: np.ndarray, strong_actions: np.ndarray) -> np.ndarray:
+    """Rows [n, F + N_ACTIONS]: the states' features ``state`` [n, F] and Strong's next action one-hot."""
+    state = np.atleast_2d(np.asarray(state, dtype=np.float64))
+    rows = np.zeros((len(state), state.shape[1] + N_ACTIONS))
+    rows[:, :state.shape[1]] = state
+    rows[np.arange(len(state)), state.shape[1] + np.asarray(strong_actions, dtype=np.int64)] = 1.0
+    return rows
+
+
+class StopGate(Policy):
+    """CoBa-Routed-Strong with a learned early STOP: stop where the predicted harm is <= ``threshold``."""
+
+    group = "learned"
+    batched = True
+
+    def __init__(self, model: Any, *, threshold: float, budget: float, max_output_tokens: float,
+                 cost_model: str = "p_tokens", name: str = "stop_gate") -> None:
+        if not (budget > 0 and math.isfinite(budget)) or math.isnan(threshold):
+            raise ValueError(f"need budget > 0 and a threshold, got {budget}, {threshold}")
+        self.model, self.threshold = model, float(threshold)
+        self.budget, self.max_output_tokens, self.cost_model = float(budget), float(max_output_tokens), cost_model
+        self.strong = StrongFromState()
+        self.selection, self.requires_tiers = self.strong.selection, self.strong.requires_tiers
+        self.optional_tiers = self.strong.optional_tiers
+        self.name = name
+        self.label = f"Stop gate over Strong (harm threshold {threshold:g})"
+
+    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
+        """Where Strong runs."""
+        return self.strong.applicable(env)
+
+    def reset(self, env: CoBaEnv) -> None:
+        """Bind the env's roles for this policy and its Strong."""
+        self.bind(env)
+        self.strong.reset(env)
+
+    def harm(self, rows: np.ndarray) -> np.ndarray:
+        """The model's predicted harm of stopping now, one per row of ``gate_features``."""
+        return np.asarray(self.model.predict_harm(rows), dtype=np.float64)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
+        """STOP if Strong would go on, STOP is legal and the predicted harm is <= threshold; else Strong's action."""
+        a_strong = self.strong.act(observation, action_mask, evidence)
+        if a_strong == STOP or not action_mask[STOP] or math.isinf(self.threshold) and self.threshold < 0:
+            return a_strong
+        state = rollout_features(observation, action_mask, evidence, budget=self.budget, cost_model=self.cost_model,
+                                 max_output_tokens=self.max_output_tokens)
+        return STOP if self.harm(gate_features(state, [a_strong]))[0] <= self.threshold else a_strong
+
+    def supports_batch(self, venv: Any) -> bool:
+        """Where Strong replays batched."""
+        return self.strong.supports_batch(venv)
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Bind the vector env's roles for this policy and its Strong."""
+        super().start_batch(venv, rows)
+        self.strong.start_batch(venv, rows)
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
+        """``act`` for every row: one model call over the rows where the gate may stop."""
+        if venv is None:
+            raise ValueError(f"{self.name}: act_batch reads the vector env's state; pass venv")
+        a_strong = self.strong.act_batch(observations, action_masks, venv)
+        if math.isinf(self.threshold) and self.threshold < 0:
+            return a_strong
+        open_rows = np.flatnonzero((a_strong != STOP) & (np.asarray(action_masks[:, STOP]) > 0))
+        if open_rows.size == 0:
+            return a_strong
+        states = batch_controller_features(observations, action_masks, venv, budget=self.budget,
+                                           cost_model=self.cost_model, max_output_tokens=self.max_output_tokens,
+                                           lam=0.0)
+        harm = self.harm(gate_features(states[open_rows], a_strong[open_rows]))
+        out = a_strong.copy()
+        out[open_rows[harm <= self.threshold]] = STOP
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Name, label, group and the threshold."""
+        return {"name": self.name, "label": self.label, "group": self.group, "kind": "stop_gate",
+                "threshold": self.threshold, "budget": self.budget}
