@@ -9,11 +9,13 @@ from coba_cli.arg_types import (
     add_ray_address,
     connect_ray_cluster,
     dataset_list,
+    int_in,
     positive_int,
     require_ray,
     seed_int,
 )
 from coba_cli.errors import UsageError
+from pools.limits import MAX_RESAMPLES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--unit", default="item", choices=("item", "episode"),
                         help="paired-bootstrap resampling unit: items, averaged over generators as in the paper "
                              "(default), or episodes")
-    parser.add_argument("--resamples", type=positive_int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--resamples", type=int_in(1, MAX_RESAMPLES), default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
     parser.add_argument("--replay", default="batched", choices=("batched", "single"),

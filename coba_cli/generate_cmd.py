@@ -14,12 +14,14 @@ from typing import TypeVar
 
 from coba_cli.arg_types import (
     add_ray_address,
+    api_key_text,
     connect_ray_cluster,
     non_negative_float,
     positive_float,
     positive_int,
     probability,
     require_ray,
+    seed_int,
 )
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
@@ -211,7 +213,7 @@ def _add_call_options(p: argparse.ArgumentParser) -> None:
                    "(default: 1)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat",
                    help="/v1/chat/completions (default) or /v1/completions")
-    g.add_argument("--api-key", help="bearer token, if the server wants one")
+    g.add_argument("--api-key", type=api_key_text, help="bearer token, if the server wants one")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--out", metavar="DEST", help="build the pool into DEST when done")
     g.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote")
@@ -250,7 +252,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (default: 0.6)")
     p.add_argument("--top-p", type=probability, default=0.95, help="nucleus sampling top-p (default: 0.95)")
     p.add_argument("--max-tokens", type=positive_int, default=4096, help="output token cap per sample (default: 4096)")
-    p.add_argument("--seed", type=int, default=0, help="base seed; each request's seed derives from it")
+    p.add_argument("--seed", type=seed_int, default=0, help="base seed; each request's seed derives from it")
     p.add_argument("--n-per-request", type=positive_int, default=1, help="samples asked per request with the n parameter "
                    "(default: 1, which gives exact per-sample token counts and latencies)")
     p.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")

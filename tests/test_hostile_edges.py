@@ -1,0 +1,357 @@
+"""Issue 25's hostile cases that need more than one command line: a second process, a signal, a file that
+appears while a command runs, a crafted model zip, a stalling server, dataset names that look like paths.
+
+Every test states what must hold in the user's folder afterwards (a hash of the case folder before and after,
+``tests.hostile_harness.snapshot``), besides the exit code and the one error line.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, small_jsonl_records, write_jsonl
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.hostile_harness import run_coba, snapshot
+
+BENCH = ("bench", "--policies", "greedy,coba_light", "--no-progress", "--no-figures", "--resamples", "20")
+
+
+@pytest.fixture(scope="module")
+def pool_dir(tmp_path_factory) -> Path:
+    """A small imported pool (6 episodes, N = 3, tiers V1-V3)."""
+    from coba_cli.main import main
+
+    root = tmp_path_factory.mktemp("edges")
+    write_jsonl(root / "ok.jsonl", small_jsonl_records())
+    assert main(["pools", "import", str(root / "ok.jsonl"), str(root / "pool")]) == 0
+    return root / "pool"
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("coba: error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------ the swap re-checks
+def _user_file_appears_before_swap(monkeypatch, dest: Path) -> None:
+    """While the command runs (after its up-front check, before its swap), the user creates dest/notes.txt."""
+    import pools.atomic_write as atomic_write
+
+    original = atomic_write.mark_output
+
+    def mark_then_user_writes(folder, what):
+        original(folder, what)
+        if not (dest / "notes.txt").exists():
+            dest.mkdir(exist_ok=True)
+            (dest / "notes.txt").write_text("mine\n")
+
+    monkeypatch.setattr(atomic_write, "mark_output", mark_then_user_writes)
+
+
+@pytest.mark.parametrize("command", ["bench", "pools import", "pools simulate", "sweep"])
+def test_a_file_that_appears_during_the_run_is_kept_with_the_new_result(command, pool_dir, tmp_path, monkeypatch,
+                                                                         capsys):
+    """Without the re-check the swap moved the user's new folder aside and deleted it (exit 0)."""
+    dest = tmp_path / "out"
+    argv = {"bench": [*BENCH, "--pool", str(pool_dir), "--out", str(dest)],
+            "pools import": ["pools", "import", str(pool_dir.parent / "ok.jsonl"), str(dest)],
+            "pools simulate": ["pools", "simulate", "--profile", "tiny", "--out", str(dest)],
+            "sweep": ["sweep", "--pool", str(pool_dir), "--policies", "greedy", "--lambdas", "0.1", "--out", str(dest),
+                      "--no-progress"]}[command]
+    _user_file_appears_before_swap(monkeypatch, dest)
+    code, _, err = run_coba(argv, capsys)
+    assert code == 2, err
+    line = _one_error_line(err)
+    assert "changed while this command ran" in line and f"the new result is in {dest}.new" in line, line
+    assert (dest / "notes.txt").read_text() == "mine\n" and sorted(p.name for p in dest.iterdir()) == ["notes.txt"]
+    kept = json.loads((tmp_path / "out.new" / ".coba-output").read_text())
+    assert kept["written_by"] == "coba-env" and kept["what"] != "in-progress"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.new"]  # no hidden temporary left
+
+
+# ------------------------------------------------------------------------------------ one run per destination
+def test_a_second_command_into_the_same_destination_is_refused(pool_dir, tmp_path, capsys):
+    """A first command (another process) holds --out; the second is refused at its check, nothing written."""
+    dest = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pools.destination_guard import command_scope, hold_destination\n"
+         f"with command_scope():\n    hold_destination({str(dest)!r}, '--out')\n    print('held', flush=True)\n"
+         "    time.sleep(120)\n"], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = snapshot(tmp_path)
+        code, _, err = run_coba([*BENCH, "--pool", str(pool_dir), "--out", str(dest)], capsys)
+        assert code == 2, err
+        line = _one_error_line(err)
+        assert f"--out {dest}: another coba command (process {holder.pid}) is writing here now" in line, line
+        assert snapshot(tmp_path) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    code, _, err = run_coba([*BENCH, "--pool", str(pool_dir), "--out", str(dest)], capsys)  # free again
+    assert code == 0, err
+
+
+# ------------------------------------------------------------------------------------ SIGTERM and kill -9
+def _start_bench(pool: Path, dest: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MPLBACKEND": "Agg"}
+    return subprocess.Popen([sys.executable, "-m", "coba_cli.main", "bench", "--policies", "greedy,coba_light",
+                             "--no-progress", "--resamples", "20", "--pool", str(pool), "--out", str(dest)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_temporary(proc: subprocess.Popen, dest: Path) -> None:
+    deadline = time.monotonic() + 300
+    while not any(p.name.startswith(f".{dest.name}.tmp-") for p in dest.parent.iterdir()):
+        assert proc.poll() is None, f"bench ended before writing: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the temporary folder never appeared"
+        time.sleep(0.005)
+
+
+def test_sigterm_exits_143_with_a_line_and_removes_the_temporary(pool_dir, tmp_path):
+    dest = tmp_path / "out"
+    before = snapshot(tmp_path)
+    proc = _start_bench(pool_dir, dest)
+    try:
+        _wait_for_temporary(proc, dest)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("coba: terminated"), err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_temporary_left_by_kill_9_is_cleaned_by_the_next_run(pool_dir, tmp_path, capsys):
+    dest = tmp_path / "out"
+    proc = _start_bench(pool_dir, dest)
+    try:
+        _wait_for_temporary(proc, dest)
+        proc.kill()  # SIGKILL: no handler runs
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stale = [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp-")]
+    assert stale, "the killed run left no temporary (the test did not reproduce a kill -9)"
+    lookalike = tmp_path / f".out.tmp-{proc.pid}-0badc0de"  # same name form, but not the project's: kept
+    lookalike.mkdir()
+    (lookalike / "mine.txt").write_text("mine\n")
+    code, _, err = run_coba([*BENCH, "--pool", str(pool_dir), "--out", str(dest)], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([lookalike.name, "out"])
+    assert (lookalike / "mine.txt").read_text() == "mine\n"
+
+
+# ------------------------------------------------------------------------------------ model files never run code
+class _TouchOnUnpickle:
+    """Unpickling this calls ``os.system("touch PATH")``: what a crafted model file would do."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def _crafted_zip(path: Path, witness: Path, *, weights_payload: bool) -> Path:
+    """An SB3-shaped zip for Box(21,) / Discrete(5) whose every serialized entry (and, with ``weights_payload``,
+    its policy.pth) would create ``witness`` when unpickled; the readable fields are what SB3 writes."""
+    import torch
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticPolicy
+
+    evil = base64.b64encode(pickle.dumps(_TouchOnUnpickle(witness))).decode()
+    data = {
+        "policy_class": {":type:": "<class 'abc.ABCMeta'>", ":serialized:": evil,
+                         "__module__": "stable_baselines3.common.policies"},
+        "policy_kwargs": {":type:": "<class 'dict'>", ":serialized:": evil, "net_arch": [8]},
+        "observation_space": {":type:": "<class 'gymnasium.spaces.box.Box'>", ":serialized:": evil, "_shape": [21],
+                              "dtype": "float32"},
+        "action_space": {":type:": "<class 'gymnasium.spaces.discrete.Discrete'>", ":serialized:": evil, "n": "5",
+                         "_shape": []},
+        "lr_schedule": {":type:": "<class 'function'>", ":serialized:": evil},
+    }
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    if weights_payload:
+        torch.save({"weights": _TouchOnUnpickle(witness)}, buffer)
+    else:
+        net = ActorCriticPolicy(spaces.Box(-np.inf, np.inf, (21,), np.float32), spaces.Discrete(5), lambda _: 0.0,
+                                net_arch=[8])
+        torch.save(net.state_dict(), buffer)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data", json.dumps(data))
+        archive.writestr("policy.pth", buffer.getvalue())
+        archive.writestr("pytorch_variables.pth", buffer.getvalue())
+    return path
+
+
+def _ppo_checkpoint_with(zip_path: Path, folder: Path) -> Path:
+    """A `coba train ppo`-shaped checkpoint folder whose model.zip is ``zip_path``."""
+    from coba_env.rules.features import FEATURE_NAMES
+
+    folder.mkdir()
+    (folder / "model.zip").write_bytes(zip_path.read_bytes())
+    (folder / "controller.json").write_text(json.dumps({
+        "kind": "ppo", "format_version": 1, "cost_model": "p_tokens", "budget": 100.0, "n_max": 3,
+        "observation": list(FEATURE_NAMES), "model": "model.zip"}))
+    return folder
+
+
+@pytest.mark.parametrize("weights_payload", [False, True], ids=["payload-in-data", "payload-in-weights"])
+@pytest.mark.parametrize("command", ["bench", "sweep", "solve", "bench-ppo-checkpoint", "solve-ppo-checkpoint"])
+def test_a_crafted_model_zip_never_runs_its_code(command, weights_payload, pool_dir, tmp_path, capsys):
+    """The witness file a pickle payload would create is never created, whichever command loads the zip."""
+    witness = tmp_path / "PWNED"
+    model = _crafted_zip(tmp_path / "model.zip", witness, weights_payload=weights_payload)
+    spec = str(_ppo_checkpoint_with(model, tmp_path / "ck")) if command.endswith("ppo-checkpoint") else str(model)
+    argv = {"bench": [*BENCH[:2], spec, *BENCH[3:], "--pool", str(pool_dir), "--out", str(tmp_path / "b")],
+            "sweep": ["sweep", "--pool", str(pool_dir), "--policies", spec, "--lambdas", "0.1", "--no-progress",
+                      "--out", str(tmp_path / "s")],
+            "solve": ["solve", "--policy", spec, "--generator", "http://127.0.0.1:9,gen-1.5B", "1+1?"]}
+    argv["bench-ppo-checkpoint"], argv["solve-ppo-checkpoint"] = argv["bench"], argv["solve"]
+    code, _, err = run_coba(argv[command], capsys)
+    assert not witness.exists(), "the model file ran code"
+    assert "Traceback" not in err
+    if weights_payload:
+        assert code == 2 and "policy.pth is not a readable weights file" in _one_error_line(err), err
+
+
+def test_a_crafted_mlp_weights_file_never_runs_its_code(tmp_path, pool_dir, capsys):
+    import shutil
+
+    import torch
+
+    from tests.test_hostile_cli import _save_mlp
+
+    _save_mlp(tmp_path / "ck", n_max=3)
+    witness = tmp_path / "PWNED"
+    torch.save({"0.weight": _TouchOnUnpickle(witness)}, tmp_path / "ck" / "model.pt")
+    code, _, err = run_coba([*BENCH[:2], str(tmp_path / "ck"), *BENCH[3:], "--pool", str(pool_dir), "--out",
+                             str(tmp_path / "b")], capsys)
+    assert not witness.exists() and code == 2 and "not a readable MLP weights file" in _one_error_line(err)
+    shutil.rmtree(tmp_path / "ck")
+
+
+def test_a_zip_with_a_foreign_policy_class_is_refused(tmp_path):
+    from agents.sb3_zip import read_sb3_model
+
+    model = _crafted_zip(tmp_path / "m.zip", tmp_path / "PWNED", weights_payload=False)
+    with zipfile.ZipFile(model) as archive:
+        data = json.loads(archive.read("data"))
+        weights = archive.read("policy.pth")
+    data["policy_class"]["__module__"] = "evil.policies"
+    with zipfile.ZipFile(model, "w") as archive:
+        archive.writestr("data", json.dumps(data))
+        archive.writestr("policy.pth", weights)
+    with pytest.raises(ValueError, match=r"the policy class comes from 'evil\.policies'.*never runs code"):
+        read_sb3_model(model, n_features=21, n_actions=5)
+    assert not (tmp_path / "PWNED").exists()
+
+
+# ------------------------------------------------------------------------------------ server replies
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def test_the_timeout_bounds_the_whole_request_against_a_trickling_server(server):
+    """One byte every 0.05 s: each read is quick, the whole reply takes ~20 s; a 1 s timeout must end it."""
+    from pools.client.openai_client import EndpointError, OpenAIClient
+
+    server.trickle_s = 0.05
+    client = OpenAIClient(server.url, "gen-1.5B", timeout_s=1.0, max_attempts=1)
+    with pytest.raises(EndpointError, match=r"timed out after 1 s"):
+        client.chat([{"role": "user", "content": "What is 1+1?"}], max_tokens=16)
+
+
+def test_content_given_as_a_list_of_parts_is_joined(server):
+    from pools.client.openai_client import OpenAIClient
+
+    server.content_parts = True
+    done = OpenAIClient(server.url, "gen-1.5B", max_attempts=1).chat([{"role": "user", "content": "What is 1+1?"}])
+    parts = server.responses[-1]["choices"][0]["message"]["content"]
+    assert isinstance(parts, list) and done.choices[0].text == "".join(p["text"] for p in parts) != ""
+
+
+@pytest.mark.parametrize("payload", [{"data": "x"}, {"data": [1, 2]}, {"data": [{"name": "no id"}]}, [1]])
+def test_a_models_list_of_the_wrong_shape_is_one_error(server, payload):
+    from pools.client.openai_client import EndpointError, OpenAIClient
+
+    server.models_payload = payload
+    with pytest.raises(EndpointError, match=r"expected a list of objects with an 'id'|answered with an error|"
+                                            r"not readable JSON"):
+        OpenAIClient(server.url, "m", max_attempts=1).models()
+
+
+# ------------------------------------------------------------------------------------ names from data as paths
+@pytest.mark.parametrize("name", ["../../x", "/etc/passwd", "..", ".", ".hidden", "a/b", "x" * 300, "C:\\evil",
+                                  "név ünïcode", "-rf"])
+def test_every_name_maps_to_one_safe_part_inside_the_root(name, tmp_path):
+    from pools.safe_names import path_under, safe_path_part
+
+    part = safe_path_part(name)
+    path = path_under(tmp_path, "seed0", name)
+    assert path.parent == tmp_path / "seed0" and path.name == part
+    assert "/" not in part and not part.startswith(".") and len(part) <= 80
+    assert all(c.isascii() and (c.isalnum() or c in "._-") for c in part)
+
+
+def test_distinct_names_never_share_a_part_and_safe_names_stay_as_they_are():
+    from pools.safe_names import safe_path_part
+
+    names = ["a/b", "a_b", "a b", "a:b", "a\\b", "../a_b"]
+    assert len({safe_path_part(n) for n in names}) == len(names)
+    assert [safe_path_part(n) for n in ("math500", "aime2024", "gsm8k-main", "v1.5")] == \
+        ["math500", "aime2024", "gsm8k-main", "v1.5"]
+
+
+def test_lodo_checkpoints_of_datasets_named_like_paths_stay_under_out(tmp_path):
+    """Datasets named ``../../escape`` and an absolute path: every checkpoint the protocol writes is under
+    ``out`` (before: ``out/seed0/../../escape`` and the absolute path itself were written)."""
+    from coba_env.compiled import compile_pool
+    from pools.default import resolve_pool
+    from pools.store import Pool
+    from train.protocol import run_protocol
+    from train.protocol_mlp import MLPMethod
+
+    full = resolve_pool("paper")
+    eps = full.episodes.groupby("dataset", sort=False).head(3)
+    victim = str(tmp_path / "victim")
+    rename = {"amc2023": "../../escape", "aime2024": victim}
+    items = full.items.merge(eps[["dataset", "item_id"]].drop_duplicates(), on=["dataset", "item_id"])
+    keep = set(eps["episode_id"])
+    pool = Pool(items=items.assign(dataset=items["dataset"].replace(rename)), models=full.models,
+                episodes=eps.assign(dataset=eps["dataset"].replace(rename)).reset_index(drop=True),
+                candidates=full.candidates[full.candidates["episode_id"].isin(keep)].reset_index(drop=True),
+                verifications=full.verifications[full.verifications["episode_id"].isin(keep)].reset_index(drop=True),
+                manifest=dict(full.manifest))
+    pool.refresh_manifest()
+    out = tmp_path / "a" / "b" / "out"
+    out.mkdir(parents=True)
+    method = MLPMethod(lambdas=(0.1,), settings={"dagger_rounds": 0, "epochs": 1, "episodes_per_round": 3,
+                                                 "balance_datasets": True, "tensorboard": False})
+    run_protocol(compile_pool(pool), method, seeds=(0,), out_dir=out, progress=False, held_out=["../../escape"])
+    outside = [p for p in tmp_path.rglob("*") if p != out and out not in p.parents and p not in out.parents]
+    assert outside == [], outside
+    written = sorted(p.relative_to(out).parts[:2] for p in out.rglob("controller.json"))
+    assert written and all(part[0] == "seed0" and not part[1].startswith(".") for part in written), written
