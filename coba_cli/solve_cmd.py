@@ -277,13 +277,16 @@ def run(args: argparse.Namespace) -> int:
                                 max_tokens=args.sample_max_tokens, seed=args.seed, api=args.api,
                                 prompt=args.prompt or "generate")
     policy = _load_policy(args)
-    lam = args.lam if args.lam is not None else float(getattr(policy, "lam", 0.1))
+    own_lam = getattr(policy, "lam", None)  # an SB3 zip without @LAMBDA has none: it reads the env's
+    lam = args.lam if args.lam is not None else float(0.1 if own_lam is None else own_lam)
     source = EndpointSource(problems, generator, judges, settings=settings, request_timeout_s=args.timeout,
                             max_attempts=args.max_attempts, api_key=args.api_key)
     limits = Limits(tokens=args.max_tokens, calls=args.max_calls, seconds=args.max_seconds)
     try:
-        env = LiveEnv(source, **_scales(args, policy, generator, settings), limits=limits, lam=lam,
-                      cost_model=args.cost, **policy.env_kwargs())
+        # The controller's own env settings (a PPO checkpoint's training budget) win, unless --budget is given.
+        own = {k: v for k, v in policy.env_kwargs().items() if not (k == "budget" and args.budget is not None)}
+        env = LiveEnv(source, **{**_scales(args, policy, generator, settings), **own}, limits=limits, lam=lam,
+                      cost_model=args.cost)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     ok, why = policy.applicable(env)
