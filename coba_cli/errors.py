@@ -48,8 +48,13 @@ def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse
     """Call ``func(args)``; report PoolError / UsageError / OSError and input that cannot be parsed as one
     ``coba: error: ...`` line with exit 2, Ctrl-C as ``coba: interrupted`` (exit 130), SIGTERM as
     ``coba: terminated`` (exit 143)."""
+    with command_scope():  # the destinations it checked stay locked (and known, for messages) until it ends
+        return _run_reporting(func, args)
+
+
+def _run_reporting(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     try:
-        with command_scope(), _sigterm_raises():
+        with _sigterm_raises():
             code = func(args)
     except (PoolError, UsageError) as exc:
         return _error(str(exc))

@@ -355,3 +355,40 @@ def test_lodo_checkpoints_of_datasets_named_like_paths_stay_under_out(tmp_path):
     assert outside == [], outside
     written = sorted(p.relative_to(out).parts[:2] for p in out.rglob("controller.json"))
     assert written and all(part[0] == "seed0" and not part[1].startswith(".") for part in written), written
+
+
+# ------------------------------------------------------------------------------------ messages
+def test_a_full_disk_names_the_destination_being_written(tmp_path, capsys):
+    """ENOSPC carries no file name; the line names the destination the command checked."""
+    import argparse
+    import errno
+
+    from coba_cli.errors import run_guarded
+    from pools.output_paths import check_output_dir
+
+    def command(_: argparse.Namespace) -> int:
+        check_output_dir(tmp_path / "out", option="--out")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert run_guarded(command, argparse.Namespace()) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"coba: error: {tmp_path / 'out'}: No space left on device while writing the result"), line
+
+
+@pytest.mark.parametrize(("exc", "expected"), [
+    (RecursionError("maximum recursion depth exceeded"), "nested too deeply"),
+    (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+     "not UTF-8 text (invalid start byte at byte 0)"),
+    (OverflowError("Python int too large to convert to C long"), "holds a number too large"),
+])
+def test_parse_errors_escaping_a_command_are_one_plain_line(exc, expected, capsys):
+    import argparse
+
+    from coba_cli.errors import run_guarded
+
+    def command(_: argparse.Namespace) -> int:
+        raise exc
+
+    assert run_guarded(command, argparse.Namespace()) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert expected in line and "Error" not in line and "C long" not in line, line
