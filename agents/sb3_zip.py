@@ -76,18 +76,21 @@ def _discrete_n(entry: Any) -> int | None:
 
 
 def _type_name(entry: Any) -> str:
-    return str(entry.get(":type:", "")) if isinstance(entry, dict) else type(entry).__name__
+    """The class name SB3 wrote for a serialized entry (``<class 'gymnasium.spaces.box.Box'>`` -> ``Box``)."""
+    text = str(entry.get(":type:", "")) if isinstance(entry, dict) else type(entry).__name__
+    match = _CLASS_REPR.fullmatch(text)
+    return match.group(1).rsplit(".", 1)[-1] if match else text[:60]
 
 
 def _check_spaces(data: dict[str, Any], model_file: Path, n_features: int, n_actions: int) -> None:
+    """The readable shape / size of the zip's spaces must be the env's (a Box / Discrete or a subclass)."""
     obs, act = data.get("observation_space"), data.get("action_space")
-    if "spaces.box.Box" not in _type_name(obs) or _space_shape(obs) != (n_features,):
-        raise ValueError(f"{model_file}: the model's observation space ({_type_name(obs)} of shape "
-                         f"{_space_shape(obs)}) does not fit the pool's Box({n_features},) observations; train it on "
-                         "coba/Replay-v0")
-    if "spaces.discrete.Discrete" not in _type_name(act) or _discrete_n(act) != n_actions:
-        raise ValueError(f"{model_file}: the model's action space ({_type_name(act)} with n={_discrete_n(act)}) does "
-                         f"not fit the pool's Discrete({n_actions}) actions; train it on coba/Replay-v0")
+    if not _type_name(obs).endswith("Box") or _space_shape(obs) != (n_features,):
+        raise ValueError(f"{model_file}: the model's observation space {_type_name(obs)}(shape={_space_shape(obs)}) "
+                         f"does not fit the pool's Box({n_features},) observations; train it on coba/Replay-v0")
+    if not _type_name(act).endswith("Discrete") or _discrete_n(act) != n_actions:
+        raise ValueError(f"{model_file}: the model's action space {_type_name(act)}(n={_discrete_n(act)}) does not "
+                         f"fit the pool's Discrete({n_actions}) actions; train it on coba/Replay-v0")
 
 
 def _policy_kwargs(data: dict[str, Any], model_file: Path) -> dict[str, Any]:
