@@ -226,7 +226,8 @@ def _check_values(ck: _Checker) -> None:
     for table, df in (("candidates", cands), ("verifications", verifs)):
         for col, high in (("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS), ("latency_s", MAX_LATENCY_S)):
             values = df[col].to_numpy(dtype=float, na_value=np.nan)
-            ck.first_bad(table, (values < 0) | (values > high), col, f"is {{value!r}}; expected from 0 to {high:g}")
+            ck.first_bad(table, values < 0, col, "is {value!r}; expected >= 0")
+            ck.first_bad(table, values > high, col, f"is {{value!r}}; expected from 0 to {high:g}")
     ck.first_bad("candidates", cands["candidate"].to_numpy() < 0, "candidate", "is {value!r}; expected >= 0")
     lat = cands["latency_s"].to_numpy(dtype=float)
     ck.first_bad("candidates", ~np.isfinite(lat), "latency_s", "is {value!r}; expected a finite number")

@@ -108,7 +108,7 @@ def check_fields(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], where: 
 
 def _check_range(value: Any, low: float, high: float, where: str, field: str) -> None:
     if value is not None and not low <= value <= high:
-        bounds = f"in [{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
+        bounds = f">= {low:g}" if value < low or not math.isfinite(high) else f"in [{low:g}, {high:g}]"
         shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}... ({len(str(value))} digits)"
         raise PoolError(f"is {shown}; expected a value {bounds}", file=where, field=field)
 

@@ -111,7 +111,8 @@ def _number(lo: float | None = None, hi: float | None = None, *, lo_open: bool =
 def _integer(lo: int = 0, hi: int | None = None):
     def rule(value: Any, ck: _Checker, path: str) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-            bound = f">= {lo}" + ("" if hi is None else f" and <= {hi}")
+            too_high = hi is not None and isinstance(value, int) and not isinstance(value, bool) and value > hi
+            bound = f">= {lo}" + (f" and <= {hi}" if too_high or (hi is not None and hi <= 1024) else "")
             ck.fail(path, f"expected an integer {bound}, got {_show(value)}")
         return int(value)
 
