@@ -68,7 +68,7 @@ def _run_reporting(func: Callable[[argparse.Namespace], int | None], args: argpa
         print("coba: interrupted", file=sys.stderr)
         return 130
     except Terminated:
-        print("coba: terminated (SIGTERM); nothing partial was left behind", file=sys.stderr)
+        print("coba: terminated (SIGTERM)", file=sys.stderr)
         return 143
     return int(code or 0)
 

@@ -18,7 +18,7 @@ def _edge_tests() -> int:
     """How many test cases ``tests/test_hostile_edges.py`` collects (parametrized cases counted one by one)."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=", "-p", "no:randomly",
                            "tests/test_hostile_edges.py"], cwd=Path(__file__).resolve().parents[1],
                           capture_output=True, text=True, check=False)
     return sum(1 for line in done.stdout.splitlines() if "::" in line)
