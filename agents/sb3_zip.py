@@ -17,6 +17,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,7 @@ def read_sb3_model(model_file: str | Path, *, n_features: int, n_actions: int) -
         with zipfile.ZipFile(model_file) as archive:
             data_bytes = _member(archive, "data", model_file)
             state = _weights(archive, model_file)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
         raise ValueError(f"{model_file}: not a readable SB3 model zip ({exc})") from None
     try:
         data = json.loads(data_bytes)

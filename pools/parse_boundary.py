@@ -18,7 +18,7 @@ from typing import Any
 
 from pools.errors import PoolError
 
-__all__ = ["PARSE_ERRORS", "load_json", "parse_problem", "read_json_file", "refuse_lone_surrogates"]
+__all__ = ["PARSE_ERRORS", "describe_bad_record", "load_json", "parse_problem", "read_json_file", "refuse_lone_surrogates"]
 
 #: Exceptions that malformed or hostile input raises while it is parsed or converted.
 PARSE_ERRORS: tuple[type[BaseException], ...] = (RecursionError, UnicodeError, OverflowError, ValueError)
@@ -42,6 +42,14 @@ def parse_problem(exc: BaseException) -> str:
     if "integer string conversion" in text or "Exceeds the limit" in text:
         return "holds an integer with thousands of digits; expected values that fit a 64-bit number"
     return text[:200]
+
+
+def describe_bad_record(exc: BaseException) -> str:
+    """What a ``KeyError`` / ``TypeError`` / ``ValueError`` raised while reading one record means, without
+    Python internals (no ``KeyError('x')``, no "dictionary update sequence element #0")."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"lacks the field {exc.args[0]!r}"
+    return "has a field of the wrong kind (a list, number or text where another kind is expected)"
 
 
 def load_json(text: str | bytes, *, where: str) -> Any:

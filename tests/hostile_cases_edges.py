@@ -158,6 +158,9 @@ EDGE_CASES: dict[str, list[Case]] = {
         Case("journal-lone-surrogate", ("pools", "build", "work", "p"), 2,
              r"journal\.jsonl, line \d+, field 'kind': holds a lone surrogate",
              setup=_append_journal(b'{"kind": "\\udc80"}')),
+        Case("journal-line-missing-field", ("pools", "build", "work", "p"), 2,
+             r"journal\.jsonl, line \d+: journal line lacks the field 'dataset'$",
+             setup=_append_journal(b'{"kind": "generation"}')),
     ],
     "bench": [
         Case("pool-output-tokens-2-to-the-62", ("bench", "--pool", "p0", "--out", "b", "--no-progress"), 2,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
-from pools.parse_boundary import PARSE_ERRORS, parse_problem, refuse_lone_surrogates
+from pools.parse_boundary import PARSE_ERRORS, describe_bad_record, parse_problem, refuse_lone_surrogates
 from pools.schema import TIERS
 
 __all__ = ["JOURNAL_NAME", "CandidateKey", "Journal", "JournalState", "ScoreKey", "read_journal"]
@@ -163,8 +163,7 @@ def read_journal(workdir: str | os.PathLike[str]) -> JournalState:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, PoolError):
                 raise
-            raise PoolError(f"journal line lacks a field or has a bad value ({exc!r})",
-                            file=f"{path}, line {lineno}") from exc
+            raise PoolError(f"journal line {describe_bad_record(exc)}", file=f"{path}, line {lineno}") from None
     return state
 
 
