@@ -47,6 +47,7 @@ class SB3Model:
     policy: Any
     observation_space: Any
     action_space: Any
+    num_timesteps: int | None = None  # the training steps the zip records (a plain field of its data)
 
 
 def _refuse(model_file: Path, what: str) -> ValueError:
@@ -181,4 +182,5 @@ def read_sb3_model(model_file: str | Path, *, n_features: int, n_actions: int) -
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{model_file}: the policy weights do not load ({first})") from None
     net.set_training_mode(False)
-    return SB3Model(net, obs_space, act_space)
+    steps = data.get("num_timesteps")
+    return SB3Model(net, obs_space, act_space, steps if isinstance(steps, int) and not isinstance(steps, bool) else None)
