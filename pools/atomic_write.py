@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from pools.destination_guard import (
+    DestinationChanged,
     changed_since_check,
     clean_stale_siblings,
     keep_aside,
@@ -81,10 +82,8 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
 
 def _refuse_swap(new: Path, dest: Path, option: str) -> None:
     """Keep ``new`` beside ``dest`` (which changed since it was checked) and stop with one line saying where."""
-    from pools.output_paths import OutputPathError
-
     kept = keep_aside(new, dest)
-    raise OutputPathError(f"changed while this command ran (something not written by it appeared there); it was "
+    raise DestinationChanged(f"changed while this command ran (something not written by it appeared there); it was "
                           f"left as it is, and the new result is in {kept}", file=f"{option} {dest}")
 
 

@@ -34,7 +34,7 @@ try:
 except ImportError:  # not POSIX: no lock, the re-check at the swap still applies
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DestinationBusy", "changed_since_check", "clean_stale_siblings", "command_scope", "hold_destination", "keep_aside",
+__all__ = ["DestinationBusy", "DestinationChanged", "changed_since_check", "clean_stale_siblings", "command_scope", "hold_destination", "keep_aside",
            "last_destination",
            "lock_destination", "note_written", "record_checked", "release_destination_locks", "stale_sibling_pattern"]
 
@@ -49,6 +49,10 @@ _scope: list[bool] = []
 
 class DestinationBusy(PoolError):
     """Another coba command is writing the same destination."""
+
+
+class DestinationChanged(PoolError):
+    """Something not written by this command appeared at its destination while it ran."""
 
 
 def _key(path: Path) -> Path:
