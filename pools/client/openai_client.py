@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pools.client.request_limits import check_url, read_within
 from pools.limits import MAX_PARAMS_B
 
 __all__ = ["Choice", "Completion", "Endpoint", "EndpointError", "EndpointPool", "OpenAIClient", "check_url",
@@ -224,7 +225,7 @@ class OpenAIClient:
             start = time.perf_counter()
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    raw = _read_within(response, start + self.timeout_s)
+                    raw = read_within(response, start + self.timeout_s)
                 latency = time.perf_counter() - start
             except urllib.error.HTTPError as exc:
                 status = exc.code
@@ -258,40 +259,6 @@ class OpenAIClient:
     def _backoff(self, attempt: int) -> float:
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
         return delay * random.uniform(0.75, 1.25)
-
-
-#: Largest answer read from a server (a reply of 16 samples of 32k tokens is a few MB).
-MAX_REPLY_BYTES = 256 * 2**20
-
-
-def _read_within(response: Any, deadline: float) -> bytes:
-    """The whole body of ``response``, read piece by piece so the request's wall-clock ``deadline`` holds even
-    against a server that trickles a byte at a time (the socket timeout only bounds each read)."""
-    chunks, size = [], 0
-    while True:
-        if time.perf_counter() > deadline:
-            raise TimeoutError("the whole request took longer than the timeout")
-        chunk = response.read1(65536)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_REPLY_BYTES:
-            raise http.client.HTTPException(f"the answer is larger than {MAX_REPLY_BYTES} bytes")
-        chunks.append(chunk)
-
-
-def check_url(url: str) -> str:
-    """``url`` if it is a usable http(s) URL (scheme, host, a port that is a number); else ``ValueError``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as exc:
-        raise ValueError(f"bad URL {url!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"bad URL {url!r}; expected http://HOST[:PORT]")
-    if not url.isprintable() or any(ch.isspace() for ch in url):
-        raise ValueError(f"bad URL {url!r}: it holds spaces or control characters")
-    return url
 
 
 def _token_count(usage: dict[str, Any], name: str, url: str, attempts: int) -> int | None:
