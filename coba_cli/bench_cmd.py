@@ -10,12 +10,11 @@ from coba_cli.arg_types import (
     connect_ray_cluster,
     dataset_list,
     int_in,
-    positive_int,
     require_ray,
     seed_int,
 )
 from coba_cli.errors import UsageError
-from pools.limits import MAX_RESAMPLES
+from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="output directory, created if missing; a previous bench folder there is replaced whole "
                              "(a folder holding anything else is refused) (default: bench-out)")
     parser.add_argument("--no-figures", action="store_true", help="skip the figures (faster)")
-    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                         help="replay worker processes (policies run in parallel, the pool shared by fork); "
                              "default: 2 for large runs where 2 CPUs are available, else 1")
     parser.add_argument("--unit", default="item", choices=("item", "episode"),

@@ -26,7 +26,7 @@ from coba_cli.arg_types import (
 from coba_cli.errors import UsageError
 from coba_env.costs import COST_MEASURES
 from pools.atomic_write import atomic_write_text
-from pools.limits import MAX_CANDIDATES
+from pools.limits import MAX_CANDIDATES, MAX_TOKENS
 from pools.output_paths import check_output_dir, check_output_file
 from pools.strict_json import strict_dumps
 
@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--max-seconds", type=positive_float, metavar="S",
                    help="wall-clock seconds; a call gets the remaining time as its timeout and is abandoned after it")
     s = p.add_argument_group("sampling and environment")
-    s.add_argument("--sample-max-tokens", type=positive_int, default=4096,
+    s.add_argument("--sample-max-tokens", type=int_in(1, MAX_TOKENS), default=4096,
                    help="output token cap of one generator call (default: 4096)")
     s.add_argument("--temperature", type=non_negative_float, default=0.6, help="generator temperature (default: 0.6)")
     s.add_argument("--top-p", type=probability, default=0.95, help="generator top-p (default: 0.95)")

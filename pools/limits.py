@@ -9,8 +9,8 @@ where float64 sums over a pool lose meaning. Sizes the user asks for (``--resamp
 
 from __future__ import annotations
 
-__all__ = ["MAX_CANDIDATES", "MAX_CLUSTER", "MAX_HIDDEN_UNITS", "MAX_ITEMS", "MAX_LATENCY_S", "MAX_PARAMS_B",
-           "MAX_RESAMPLES", "MAX_SEED", "MAX_TOKENS"]
+__all__ = ["MAX_CANDIDATES", "MAX_CLUSTER", "MAX_CONCURRENCY", "MAX_HIDDEN_UNITS", "MAX_ITEMS", "MAX_LATENCY_S",
+           "MAX_PARAMS_B", "MAX_RESAMPLES", "MAX_SEED", "MAX_TOKENS", "MAX_WORKERS"]
 
 #: Tokens of one call (prompt or output).
 MAX_TOKENS = 10**9
@@ -28,5 +28,8 @@ MAX_RESAMPLES = 1_000_000
 MAX_ITEMS = 10_000_000
 #: Units of one hidden layer of a controller network.
 MAX_HIDDEN_UNITS = 65_536
+#: Calls in flight at once (threads) and replay worker processes.
+MAX_CONCURRENCY = 1024
+MAX_WORKERS = 256
 #: Largest random seed (numpy's generators take 0 .. 2**32 - 1).
 MAX_SEED = 2**32 - 1

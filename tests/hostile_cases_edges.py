@@ -150,6 +150,10 @@ EDGE_CASES: dict[str, list[Case]] = {
              r"bad endpoint .*: bad URL", no_calls=True),
         Case("endpoint-ipv6-unclosed", (*GEN[:4], "http://[::1,gen-1.5B", *GEN[5:]), 2, r"bad endpoint",
              no_calls=True),
+        Case("n-100000", (*GEN, "--n", "100000"), 2, r"--n: expected an integer >= 1 and <= 4096",
+             no_calls=True),
+        Case("concurrency-10-to-the-6", (*GEN, "--concurrency", str(10**6)), 2,
+             r"--concurrency: expected an integer >= 1 and <= 1024", no_calls=True),
         Case("endpoint-params-1e308", (*GEN[:4], "{url},gen,1e308", *GEN[5:]), 2, r"at most 100000", no_calls=True),
     ],
     "pools build": [
