@@ -66,7 +66,9 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
     not a MemoryError)."""
     def parse(text: str) -> int:
         value = _int(text)
-        if not low <= value <= high:
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text}")
+        if value > high:
             raise argparse.ArgumentTypeError(f"expected an integer >= {low} and <= {high}, got {text}")
         return value
 
@@ -77,7 +79,9 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 def lambda_value(text: str) -> float:
     """A cost weight lambda: a finite number from 0 to the env's largest (``coba_env.rules.config.LAM_MAX``)."""
     value = _finite(text)
-    if not 0 <= value <= LAM_MAX:
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    if value > LAM_MAX:
         raise argparse.ArgumentTypeError(f"expected a number >= 0 and <= {LAM_MAX:g}, got {text}")
     return value
 
