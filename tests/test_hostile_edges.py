@@ -392,3 +392,18 @@ def test_parse_errors_escaping_a_command_are_one_plain_line(exc, expected, capsy
     assert run_guarded(command, argparse.Namespace()) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert expected in line and "Error" not in line and "C long" not in line, line
+
+
+def test_a_previous_result_moved_aside_by_a_killed_run_is_put_back(tmp_path):
+    """Killed between moving the old folder aside and moving the new one in: the next run restores the old."""
+    from pools.atomic_write import mark_output
+    from pools.destination_guard import clean_stale_siblings
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    aside = tmp_path / f".out.old-{int(dead.stdout)}-0123abcd"
+    aside.mkdir()
+    (aside / "report.md").write_text("the previous result\n")
+    mark_output(aside, "bench")
+    before = snapshot(aside)
+    assert clean_stale_siblings(tmp_path / "out") == [aside]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and snapshot(tmp_path / "out") == before
