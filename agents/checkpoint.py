@@ -11,7 +11,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from coba_env.rules.config import LAM_MAX
 from coba_env.rules.features import LAMBDA
+from pools.parse_boundary import PARSE_ERRORS, parse_problem
 
 CONFIG_FILE = "controller.json"
 KINDS = ("mlp", "ppo")
@@ -32,6 +34,9 @@ def split_spec(spec: str | Path) -> tuple[Path, float | None]:
                                  f"got {tail!r}") from None
             if not (math.isfinite(lam) and lam >= 0):
                 raise ValueError(f"checkpoint spec {text!r}: expected a finite lambda >= 0 after '@', got {tail!r}")
+            if lam > LAM_MAX:
+                raise ValueError(f"checkpoint spec {text!r}: expected a lambda from 0 to {LAM_MAX:g} (the env's "
+                                 f"range) after '@', got {tail!r}")
             return Path(head), lam
     return Path(text), None
 
@@ -54,9 +59,9 @@ def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any
     if not cfg.is_file():
         raise FileNotFoundError(f"{cfg}: missing; not a {what} directory (no {CONFIG_FILE})")
     try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{cfg}: not valid JSON ({exc})") from None
+        data = json.loads(cfg.read_bytes())
+    except PARSE_ERRORS as exc:  # malformed, not UTF-8, nested too deep, a number of thousands of digits
+        raise ValueError(f"{cfg}: not valid JSON ({parse_problem(exc)})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{cfg}: expected a JSON object, got {type(data).__name__}")
     expected = (kind,) if kind else KINDS

@@ -29,9 +29,12 @@ from coba_env.evidence import Evidence
 from coba_env.rules.actions import N_ACTIONS
 from coba_env.rules.features import BUDGET, LAMBDA, MEAN_LEN, N_FEATURES, rescaled
 from pools.atomic_write import atomic_write, atomic_write_text
+from pools.limits import MAX_HIDDEN_UNITS
 
 N_INPUTS = N_FEATURES + N_ACTIONS
 WEIGHTS_FILE = "model.pt"
+#: Most hidden layers a checkpoint may ask for.
+MAX_LAYERS = 64
 
 
 def build_network(hidden: tuple[int, ...] = (128, 128), n_inputs: int = N_INPUTS) -> nn.Sequential:
@@ -156,9 +159,10 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
         if key not in config:
             raise ValueError(f"{cfg_file}: missing field {key!r}")
     hidden = config["hidden"]
-    if not (isinstance(hidden, list) and hidden and all(isinstance(h, int) and not isinstance(h, bool) and h > 0
-                                                          for h in hidden)):
-        raise ValueError(f"{cfg_file}: field 'hidden' is {hidden!r}; expected a list of layer sizes (integers >= 1)")
+    if not (isinstance(hidden, list) and 0 < len(hidden) <= MAX_LAYERS
+            and all(isinstance(h, int) and not isinstance(h, bool) and 0 < h <= MAX_HIDDEN_UNITS for h in hidden)):
+        raise ValueError(f"{cfg_file}: field 'hidden' is {str(hidden)[:60]}; expected a list of 1 to {MAX_LAYERS} "
+                         f"layer sizes, integers from 1 to {MAX_HIDDEN_UNITS}")
     network = build_network(tuple(hidden))
     weights = path / WEIGHTS_FILE
     if not weights.is_file():

@@ -121,8 +121,16 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
             raise ValueError(f"{meta_file}: missing field {key!r}")
     if not (isinstance(meta["budget"], int | float) and math.isfinite(meta["budget"]) and meta["budget"] > 0):
         raise ValueError(f"{meta_file}: field 'budget' is {meta['budget']!r}; expected a positive number")
+    observation = meta["observation"]
+    if not (isinstance(observation, list) and 0 < len(observation) <= 1024):
+        raise ValueError(f"{meta_file}: field 'observation' is {str(observation)[:60]!r}; expected the list of "
+                         "observation feature names")
+    name = meta["model"]
+    if not (isinstance(name, str) and name and Path(name).name == name and name not in (".", "..")):
+        raise ValueError(f"{meta_file}: field 'model' is {str(name)[:60]!r}; expected the model file's name "
+                         "inside the checkpoint folder (no folders, no '..')")
     if model_file is None:
-        model_file = directory / str(meta["model"])
+        model_file = directory / name
     if not model_file.is_file():
         raise FileNotFoundError(f"{model_file}: model file named by {meta_file} ('model') is missing")
     return meta, model_file
@@ -133,15 +141,11 @@ def load(path: Path, *, lam: float | None = None) -> Policy:
     if lam is not None and not (math.isfinite(lam) and lam >= 0):
         raise ValueError(f"lam must be a finite number >= 0, got {lam}")
     meta, model_file = read_controller(Path(path))
-    from sb3_contrib import MaskablePPO
+    from agents.sb3_zip import read_sb3_model
+    from coba_env.rules.actions import N_ACTIONS
 
-    # Schedules are not needed to act; replacing them avoids unpickling closures from another SB3 version.
-    custom = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
-    try:
-        model = MaskablePPO.load(model_file, device="cpu", custom_objects=custom)
-    except Exception as exc:  # noqa: BLE001 - a damaged zip fails in many ways (BadZipFile, KeyError, pickle errors)
-        raise ValueError(f"{model_file}: not a readable PPO model ({type(exc).__name__}); the file is damaged or "
-                         "was not written by `coba train ppo`: train the controller again") from None
+    # Read without unpickling (a model file never runs code); the schedules are not needed to act.
+    model = read_sb3_model(model_file, n_features=len(meta["observation"]), n_actions=N_ACTIONS)
     expected = len(meta["observation"])
     if model.observation_space.shape != (expected,):
         raise ValueError(f"{model_file}: the model's observation shape {model.observation_space.shape} does not "

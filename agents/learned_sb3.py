@@ -2,7 +2,8 @@
 
 No configuration file is needed. The zip's own policy network acts (any SB3 algorithm: an actor-critic policy
 such as PPO, A2C or MaskablePPO plays its most probable legal action, a DQN policy its highest-valued legal
-action); the algorithm itself is not rebuilt, so no training schedule or sb3-contrib class has to unpickle.
+action); the algorithm itself is not rebuilt, and nothing in the zip is unpickled (``agents.sb3_zip``), so a
+crafted zip cannot run code.
 The model must have been trained on this env: observation ``Box(21,)`` and action ``Discrete(5)``; a zip with
 other spaces is refused when loaded, naming both. The env is built with its defaults (budget B = mean cost of
 N_max candidates under the bench's cost model, fusion-rank selection), as ``CoBaSB3VecEnv`` / ``gym.make`` build
@@ -27,6 +28,7 @@ from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import N_ACTIONS
+from coba_env.rules.config import LAM_MAX
 from coba_env.rules.features import FEATURE_NAMES
 
 N_FEATURES = len(FEATURE_NAMES)
@@ -49,6 +51,9 @@ def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
         raise ValueError(f"model spec {text!r}: expected PATH@LAMBDA with a number after '@', got {tail!r}") from None
     if not (math.isfinite(lam) and lam >= 0):
         raise ValueError(f"model spec {text!r}: expected a finite lambda >= 0 after '@', got {tail!r}")
+    if lam > LAM_MAX:
+        raise ValueError(f"model spec {text!r}: expected a lambda from 0 to {LAM_MAX:g} (the env's range) after '@', "
+                         f"got {tail!r}")
     return Path(head), lam
 
 
@@ -121,31 +126,8 @@ def load(path: str | Path, *, lam: float | None = None) -> Policy:
 
 
 def _read_policy(model_file: Path) -> Any:
-    """The policy network stored in an SB3 zip, its spaces checked against the env's."""
-    from gymnasium import spaces
-    from stable_baselines3.common.save_util import load_from_zip_file
+    """The policy network stored in an SB3 zip, its spaces checked against the env's, read without unpickling
+    (``agents.sb3_zip``: a model file never runs code)."""
+    from agents.sb3_zip import read_sb3_model
 
-    try:
-        data, params, _ = load_from_zip_file(model_file, device="cpu", print_system_info=False)
-    except Exception as exc:  # noqa: BLE001 - a damaged zip fails in many ways (BadZipFile, KeyError, pickle errors)
-        raise ValueError(f"{model_file}: not a readable SB3 model ({type(exc).__name__}: {exc})") from None
-    if not data or "policy_class" not in data or "policy" not in (params or {}):
-        raise ValueError(f"{model_file}: not an SB3 model zip (no policy class or policy weights)")
-    obs_space, act_space = data.get("observation_space"), data.get("action_space")
-    if not (isinstance(obs_space, spaces.Box) and obs_space.shape == (N_FEATURES,)):
-        raise ValueError(f"{model_file}: the model's observation space {obs_space} does not fit the pool's "
-                         f"Box({N_FEATURES},) observations; train it on coba/Replay-v0")
-    if not (isinstance(act_space, spaces.Discrete) and int(act_space.n) == N_ACTIONS):
-        raise ValueError(f"{model_file}: the model's action space {act_space} does not fit the pool's "
-                         f"Discrete({N_ACTIONS}) actions; train it on coba/Replay-v0")
-    kwargs = dict(data.get("policy_kwargs") or {})
-    try:
-        net = data["policy_class"](obs_space, act_space, lambda _: 0.0, **kwargs)
-        net.load_state_dict(params["policy"])
-    except Exception as exc:  # noqa: BLE001 - a mismatched architecture raises RuntimeError / TypeError / KeyError
-        raise ValueError(f"{model_file}: the policy weights do not load ({type(exc).__name__}: {exc})") from None
-    if not (hasattr(net, "q_net") or hasattr(net, "action_net")):
-        raise ValueError(f"{model_file}: policy class {type(net).__name__} is neither actor-critic nor DQN; "
-                         "only those are supported")
-    net.set_training_mode(False)
-    return net
+    return read_sb3_model(model_file, n_features=N_FEATURES, n_actions=N_ACTIONS).policy

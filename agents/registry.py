@@ -20,8 +20,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import agents.adaptive  # noqa: F401  (importing a policy module runs its @register decorators)
 import agents.coba  # noqa: F401
 import agents.evaluators  # noqa: F401
@@ -29,6 +27,7 @@ import agents.oracle  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy
+from pools.strict_yaml import load_yaml
 
 #: Where specs come from: a dict from ``load_specs``, a user YAML path, or None (the built-in file).
 SpecSource = Mapping[str, dict] | str | Path | None
@@ -39,7 +38,7 @@ GROUPS = ("coba", "baseline", "oracle", "learned")
 
 # ---------------------------------------------------------------- specs
 def _read_yaml(text: str, source: str) -> dict[str, dict[str, Any]]:
-    data = yaml.safe_load(text) or {}
+    data = load_yaml(text) or {}  # a key given twice is an error, not "the second one wins"
     if isinstance(data, dict) and "policies" in data:
         data = data["policies"]
     if not isinstance(data, dict):

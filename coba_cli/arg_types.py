@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from coba_env.rules.config import LAM_MAX
 
 #: The cost measures a subcommand may charge in (see docs/ENV.md, "Costs and budget").
 COST_CHOICES = ("p_tokens", "tokens", "calls", "latency", "usd")
@@ -57,6 +59,39 @@ def seed_int(text: str) -> int:
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to {2**32 - 1}, got {text}")
     return value
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (a size with an upper bound, so a typo is one line,
+    not a MemoryError)."""
+    def parse(text: str) -> int:
+        value = _int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low} and <= {high}, got {text}")
+        return value
+
+    parse.__name__ = f"integer from {low} to {high}"
+    return parse
+
+
+def lambda_value(text: str) -> float:
+    """A cost weight lambda: a finite number from 0 to the env's largest (``coba_env.rules.config.LAM_MAX``)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    if value > LAM_MAX:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 and <= {LAM_MAX:g}, got {text}")
+    return value
+
+
+def api_key_text(text: str) -> str:
+    """A bearer token: one line of printable ASCII (a line break would split the HTTP header)."""
+    if not (text.isprintable() and text.isascii()) or not text.strip():
+        raise argparse.ArgumentTypeError("expected the key as one line of printable text (it holds a line break, "
+                                         "a control character or non-ASCII text, or is empty)")
+    return text
 
 
 def finite_float(text: str) -> float:
@@ -109,6 +144,8 @@ def lambda_list(text: str) -> list[float]:
             raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {part!r} in {text!r}") from None
         if not math.isfinite(value) or value < 0:
             raise argparse.ArgumentTypeError(f"expected lambdas that are finite numbers >= 0, got {part!r} in {text!r}")
+        if value > LAM_MAX:
+            raise argparse.ArgumentTypeError(f"expected lambdas from 0 to {LAM_MAX:g} (the env's range), got {part!r}")
         values.append(value)
     return values
 

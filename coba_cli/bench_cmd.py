@@ -9,11 +9,12 @@ from coba_cli.arg_types import (
     add_ray_address,
     connect_ray_cluster,
     dataset_list,
-    positive_int,
+    int_in,
     require_ray,
     seed_int,
 )
 from coba_cli.errors import UsageError
+from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,13 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="output directory, created if missing; a previous bench folder there is replaced whole "
                              "(a folder holding anything else is refused) (default: bench-out)")
     parser.add_argument("--no-figures", action="store_true", help="skip the figures (faster)")
-    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
+    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                         help="replay worker processes (policies run in parallel, the pool shared by fork); "
                              "default: 2 for large runs where 2 CPUs are available, else 1")
     parser.add_argument("--unit", default="item", choices=("item", "episode"),
                         help="paired-bootstrap resampling unit: items, averaged over generators as in the paper "
                              "(default), or episodes")
-    parser.add_argument("--resamples", type=positive_int, default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--resamples", type=int_in(1, MAX_RESAMPLES), default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
     parser.add_argument("--replay", default="batched", choices=("batched", "single"),

@@ -14,16 +14,20 @@ from typing import TypeVar
 
 from coba_cli.arg_types import (
     add_ray_address,
+    api_key_text,
     connect_ray_cluster,
+    int_in,
     non_negative_float,
     positive_float,
     positive_int,
     probability,
     require_ray,
+    seed_int,
 )
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
+from pools.limits import MAX_CANDIDATES, MAX_CONCURRENCY, MAX_TOKENS
 from pools.output_paths import check_output_dir
 from pools.schema import TIERS, VERIFIER_ROLES
 
@@ -208,7 +212,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 def _add_call_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("calls")
-    g.add_argument("--concurrency", type=positive_int, default=8, help="calls in flight at once (default: 8)")
+    g.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8, help="calls in flight at once (default: 8)")
     g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per call before it is retried "
                    "(default: 600)")
     g.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per call on timeouts, connection "
@@ -217,7 +221,7 @@ def _add_call_options(p: argparse.ArgumentParser) -> None:
                    "(default: 1)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat",
                    help="/v1/chat/completions (default) or /v1/completions")
-    g.add_argument("--api-key", help="bearer token, if the server wants one")
+    g.add_argument("--api-key", type=api_key_text, help="bearer token, if the server wants one")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--out", metavar="DEST", help="build the pool into DEST when done")
     g.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote")
@@ -252,12 +256,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "from the repository root)")
     p.add_argument("--rgym-config", help="Reasoning Gym subset YAML (default: pools/data/rgym_hard.yaml)")
     p.add_argument("--limit", type=positive_int, help="only the first LIMIT items of each dataset")
-    p.add_argument("--n", type=positive_int, default=16, help="candidates per episode (default: 16)")
+    p.add_argument("--n", type=int_in(1, MAX_CANDIDATES), default=16, help="candidates per episode (default: 16)")
     p.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (default: 0.6)")
     p.add_argument("--top-p", type=probability, default=0.95, help="nucleus sampling top-p (default: 0.95)")
-    p.add_argument("--max-tokens", type=positive_int, default=4096, help="output token cap per sample (default: 4096)")
-    p.add_argument("--seed", type=int, default=0, help="base seed; each request's seed derives from it")
-    p.add_argument("--n-per-request", type=positive_int, default=1, help="samples asked per request with the n parameter "
+    p.add_argument("--max-tokens", type=int_in(1, MAX_TOKENS), default=4096, help="output token cap per sample (default: 4096)")
+    p.add_argument("--seed", type=seed_int, default=0, help="base seed; each request's seed derives from it")
+    p.add_argument("--n-per-request", type=int_in(1, MAX_CANDIDATES), default=1, help="samples asked per request with the n parameter "
                    "(default: 1, which gives exact per-sample token counts and latencies)")
     p.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
     _add_call_options(p)
@@ -292,7 +296,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "save the pool atomically to DEST.")
     p.add_argument("workdir", help="work dir written by `coba pools generate`")
     p.add_argument("dest", help="pool directory to create")
-    p.add_argument("--n", dest="n_build", type=positive_int, help="use the first N candidates per episode (default: all)")
+    p.add_argument("--n", dest="n_build", type=int_in(1, MAX_CANDIDATES), help="use the first N candidates per episode (default: all)")
     p.add_argument("--drop-incomplete", action="store_true", help="leave out episodes with fewer than N "
                    "candidates instead of failing")
     p.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote (never a "

@@ -136,6 +136,9 @@ def _verifier_roles(pairs: list[str]) -> dict[str, str]:
         if tier not in TIERS or role not in VERIFIER_ROLES:
             raise UsageError(f"--verifier-role {pair!r}: expected TIER=ROLE with TIER one of {list(TIERS)} and "
                              f"ROLE one of {list(VERIFIER_ROLES)}")
+        if tier in roles:
+            raise UsageError(f"--verifier-role names tier {tier} twice ({tier}={roles[tier]} and {pair}); give each "
+                             "tier once")
         roles[tier] = role
     return roles
 

@@ -12,10 +12,21 @@ import os
 import sys
 from typing import Any
 
-from coba_cli.arg_types import COST_CHOICES, non_negative_float, positive_float, positive_int, probability
+from coba_cli.arg_types import (
+    COST_CHOICES,
+    api_key_text,
+    int_in,
+    lambda_value,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    probability,
+    seed_int,
+)
 from coba_cli.errors import UsageError
 from coba_env.costs import COST_MEASURES
 from pools.atomic_write import atomic_write_text
+from pools.limits import MAX_CANDIDATES, MAX_TOKENS
 from pools.output_paths import check_output_dir, check_output_file
 from pools.strict_json import strict_dumps
 
@@ -47,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--step-judge", metavar="URL,MODEL[,PARAMS_B]", help="the step judge (VERIFY_V2)")
     g.add_argument("--verifier", metavar="URL,MODEL[,PARAMS_B]", help="the strong verifier (VERIFY_V3)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat", help="API of every call (default: chat)")
-    g.add_argument("--api-key", help="bearer token, if the servers want one")
+    g.add_argument("--api-key", type=api_key_text, help="bearer token, if the servers want one")
     g.add_argument("--timeout", type=positive_float, default=600.0,
                    help="seconds per request before it is retried (default: 600; --max-seconds cuts it shorter)")
     g.add_argument("--max-attempts", type=positive_int, default=3,
@@ -59,17 +70,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--max-seconds", type=positive_float, metavar="S",
                    help="wall-clock seconds; a call gets the remaining time as its timeout and is abandoned after it")
     s = p.add_argument_group("sampling and environment")
-    s.add_argument("--sample-max-tokens", type=positive_int, default=4096,
+    s.add_argument("--sample-max-tokens", type=int_in(1, MAX_TOKENS), default=4096,
                    help="output token cap of one generator call (default: 4096)")
     s.add_argument("--temperature", type=non_negative_float, default=0.6, help="generator temperature (default: 0.6)")
     s.add_argument("--top-p", type=probability, default=0.95, help="generator top-p (default: 0.95)")
-    s.add_argument("--seed", type=int, default=0, help="base seed; each sample's seed derives from it (default: 0)")
+    s.add_argument("--seed", type=seed_int, default=0, help="base seed; each sample's seed derives from it (default: 0)")
     s.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
-    s.add_argument("--lam", type=non_negative_float, default=None,
+    s.add_argument("--lam", type=lambda_value, default=None,
                    help="cost weight lambda (default: a checkpoint's PATH@LAMBDA or its default, else 0.1)")
     s.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                    help="cost model of the reward and the budget_used feature (default: p_tokens)")
-    s.add_argument("--n-max", type=positive_int, default=None,
+    s.add_argument("--n-max", type=int_in(1, MAX_CANDIDATES), default=None,
                    help=f"most candidates per problem (default: the reference pool's N, else {DEFAULT_N_MAX})")
     s.add_argument("--reference", metavar="POOL",
                    help="pool (directory or simulator profile) whose N_max, budget B and max output tokens set the "
@@ -226,6 +237,17 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _refuse_repeated_ids(problems: list[Any], source: str | None) -> None:
+    """``--record`` stores each problem as one pool item: two problems with one (dataset, id) cannot both be."""
+    seen: dict[tuple[str, str], int] = {}
+    for line, problem in enumerate(problems, start=1):
+        key = (str(problem.dataset), str(problem.item_id))
+        if key in seen:
+            raise UsageError(f"{source}, problem {line}: id {problem.item_id!r} (dataset {problem.dataset!r}) is "
+                             f"used by problem {seen[key]} too; --record needs each id once")
+        seen[key] = line
+
+
 # -------------------------------------------------------------------------------------------------- run
 def run(args: argparse.Namespace) -> int:
     """Solve every problem of ``args`` and report; input and endpoint errors become exit code 2."""
@@ -249,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
                          kind="pool")
     problems = (load_problems_file(args.file) if args.file else
                 [Problem("live", "problem-1", args.problem, args.gold or "")])
+    if args.record:  # a pool keys items by (dataset, item_id): a repeat is refused before any model call is paid
+        _refuse_repeated_ids(problems, args.file)
     generator = _endpoint(args.generator, "--generator")
     judges = {tier: ep for tier, ep in (("V1", _endpoint(args.judge, "--judge")),
                                         ("V2", _endpoint(args.step_judge, "--step-judge")),
@@ -257,13 +281,16 @@ def run(args: argparse.Namespace) -> int:
                                 max_tokens=args.sample_max_tokens, seed=args.seed, api=args.api,
                                 prompt=args.prompt or "generate")
     policy = _load_policy(args)
-    lam = args.lam if args.lam is not None else float(getattr(policy, "lam", 0.1))
+    own_lam = getattr(policy, "lam", None)  # an SB3 zip without @LAMBDA has none: it reads the env's
+    lam = args.lam if args.lam is not None else float(0.1 if own_lam is None else own_lam)
     source = EndpointSource(problems, generator, judges, settings=settings, request_timeout_s=args.timeout,
                             max_attempts=args.max_attempts, api_key=args.api_key)
     limits = Limits(tokens=args.max_tokens, calls=args.max_calls, seconds=args.max_seconds)
     try:
-        env = LiveEnv(source, **_scales(args, policy, generator, settings), limits=limits, lam=lam,
-                      cost_model=args.cost, **policy.env_kwargs())
+        # The controller's own env settings (a PPO checkpoint's training budget) win, unless --budget is given.
+        own = {k: v for k, v in policy.env_kwargs().items() if not (k == "budget" and args.budget is not None)}
+        env = LiveEnv(source, **{**_scales(args, policy, generator, settings), **own}, limits=limits, lam=lam,
+                      cost_model=args.cost)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     ok, why = policy.applicable(env)

@@ -51,19 +51,26 @@ def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None,
         return None, None
     if isinstance(value, str):
         text = value.strip()
-        if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+        if text.endswith((".yaml", ".yml")):  # only a YAML name is read as YAML (a .zip alone is a model)
             if not Path(text).is_file():
                 raise BenchInputError(f"policy spec file {text!r} does not exist")
             import yaml
 
+            from pools.strict_yaml import load_yaml
+
             try:
-                data = yaml.safe_load(Path(text).read_text()) or {}
+                data = load_yaml(Path(text).read_text(encoding="utf-8")) or {}
             except yaml.YAMLError as exc:
                 raise BenchInputError(f"cannot parse policy spec file {text!r}: {' '.join(str(exc).split())}") from None
+            except (UnicodeDecodeError, RecursionError) as exc:
+                from pools.parse_boundary import parse_problem
+
+                raise BenchInputError(f"cannot parse policy spec file {text!r}: {parse_problem(exc)}") from None
             if isinstance(data, dict) and "policies" in data:
                 data = data["policies"]
             if not isinstance(data, dict) or not data:
                 raise BenchInputError(f"policy spec file {text!r} names no policies")
+            _check_policy_names(data, text)
             return [str(k) for k in data], text
         names = [n.strip() for n in text.split(",") if n.strip()]
     else:
@@ -71,6 +78,18 @@ def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None,
     if not names:
         raise BenchInputError("no policy named; give comma-separated names, 'all', 'main' or a YAML spec file")
     return list(dict.fromkeys(names)), None  # a repeated name runs once
+
+
+def _check_policy_names(data: dict, source: str) -> None:
+    """Policy names go into the report's tables and file names: printable text on one line."""
+    from pools.safe_names import MAX_NAME_CHARS, control_character
+
+    for name in data:
+        bad = control_character(str(name))
+        if not isinstance(name, str) or bad is not None or not name.strip() or len(name) > MAX_NAME_CHARS:
+            why = f"holds the control character {bad}" if bad else "is not a name"
+            raise BenchInputError(f"policy spec file {source!r}: the policy name {str(name)[:60]!r} {why}; expected "
+                                  f"printable text on one line, at most {MAX_NAME_CHARS} characters")
 
 
 def select_policies(names: Sequence[str] | None, specs: dict[str, dict]) -> list[str]:

@@ -3,7 +3,7 @@
 A reader never sees a half-written file or folder, and a crash or Ctrl-C leaves the old one (if any) in
 place. Files and folders get the usual permissions (``0o666`` / ``0o777`` less the process umask: they
 are created with ``os.open`` / ``os.mkdir``, which apply the umask, so the umask is never read or changed).
-Standard library only, so every layer (pools, coba_env, agents, train, eval, the CLI) can use it.
+Standard library only (and ``pools.destination_guard``), so every layer (pools, coba_env, agents, train, eval, the CLI) can use it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
+
+from pools.destination_guard import (
+    DestinationChanged,
+    changed_since_check,
+    clean_stale_siblings,
+    keep_aside,
+    lock_destination,
+    note_written,
+)
 
 __all__ = ["OUTPUT_MARKER", "atomic_dir", "atomic_write", "atomic_write_bytes", "atomic_write_text", "mark_output"]
 
@@ -54,15 +63,28 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_siblings(path)
     tmp = _sibling(path, "tmp")
     try:
         os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies: the usual mode
         write(tmp)
-        os.replace(tmp, path)
+        with _interrupts_deferred():
+            option = changed_since_check(path)
+            if option is not None:  # something appeared there while the command ran: keep both
+                _refuse_swap(tmp, path, option)
+            os.replace(tmp, path)
+            note_written(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _refuse_swap(new: Path, dest: Path, option: str) -> None:
+    """Keep ``new`` beside ``dest`` (which changed since it was checked) and stop with one line saying where."""
+    kept = keep_aside(new, dest)
+    raise DestinationChanged(f"changed while this command ran (something not written by it appeared there); it was "
+                          f"left as it is, and the new result is in {kept}", file=f"{option} {dest}")
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -73,6 +95,13 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically."""
     return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def _mark_in_progress(folder: Path) -> None:
+    """The marker of a folder still being filled: a run killed with ``kill -9`` leaves it, and the next run
+    recognises the temporary folder as the project's by its name and this file (``clean_stale_siblings``)."""
+    text = json.dumps({"written_by": "coba-env", "what": "in-progress", "pid": os.getpid(), "entries": []}, indent=1)
+    (folder / OUTPUT_MARKER).write_text(text + "\n", encoding="utf-8")
 
 
 def mark_output(folder: str | Path, what: str) -> None:
@@ -94,19 +123,30 @@ def atomic_dir(dest: str | Path, fill: Callable[[Path], T], *, marker: str = "ou
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    with lock_destination(dest):
+        return _swap_in_dir(dest, fill, marker, before_swap)
+
+
+def _swap_in_dir(dest: Path, fill: Callable[[Path], T], marker: str, before_swap: Callable[[], object] | None) -> T:
+    clean_stale_siblings(dest)
     tmp = _sibling(dest, "tmp")
     old: Path | None = None
     try:
         os.mkdir(tmp, 0o777)  # umask applies; inside the try, so Ctrl-C right after it still removes it
+        _mark_in_progress(tmp)
         result = fill(tmp)
         mark_output(tmp, marker)
         with _interrupts_deferred():
+            option = changed_since_check(dest)
+            if option is not None:  # something appeared there while the command ran: keep both
+                _refuse_swap(tmp, dest, option)
             if dest.exists() or dest.is_symlink():
                 old = _sibling(dest, "old")
                 os.rename(dest, old)
             if before_swap is not None:  # a test hook: the old folder is aside, the new one not yet in place
                 before_swap()
             os.rename(tmp, dest)
+            note_written(dest)
     except BaseException:
         with _interrupts_deferred():
             if old is not None and old.exists() and not dest.exists():  # put the previous result back

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pools.atomic_write import OUTPUT_MARKER
+from pools.destination_guard import hold_destination, record_checked
 from pools.errors import PoolError
 
 __all__ = ["OutputPathError", "check_output_dir", "check_output_file", "project_made"]
@@ -61,7 +62,7 @@ def project_made(folder: Path) -> str | None:
         try:
             data = json.loads(marker.read_text(encoding="utf-8"))
             listed, kind = data["entries"], str(data.get("what") or "output")
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
             return None
         ours = isinstance(listed, list) and names - {OUTPUT_MARKER} <= set(map(str, listed))
         return kind if ours else None
@@ -103,6 +104,13 @@ def _writable_parent(path: Path, option: str) -> None:
     if too_long:
         raise OutputPathError(f"the name {too_long[0][:40]}... is too long; expected at most "
                               f"{name_max - _TMP_EXTRA} bytes", file=_where(option, path))
+
+
+def _claim(dest: Path, option: str) -> None:
+    """Lock ``dest`` for this command (a second command writing it is refused) and remember what it holds now,
+    so the final swap can tell whether something else appeared there meanwhile (``pools.destination_guard``)."""
+    hold_destination(dest, option)
+    record_checked(dest, option)
 
 
 def _where(option: str, path: Path) -> str:
@@ -157,6 +165,7 @@ def check_output_dir(dest: str | os.PathLike[str], *, force: bool = True, option
             if not force:
                 raise OutputPathError(f"already exists (pass {force_flag} to replace it)", file=_where(option, dest))
     _writable_parent(dest, option)
+    _claim(dest, option)
     return dest
 
 
@@ -173,4 +182,5 @@ def check_output_file(dest: str | os.PathLike[str], *, force: bool = False, opti
         if not force:
             raise OutputPathError(f"already exists (pass {force_flag} to replace it)", file=_where(option, dest))
     _writable_parent(dest, option)
+    _claim(dest, option)
     return dest

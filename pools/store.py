@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from pools.atomic_write import atomic_dir
 from pools.errors import PoolError
 from pools.output_paths import check_output_dir
+from pools.parse_boundary import PARSE_ERRORS, parse_problem
 from pools.schema import FORMAT_VERSION, TABLES, TIERS
 
 _ARROW_TYPES = {
@@ -133,9 +134,9 @@ def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
     if not manifest_path.exists():
         raise PoolError("missing manifest.json", file=str(path))
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise PoolError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=str(manifest_path)) from exc
+        manifest = json.loads(manifest_path.read_bytes())
+    except PARSE_ERRORS as exc:  # malformed, not UTF-8, nested too deep, a number of thousands of digits
+        raise PoolError(parse_problem(exc), file=str(manifest_path)) from None
     if not isinstance(manifest, dict):
         raise PoolError("expected a JSON object", file=str(manifest_path))
     tables = {}

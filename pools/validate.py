@@ -16,7 +16,9 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from pools.errors import PoolError
+from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
 from pools.prices import PRICES_KEY, check_prices
+from pools.safe_names import MAX_NAME_CHARS
 from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS, VERIFIER_ROLES
 
 if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
@@ -145,8 +147,8 @@ def _check_manifest_basics(ck: _Checker) -> int:
     if m["format_version"] != FORMAT_VERSION:
         ck.fail_manifest("format_version", f"is {m['format_version']!r}; expected {FORMAT_VERSION}")
     n = m["n_candidates"]
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        ck.fail_manifest("n_candidates", f"is {n!r}; expected a non-negative integer")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_CANDIDATES:
+        ck.fail_manifest("n_candidates", f"is {n!r}; expected a non-negative integer, at most {MAX_CANDIDATES}")
     _check_verifier_roles(ck, m.get("verifier_roles"))
     if PRICES_KEY in m:
         problem = check_prices(m[PRICES_KEY], ck.pool.models["name"].astype(str))
@@ -205,17 +207,32 @@ def _check_keys(ck: _Checker) -> None:
             ck.fail(table, pos, keys[-1], f"duplicate key {tuple(keys)}; first used at row {first}")
 
 
+_CONTROL = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
+
+
+def _check_names(ck: _Checker) -> None:
+    """Names that reach reports, tables and paths: printable, at most ``MAX_NAME_CHARS`` characters."""
+    for table, col in (("items", "dataset"), ("items", "item_id"), ("models", "name"), ("episodes", "generator"),
+                       ("verifications", "model")):
+        text = ck.pool.table(table)[col].astype(str)
+        ck.first_bad(table, text.str.contains(_CONTROL, regex=True).to_numpy() | (text.str.len() > MAX_NAME_CHARS),
+                     col, f"is {{value!r}}; expected printable text of at most {MAX_NAME_CHARS} characters "
+                          "(no line breaks or control characters)")
+
+
 def _check_values(ck: _Checker) -> None:
     p = ck.pool
     models, cands, verifs = p.models, p.candidates, p.verifications
     ck.first_bad("models", ~models["role"].isin(MODEL_ROLES), "role",
                  f"unknown role {{value!r}}; expected one of {list(MODEL_ROLES)}")
     params = models["params_b"].to_numpy(dtype=float)
-    ck.first_bad("models", ~np.isfinite(params) | (params < 0), "params_b",
-                 "is {value!r}; expected a non-negative number of billions of parameters")
+    ck.first_bad("models", ~np.isfinite(params) | (params < 0) | (params > MAX_PARAMS_B), "params_b",
+                 f"is {{value!r}}; expected a number of billions of parameters from 0 to {MAX_PARAMS_B:g}")
     for table, df in (("candidates", cands), ("verifications", verifs)):
-        for col in ("prompt_tokens", "output_tokens", "latency_s"):
-            ck.first_bad(table, df[col].to_numpy() < 0, col, "is {value!r}; expected >= 0")
+        for col, high in (("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS), ("latency_s", MAX_LATENCY_S)):
+            values = df[col].to_numpy(dtype=float, na_value=np.nan)
+            ck.first_bad(table, values < 0, col, "is {value!r}; expected >= 0")
+            ck.first_bad(table, values > high, col, f"is {{value!r}}; expected from 0 to {high:g}")
     ck.first_bad("candidates", cands["candidate"].to_numpy() < 0, "candidate", "is {value!r}; expected >= 0")
     lat = cands["latency_s"].to_numpy(dtype=float)
     ck.first_bad("candidates", ~np.isfinite(lat), "latency_s", "is {value!r}; expected a finite number")
@@ -283,7 +300,8 @@ def _check_candidate_indices(ck: _Checker, n: int) -> None:
 
 def _check_clusters(ck: _Checker) -> None:
     cands = ck.pool.candidates
-    ck.first_bad("candidates", cands["cluster"].to_numpy() < -1, "cluster", "is {value!r}; expected -1 or >= 0")
+    ck.first_bad("candidates", (cands["cluster"].to_numpy() < -1) | (cands["cluster"].to_numpy() > MAX_CLUSTER),
+                 "cluster", f"is {{value!r}}; expected -1 or a cluster id from 0 to {MAX_CLUSTER}")
     null_key = cands["answer_key"].isna().to_numpy()
     cluster = cands["cluster"].to_numpy()
     ck.first_bad("candidates", (cluster == -1) & ~null_key, "cluster",
@@ -337,6 +355,7 @@ def validate_pool(pool: Pool, *, source: str | None = None) -> None:
     _check_not_empty(ck, n)
     _check_columns(ck)
     _check_keys(ck)
+    _check_names(ck)
     _check_values(ck)
     _check_references(ck)
     _check_candidate_indices(ck, n)

@@ -14,6 +14,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.hostile_cases import case_counts  # noqa: E402
 
 
+def _edge_tests() -> int:
+    """How many test cases ``tests/test_hostile_edges.py`` and ``tests/test_hostile_model_files.py`` collect
+    (parametrized cases counted one by one)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=", "-p", "no:randomly",
+                           "tests/test_hostile_edges.py", "tests/test_hostile_model_files.py"], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, check=False)
+    return sum(1 for line in done.stdout.splitlines() if "::" in line)
+
+
 def main() -> int:
     """Print the per-command counts and the total."""
     counts = case_counts()
@@ -23,6 +34,11 @@ def main() -> int:
     print(f"{'total':<{width}}  {sum(counts.values()):>3}")
     print("plus: bench interruptions 8 (4 stages with a previous result, 3 without, 1 real SIGINT), "
           "1 hypothesis property (60 damaged JSONL files per run)")
+    edges = _edge_tests()
+    print(f"plus: {edges} edge tests in tests/test_hostile_edges.py and tests/test_hostile_model_files.py (a file "
+          "appearing during the run, a second "
+          "process on the same destination, SIGTERM, kill -9, crafted model files per command, a trickling "
+          "server, names that look like paths)")
     return 0
 
 

@@ -84,6 +84,9 @@ class FakeOpenAIServer(_LoopbackHTTPService):
         self.reasoning_field: str | None = None  # e.g. "reasoning": chat replies put a thinking part there
         self.usage_override: dict[str, Any] | None = None  # merged into usage: misbehaving counts ("12.5", -3)
         self.no_choices = False  # answer every completion with an empty "choices" list
+        self.trickle_s = 0.0  # send each answer one byte at a time, this many seconds apart (a stalling server)
+        self.content_parts = False  # chat content as a list of {"type": "text", "text": ...} parts
+        self.models_payload: Any = None  # what GET /v1/models answers (None: the usual list)
         self.requests: list[dict[str, Any]] = []  # bodies of successful requests
         self.responses: list[dict[str, Any]] = []  # what was sent back for them
         self.failures = 0
@@ -102,7 +105,9 @@ class FakeOpenAIServer(_LoopbackHTTPService):
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
-                self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                payload = owner.models_payload
+                self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+                           if payload is None else payload)
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
@@ -117,7 +122,13 @@ class FakeOpenAIServer(_LoopbackHTTPService):
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 try:
-                    self.wfile.write(data)
+                    if owner.trickle_s:
+                        for i in range(len(data)):
+                            self.wfile.write(data[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(owner.trickle_s)
+                    else:
+                        self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (killed, timed out)
                     pass
 
@@ -165,7 +176,9 @@ class FakeOpenAIServer(_LoopbackHTTPService):
             completion_tokens += count_tokens(text)
             choice: dict[str, Any] = {"index": i, "finish_reason": finish}
             if chat:
-                choice["message"] = {"role": "assistant", "content": text}
+                content: Any = text if not self.content_parts else [
+                    {"type": "text", "text": text[: len(text) // 2]}, {"type": "text", "text": text[len(text) // 2:]}]
+                choice["message"] = {"role": "assistant", "content": content}
                 if self.reasoning_field and not top:  # a sample, not a judge verdict: split off a thinking part
                     thinking = f"thinking about seed {seed}"
                     choice["message"][self.reasoning_field] = thinking

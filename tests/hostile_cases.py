@@ -340,6 +340,17 @@ CASES: dict[str, list[Case]] = {
 }
 
 
+def _add_edge_cases() -> None:
+    """Issue 25's cases (``tests/hostile_cases_edges.py``) run in the same harness, under the same commands."""
+    from tests.hostile_cases_edges import EDGE_CASES
+
+    for command, cases in EDGE_CASES.items():
+        CASES[command].extend(cases)
+
+
+_add_edge_cases()
+
+
 def case_counts() -> dict[str, int]:
     """Number of hostile cases per command."""
     return {command: len(cases) for command, cases in CASES.items()}

@@ -153,7 +153,9 @@ def test_checkpoint_round_trip(tiny, split, trained):
     policy = load(trained, lam=0.3)
     assert policy.group == "learned" and policy.env_kwargs()["budget"] == meta["budget"]
     records = replay(policy, make_env(policy, tiny, episode_ids=held, lam=0.3), record=True)
-    model = policy.model
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO.load(trained / meta["model"], device="cpu")  # SB3's own loader, as the reference
     for rec in records:  # the loaded policy acts as the SB3 model predicts, deterministically
         for o, m, a in zip(rec["observations"], rec["masks"], rec["action_ids"], strict=True):
             predicted, _ = model.predict(o, action_masks=m.astype(bool), deterministic=True)
@@ -165,7 +167,7 @@ def test_checkpoint_round_trip(tiny, split, trained):
     o, _, _, _, info = env.step(0)
     shown = o.copy()
     shown[LAMBDA_INDEX] = 0.7
-    expected, _ = fixed.model.predict(shown, action_masks=info["action_mask"].astype(bool), deterministic=True)
+    expected, _ = model.predict(shown, action_masks=info["action_mask"].astype(bool), deterministic=True)
     assert fixed.act(o, info["action_mask"], env.evidence) == int(expected)
     # The action rarely changes with lambda on the tiny pool, so check the network's output itself: the fixed
     # policy scores the observation exactly as the free one scores it with lambda 0.7 written in, not as shown.

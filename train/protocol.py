@@ -45,6 +45,7 @@ from coba_env.compiled import CompiledPool
 from coba_env.env import default_budget
 from coba_env.splits import Split, leave_one_dataset_out
 from eval.runner import run_policies
+from pools.safe_names import path_under
 
 #: The protocol's constants, stated before any held-out run (docs/LEARNING.md, "Protocol").
 POOL = "paper"
@@ -183,11 +184,11 @@ def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: M
     t0 = time.perf_counter()
     grid = list(method.grid())
     names = [point_name(method.name, p) for p in grid]
-    fold_dir = Path(out_dir) / f"seed{seed}" / split.held_out
+    fold_dir = path_under(out_dir, f"seed{seed}", split.held_out)  # dataset names are data: never a raw path
     frames = []
     for inner in inner_splits(compiled, split.train_episode_ids):
         fitted = method.fit(compiled, inner.train_episode_ids, budget=budget, seed=seed,
-                            out_dir=fold_dir / "inner" / inner.held_out, progress=progress)
+                            out_dir=path_under(fold_dir, "inner", inner.held_out), progress=progress)
         policies = [fitted.policy(p) for p in grid]
         for pol, name in zip(policies, names, strict=True):
             pol.name = name

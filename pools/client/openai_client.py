@@ -20,13 +20,17 @@ import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Choice", "Completion", "Endpoint", "EndpointError", "EndpointPool", "OpenAIClient", "guess_params_b",
-           "parse_endpoint"]
+from pools.client.request_limits import check_url, read_within
+from pools.limits import MAX_PARAMS_B
+
+__all__ = ["Choice", "Completion", "Endpoint", "EndpointError", "EndpointPool", "OpenAIClient", "check_url",
+           "guess_params_b", "parse_endpoint"]
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 
@@ -68,11 +72,22 @@ def _chat_text(message: dict[str, Any]) -> str:
     """
     if not isinstance(message, dict):
         return ""
-    content = message.get("content") if isinstance(message.get("content"), str) else ""
+    content = _content_text(message.get("content"))
     reasoning = message.get("reasoning") or message.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         return f"<think>\n{reasoning}\n</think>\n\n{content}"
     return content
+
+
+def _content_text(content: Any) -> str:
+    """A message's ``content``: a string, or a list of parts (``{"type": "text", "text": ...}`` or strings)
+    joined in order; anything else counts as no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p if isinstance(p, str) else p.get("text") if isinstance(p, dict) else None for p in content]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
 
 
 def _logprob(value: Any) -> float | None:
@@ -120,6 +135,10 @@ class OpenAIClient:
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  max_attempts: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        check_url(base_url)
+        if api_key is not None and not (api_key.isprintable() and api_key.isascii()):
+            raise ValueError("--api-key holds a line break, a control character or non-ASCII text; expected the "
+                             "key on one line")
         base = base_url.rstrip("/")
         self.base_url = base[: -len("/v1")] if base.endswith("/v1") else base
         self.model = model
@@ -159,8 +178,13 @@ class OpenAIClient:
 
     def models(self) -> list[str]:
         """Model ids the server lists at GET /v1/models."""
-        data, _, _ = self._request("/v1/models", None)
-        return [str(m.get("id")) for m in data.get("data") or []]
+        data, _, attempts = self._request("/v1/models", None)
+        listed = data.get("data")
+        if not isinstance(listed, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str)
+                                                   for m in listed):
+            raise EndpointError(f"the server's /v1/models answer lists {str(listed)[:80]}; expected a list of "
+                                "objects with an 'id'", url=self.base_url, attempts=attempts)
+        return [m["id"] for m in listed]
 
     # ------------------------------------------------------------------------------------------------
 
@@ -201,7 +225,7 @@ class OpenAIClient:
             start = time.perf_counter()
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    raw = response.read()
+                    raw = read_within(response, start + self.timeout_s)
                 latency = time.perf_counter() - start
             except urllib.error.HTTPError as exc:
                 status = exc.code
@@ -210,6 +234,8 @@ class OpenAIClient:
                     raise EndpointError(f"HTTP {exc.code}: {detail}", url=url, attempts=attempt,
                                         status=exc.code) from None
                 last = f"HTTP {exc.code}: {detail}"
+            except ValueError as exc:  # urllib: a malformed URL or header, a cut reply; asking again cannot help
+                raise EndpointError(f"cannot send the request ({str(exc)[:120]})", url=url, attempts=attempt) from None
             except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, refused/reset/cut connections
                 reason = getattr(exc, "reason", exc)
                 if isinstance(reason, TimeoutError):
@@ -220,8 +246,8 @@ class OpenAIClient:
             else:
                 try:
                     data = json.loads(raw)
-                except json.JSONDecodeError:
-                    last = f"the answer is not JSON: {raw[:200]!r}"
+                except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
+                    last = f"the answer is not readable JSON: {raw[:200]!r}"
                 else:
                     if isinstance(data, dict) and "error" not in data:
                         return data, latency, attempt
@@ -311,6 +337,10 @@ def parse_endpoint(spec: str, *, model: str | None = None, params_b: float | Non
     url = parts[0]
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"bad endpoint {spec!r}: the URL must start with http:// or https://")
+    try:
+        check_url(url)
+    except ValueError as exc:
+        raise ValueError(f"bad endpoint {spec!r}: {exc}") from None
     name = parts[1] if len(parts) > 1 and parts[1] else model
     if not name:
         raise ValueError(f"endpoint {spec!r} names no model; expected URL,MODEL[,PARAMS_B] (or pass --model)")
@@ -320,9 +350,9 @@ def parse_endpoint(spec: str, *, model: str | None = None, params_b: float | Non
             size = float(parts[2])
         except ValueError:
             raise ValueError(f"bad endpoint {spec!r}: PARAMS_B {parts[2]!r} is not a number") from None
-        if not (math.isfinite(size) and size > 0):
+        if not (math.isfinite(size) and 0 < size <= MAX_PARAMS_B):
             raise ValueError(f"bad endpoint {spec!r}: PARAMS_B {parts[2]!r}; expected a finite number of billions "
-                             "of parameters > 0")
+                             f"of parameters > 0 and at most {MAX_PARAMS_B:g}")
     if size is None:
         size = guess_params_b(name)
     if size is None or not size > 0:

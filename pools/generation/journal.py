@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
+from pools.parse_boundary import PARSE_ERRORS, describe_bad_record, parse_problem, refuse_lone_surrogates
 from pools.schema import TIERS
 
 __all__ = ["JOURNAL_NAME", "CandidateKey", "Journal", "JournalState", "ScoreKey", "read_journal"]
@@ -123,6 +124,13 @@ class JournalState:
 
 
 def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        yield from _parsed_lines(path)
+    except UnicodeDecodeError as exc:
+        raise PoolError(f"the journal is not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from None
+
+
+def _parsed_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with open(path, encoding="utf-8") as fh:
         for lineno, text in enumerate(fh, start=1):
             if not text.strip():
@@ -134,6 +142,9 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except json.JSONDecodeError as exc:
                 raise PoolError(f"malformed journal line ({exc.msg} at column {exc.colno})",
                                 file=f"{path}, line {lineno}") from exc
+            except PARSE_ERRORS as exc:  # nested too deep, a number of thousands of digits
+                raise PoolError(f"unreadable journal line ({parse_problem(exc)})", file=f"{path}, line {lineno}") from None
+            refuse_lone_surrogates(obj, text, where=f"{path}, line {lineno}")
             if not isinstance(obj, dict):
                 raise PoolError(f"expected a JSON object with a 'kind', got {type(obj).__name__} {text.strip()[:60]}",
                                 file=f"{path}, line {lineno}")
@@ -152,8 +163,7 @@ def read_journal(workdir: str | os.PathLike[str]) -> JournalState:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, PoolError):
                 raise
-            raise PoolError(f"journal line lacks a field or has a bad value ({exc!r})",
-                            file=f"{path}, line {lineno}") from exc
+            raise PoolError(f"journal line {describe_bad_record(exc)}", file=f"{path}, line {lineno}") from None
     return state
 
 

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from pools.errors import PoolError
+from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
+from pools.parse_boundary import parse_problem, refuse_lone_surrogates
+from pools.safe_names import check_data_name
 from pools.schema import TIERS
 
 #: Field kinds: "str", "int", "num", "bool", "obj" (JSON object); a trailing "?" allows null.
@@ -105,16 +108,19 @@ def check_fields(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], where: 
 
 def _check_range(value: Any, low: float, high: float, where: str, field: str) -> None:
     if value is not None and not low <= value <= high:
-        bounds = f"in [{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
-        raise PoolError(f"is {value!r}; expected a value {bounds}", file=where, field=field)
+        bounds = f">= {low:g}" if value < low or not math.isfinite(high) else f"in [{low:g}, {high:g}]"
+        shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+        raise PoolError(f"is {shown}; expected a value {bounds}", file=where, field=field)
 
 
 def check_record(rec: dict[str, Any], where: str) -> None:
     """Check one canonical candidate record's fields, types and value ranges."""
     check_fields(rec, LINE_FIELDS, where)
-    inf = math.inf
-    for name, low, high in (("generator_params_b", 0, inf), ("candidate", 0, inf), ("cluster", -1, inf),
-                            ("prompt_tokens", 0, inf), ("output_tokens", 0, inf), ("latency_s", 0, inf),
+    for name, what in (("dataset", "dataset"), ("item_id", "item"), ("generator", "model")):
+        check_data_name(rec[name], what=what, file=where, field=name)
+    for name, low, high in (("generator_params_b", 0, MAX_PARAMS_B), ("candidate", 0, MAX_CANDIDATES - 1),
+                            ("cluster", -1, MAX_CLUSTER), ("prompt_tokens", 0, MAX_TOKENS),
+                            ("output_tokens", 0, MAX_TOKENS), ("latency_s", 0, MAX_LATENCY_S),
                             ("repetition_score", 0, 1)):
         _check_range(rec.get(name), low, high, where, name)
     for tier, entry in rec.get("scores", {}).items():
@@ -123,9 +129,11 @@ def check_record(rec: dict[str, Any], where: str) -> None:
         if not isinstance(entry, dict):
             raise PoolError(f"expected a JSON object, got {describe_value(entry)}", file=where, field=f"scores.{tier}")
         check_fields(entry, SCORE_FIELDS, where, prefix=f"scores.{tier}.")
+        check_data_name(entry["model"], what="model", file=where, field=f"scores.{tier}.model")
         _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
-        for name in ("params_b", "prompt_tokens", "output_tokens", "latency_s"):
-            _check_range(entry.get(name), 0, inf, where, f"scores.{tier}.{name}")
+        for name, high in (("params_b", MAX_PARAMS_B), ("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS),
+                           ("latency_s", MAX_LATENCY_S)):
+            _check_range(entry.get(name), 0, high, where, f"scores.{tier}.{name}")
 
 
 def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
@@ -139,10 +147,14 @@ def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    yield lineno, json.loads(line)
+                    value = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise PoolError(f"malformed JSON ({exc.msg} at column {exc.colno})",
                                     file=f"{path}, line {lineno}") from exc
+                except (ValueError, RecursionError) as exc:  # nested too deep, an integer of thousands of digits
+                    raise PoolError(f"unreadable JSON ({parse_problem(exc)})", file=f"{path}, line {lineno}") from None
+                refuse_lone_surrogates(value, line, where=f"{path}, line {lineno}")
+                yield lineno, value
     except FileNotFoundError as exc:
         raise PoolError("no such file", file=path) from exc
     except UnicodeDecodeError as exc:

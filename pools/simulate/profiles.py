@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
+from pools.limits import MAX_ITEMS, MAX_PARAMS_B, MAX_TOKENS
+from pools.parse_boundary import PARSE_ERRORS, parse_problem
 from pools.schema import TIERS
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
@@ -112,7 +114,8 @@ def _number(lo: float | None = None, hi: float | None = None, *, lo_open: bool =
 def _integer(lo: int = 0, hi: int | None = None):
     def rule(value: Any, ck: _Checker, path: str) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-            bound = f">= {lo}" + ("" if hi is None else f" and <= {hi}")
+            too_high = hi is not None and isinstance(value, int) and not isinstance(value, bool) and value > hi
+            bound = f">= {lo}" + (f" and <= {hi}" if too_high or (hi is not None and hi <= 1024) else "")
             ck.fail(path, f"expected an integer {bound}, got {_show(value)}")
         return int(value)
 
@@ -186,22 +189,22 @@ def _generator_targets(value: Any, ck: _Checker, path: str) -> dict[str, Any]:
 
 
 _DATASET_FIELDS = {
-    "n_items": _integer(1),
+    "n_items": _integer(1, MAX_ITEMS),
     "targets": _targets,
     "generator_targets": _generator_targets,
     "answers": _choice(*ANSWER_STYLES),
-    "problem_tokens_median": _number(1),
+    "problem_tokens_median": _number(1, MAX_TOKENS),
     "length_multiplier": _number(0, lo_open=True),
     "wrong_attractor_share": _number(0, 1),
     "trap_fraction": _number(0, 1, hi_open=True),
-    "levels": _integer(0),
+    "levels": _integer(0, 1000),
     "subjects": _string_list,
     "tasks": _string_list,
 }
 
 _GENERATOR_FIELDS = {
     "accuracy_logit_offset": _number(-5, 5),
-    "output_tokens_median": _number(1),
+    "output_tokens_median": _number(1, MAX_TOKENS),
 }
 
 _TIER_FIELDS = {
@@ -214,9 +217,9 @@ _TIER_FIELDS = {
     "no_answer_shift": _number(),
     "score_sharpness": _number(0, lo_open=True),
     "score_bias": _number(),
-    "prompt_template_tokens": _integer(0),
-    "read_cap_tokens": _integer(1),
-    "output_tokens_median": _number(1),
+    "prompt_template_tokens": _integer(0, MAX_TOKENS),
+    "read_cap_tokens": _integer(1, MAX_TOKENS),
+    "output_tokens_median": _number(1, MAX_TOKENS),
     "output_tokens_sigma": _number(0),
 }
 
@@ -237,9 +240,9 @@ def _top_fields() -> dict[str, Any]:
         "name": _name,
         "description": _string,
         "n_candidates": _integer(1, 1024),
-        "max_output_tokens": _integer(1),
+        "max_output_tokens": _integer(1, MAX_TOKENS),
         "sampling": obj({"temperature": _number(0), "top_p": _number(0, 1)}),
-        "models": lambda v, ck, p: ck.mapping(v, p, _number(0, lo_open=True)),
+        "models": lambda v, ck, p: ck.mapping(v, p, _number(0, MAX_PARAMS_B, lo_open=True)),
         "generators": lambda v, ck, p: ck.mapping(v, p, obj(_GENERATOR_FIELDS)),
         "datasets": lambda v, ck, p: ck.mapping(v, p, lambda v2, c2, p2: c2.obj(v2, p2, _DATASET_FIELDS,
                                                                                  optional=("generator_targets",))),
@@ -260,7 +263,7 @@ def _top_fields() -> dict[str, Any]:
             "wrong_coef": _number(),
             "episode_sigma": _number(0),
             "candidate_sigma": _number(0, lo_open=True),
-            "prompt_template_tokens": _integer(0),
+            "prompt_template_tokens": _integer(0, MAX_TOKENS),
             "problem_tokens_sigma": _number(0),
         }),
         "audit": obj({
@@ -348,10 +351,10 @@ def load_profile(profile: str | os.PathLike[str] | dict[str, Any]) -> Profile:
                                 "or a path to a profile JSON file", file=text)
         source = str(path)
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise PoolError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=source) from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PoolError(f"cannot read profile ({exc})", file=source) from exc
+            data = json.loads(path.read_bytes())
+        except OSError as exc:
+            raise PoolError(f"cannot read profile ({exc.strerror or exc})", file=source) from None
+        except PARSE_ERRORS as exc:  # malformed, not UTF-8, nested too deep
+            raise PoolError(parse_problem(exc), file=source) from None
     clean = validate_profile(data, source)
     return Profile(name=clean["name"], source=source, data=clean)
