@@ -5,7 +5,7 @@ registered with ``@register(kind)``. A user YAML file with the same layout is me
 so a new variant (say CoBa with ``n_max: 6``) needs no code::
 
     policies:
-      coba_n6_k3: {kind: coba, label: "CoBa N6 K3", params: {n_max: 6, strong_routes: 3}}
+      coba_n6_k3: {kind: coba, label: "CoBa N6 K3", params: {n_max: 6, strong_routes: 3, skip_unanimous_routes: true}}
 
 Every parameterized policy derives from ``ConfiguredPolicy``, which checks parameter names against the
 class's ``defaults`` so a typo in a YAML file fails loudly.

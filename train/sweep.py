@@ -140,7 +140,7 @@ def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
                      f"{len(summary['dominates'][r.policy])} |")
     lines += ["", "Fronts compared over their common cost range: the mean, over log10 cost in the range both "
               "fronts cover, of the best accuracy each reaches at that cost or less (higher is better; "
-              "docs/LEARNING.md, 'Comparing fronts'). Single-point families are judged by dominance only.", ""]
+              "docs/CONTROLLERS.md, 'Comparing fronts'). Single-point families are judged by dominance only.", ""]
     if summary["comparisons"]:
         lines += ["| family A | family B | common cost range | mean acc A | mean acc B | A - B |",
                   "|---|---|---|---|---|---|"]
