@@ -14,6 +14,7 @@ from typing import Any
 
 from coba_cli.arg_types import COST_CHOICES, non_negative_float, positive_float, positive_int, probability
 from coba_cli.errors import UsageError
+from coba_cli.help_text import ExampleFormatter, examples
 from coba_env.costs import COST_MEASURES
 from pools.atomic_write import atomic_write_text
 from pools.output_paths import check_output_dir, check_output_file
@@ -30,7 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "call the judge / step judge / verifier, STOP returns the answer). Prints a readable summary of each "
         "problem (answer, every action with its costs and revealed evidence, why it stopped) and writes the "
         "JSON trace with --json. Hard per-problem budgets (--max-tokens, --max-calls, --max-seconds) are never "
-        "exceeded: a call that could exceed one is not made.")
+        "exceeded: a call that could exceed one is not made.",
+        formatter_class=ExampleFormatter,
+        epilog=examples('coba solve --policy coba_light --generator http://localhost:8000/v1,Qwen3-8B '
+                        '--judge http://localhost:8001/v1,Qwen3-1.7B "What is 7*8?"',
+                        "coba solve --policy coba_balanced --generator URL,MODEL --judge URL,MODEL "
+                        "--verifier URL,MODEL --file problems.jsonl --json traces.jsonl"))
     p.add_argument("problem", nargs="?", help="the problem text (or give --file)")
     p.add_argument("--file", metavar="PROBLEMS.jsonl",
                    help="problems, one JSON object per line: problem (required), dataset, item_id, gold, level, "
