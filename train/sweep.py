@@ -236,6 +236,16 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         policies = [p.make() for p in points]
     except (ValueError, OSError) as exc:
         raise SweepInputError(str(exc)) from None
+    # A CoBa grid point whose n_max exceeds the pool's N would run capped at N and repeat another point: it is
+    # left out and listed with the reason, like best-of-16 on an N = 8 pool.
+    n_pool = compiled.n_candidates
+    beyond = {p.name: f"n_max={pol.n_max} is above the pool's N={n_pool}; it would run as n_max={n_pool} and "
+              "repeat that point" for p, pol in zip(points, policies, strict=True)
+              if p.family == "coba" and getattr(pol, "n_max", 0) > n_pool}
+    if beyond and len(beyond) == len(points):
+        raise SweepInputError(f"no sweep point fits this pool ({'; '.join(f'{k}: {v}' for k, v in beyond.items())})")
+    kept = [i for i, p in enumerate(points) if p.name not in beyond]
+    points, policies = [points[i] for i in kept], [policies[i] for i in kept]
     for line in in_sample_warnings(policies, list(dict.fromkeys(compiled.dataset.tolist()))):
         print(line, file=sys.stderr)
     if ray_address is None:
@@ -257,7 +267,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
                             cost=cost_model)
     summary = frontier_summary(table)
-    summary["not_applicable"] = dict(skipped)
+    summary["not_applicable"] = {**beyond, **skipped}
 
     def fill(tmp: Path) -> None:
         write_frontier(table, summary, tmp)
