@@ -186,3 +186,19 @@ def test_register_is_importable_from_the_registry():
     from agents import configured, registry
 
     assert registry.register is configured.register
+
+
+def test_a_checkpoint_without_lambda_states_the_lambda_it_runs_at(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", "mlp", "--pool", "tiny", "--rounds", "0", "--epochs", "2", "--episodes-per-round", "10",
+                 "--lambdas", "0.05,0.3", "--out", str(ckpt), "--no-progress"]) == 0
+    stored = json.loads((ckpt / "controller.json").read_text())["default_lambda"]
+    capsys.readouterr()
+    out = tmp_path / "bench"
+    assert main([*BENCH, "--policies", f"greedy,{ckpt}", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"note: checkpoint {ckpt} runs at lambda {stored:g} (its training default); give {ckpt}@LAMBDA" in err
+    assert f"mlp@{stored:g}" in json.loads((out / "results.json").read_text())["policies"]
+    # With @LAMBDA nothing needs saying.
+    assert main([*BENCH, "--policies", f"{ckpt}@0.3", "--out", str(tmp_path / "bench2")]) == 0
+    assert "note: checkpoint" not in capsys.readouterr().err
