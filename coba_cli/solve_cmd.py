@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "subject, task, metadata (Reasoning Gym items carry task and metadata)")
     p.add_argument("--gold", help="gold answer of the PROBLEM given on the command line (only to report correctness)")
     p.add_argument("--policy", required=True, metavar="NAME|CHECKPOINT",
-                   help="a registered policy name (e.g. coba_light, coba_balanced) or a trained controller's "
-                        "checkpoint directory")
+                   help="a registered policy name (e.g. coba_light, coba_balanced), a trained controller's "
+                        "checkpoint directory, or your own class as FILE.py:Class / module:Class")
     p.add_argument("--policies-file", metavar="YAML", help="a policy spec YAML merged over agents/policies.yaml")
     g = p.add_argument_group("endpoints (URL,MODEL[,PARAMS_B]; PARAMS_B = billions of parameters, else read off "
                              "the model name)")

@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--policies", default="coba,best_of_n", metavar="ITEMS",
                         help="comma-separated: a fixed family ('coba': N_max x strong routes, 'best_of_n': n), a "
-                             "checkpoint directory (traced over --lambdas) or a registered policy name "
-                             "(one point); default: coba,best_of_n")
+                             "checkpoint directory (traced over --lambdas), a registered policy name or your own "
+                             "class as FILE.py:Class / module:Class (one point each); default: coba,best_of_n")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,

@@ -202,3 +202,18 @@ def test_a_checkpoint_without_lambda_states_the_lambda_it_runs_at(tmp_path, caps
     # With @LAMBDA nothing needs saying.
     assert main([*BENCH, "--policies", f"{ckpt}@0.3", "--out", str(tmp_path / "bench2")]) == 0
     assert "note: checkpoint" not in capsys.readouterr().err
+
+
+def test_sweep_takes_a_policy_class_from_a_file_as_one_point(tmp_path):
+    from train.sweep import run_sweep
+
+    rule = tmp_path / "my_rule.py"
+    rule.write_text(TWO_THEN_STOP)
+    table, _ = run_sweep("tiny", ["bon2_majority", f"{rule}:TwoThenStop"], out_dir=tmp_path / "sweep",
+                         progress=False)
+    rows = table.set_index("policy")
+    assert set(rows.index) == {"bon2_majority", "TwoThenStop"}
+    numeric = [c for c in rows.columns if rows[c].dtype.kind == "f"]
+    assert numeric
+    for column in numeric:
+        assert rows.loc["TwoThenStop", column] == pytest.approx(rows.loc["bon2_majority", column]), column

@@ -172,9 +172,10 @@ def write_frontier(points: pd.DataFrame, summary: dict[str, Any], out_dir: str |
 
 def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepPoint]:
     """Sweep points for ``--policies`` items: a fixed family name, a checkpoint directory (traced over
-    ``lambdas``) or a registry policy name (a single point)."""
+    ``lambdas``), a registry policy name or a ``FILE.py:Class`` / ``module:Class`` reference (a single point)."""
     from agents.learned import is_checkpoint, load_checkpoint
-    from agents.registry import load_specs
+    from agents.plugins import is_class_ref
+    from agents.registry import load_specs, make_policy
 
     table = load_specs()
     out: list[SweepPoint] = []
@@ -190,12 +191,18 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
             out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
         elif spec in table:
             out += anchor_points([spec])
+        elif is_class_ref(spec):  # the user's own policy class, FILE.py:Class or module:Class (one point)
+            try:
+                name = make_policy(spec).name
+            except (ValueError, TypeError) as exc:
+                raise SweepInputError(str(exc)) from None
+            out.append(SweepPoint(name, name, "", lambda spec=spec: make_policy(spec)))
         elif Path(spec).is_dir():
             raise SweepInputError(f"{spec}: a folder without controller.json; expected a checkpoint directory "
                                   "written by `coba train`")
         else:
             raise SweepInputError(f"unknown sweep policy {spec!r}: expected a family {list(FIXED_FAMILIES)}, a "
-                                  f"checkpoint directory (with controller.json) or a registered policy name")
+                                  f"checkpoint directory (with controller.json), a registered policy name or FILE.py:Class")
     names = [p.name for p in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
