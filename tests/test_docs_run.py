@@ -111,3 +111,23 @@ def test_collector_reads_languages_and_marks():
     assert [b.language for b in page_blocks if b.language == "python"]
     assert all(b.line >= 1 for b in page_blocks)
     assert all(b.language in ("python", "bash") for b in runnable_blocks(DOC_FILES[0]))
+
+
+def test_registry_yaml_excerpts_in_the_docs_match_the_registry():
+    """A YAML excerpt of a built-in policy (docs/POLICIES.md shows coba_strong) has the registry's params."""
+    import yaml
+
+    from agents.registry import load_specs
+
+    specs = load_specs()
+    checked = 0
+    for path in DOC_FILES:
+        for block in collect_blocks(path):
+            if block.language != "yaml":
+                continue
+            shown = (yaml.safe_load(block.code) or {}).get("policies", {})
+            for name, spec in shown.items():
+                if name in specs and "kind" in spec:
+                    assert spec["params"] == specs[name]["params"], f"{block.where}: {name}"
+                    checked += 1
+    assert checked >= 1
