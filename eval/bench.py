@@ -180,7 +180,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
     ``Pool``; ``pool_seed`` seeds a simulated pool. ``seed`` seeds the bootstrap and any stochastic policy.
     ``policies``: None / "all" (every non-learned registered policy), "main" (the paper's main
-    table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
+    table), or a comma-separated mix of names, YAML spec files, ``FILE.py:Class`` / ``module:Class`` references
+    and checkpoints (``PATH[@LAMBDA]``, SB3 ``.zip``); or a list of such items / ``Policy`` objects. Returns the
     content of ``results.json``. Prints a summary table unless ``quiet``. ``datasets`` restricts the replay to
     those datasets; a learned policy evaluated on datasets it was trained on gets a warning line on stderr.
     ``replay`` "batched" (default) replays policies with a batched form through ``CoBaVectorEnv``; "single"
