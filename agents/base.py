@@ -36,6 +36,15 @@ class Policy(ABC):
     #: The role map of the env the policy runs in (the paper's identity map until ``bind``).
     roles: RoleMap = PAPER_ROLE_MAP
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that sets no ``name`` / ``label`` of its own is shown under its class name, not "policy"."""
+        super().__init_subclass__(**kwargs)
+        inherited = {"policy", "Policy", *(base.__name__ for base in cls.__mro__[1:])}
+        if "name" not in vars(cls) and cls.name in inherited:
+            cls.name = cls.__name__
+        if "label" not in vars(cls) and cls.label in inherited:
+            cls.label = cls.name
+
     def env_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``CoBaEnv`` that this policy needs (its selection rule)."""
         return {"selection": self.selection} if self.selection is not None else {}

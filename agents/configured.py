@@ -73,7 +73,7 @@ class ConfiguredPolicy(Policy):
         self.params: dict[str, Any] = {**self.defaults, **params}
         for key, value in self.params.items():
             setattr(self, key, value)
-        self.name = name or self.kind
+        self.name = name or self.kind or type(self).name  # an unregistered user class: its class name
         self.label = label or self.name
         self._evidence: Evidence | None = None
         self.configure()

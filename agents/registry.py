@@ -5,16 +5,21 @@ registered with ``@register(kind)``. A user YAML file with the same layout is me
 so a new variant (say CoBa with ``n_max: 6``) needs no code::
 
     policies:
-      coba_n6_k3: {kind: coba, label: "CoBa N6 K3", params: {n_max: 6, strong_routes: 3}}
+      coba_n6_k3: {kind: coba, label: "CoBa N6 K3", params: {n_max: 6, strong_routes: 3, skip_unanimous_routes: true}}
 
 Every parameterized policy derives from ``ConfiguredPolicy``, which checks parameter names against the
 class's ``defaults`` so a typo in a YAML file fails loudly.
+
+A ``kind`` may also be a class of the user's own (``my_rules.py:TwoThenJudge`` or ``my_package.rules:Cls``,
+``agents.plugins``), and installed packages add named policies through the ``coba_env.policies`` entry-point
+group; ``make_policy`` accepts such a reference as a name too. Route policies share this registry, so they get
+the same mechanism.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -26,11 +31,15 @@ import agents.evaluators  # noqa: F401
 import agents.oracle  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
-from agents.configured import POLICY_CLASSES, ConfiguredPolicy
+from agents.configured import POLICY_CLASSES, ConfiguredPolicy, register
+from agents.plugins import PluginError, is_class_ref, load_class_ref, load_entry_points
 from pools.strict_yaml import load_yaml
 
-#: Where specs come from: a dict from ``load_specs``, a user YAML path, or None (the built-in file).
-SpecSource = Mapping[str, dict] | str | Path | None
+__all__ = ["POLICY_CLASSES", "ConfiguredPolicy", "PluginError", "default_bench_policies", "list_policies",
+           "load_specs", "make_policy", "policy_class", "register"]
+
+#: Where specs come from: a dict from ``load_specs``, user YAML path(s), or None (the built-in file).
+SpecSource = Mapping[str, dict] | str | Path | Sequence[str | Path] | None
 
 SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description", "at_pool_n")
 GROUPS = ("coba", "baseline", "oracle", "learned")
@@ -68,12 +77,32 @@ def _merge(base: dict[str, dict[str, Any]], extra: dict[str, dict[str, Any]]) ->
     return out
 
 
-def _complete(name: str, spec: dict[str, Any], source: str) -> dict[str, Any]:
+def policy_class(kind: str, *, base_dir: str | Path | None = None) -> type[Policy]:
+    """The class of policy ``kind``: a registered kind, or a ``FILE.py:Class`` / ``module:Class`` reference."""
+    if kind in POLICY_CLASSES:
+        return POLICY_CLASSES[kind]
+    if isinstance(kind, str) and is_class_ref(kind):
+        return load_class_ref(kind, base_dir=base_dir)
+    raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(POLICY_CLASSES)}, FILE.py:Class or "
+                     "module:Class")
+
+
+def _canonical_kind(kind: str, base_dir: Path | None) -> str:
+    """A file reference relative to the YAML file's folder becomes absolute, so it resolves from any cwd."""
+    head, _, attr = kind.rpartition(":")
+    if kind in POLICY_CLASSES or not head.endswith(".py") or Path(head).is_absolute() or base_dir is None:
+        return kind
+    beside = base_dir / head
+    return f"{beside.resolve()}:{attr}" if beside.is_file() else kind
+
+
+def _complete(name: str, spec: dict[str, Any], source: str, base_dir: Path | None = None) -> dict[str, Any]:
     kind = spec.get("kind")
-    if kind not in POLICY_CLASSES:
-        raise ValueError(f"{source}: policy {name!r}: unknown kind {kind!r}; "
-                         f"expected one of {sorted(POLICY_CLASSES)}")
-    cls = POLICY_CLASSES[kind]
+    try:
+        kind = _canonical_kind(kind, base_dir) if isinstance(kind, str) else kind
+        cls = policy_class(kind)
+    except ValueError as exc:
+        raise ValueError(f"{source}: policy {name!r}: {exc}") from None
     group = spec.get("group") or cls.group
     if group != cls.group:
         raise ValueError(f"{source}: policy {name!r}: group {group!r} does not match kind {kind!r} "
@@ -105,23 +134,40 @@ def _builtin_specs() -> dict[str, dict[str, Any]]:
     return _read_yaml(builtin_specs_text(), "agents/policies.yaml")
 
 
-def load_specs(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Policy specs by name: the built-in ``agents/policies.yaml`` with the user file ``path`` merged over it.
+def _plugin_specs(taken: set[str]) -> dict[str, dict[str, Any]]:
+    """Specs of the policies installed packages declare under the ``coba_env.policies`` entry points."""
+    specs = {}
+    for name, (ref, cls) in load_entry_points(known=taken).items():
+        own_label = cls.label not in (Policy.label, cls.__name__)
+        specs[name] = {"kind": ref, "label": cls.label if own_label else name,
+                       "description": (cls.__doc__ or "").strip().split("\n")[0]}
+    return specs
 
-    A user entry with a built-in name overrides that entry's keys (and its params one by one); a new name
-    adds a policy. Names keep file order, built-in ones first.
+
+def load_specs(path: str | Path | Sequence[str | Path] | None = None) -> dict[str, dict[str, Any]]:
+    """Policy specs by name: the built-in ``agents/policies.yaml``, then installed plugin policies (entry-point
+    group ``coba_env.policies``), then the user file(s) ``path`` merged over them in order.
+
+    A user entry with a known name overrides that entry's keys (and its params one by one); a new name
+    adds a policy. Names keep file order, built-in ones first. A ``kind`` that is a relative
+    ``FILE.py:Class`` is looked up beside the YAML file first.
     """
     specs = copy.deepcopy(_builtin_specs())
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"policy spec file {str(path)!r} does not exist")
-        specs = _merge(specs, _read_yaml(path.read_text(), str(path)))
-    return {name: _complete(name, spec, str(path or "agents/policies.yaml")) for name, spec in specs.items()}
+    sources = {name: ("agents/policies.yaml", None) for name in specs}
+    for name, spec in _plugin_specs(set(specs)).items():
+        specs[name], sources[name] = spec, (f"entry point {name!r}", None)
+    paths = [] if path is None else [path] if isinstance(path, str | Path) else list(path)
+    for one in map(Path, paths):
+        if not one.is_file():
+            raise ValueError(f"policy spec file {str(one)!r} does not exist")
+        extra = _read_yaml(one.read_text(), str(one))
+        specs = _merge(specs, extra)
+        sources.update({name: (str(one), one.parent) for name in extra})
+    return {name: _complete(name, spec, *sources[name]) for name, spec in specs.items()}
 
 
 def _resolve_specs(specs: SpecSource) -> Mapping[str, dict]:
-    if specs is None or isinstance(specs, (str, Path)):
+    if specs is None or isinstance(specs, str | Path) or (isinstance(specs, Sequence)):
         return load_specs(specs)
     return specs
 
@@ -135,9 +181,12 @@ def make_policy(name: str, *, specs: SpecSource = None, **overrides: Any) -> Pol
 
         if is_checkpoint(name):  # a trained controller's checkpoint directory (optionally PATH@LAMBDA)
             return load_checkpoint(name, **overrides)
-        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(specs)}")
+        if is_class_ref(name):  # the user's own class: FILE.py:Class or module:Class, named after the class
+            return load_class_ref(name)(**overrides)
+        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(specs)} (or FILE.py:Class, "
+                         "module:Class, a checkpoint directory or an SB3 .zip)")
     spec = specs[name]
-    cls = POLICY_CLASSES[spec["kind"]]
+    cls = policy_class(spec["kind"])
     params = {**(spec.get("params") or {}), **overrides}
     if issubclass(cls, ConfiguredPolicy):
         policy = cls(name=name, label=spec.get("label") or name, **params)

@@ -171,7 +171,7 @@ def add_ray_address(parser: argparse.ArgumentParser, what: str) -> None:
     """Add ``--ray-address ADDR`` (the optional Ray extra) to ``parser``; ``what`` says what runs on the cluster."""
     parser.add_argument("--ray-address", default=None, metavar="ADDR",
                         help=f"address of a Ray cluster (HOST:6379 of `ray start --head`, ray://HOST:10001, 'auto'): "
-                             f"{what}; needs the ray extra: pip install 'coba-env[ray]' (docs/RAY.md)")
+                             f"{what}; needs the ray extra: pip install -e '.[ray]' in the checkout (docs/RAY.md)")
 
 
 def require_ray(address: str | None) -> None:

@@ -14,6 +14,7 @@ from coba_cli.arg_types import (
     seed_int,
 )
 from coba_cli.errors import UsageError
+from coba_cli.help_text import ExampleFormatter, examples
 from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
@@ -24,14 +25,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Replay every policy on every episode of a candidate pool and write the paper's evaluation "
         "(Section 5): macro accuracy and costs, per-dataset and per-generator tables, the action-allocation "
         "audit, the oracle-gap split, paired bootstrap tests, Pareto frontiers and figures, as report.md, "
-        "tables/ (md, csv, tex), figures/ (png, svg), results.json and episodes.parquet.")
+        "tables/ (md, csv, tex), figures/ (png, svg), results.json and episodes.parquet.",
+        formatter_class=ExampleFormatter,
+        epilog=examples("coba bench --pool tiny --policies main --out runs/bench",
+                        "coba bench --pool runs/pools/mine --policies main,my_rules.py:TwoThenJudge,mine.yaml --out runs/b",
+                        "coba bench --policies main,runs/mlp-tiny@0.1,runs/sb3/model.zip@0.2 --no-figures --out runs/b2"))
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory, simulator profile name ('paper', 'tiny') or profile JSON file; "
                              "default: the simulated paper pool (cached)")
-    parser.add_argument("--policies", default=None, metavar="NAMES",
-                        help="comma-separated policy names, 'all' (every non-learned registered policy, the "
-                             "default), 'main' (the paper's main table), or a YAML policy spec file (its policies "
-                             "are run, merged over the built-in specs)")
+    parser.add_argument("--policies", default=None, metavar="ITEMS",
+                        help="comma-separated, in any mix: registered policy names; 'all' (every non-learned "
+                             "registered policy, the default) or 'main' (the paper's main table); YAML policy spec "
+                             "files (their policies run, merged over the built-in specs); your own class as "
+                             "FILE.py:Class or module:Class; controller checkpoint directories (coba train) and SB3 "
+                             ".zip models, each as PATH or PATH@LAMBDA (the lambda it acts at; a checkpoint without "
+                             "it runs at its training default, which the bench states)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                         help="cost model: the cost measure of the frontier's x axis and of the env's budget "
                              "(default: p_tokens, parameter-weighted tokens)")

@@ -25,6 +25,7 @@ from coba_cli.arg_types import (
     seed_int,
 )
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
+from coba_cli.out_option import add_out_option, chosen_out
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CONCURRENCY, MAX_TOKENS
@@ -205,7 +206,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     _check_workdir(args.workdir, must_exist=True)
-    check_output_dir(args.dest, force=args.force, option="DEST", inputs=[args.workdir], kind="pool")
+    args.dest, given_as = chosen_out(args)
+    check_output_dir(args.dest, force=args.force, option=given_as, inputs=[args.workdir], kind="pool")
     _build(args.workdir, args.dest, args)
     return 0
 
@@ -295,7 +297,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Extract answers, cluster, grade and validate the work dir's candidates and scores, then "
         "save the pool atomically to DEST.")
     p.add_argument("workdir", help="work dir written by `coba pools generate`")
-    p.add_argument("dest", help="pool directory to create")
+    add_out_option(p, "pool directory to create")
     p.add_argument("--n", dest="n_build", type=int_in(1, MAX_CANDIDATES), help="use the first N candidates per episode (default: all)")
     p.add_argument("--drop-incomplete", action="store_true", help="leave out episodes with fewer than N "
                    "candidates instead of failing")

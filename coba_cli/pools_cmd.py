@@ -8,6 +8,8 @@ from pathlib import Path
 
 from coba_cli.arg_types import finite_float, positive_float
 from coba_cli.errors import UsageError
+from coba_cli.help_text import ExampleFormatter, examples
+from coba_cli.out_option import add_out_option, chosen_out
 from pools.errors import PoolError
 from pools.export import export_jsonl
 from pools.importers import IMPORTERS, MULTI_SOURCE_FORMATS, import_pool
@@ -54,6 +56,17 @@ def _summary(pool: Pool) -> str:
             f"verifications {m['counts']['verifications']}")
 
 
+def _import_sources_and_dest(args: argparse.Namespace) -> tuple[list[str], str, str]:
+    """(sources, destination, how it was given): ``SRC... --out DEST``, or the older ``SRC... DEST``."""
+    if args.out is not None:
+        if len(args.src) > 1 and args.format not in MULTI_SOURCE_FORMATS:
+            raise UsageError(f"give the output once: --out {args.out} or DEST {args.src[-1]}, not both")
+        return list(args.src), args.out, "--out"
+    if len(args.src) < 2:
+        raise UsageError("the output is missing: give --out DEST")
+    return list(args.src[:-1]), args.src[-1], "DEST"
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     given = {opt: getattr(args, opt) for opt in _ALL_OPTIONS if getattr(args, opt, None) is not None}
     wrong = [opt for opt in given if opt not in _FORMAT_OPTIONS[args.format]]
@@ -70,11 +83,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
     options = dict(given)
     roles = _verifier_roles(args.verifier_role or [])
     prices = _prices(args.price or [])
-    sources = list(args.src)
+    sources, dest_arg, given_as = _import_sources_and_dest(args)
     if len(sources) > 1 and args.format not in MULTI_SOURCE_FORMATS:
         raise UsageError(f"--format {args.format} imports one SRC; several only with --format "
                          f"{', '.join(MULTI_SOURCE_FORMATS)}")
-    dest = check_output_dir(args.dest, force=args.force, option="DEST", inputs=sources, kind="pool")
+    dest = check_output_dir(dest_arg, force=args.force, option=given_as, inputs=sources, kind="pool")
     folder_ok = args.format in ("llm-monkeys", "rg-eval")  # a folder of sample YAMLs / of results files
     for name in sources:
         src = Path(name)
@@ -144,7 +157,8 @@ def _verifier_roles(pairs: list[str]) -> dict[str, str]:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    dest = check_output_file(args.dest, force=args.force, option="DEST", inputs=[args.pool])
+    args.dest, given_as = chosen_out(args)
+    dest = check_output_file(args.dest, force=args.force, option=given_as, inputs=[args.pool])
     pool = load_pool(args.pool)
     export_jsonl(pool, dest, overwrite=args.force, inputs=[args.pool])
     print(f"exported {args.pool} -> {dest}: {len(pool.candidates)} lines")
@@ -176,15 +190,24 @@ def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba pools`` and its subcommands."""
-    parser = subparsers.add_parser("pools", help="import, export, validate and inspect candidate pools",
-                                   description="Import, export, validate and inspect candidate pools.")
+    parser = subparsers.add_parser("pools", help="make, import, check and inspect candidate pools (coba pools "
+                                   "--help lists every subcommand)", formatter_class=ExampleFormatter,
+                                   epilog=examples("coba pools simulate --profile tiny --out runs/pools/tiny",
+                                                   "coba pools import pool.jsonl --out runs/pools/mine",
+                                                   "coba pools inspect runs/pools/mine"))
     sub = parser.add_subparsers(dest="pools_command", metavar="SUBCOMMAND")
 
     p = sub.add_parser("import", help="import a foreign candidate file into a pool directory",
                        description="Import candidates into a new pool directory (see docs/POOLS.md). The pool "
-                       "is built and validated in memory first; nothing is written on failure.")
-    p.add_argument("src", nargs="+", help="source file (rg-eval: files or folders, several into one pool)")
-    p.add_argument("dest", help="pool directory to create")
+                       "is built and validated in memory first; nothing is written on failure.",
+                       formatter_class=ExampleFormatter,
+                       epilog=examples("coba pools import pool.jsonl --out runs/pools/mine --verifier-role V3=reward_model",
+                                       "coba pools import math_cot_100.jsonl --out runs/pools/qwen --format qwen-lists "
+                                       "--generator Qwen2.5-Math-7B-Instruct --generator-params-b 7.6",
+                                       "# the older form `coba pools import SRC DEST` still works"))
+    p.add_argument("src", nargs="+", metavar="SRC", help="source file (rg-eval: files or folders, several into one "
+                   "pool); without --out, the last one is the pool directory to create (the older form SRC DEST)")
+    p.add_argument("--out", dest="out", default=None, metavar="DEST", help="pool directory to create")
     p.add_argument("--format", choices=list(IMPORTERS), default="jsonl",
                    help="source format (default: jsonl; see docs/POOLS.md for each)")
     p.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote (a folder "
@@ -223,7 +246,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a pool as canonical JSONL", description="Write POOL as canonical "
                        "JSONL, one line per candidate, atomically.")
     p.add_argument("pool", help="pool directory")
-    p.add_argument("dest", help="JSONL file to write")
+    add_out_option(p, "JSONL file to write")
     p.add_argument("--force", action="store_true", help="replace DEST if it is an existing regular file")
     p.set_defaults(func=_cmd_export)
 
@@ -241,4 +264,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for module in OPTIONAL_SUBCOMMAND_MODULES:
         _register_optional(sub, module)
+    # Listed from the parser itself, so a subcommand added later is named too.
+    parser.description = f"Candidate pools, one subcommand each: {', '.join(sub.choices)}."
     parser.set_defaults(func=lambda args: parser.print_help() or 2)

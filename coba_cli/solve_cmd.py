@@ -24,6 +24,7 @@ from coba_cli.arg_types import (
     seed_int,
 )
 from coba_cli.errors import UsageError
+from coba_cli.help_text import ExampleFormatter, examples
 from coba_env.costs import COST_MEASURES
 from pools.atomic_write import atomic_write_text
 from pools.limits import MAX_CANDIDATES, MAX_TOKENS
@@ -41,15 +42,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "call the judge / step judge / verifier, STOP returns the answer). Prints a readable summary of each "
         "problem (answer, every action with its costs and revealed evidence, why it stopped) and writes the "
         "JSON trace with --json. Hard per-problem budgets (--max-tokens, --max-calls, --max-seconds) are never "
-        "exceeded: a call that could exceed one is not made.")
+        "exceeded: a call that could exceed one is not made.",
+        formatter_class=ExampleFormatter,
+        epilog=examples('coba solve --policy coba_light --generator http://localhost:8000/v1,Qwen3-8B '
+                        '--judge http://localhost:8001/v1,Qwen3-1.7B "What is 7*8?"',
+                        "coba solve --policy coba_balanced --generator URL,MODEL --judge URL,MODEL "
+                        "--verifier URL,MODEL --file problems.jsonl --json traces.jsonl"))
     p.add_argument("problem", nargs="?", help="the problem text (or give --file)")
     p.add_argument("--file", metavar="PROBLEMS.jsonl",
                    help="problems, one JSON object per line: problem (required), dataset, item_id, gold, level, "
                         "subject, task, metadata (Reasoning Gym items carry task and metadata)")
     p.add_argument("--gold", help="gold answer of the PROBLEM given on the command line (only to report correctness)")
     p.add_argument("--policy", required=True, metavar="NAME|CHECKPOINT",
-                   help="a registered policy name (e.g. coba_light, coba_balanced) or a trained controller's "
-                        "checkpoint directory")
+                   help="a registered policy name (e.g. coba_light, coba_balanced), a trained controller's "
+                        "checkpoint directory, or your own class as FILE.py:Class / module:Class")
     p.add_argument("--policies-file", metavar="YAML", help="a policy spec YAML merged over agents/policies.yaml")
     g = p.add_argument_group("endpoints (URL,MODEL[,PARAMS_B]; PARAMS_B = billions of parameters, else read off "
                              "the model name)")

@@ -6,6 +6,7 @@ import argparse
 
 from coba_cli.arg_types import COST_CHOICES, add_ray_address, connect_ray_cluster, dataset_list, lambda_list
 from coba_cli.errors import UsageError
+from coba_cli.help_text import ExampleFormatter, examples
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,13 +15,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sweep", help="trace accuracy-cost frontiers: checkpoints over lambda, CoBa / best-of-n over parameters",
         description="Evaluate sweep points on a pool and write frontier.csv / frontier.md: macro accuracy and "
         "cost of every point, which points dominate which, and every two families' fronts compared over the cost "
-        "range both cover (mean best-reachable accuracy there).")
+        "range both cover (mean best-reachable accuracy there).",
+        formatter_class=ExampleFormatter,
+        epilog=examples("coba sweep --pool tiny --out runs/sweep",
+                        "coba sweep --pool tiny --policies coba,best_of_n,runs/mlp-tiny --lambdas 0.01,0.1,0.3 "
+                        "--out runs/sweep-mlp"))
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--policies", default="coba,best_of_n", metavar="ITEMS",
                         help="comma-separated: a fixed family ('coba': N_max x strong routes, 'best_of_n': n), a "
-                             "checkpoint directory (traced over --lambdas) or a registered policy name "
-                             "(one point); default: coba,best_of_n")
+                             "checkpoint directory (traced over --lambdas), a registered policy name or your own "
+                             "class as FILE.py:Class / module:Class (one point each); default: coba,best_of_n")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,

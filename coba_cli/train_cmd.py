@@ -17,6 +17,7 @@ from coba_cli.arg_types import (
     seed_int,
 )
 from coba_cli.errors import UsageError
+from coba_cli.help_text import ExampleFormatter, add_kind_help, examples
 from pools.atomic_write import atomic_dir, mark_output
 from pools.output_paths import check_output_dir
 
@@ -38,19 +39,58 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
+#: ``coba train KIND --help``: each kind's description and examples.
+KIND_HELP: dict[str, tuple[str, str]] = {
+    "mlp": ("Train the MLP controller: DAgger-style imitation of the cost-aware oracle, lambda-conditioned "
+            "(docs/CONTROLLERS.md, 'The MLP controller'). Writes a checkpoint directory to --out; bench it at a "
+            "lambda with --policies main,DIR@LAMBDA. With --lodo: the learning protocol (docs/LEARNING.md).",
+            examples("coba train mlp --pool tiny --out runs/mlp-tiny",
+                     "coba train mlp --pool tiny --rounds 2 --epochs 10 --lambdas 0.05,0.1,0.3 --out runs/mlp-small",
+                     "coba bench --pool tiny --policies main,runs/mlp-tiny@0.1 --out runs/bench-mlp",
+                     "coba train mlp --lodo --out runs/protocol-mlp")),
+    "ppo": ("Train a MaskablePPO controller (sb3-contrib) on the replay env, lambda drawn per episode, warm-started "
+            "by cloning CoBa-Routed-Strong (docs/CONTROLLERS.md, 'The SB3 path'). Writes a checkpoint directory "
+            "to --out. With --lodo: the learning protocol (docs/LEARNING.md).",
+            examples("coba train ppo --pool tiny --timesteps 20000 --out runs/ppo-tiny",
+                     "coba bench --pool tiny --policies main,runs/ppo-tiny@0.1 --out runs/bench-ppo",
+                     "coba train ppo --lodo --out runs/protocol-ppo")),
+    "rollout": ("One-step improvement over CoBa-Routed-Strong with learned Q^Strong, trained under the learning "
+                "protocol only: needs --lodo (docs/CONTROLLERS.md, 'The rollout controller').",
+                examples("coba train rollout --lodo --out runs/protocol-rollout",
+                         "coba train rollout --lodo --seeds 0 --held-out math500 --out runs/rollout-partial")),
+    "stop_gate": ("A stop gate over CoBa-Routed-Strong whose threshold is set by Learn-then-Test, under the learning "
+                  "protocol only: needs --lodo (docs/LEARNING.md, 'Protocol').",
+                  examples("coba train stop_gate --lodo --out runs/protocol-stop-gate")),
+    "coba_search": ("Optuna TPE search over CoBa-Routed-Strong's own parameters, nested inside the training "
+                    "datasets, under the learning protocol only: needs --lodo (docs/LEARNING.md, 'Protocol').",
+                    examples("coba train coba_search --lodo --out runs/protocol-coba-search")),
+}
+#: Options that only one kind takes (their help is hidden under another kind's --help).
+KIND_ONLY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "mlp": ("rounds", "epochs", "episodes_per_round", "loss", "targets"),
+    "ppo": ("timesteps",),
+}
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba train``."""
     parser = subparsers.add_parser(
         "train", help="train a learned routing controller (MLP, MaskablePPO, rollout over CoBa-Strong)",
+        add_help=False, formatter_class=ExampleFormatter,
+        epilog=examples("coba train mlp --pool tiny --out runs/mlp-tiny",
+                        "coba train rollout --lodo --out runs/protocol-rollout",
+                        "# coba train KIND --help: that kind's options and examples"),
         description="Train a routing controller on a candidate pool. 'mlp' imitates the cost-aware oracle with "
         "DAgger rollouts; 'ppo' runs sb3-contrib MaskablePPO; 'rollout' improves on CoBa-Routed-Strong with learned "
         "Q^Strong (--lodo only). With --lodo the learning protocol of docs/LEARNING.md runs: leave-one-dataset-out "
         "per seed, every setting chosen by nested leave-one-dataset-out inside the training datasets, the "
         "chosen point judged against CoBa-Routed-Strong on both axes (paired bootstrap); it prints the verdict.")
-    parser.add_argument("kind", choices=("mlp", "ppo", "rollout", *PROTOCOL_ONLY_KINDS),
+    add_kind_help(parser, KIND_HELP, KIND_ONLY_OPTIONS)
+    parser.add_argument("kind", choices=tuple(KIND_HELP),
                         help="controller kind: mlp (imitation), ppo (RL), rollout (improvement over Strong), "
                              "stop_gate (LTT-calibrated early stop over Strong) or coba_search (Optuna TPE over "
-                             "CoBa's parameters); rollout, stop_gate and coba_search run with --lodo only")
+                             "CoBa's parameters); rollout, stop_gate and coba_search run with --lodo only; "
+                             "coba train KIND --help shows that kind's options")
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--lodo", action="store_true",

@@ -45,39 +45,57 @@ class BenchInputError(ValueError):
     """Bad bench input (unknown policy, empty selection, unknown cost model); the CLI exits 2 on it."""
 
 
-def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None, str | None]:
-    """Split ``--policies``: (names, spec file). A YAML path gives its names plus the built-ins it overrides."""
+def _is_spec_file(text: str) -> bool:
+    """A YAML spec file: only a name ending in .yaml / .yml is read as YAML (a .zip alone is a model)."""
+    return text.endswith((".yaml", ".yml"))
+
+
+def _spec_file_names(text: str) -> list[str]:
+    """The policy names a YAML spec file defines (its policies are run)."""
+    if not Path(text).is_file():
+        raise BenchInputError(f"policy spec file {text!r} does not exist")
+    import yaml
+
+    from pools.strict_yaml import load_yaml
+
+    try:
+        data = load_yaml(Path(text).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise BenchInputError(f"cannot parse policy spec file {text!r}: {' '.join(str(exc).split())}") from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        from pools.parse_boundary import parse_problem
+
+        raise BenchInputError(f"cannot parse policy spec file {text!r}: {parse_problem(exc)}") from None
+    if isinstance(data, dict) and "policies" in data:
+        data = data["policies"]
+    if not isinstance(data, dict) or not data:
+        raise BenchInputError(f"policy spec file {text!r} names no policies")
+    _check_policy_names(data, text)
+    return [str(k) for k in data]
+
+
+def parse_policies(value: str | Sequence[str] | None) -> tuple[list[str] | None, list[str]]:
+    """Split ``--policies`` into (selection, YAML spec files). The selection mixes names, 'all', 'main',
+    ``FILE.py:Class`` / ``module:Class`` references and checkpoints; a YAML file contributes its names."""
     if value is None:
-        return None, None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith((".yaml", ".yml")):  # only a YAML name is read as YAML (a .zip alone is a model)
-            if not Path(text).is_file():
-                raise BenchInputError(f"policy spec file {text!r} does not exist")
-            import yaml
-
-            from pools.strict_yaml import load_yaml
-
-            try:
-                data = load_yaml(Path(text).read_text(encoding="utf-8")) or {}
-            except yaml.YAMLError as exc:
-                raise BenchInputError(f"cannot parse policy spec file {text!r}: {' '.join(str(exc).split())}") from None
-            except (UnicodeDecodeError, RecursionError) as exc:
-                from pools.parse_boundary import parse_problem
-
-                raise BenchInputError(f"cannot parse policy spec file {text!r}: {parse_problem(exc)}") from None
-            if isinstance(data, dict) and "policies" in data:
-                data = data["policies"]
-            if not isinstance(data, dict) or not data:
-                raise BenchInputError(f"policy spec file {text!r} names no policies")
-            _check_policy_names(data, text)
-            return [str(k) for k in data], text
-        names = [n.strip() for n in text.split(",") if n.strip()]
-    else:
-        names = [str(n).strip() for n in value if str(n).strip()]
+        return None, []
+    parts = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    names: list[str] = []
+    files: list[str] = []
+    for text in (p.strip() for p in parts):
+        if not text:
+            continue
+        if _is_spec_file(text):
+            names.extend(_spec_file_names(text))
+            files.append(text)
+        elif text.endswith(".py"):
+            raise BenchInputError(f"policy {text!r}: a Python file; name the class in it as {text}:ClassName")
+        else:
+            names.append(text)
     if not names:
-        raise BenchInputError("no policy named; give comma-separated names, 'all', 'main' or a YAML spec file")
-    return list(dict.fromkeys(names)), None  # a repeated name runs once
+        raise BenchInputError("no policy named; give comma-separated names, 'all', 'main', YAML spec files, "
+                              "FILE.py:Class or checkpoints")
+    return list(dict.fromkeys(names)), files  # a repeated name runs once
 
 
 def _check_policy_names(data: dict, source: str) -> None:
@@ -188,7 +206,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
     ``Pool``; ``pool_seed`` seeds a simulated pool. ``seed`` seeds the bootstrap and any stochastic policy.
     ``policies``: None / "all" (every non-learned registered policy), "main" (the paper's main
-    table), comma-separated names, a YAML spec file, or a list of names / ``Policy`` objects. Returns the
+    table), or a comma-separated mix of names, YAML spec files, ``FILE.py:Class`` / ``module:Class`` references
+    and checkpoints (``PATH[@LAMBDA]``, SB3 ``.zip``); or a list of such items / ``Policy`` objects. Returns the
     content of ``results.json``. Prints a summary table unless ``quiet``. ``datasets`` restricts the replay to
     those datasets; a learned policy evaluated on datasets it was trained on gets a warning line on stderr.
     ``replay`` "batched" (default) replays policies with a batched form through ``CoBaVectorEnv``; "single"
@@ -302,40 +321,53 @@ def write_bench_folder(out: Path, write: Callable[[Path], dict[str, Any]]) -> di
 
 def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
                             specs: str | Path | None) -> list[Policy]:
+    from agents.learned import is_checkpoint
+    from agents.plugins import is_class_ref
     from agents.registry import load_specs, make_policy
 
-    spec_file = specs
+    spec_files: list[str | Path] = [] if specs is None else [specs]
     items: list[str | Policy]
     if policies is None or isinstance(policies, str):
-        names, from_file = parse_policies(policies)
-        spec_file = from_file or specs
+        names, from_files = parse_policies(policies)
+        spec_files += from_files
         items = list(names) if names is not None else ["all"]
     else:
         items = list(policies)
     try:
-        table = load_specs(spec_file)
+        table = load_specs(spec_files)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from exc
-    from agents.learned import is_checkpoint
+
+    def outside_table(text: str) -> bool:  # a checkpoint or the user's own class, built by make_policy
+        return is_checkpoint(text) or (text not in table and is_class_ref(text))
 
     unknown = [str(i).strip() for i in items
                if isinstance(i, str) and str(i).strip() not in table and str(i).strip() not in POLICY_SETS
-               and not is_checkpoint(str(i).strip())]
+               and not outside_table(str(i).strip())]
     if unknown:
         select_policies(unknown, table)  # raises BenchInputError naming every unknown policy and the known ones
     objs: list[Policy] = []
-    # Keep the caller's order; "all" / "main" expand in place.
+    chosen: set[str] = set()
+    # Keep the caller's order; "all" / "main" expand in place; a name already chosen runs once.
     for item in items:
         if isinstance(item, Policy):
             objs.append(item)
             continue
         item = str(item).strip()
-        checkpoint = is_checkpoint(item)  # a trained controller: `--policies main,PATH[@LAMBDA]`
-        for name in [item] if checkpoint else select_policies([item], table):
+        single = outside_table(item)
+        for name in [item] if single else select_policies([item], table):
+            if name in chosen:
+                continue
+            chosen.add(name)
             try:
                 objs.append(make_policy(name, specs=table))
-            except (ValueError, FileNotFoundError) as exc:
-                raise BenchInputError(f"{'checkpoint' if checkpoint else 'policy'} {name!r}: {exc}") from exc
+            except (ValueError, FileNotFoundError, TypeError) as exc:
+                what = "checkpoint" if is_checkpoint(name) else "policy"
+                raise BenchInputError(str(exc) if str(exc).startswith(f"policy {name!r}") else
+                                      f"{what} {name!r}: {' '.join(str(exc).split())}") from exc
+            if is_checkpoint(name) and "@" not in name and getattr(objs[-1], "lam", None) is not None:
+                print(f"note: checkpoint {name} runs at lambda {objs[-1].lam:g} (its training default); "
+                      f"give {name}@LAMBDA to choose", file=sys.stderr)
     if not objs:
         raise BenchInputError("no policy selected")
     names = [p.name for p in objs]

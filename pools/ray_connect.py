@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The line shown when ``--ray-address`` is given but Ray is not installed.
-RAY_MISSING = "--ray-address needs Ray, which is not installed: install coba-env[ray] (pip install 'coba-env[ray]')"
+RAY_MISSING = "--ray-address needs Ray, which is not installed: install coba-env[ray] (pip install -e '.[ray]' in the checkout)"
 
 
 class RayUnavailable(RuntimeError):

@@ -1,7 +1,7 @@
 """Train sb3-contrib MaskablePPO on the CoBa replay env and benchmark the saved model with ``coba bench``.
 
 Run: ``python scripts/sb3_quickstart.py --pool tiny --timesteps 20000 --out runs/sb3-quickstart``
-(docs/LEARNING.md, "The SB3 path", shows this file; tests/test_sb3_path.py runs it as written).
+(docs/tutorials/train-an-sb3-agent.md shows this file; tests/test_sb3_path.py runs it as written).
 """
 
 import argparse

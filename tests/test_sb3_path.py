@@ -22,9 +22,9 @@ SCRIPT = REPO_ROOT / "scripts" / "sb3_quickstart.py"
 
 
 def test_learning_doc_shows_the_quickstart_script_verbatim():
-    """docs/LEARNING.md carries the script's exact text, so the documented code is the tested code."""
-    doc = (REPO_ROOT / "docs" / "LEARNING.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    """The SB3 tutorial carries the script's exact text, so the documented code is the tested code."""
+    doc = (REPO_ROOT / "docs" / "tutorials" / "train-an-sb3-agent.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```(?:python|text)\n(.*?)```", doc, flags=re.S)
     assert SCRIPT.read_text(encoding="utf-8") in blocks
 
 

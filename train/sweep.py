@@ -140,7 +140,7 @@ def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
                      f"{len(summary['dominates'][r.policy])} |")
     lines += ["", "Fronts compared over their common cost range: the mean, over log10 cost in the range both "
               "fronts cover, of the best accuracy each reaches at that cost or less (higher is better; "
-              "docs/LEARNING.md, 'Comparing fronts'). Single-point families are judged by dominance only.", ""]
+              "docs/CONTROLLERS.md, 'Comparing fronts'). Single-point families are judged by dominance only.", ""]
     if summary["comparisons"]:
         lines += ["| family A | family B | common cost range | mean acc A | mean acc B | A - B |",
                   "|---|---|---|---|---|---|"]
@@ -172,9 +172,10 @@ def write_frontier(points: pd.DataFrame, summary: dict[str, Any], out_dir: str |
 
 def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepPoint]:
     """Sweep points for ``--policies`` items: a fixed family name, a checkpoint directory (traced over
-    ``lambdas``) or a registry policy name (a single point)."""
+    ``lambdas``), a registry policy name or a ``FILE.py:Class`` / ``module:Class`` reference (a single point)."""
     from agents.learned import is_checkpoint, load_checkpoint
-    from agents.registry import load_specs
+    from agents.plugins import is_class_ref
+    from agents.registry import load_specs, make_policy
 
     table = load_specs()
     out: list[SweepPoint] = []
@@ -190,12 +191,18 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
             out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
         elif spec in table:
             out += anchor_points([spec])
+        elif is_class_ref(spec):  # the user's own policy class, FILE.py:Class or module:Class (one point)
+            try:
+                name = make_policy(spec).name
+            except (ValueError, TypeError) as exc:
+                raise SweepInputError(str(exc)) from None
+            out.append(SweepPoint(name, name, "", lambda spec=spec: make_policy(spec)))
         elif Path(spec).is_dir():
             raise SweepInputError(f"{spec}: a folder without controller.json; expected a checkpoint directory "
                                   "written by `coba train`")
         else:
             raise SweepInputError(f"unknown sweep policy {spec!r}: expected a family {list(FIXED_FAMILIES)}, a "
-                                  f"checkpoint directory (with controller.json) or a registered policy name")
+                                  f"checkpoint directory (with controller.json), a registered policy name or FILE.py:Class")
     names = [p.name for p in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -236,6 +243,16 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         policies = [p.make() for p in points]
     except (ValueError, OSError) as exc:
         raise SweepInputError(str(exc)) from None
+    # A CoBa grid point whose n_max exceeds the pool's N would run capped at N and repeat another point: it is
+    # left out and listed with the reason, like best-of-16 on an N = 8 pool.
+    n_pool = compiled.n_candidates
+    beyond = {p.name: f"n_max={pol.n_max} is above the pool's N={n_pool}; it would run as n_max={n_pool} and "
+              "repeat that point" for p, pol in zip(points, policies, strict=True)
+              if p.family == "coba" and getattr(pol, "n_max", 0) > n_pool}
+    if beyond and len(beyond) == len(points):
+        raise SweepInputError(f"no sweep point fits this pool ({'; '.join(f'{k}: {v}' for k, v in beyond.items())})")
+    kept = [i for i, p in enumerate(points) if p.name not in beyond]
+    points, policies = [points[i] for i in kept], [policies[i] for i in kept]
     for line in in_sample_warnings(policies, list(dict.fromkeys(compiled.dataset.tolist()))):
         print(line, file=sys.stderr)
     if ray_address is None:
@@ -257,7 +274,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
                             cost=cost_model)
     summary = frontier_summary(table)
-    summary["not_applicable"] = dict(skipped)
+    summary["not_applicable"] = {**beyond, **skipped}
 
     def fill(tmp: Path) -> None:
         write_frontier(table, summary, tmp)

@@ -43,7 +43,7 @@ R = TypeVar("R")
 ENGINES = ("http", "vllm")
 #: Test hook: after this many journaled calls the run raises KeyboardInterrupt, as Ctrl-C there would.
 INTERRUPT_ENV = "COBA_TEST_INTERRUPT_AFTER_CALLS"
-_RAY_MISSING = "--ray-address needs Ray Data, which is not installed: install coba-env[ray] (pip install 'coba-env[ray]')"
+_RAY_MISSING = "--ray-address needs Ray Data, which is not installed: install coba-env[ray] (pip install -e '.[ray]' in the checkout)"
 
 
 @dataclass
