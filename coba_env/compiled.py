@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from coba_env.costs import COST_MEASURES
+from coba_env.episode_data import EpisodeData
 from coba_env.rules.roles import declared_roles
 from pools.schema import PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
@@ -88,8 +89,8 @@ class CompiledPool:
             verifier_models=self.verifier_models,
         )
 
-    def episode_rows(self) -> list[tuple]:
-        """Per-episode tuples of plain Python lists, for the one-episode env's pure-Python step (built once)."""
+    def episode_rows(self) -> list[EpisodeData]:
+        """Per-episode ``EpisodeData`` of plain Python lists, for the one-episode env's pure-Python step (built once)."""
         if self._episode_rows is None:
             rows = []
             cl = self.cluster.tolist()
@@ -100,7 +101,9 @@ class CompiledPool:
             sc = self.score.tolist()
             vc = self.ver_cost.tolist()
             for e in range(self.n_episodes):
-                rows.append((cl[e], out[e], cap[e], gc[e], hs[e], sc[e], vc[e], int(self.cluster[e].max()) + 1))
+                rows.append(EpisodeData(cluster=cl[e], output_tokens=out[e], cap_hit=cap[e], gen_cost=gc[e],
+                                        has_score=hs[e], score=sc[e], ver_cost=vc[e],
+                                        n_clusters=int(self.cluster[e].max()) + 1))
             self._episode_rows = rows
         return self._episode_rows
 

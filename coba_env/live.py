@@ -30,6 +30,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool, Labels
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
+from coba_env.episode_data import EpisodeData
 from coba_env.gate import ActionGate
 from coba_env.live_sources import (
     CallBound,
@@ -87,7 +88,7 @@ def replay_normalizers(compiled: CompiledPool, cost_model: str = "p_tokens", n_m
 class LiveEpisode:
     """One live episode as a one-episode pool whose candidates and scores are revealed as the source sends them.
 
-    ``row`` is the episode row ``CoBaEnv`` reads (the layout of ``CompiledPool.episode_rows``); it starts all
+    ``row`` is the ``EpisodeData`` ``CoBaEnv`` reads (as ``CompiledPool.episode_rows`` gives them); it starts all
     unrevealed and is filled by ``reveal_candidate`` / ``reveal_score`` before the env applies the action.
     """
 
@@ -111,20 +112,19 @@ class LiveEpisode:
         if verifier_roles is not None:  # a replayed pool's declared roles (coba_env.rules.roles)
             self.pool.verifier_roles = tuple(verifier_roles)
         # Up to n answer clusters (the blank pool's arrays do not know how many the source will reveal).
-        self.row = ([-1] * n, [0.0] * n, [False] * n, [[0.0] * k for _ in range(n)], [[False] * t for _ in range(n)],
-                    [[math.nan] * t for _ in range(n)], [[[0.0] * k for _ in range(t)] for _ in range(n)], n)
+        self.row = EpisodeData.blank(n, t, k, n)
 
     def reveal_candidate(self, c: int, got: Revealed) -> None:
         """Candidate ``c`` as the source sent it."""
         row = self.row
-        row[0][c], row[1][c], row[2][c] = got.cluster, got.output_tokens, got.cap_hit
-        row[3][c], row[4][c] = list(got.cost), [bool(h) for h in got.has_tiers]
+        row.cluster[c], row.output_tokens[c], row.cap_hit[c] = got.cluster, got.output_tokens, got.cap_hit
+        row.gen_cost[c], row.has_score[c] = list(got.cost), [bool(h) for h in got.has_tiers]
         self.pool.answer[0, c] = got.answer
         self.pool.cluster[0, c] = got.cluster
 
     def reveal_score(self, c: int, t: int, got: Scored) -> None:
         """Candidate ``c``'s tier-``t`` score as the source sent it."""
-        self.row[5][c][t], self.row[6][c][t] = got.score, list(got.cost)
+        self.row.score[c][t], self.row.ver_cost[c][t] = got.score, list(got.cost)
 
 
 class LiveGate(ActionGate):

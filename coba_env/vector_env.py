@@ -39,7 +39,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
-from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX, tier_of
+from coba_env.rules.actions import REPLAY_LAYOUT, TIER_INDEX, ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
     LAMBDA,
@@ -79,12 +79,16 @@ class CoBaVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
-        low, high = observation_bounds()
+        #: The action ids and names (``coba_env.rules.actions.ActionLayout``), as the one-episode env's.
+        self.layout = layout = self._action_layout()
+        self._n_gen, self._stop = layout.n_generators, layout.stop_action
+        low, high = self._observation_bounds()
+        self.n_obs = len(low)
         self.single_observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self.single_action_space = MaskedDiscrete(N_ACTIONS)
+        self.single_action_space = MaskedDiscrete(layout.n_actions)
         self.observation_space = spaces.Box(low=np.repeat(low[None], num_envs, 0),
                                             high=np.repeat(high[None], num_envs, 0), dtype=np.float32)
-        self.action_space = spaces.MultiDiscrete(np.full(num_envs, N_ACTIONS))
+        self.action_space = spaces.MultiDiscrete(np.full(num_envs, layout.n_actions))
         self.n_max, self.n_tiers, self.max_steps = config.n_max, len(config.tier_on), config.max_steps
         self.budget, self.max_cost, self.cost_k = config.budget, config.max_cost, config.cost_k
         self.order, self.lam, self.lambda_range = config.order, config.lam, config.lambda_range
@@ -101,7 +105,7 @@ class CoBaVectorEnv(VectorEnv):
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
         self._correct_flat = p.labels.correct.ravel()  # [E * N]: the STOP reward (never reaches an observation)
-        self.lambda_index = LAMBDA
+        self.lambda_index = self._lambda_index()
         self.n_cand = p.n_candidates
         # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
         self._cluster_dtype = np.int8 if self.n_clusters < 127 else np.int64
@@ -112,6 +116,28 @@ class CoBaVectorEnv(VectorEnv):
         self._perm: np.ndarray | None = None
         self._single: CoBaEnv | None = None
         self._alloc()
+
+    def _action_layout(self) -> ActionLayout:
+        """The replay layout: SAMPLE (the episode's generator), VERIFY_V1..V3, STOP."""
+        return REPLAY_LAYOUT
+
+    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return observation_bounds()
+
+    def _lambda_index(self) -> int:
+        return LAMBDA
+
+    #: Whether candidates are revealed in pool order (slot = candidate), so a cluster's first candidate in the
+    #: pool is its first revealed one (the lazy zeroing of its counts relies on it); route episodes are not.
+    _pool_order = True
+
+    def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
+        return self.ep.take(rows) * self.n_cand + slots
+
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Flat pool index of the candidate each SAMPLE of ``rows`` reveals into slot ``slots``."""
+        return self.ep.take(rows) * self.n_cand + slots
 
     @property
     def single(self) -> CoBaEnv:
@@ -170,11 +196,11 @@ class CoBaVectorEnv(VectorEnv):
         self.open_t = np.zeros((n, t * b), dtype=bool)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
-        self._mask_at = self.rows * (t + 2)  # row starts in the flat [B, n_actions] mask (see batch_masks)
+        self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
         self._obs_t = np.empty((N_FEATURES, b))  # see ``_observations``
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
-        self._obs_row = np.dtype((np.void, N_FEATURES * 4))
-        self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32).view(self._obs_row)[0]
+        self._obs_row = np.dtype((np.void, self.n_obs * 4))
+        self._zero_obs = np.zeros(self.n_obs, dtype=np.float32).view(self._obs_row)[0]
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
@@ -326,13 +352,19 @@ class CoBaVectorEnv(VectorEnv):
             return [(slice(None), k)]
         return [(np.flatnonzero(~many), k), (np.flatnonzero(many), int(n.max()))]
 
+    def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
+        """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
+        # A fresh episode has revealed nothing: every feature is 0 but lambda.
+        obs.view(self._obs_row)[:, 0][rows] = self._zero_obs
+        obs[rows, self.lambda_index] = self.lams[rows]
+
     # -- stepping ------------------------------------------------------------------------------------
-    def _sample(self, rows: np.ndarray, cost_at: np.ndarray) -> None:
+    def _sample(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
         """SAMPLE for ``rows``: reveal each row's next candidate (Evidence.add_candidate)."""
         t_n = self.n_tiers
         b = self.num_envs
         c = self.n.take(rows)
-        flat = self.ep.take(rows) * self.n_cand + c
+        flat = self._sample_flat(rows, a, c)
         table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
         cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
         cl = table[:, 0]
@@ -354,12 +386,15 @@ class CoBaVectorEnv(VectorEnv):
         ans = np.flatnonzero(answered)
         if len(ans):
             r, cc = rows[ans], cl[ans]
-            first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
             at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
             counts = self.counts.ravel()
             old_f = counts.take(at)
-            old_f[first] = 0.0
-            self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
+            if self._pool_order:
+                first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
+                old_f[first] = 0.0
+                self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
+            else:  # counts and statistics were zeroed on reset
+                first = old_f == 0.0
             new_f = old_f + 1.0
             counts[at] = new_f
             count[ans] = new_f
@@ -386,12 +421,15 @@ class CoBaVectorEnv(VectorEnv):
             self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
 
-    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
-        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
+    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
+        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate).
+
+        Returns (slot verified, tier, score) per row of ``rows``.
+        """
         t_n = self.n_tiers
         b = self.num_envs
-        t = tier_of(a)  # works on arrays too
-        e = self.ep.take(rows)
+        t = self.layout.verifier_of(a)  # works on arrays too
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
         at_tier = t * b + rows  # columns of ``open_t``
@@ -399,7 +437,7 @@ class CoBaVectorEnv(VectorEnv):
         for part, k in self._slot_groups(rows):
             c[part] = batch_verify_target(self.open_t[:k].take(at_tier[part], axis=1),
                                           self.rank_t[:k].take(rows[part], axis=1))
-        flat = (e * self.n_cand + c) * t_n + t
+        flat = self._pool_flat(rows, c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
         self.open_t.ravel()[c * (t_n * b) + at_tier] = False
@@ -428,6 +466,7 @@ class CoBaVectorEnv(VectorEnv):
         stats[a3 + 4] += 1
         on_top = np.flatnonzero(cl == self.top.take(ru))
         self._top_items[ru.take(on_top)] = self._stats_items.take(at.take(on_top))
+        return c, t, s
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
@@ -453,14 +492,15 @@ class CoBaVectorEnv(VectorEnv):
         # cheaper than scattering each measure into a [4, B] buffer.
         cost_at = self._cost_at
         cost_at.fill(self._no_cost_row)
-        rows = np.flatnonzero(a == 0)
+        n_gen = self._n_gen
+        rows = np.flatnonzero(a < n_gen)  # SAMPLE (from generator a)
         if len(rows):
-            self._sample(rows, cost_at)
-        rows = np.flatnonzero((a >= 1) & (a <= t_n))  # every VERIFY at once, each row with its own tier
+            self._sample(rows, a.take(rows), cost_at)
+        rows = np.flatnonzero((a >= n_gen) & (a < n_gen + t_n))  # every VERIFY at once, each row with its tier
         if len(rows):
             self._verify(rows, a[rows], cost_at)
 
-        terminated = a == STOP
+        terminated = a == self._stop
         step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, 4]
         self._cost += step_cost.T
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
@@ -470,9 +510,9 @@ class CoBaVectorEnv(VectorEnv):
         obs = self._observations()
         if len(stop_rows):
             sel = self._select(stop_rows)
-            correct = (sel >= 0) & self._correct_flat.take(self.ep.take(stop_rows) * self.n_cand + np.maximum(sel, 0))
+            correct = (sel >= 0) & self._correct_flat.take(self._pool_flat(stop_rows, np.maximum(sel, 0)))
             reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
-            full_final = np.zeros((b, N_FEATURES), dtype=np.float32)
+            full_final = np.zeros((b, self.n_obs), dtype=np.float32)
             obs_rows = obs.view(self._obs_row)[:, 0]  # each observation one item: row copies become memcpys
             full_final.view(self._obs_row)[:, 0][stop_rows] = obs_rows.take(stop_rows)
             sel_full = np.full(b, -1, dtype=np.int64)
@@ -485,9 +525,7 @@ class CoBaVectorEnv(VectorEnv):
                 "final_costs": self.cost.copy(order="K"), "final_steps": self.steps.copy(),
             })
             self._reset_rows(stop_rows, self._next_episodes(len(stop_rows)))
-            # A fresh episode has revealed nothing: every feature is 0 but lambda.
-            obs_rows[stop_rows] = self._zero_obs
-            obs[stop_rows, self.lambda_index] = self.lams[stop_rows]
+            self._fresh_observations(obs, stop_rows)
         self._mask = self._masks()
         infos["action_mask"] = self._mask.copy()
         infos["episode"] = self.ep.copy()

@@ -207,7 +207,7 @@ def _batched_columns(out: dict[str, np.ndarray], counts: np.ndarray, env: CoBaEn
     costs = out["costs"]
     return {
         "n_actions": counts.sum(axis=1) - counts[:, env.STOP], "n_samples": counts[:, env.SAMPLE],
-        "n_v1": counts[:, 1], "n_v2": counts[:, 2], "n_v3": counts[:, 3], "selected_candidate": sel,
+        **{f"n_v{k + 1}": counts[:, env.layout.verify_action(k)] for k in range(3)}, "selected_candidate": sel,
         "selected_answer": answers, "correct": out["correct"],
         **{m: costs[:, k] for k, m in enumerate(("tokens", "p_tokens", "calls", "latency"))},
         "reward": out["reward"],

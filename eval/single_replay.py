@@ -54,9 +54,8 @@ def replay_single(policy: Policy, env: CoBaEnv, pool: CompiledPool, codes: list[
         cols["actions"].append(" ".join(codes[a] for a in seq))
         cols["n_actions"].append(len(seq) - counts[stop])
         cols["n_samples"].append(counts[sample])
-        cols["n_v1"].append(counts[1])
-        cols["n_v2"].append(counts[2])
-        cols["n_v3"].append(counts[3])
+        for k in range(3):  # VERIFY_V1..V3: the replay layout's tiers
+            cols[f"n_v{k + 1}"].append(counts[env.layout.verify_action(k)])
         cols["selected_candidate"].append(int(info.get("selected_candidate", -1)))
         cols["selected_answer"].append(info.get("selected_answer"))
         cols["correct"].append(bool(info.get("correct", False)))

@@ -71,7 +71,9 @@ class OracleModel:
         ep = self._episodes.get(e)
         if ep is not None:
             return ep
-        cl, _out, _cap, gen, has, score, ver, n_clusters = self._rows[e]
+        row = self._rows[e]
+        cl, gen, has, score, ver, n_clusters = (row.cluster, row.gen_cost, row.has_score, row.score, row.ver_cost,
+                                                row.n_clusters)
         correct = self.pool.labels.correct[e].tolist()
         counts = [0] * max(n_clusters, 1)
         counts_at = [list(counts)]
