@@ -26,6 +26,7 @@ import agents.adaptive  # noqa: F401  (importing a policy module runs its @regis
 import agents.coba  # noqa: F401
 import agents.evaluators  # noqa: F401
 import agents.oracle  # noqa: F401
+import agents.routing  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy
@@ -34,7 +35,7 @@ from agents.configured import POLICY_CLASSES, ConfiguredPolicy
 SpecSource = Mapping[str, dict] | str | Path | None
 
 SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description")
-GROUPS = ("coba", "baseline", "oracle", "learned")
+GROUPS = ("coba", "baseline", "oracle", "learned", "routing")
 
 
 # ---------------------------------------------------------------- specs
