@@ -377,7 +377,7 @@ class CoBaEnv(gym.Env):
             info = self._final_info(selected, correct)
             if extra:
                 info.update(extra)
-            return np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False, info
+            return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
         if a < n_gen:  # SAMPLE (from generator a)
             c = ev.n_revealed
             if self._places:
@@ -416,7 +416,11 @@ class CoBaEnv(gym.Env):
         else:
             patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps)
         self._mask = self._compute_mask()
-        return np.fromiter(obs, np.float32, N_FEATURES), reward, False, False, {"action_mask": self._mask.copy()}
+        return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
+
+    def _as_observation(self, obs: list[float]) -> np.ndarray:
+        """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
+        return np.fromiter(obs, np.float32, N_FEATURES)
 
     def _observation(self) -> np.ndarray:
         """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""

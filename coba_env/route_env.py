@@ -8,6 +8,7 @@ each generator's evidence beside the pooled one (``coba_env.route_evidence.Route
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,8 @@ from coba_env.rules.config import EnvConfig, check_int, default_budget, episode_
 from coba_env.rules.masks import mask_bits
 from coba_env.rules.route_features import (
     generator_block,
+    patch_after_sample,
+    patch_after_verify,
     route_features,
     route_lambda_index,
     route_observation_bounds,
@@ -122,6 +125,7 @@ class RouteEnv(CoBaEnv):
         self._n_per_gen = route.n_per_generator
         self._caps = np.where(route.available, n_max_per_generator, 0).tolist()
         self._slot_cand: list[int] = []
+        self._n_obs = len(route_features(ActionLayout(generators=route.generators, verifiers=TIERS)))
 
     @classmethod
     def from_route(cls, route: RoutePool, n_max_per_generator: int, config: EnvConfig,
@@ -159,21 +163,22 @@ class RouteEnv(CoBaEnv):
                            source.n_clusters)
 
     def _place(self, action: int, slot: int) -> None:
-        g = self.layout.generator_of(action)
+        g = action  # the layout's SAMPLE ids are the generator indices (ActionLayout.generator_of)
         ev = self._ev
-        p = g * self._n_per_gen + ev.gen_revealed[g]
-        self._row.copy_candidate(slot, self._source, p)
+        k = ev.gen_revealed[g]
+        p = g * self._n_per_gen + k
+        source = self._source
+        self._row.copy_candidate(slot, source, p)
         self._slot_cand.append(p)
-        ev.add_generator_candidate(g, self._source.cluster[p], self._source.gen_cost[p])
+        ev.add_generator_candidate(g, source.cluster[p], source.gen_cost[p])
+        if k + 1 >= ev.gen_cap[g]:
+            self._sample_bits &= ~(1 << g)
+        patch_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
 
     def _compute_mask(self) -> np.ndarray:
         ev = self._ev
-        sample_bits = 0
-        for g in range(ev.n_generators):
-            if ev.gen_revealed[g] < ev.gen_cap[g]:
-                sample_bits |= 1 << g
         bits = mask_bits(ev.n_revealed, 0, self._verify_bits, ev.cost[self._cost_k] >= self.max_cost,
-                         sample_bits=sample_bits, stop_bit=1 << self._stop)
+                         sample_bits=self._sample_bits, stop_bit=1 << self._stop)
         self._bits = bits
         return self._mask_table[bits]
 
@@ -187,31 +192,31 @@ class RouteEnv(CoBaEnv):
     # -- reset and step: the replay env's, with the route observation -----------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the next route episode (options as ``CoBaEnv.reset``)."""
-        obs, info = super().reset(seed=seed, options=options)
-        return self._route_observation(obs), info
+        _, info = super().reset(seed=seed, options=options)
+        return np.fromiter(chain(self._block, self._obs), np.float32, self._n_obs), info
 
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
-        return RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, self._caps[self._ep])
+        caps = self._caps[self._ep]
+        ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps)
+        self._sample_bits = sum(1 << g for g, cap in enumerate(caps) if cap > 0)
+        #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``).
+        self._block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)
+        return ev
 
-    def step(self, action: int):
-        """Apply ``action`` (see the class docstring); the final info adds the per-generator allocation."""
-        obs, reward, terminated, truncated, info = super().step(action)
-        a, c = self._trace[-1]
-        if self.layout.is_verify(a):
-            t = self.layout.verifier_of(a)
-            self._ev.add_generator_score(c, t, self._row.score[c][t])
-        if terminated:
-            ev, gens = self._ev, self.layout.generators
-            info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed, strict=True))
-            info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s, strict=True))
-                                          for g, s in zip(gens, ev.gen_spend, strict=True)}
-            sel = info["selected_candidate"]
-            info["selected_generator"] = gens[ev.slot_generator[sel]] if sel >= 0 else None
-        return self._route_observation(obs), reward, terminated, truncated, info
+    def _as_observation(self, obs: list[float]) -> np.ndarray:
+        a, c = self._trace[-1] if self._trace else (-1, -1)
+        if self._n_gen <= a < self._stop:  # a VERIFY: the verified candidate's generator's mean at that tier
+            patch_after_verify(self._block, self._ev, self._ev.slot_generator[c], a - self._n_gen)
+        return np.fromiter(chain(self._block, obs), np.float32, self._n_obs)
 
-    def _route_observation(self, pooled: np.ndarray) -> np.ndarray:
-        block = generator_block(self._ev, self.n_max_per_generator, self._cost_k, self.budget)
-        return np.concatenate([np.array(block, dtype=np.float32), pooled])
+    def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
+        info = super()._final_info(selected, correct)
+        ev, gens = self._ev, self.layout.generators
+        info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed, strict=True))
+        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s, strict=True))
+                                      for g, s in zip(gens, ev.gen_spend, strict=True)}
+        info["selected_generator"] = gens[ev.slot_generator[selected]] if selected >= 0 else None
+        return info
 
     @property
     def lambda_index(self) -> int:

@@ -71,9 +71,10 @@ class RouteEvidence(Evidence):
         spend[2] += cost[2]
         spend[3] += cost[3]
 
-    def add_generator_score(self, candidate: int, tier: int, score: float) -> None:
-        """Count a usable score of revealed candidate ``candidate`` for its generator (NaN is no evidence)."""
-        if score == score:
+    def add_score(self, candidate: int, tier: int, score: float) -> None:
+        """``Evidence.add_score``, and a usable score also counts for the candidate's generator."""
+        super().add_score(candidate, tier, score)
+        if score == score:  # NaN is no evidence
             g = self.slot_generator[candidate]
             self.gen_score_sum[g][tier] += score
             self.gen_score_count[g][tier] += 1

@@ -80,6 +80,23 @@ def generator_block(ev: RouteEvidence, n_max: int, cost_k: int, budget: float) -
     return out
 
 
+def patch_after_sample(block: list[float], ev: RouteEvidence, g: int, n_max: int, cost_k: int,
+                       budget: float) -> None:
+    """``block`` after a SAMPLE from generator ``g``: only g's revealed, remaining, agreement and spend change."""
+    at = g * (4 + ev.n_tiers)
+    n = ev.gen_revealed[g]
+    block[at] = n / n_max
+    block[at + 1] = (ev.gen_cap[g] - n) / n_max
+    block[at + 2] = ev.gen_top_count[g] / n
+    block[at + 3 + ev.n_tiers] = ev.gen_spend[g][cost_k] / budget
+
+
+def patch_after_verify(block: list[float], ev: RouteEvidence, g: int, tier: int) -> None:
+    """``block`` after a VERIFY of one of generator ``g``'s candidates at ``tier``: only that mean changes."""
+    k = ev.gen_score_count[g][tier]
+    block[g * (4 + ev.n_tiers) + 3 + tier] = ev.gen_score_sum[g][tier] / k if k else 0.0
+
+
 def batch_generator_block(s: Any) -> np.ndarray:
     """The per-generator features [B, G * block] of a ``RouteVectorEnv`` state ``s`` (batched form)."""
     g_n, t_n, b = s.gen_revealed.shape[0], s.n_tiers, s.num_envs
