@@ -74,17 +74,34 @@ class RouteVectorEnv(CoBaVectorEnv):
         #: The pool candidate and the generator of each revealed slot, slot-major [S, B] (stale beyond n).
         self.slot_candidate = np.zeros((s, b), dtype=np.int64)
         self.slot_generator = np.zeros((s, b), dtype=np.int64)
+        self._gen_b = np.arange(g) * b
+        self._gen_tier_b = np.arange(g * t) * b
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
+        # Only the clusters of the revealed slots hold counts and statistics: zero those (flat indices of the
+        # revealed slots, as the base class does for the fusion terms) before the counters are reset.
+        b, revealed = self.num_envs, self.n.take(rows)
+        ends = np.cumsum(revealed)
+        if len(ends) and ends[-1]:
+            row = np.repeat(rows, revealed)
+            at = (np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row
+            cl = self.cluster_t.ravel().take(at).astype(np.int64)
+            answered = cl >= 0
+            row, cl = row[answered], cl[answered]
+            g = self.slot_generator.ravel().take(at[answered])
+            c1 = self.n_clusters + 1
+            self.counts.ravel()[row * c1 + cl] = 0.0
+            self._stats_items[row * c1 + cl] = self._zero_stats
+            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
         super()._reset_rows(rows, episodes)
-        self.counts[rows] = 0.0
-        self.top_stats[rows] = 0.0
+        # Row-major blocks written through flat indices: one plain 1-D scatter per array.
+        at = (self._gen_b[:, None] + rows).ravel()  # (generator, row) in [G, B]
         for name in ("gen_revealed", "gen_top_count", "gen_spend"):
-            getattr(self, name)[:, rows] = 0
-        self.gen_score_sum[:, :, rows] = 0.0
-        self.gen_score_count[:, :, rows] = 0
-        self._gen_counts.reshape(self.num_envs, -1)[rows] = 0
-        self.gen_cap[:, rows] = self._caps[episodes].T
+            getattr(self, name).ravel()[at] = 0
+        self.gen_cap.ravel()[at] = self._caps[episodes].T.ravel()
+        at = (self._gen_tier_b[:, None] + rows).ravel()  # (generator, tier, row) in [G, T, B]
+        self.gen_score_sum.ravel()[at] = 0.0
+        self.gen_score_count.ravel()[at] = 0
 
     def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
         return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
@@ -130,12 +147,20 @@ class RouteVectorEnv(CoBaVectorEnv):
 
     def _observations(self) -> np.ndarray:
         pooled = super()._observations()
-        return np.concatenate([batch_generator_block(self).astype(np.float32), pooled], axis=1)
+        block = batch_generator_block(self)  # feature-major [G * (4 + T), B]
+        k = len(block)
+        out = np.empty((self.num_envs, k + pooled.shape[1]), dtype=np.float32)
+        for i in range(0, k, 7):  # cast a few features at a time, as batch_observe does
+            out[:, i:i + 7] = block[i:i + 7].T
+        out[:, k:] = pooled
+        return out
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         super()._fresh_observations(obs, rows)
-        block = batch_generator_block(self)
-        obs[rows, :block.shape[1]] = block[rows]
+        # A fresh episode's block: every feature 0 but remaining = the generator's cap / N_max.
+        size = 4 + self.n_tiers
+        cols = np.arange(self.n_generators) * size + 1
+        obs[rows[:, None], cols] = self.gen_cap[:, rows].T / float(self.n_max_per_generator)
 
     # -- slot-order reads (the base class reads pool order) -------------------------------------------
     def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -98,7 +98,7 @@ def patch_after_verify(block: list[float], ev: RouteEvidence, g: int, tier: int)
 
 
 def batch_generator_block(s: Any) -> np.ndarray:
-    """The per-generator features [B, G * block] of a ``RouteVectorEnv`` state ``s`` (batched form)."""
+    """The per-generator features, feature-major [G * block, B], of a ``RouteVectorEnv`` state ``s`` (batched form)."""
     g_n, t_n, b = s.gen_revealed.shape[0], s.n_tiers, s.num_envs
     size = 4 + t_n
     out = np.empty((g_n * size, b))
@@ -111,7 +111,7 @@ def batch_generator_block(s: Any) -> np.ndarray:
         counts = s.gen_score_count[g]
         np.divide(s.gen_score_sum[g], np.maximum(counts, 1), out=out[at + 3:at + 3 + t_n])
         np.divide(s.gen_spend[g], s.budget, out=out[at + 3 + t_n])
-    return out.T
+    return out
 
 
 #: Size of the pooled block (the replay feature table).
