@@ -32,7 +32,7 @@ class RoutePool:
     n_per_generator: int
     #: available[e, g]: item e has generator g's candidates (bool [E, G]).
     available: np.ndarray
-    #: The replay episode id of each (item, generator), -1 when absent (int64 [E, G]).
+    #: The replay pool's row (episode index) of each (item, generator), -1 when absent (int64 [E, G]).
     source_episode: np.ndarray
     #: Each generator's parameters in billions (p_tokens / tokens of its candidates): label-free, a priori.
     generator_params: tuple[float, ...]
