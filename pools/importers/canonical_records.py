@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from pools.errors import PoolError
-from pools.schema import TIERS
+from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 
 #: Field kinds: "str", "int", "num", "bool", "obj" (JSON object); a trailing "?" allows null.
 #: Field -> (kind, required). Unknown fields are an error, so a misspelt field never goes unnoticed.
@@ -55,6 +56,7 @@ SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "prompt_tokens": ("int?", False),
     "output_tokens": ("int?", False),
     "latency_s": ("num?", False),
+    "role": ("str", False),  # the verifier's role (pools.schema.VERIFIER_ROLES); required for a non-paper name
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -118,11 +120,15 @@ def check_record(rec: dict[str, Any], where: str) -> None:
                             ("repetition_score", 0, 1)):
         _check_range(rec.get(name), low, high, where, name)
     for tier, entry in rec.get("scores", {}).items():
-        if tier not in TIERS:
-            raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}", file=where, field="scores")
+        if not re.fullmatch(VERIFIER_NAME_PATTERN, tier):
+            raise PoolError(f"verifier name {tier!r}; expected a name matching {VERIFIER_NAME_PATTERN} (the paper's "
+                            f"are {list(TIERS)})", file=where, field="scores")
         if not isinstance(entry, dict):
             raise PoolError(f"expected a JSON object, got {describe_value(entry)}", file=where, field=f"scores.{tier}")
         check_fields(entry, SCORE_FIELDS, where, prefix=f"scores.{tier}.")
+        if "role" in entry and entry["role"] not in VERIFIER_ROLES:
+            raise PoolError(f"is {entry['role']!r}; expected one of {list(VERIFIER_ROLES)}", file=where,
+                            field=f"scores.{tier}.role")
         _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
         for name in ("params_b", "prompt_tokens", "output_tokens", "latency_s"):
             _check_range(entry.get(name), 0, inf, where, f"scores.{tier}.{name}")
