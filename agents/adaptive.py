@@ -97,7 +97,7 @@ class DifficultyAdaptive(ConfiguredPolicy):
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a judge on V2 replays one by one."""
-        return not self.use_judge or supports_top_mean(venv.config.roles.slot("V1"))
+        return not self.use_judge or supports_top_mean(venv, venv.config.roles.slot("V1"))
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Per row: the allocated total (-1: not allocated yet)."""

@@ -114,7 +114,7 @@ class CoBaPolicy(ConfiguredPolicy):
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a cheap judge on V2 replays one by one."""
-        return supports_top_mean(venv.config.roles.slot("V1"))
+        return supports_top_mean(venv, venv.config.roles.slot("V1"))
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Per row: whether expansion is still open and how many candidates were routed."""

@@ -6,6 +6,7 @@ Compilation does every lookup, join and parse once. Correctness labels are kept 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,8 @@ class Labels:
 
 @dataclass
 class CompiledPool:
-    """Dense arrays over E episodes, N candidates and the tiers V1..V3 (a tier with no rows is all-missing)."""
+    """Dense arrays over E episodes, N candidates and T verifier slots ``tiers`` (``verifier_axis``; the paper's
+    V1..V3 on the paper's pools; a slot with no rows is all-missing)."""
 
     n_candidates: int
     tiers: tuple[str, ...]
@@ -180,7 +182,8 @@ def compile_pool(pool: Pool) -> CompiledPool:
     tokens = (cand["prompt_tokens"] + cand["output_tokens"]).to_numpy(dtype=np.float64)
     # Generation and verification costs are views of one table laid out as ``CoBaVectorEnv`` gathers it
     # (``cost_rows``): the vector env then uses it as is instead of a second copy (0.2 GB at 100k episodes).
-    n_measures, n_tiers, en = len(COST_MEASURES), len(TIERS), e_count * n
+    tiers = verifier_axis(pool.tiers)
+    n_measures, n_tiers, en = len(COST_MEASURES), len(tiers), e_count * n
     cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
     gen_cost[ei, ci, 0] = tokens
@@ -188,7 +191,6 @@ def compile_pool(pool: Pool) -> CompiledPool:
     gen_cost[ei, ci, 2] = 1.0
     gen_cost[ei, ci, 3] = cand["latency_s"].to_numpy(dtype=np.float64)
 
-    tiers = TIERS
     has_score = np.zeros((e_count, n, len(tiers)), dtype=bool)
     score = np.full((e_count, n, len(tiers)), np.nan)
     ver_cost = cost_table[en:en * (1 + n_tiers)].reshape(e_count, n, n_tiers, n_measures)
@@ -231,15 +233,26 @@ def compile_pool(pool: Pool) -> CompiledPool:
         max_output_tokens=float(max(max_tokens, 1.0)),
         labels=Labels(correct=correct, gold_cluster=gold),
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
-        verifier_roles=declared_roles(pool.manifest.get("verifier_roles")),
-        verifier_models=_tier_models(ver),
+        verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
+        verifier_models=_tier_models(ver, tiers),
         _cost_table=cost_table,
     )
 
 
-def _tier_models(ver: pd.DataFrame) -> tuple[str, ...]:
+def verifier_axis(pool_verifiers: Sequence[str]) -> tuple[str, ...]:
+    """The compiled tier axis (one slot per verifier, the env's VERIFY actions): the pool's verifiers.
+
+    A pool whose verifiers all carry the paper's names keeps the paper's whole axis V1, V2, V3, so the replay
+    env's action ids are 0..4 on every such pool (a verifier it lacks is never legal); any other pool's axis
+    is its own verifier list in the pool's order (``pools.store.Pool.tiers``), possibly empty.
+    """
+    names = tuple(pool_verifiers)
+    return TIERS if names and set(names) <= set(TIERS) else names
+
+
+def _tier_models(ver: pd.DataFrame, tiers: Sequence[str]) -> tuple[str, ...]:
     """The verifier model(s) of each tier slot, "+"-joined in order of first appearance ("" = no calls)."""
-    return tuple("+".join(str(m) for m in pd.unique(ver.loc[ver["tier"] == t, "model"])) for t in TIERS)
+    return tuple("+".join(str(m) for m in pd.unique(ver.loc[ver["tier"] == t, "model"])) for t in tiers)
 
 
 def _lookup(column: pd.Series, table: dict, dtype: type) -> np.ndarray:

@@ -19,7 +19,7 @@ from coba_env.costs import COST_MEASURES
 from coba_env.episode_data import EpisodeData
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
-from coba_env.rules.actions import N_TIERS, REPLAY_LAYOUT, TIERS, ActionLayout, action_names
+from coba_env.rules.actions import ActionLayout, action_names
 from coba_env.rules.config import (
     RESET_OPTIONS,
     EnvConfig,
@@ -29,16 +29,12 @@ from coba_env.rules.config import (
     default_budget,
 )
 from coba_env.rules.features import (
-    LAMBDA,
-    N_FEATURES,
     clogc_table,
     first_observation,
     log_table,
-    observation_bounds,
     observe,
     patch_after_verify,
 )
-from coba_env.rules.features import STEP as STEP_FRAC
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
 from coba_env.rules.masks import STOP_BIT, illegal_reason, mask_bits, mask_table, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
@@ -131,7 +127,7 @@ class CoBaEnv(gym.Env):
     ## Arguments
 
     ``gymnasium.make("coba/Replay-v0", pool=None, datasets=None, generators=None, episode_ids=None,
-    lam=0.1, lambda_range=None, budget=None, cost_model="p_tokens", n_max=None, tiers=("V1", "V2", "V3"),
+    lam=0.1, lambda_range=None, budget=None, cost_model="p_tokens", n_max=None, tiers=None,
     selection=None, order="sequential", max_cost=None)``
 
     - pool: a pool directory, a simulator profile name, a ``Pool``/``CompiledPool``, or None (the embedded
@@ -164,7 +160,7 @@ class CoBaEnv(gym.Env):
         budget: float | None = None,
         cost_model: str = "p_tokens",
         n_max: int | None = None,
-        tiers: Sequence[str] = TIERS,
+        tiers: Sequence[str] | None = None,
         selection: SelectionRule | dict | str | None = None,
         order: str = "sequential",
         max_cost: float | None = None,
@@ -185,9 +181,11 @@ class CoBaEnv(gym.Env):
         self.cost_model, self._cost_k, self.n_max = config.cost_model, config.cost_k, config.n_max
         self.lam, self.lambda_range, self.budget = config.lam, config.lambda_range, config.budget
         self.max_cost, self.selection, self._weights = config.max_cost, config.selection, config.weights
-        # Verifier tiers are always the full V1..V3 axis so that action ids are stable across pools;
-        # a tier that is disabled or absent from the pool is simply never legal.
-        self.tiers, self.n_tiers = TIERS, N_TIERS
+        # The verifier axis is the pool's (``coba_env.compiled.verifier_axis``: V1..V3 on every pool of
+        # paper-named verifiers, so their action ids are stable); a disabled or absent tier is never legal.
+        self.tiers, self.n_tiers = config.pool.tiers, len(config.pool.tiers)
+        #: The feature table (``coba_env.rules.features.FeatureLayout``), generated from the verifiers.
+        self.features = fl = config.features
         self.enabled_tiers, self._tier_on = config.enabled_tiers, list(config.tier_on)
         #: Which tier slot serves each role a policy asks for (``coba_env.rules.roles``).
         self.roles = config.roles
@@ -221,16 +219,17 @@ class CoBaEnv(gym.Env):
         self._trace: list[tuple[int, int]] = []
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
-        self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32)
+        self._zero_obs = np.zeros(fl.n_features, dtype=np.float32)
+        self._lam_index, self._step_index = fl.lam, fl.step
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
-        self._obs: list[float] = [0.0] * N_FEATURES
+        self._obs: list[float] = [0.0] * fl.n_features
 
     def _action_layout(self) -> ActionLayout:
-        """The replay layout: SAMPLE (the episode's generator), VERIFY_V1..V3, STOP."""
-        return REPLAY_LAYOUT
+        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
+        return ActionLayout(verifiers=tuple(self.tiers))
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return observation_bounds()
+        return self.features.bounds()
 
     @classmethod
     def from_config(cls, config: EnvConfig, render_mode: str | None = None) -> CoBaEnv:
@@ -307,9 +306,9 @@ class CoBaEnv(gym.Env):
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
-        self._obs = first_observation(lam)
+        self._obs = first_observation(lam, self.features)
         first = self._zero_obs.copy()
-        first[LAMBDA] = lam
+        first[self._lam_index] = lam
         return first, {"action_mask": self._mask.copy(), "episode": ep}
 
     def _episode_data(self, ep: int) -> EpisodeData:
@@ -318,7 +317,7 @@ class CoBaEnv(gym.Env):
 
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> Evidence:
         """A fresh episode's (empty) evidence."""
-        return Evidence(n_max, self.n_tiers, n_clusters, lam, self._weights)
+        return Evidence(n_max, self.n_tiers, n_clusters, lam, self._weights, self.features.strong)
 
     # -- masks ---------------------------------------------------------------------------------------
     def _compute_mask(self) -> np.ndarray:
@@ -373,7 +372,7 @@ class CoBaEnv(gym.Env):
             correct = self._is_correct(selected)
             extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
             self._mask, self._bits = self._mask_table[0], 0
-            obs[STEP_FRAC] = ev.steps / self.max_steps
+            obs[self._step_index] = ev.steps / self.max_steps
             info = self._final_info(selected, correct)
             if extra:
                 info.update(extra)
@@ -412,21 +411,23 @@ class CoBaEnv(gym.Env):
         self._trace.append((a, c))
         if a < n_gen:
             obs = self._obs = observe(ev, acc[self._cost_k] / self.budget, self.max_steps,
-                                      self.pool.max_output_tokens, self._logs, ev.best_r)
+                                      self.pool.max_output_tokens, self._logs, ev.best_r, self.features)
         else:
-            patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps)
+            patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps,
+                               self.features)
         self._mask = self._compute_mask()
         return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
         """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
-        return np.fromiter(obs, np.float32, N_FEATURES)
+        return np.fromiter(obs, np.float32, len(obs))
 
     def _observation(self) -> np.ndarray:
         """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
         ev = self._ev
         return np.array(observe(ev, ev.cost[self._cost_k] / self.budget, self.max_steps,
-                                self.pool.max_output_tokens, self._logs, ev.best_r), dtype=np.float32)
+                                self.pool.max_output_tokens, self._logs, ev.best_r, self.features),
+                        dtype=np.float32)
 
     def _illegal_reason(self, a: int) -> str:
         if self.gate is not None:

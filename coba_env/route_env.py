@@ -19,7 +19,7 @@ from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.route_evidence import RouteEvidence
 from coba_env.route_pool import RoutePool, compile_route_pool
-from coba_env.rules.actions import TIERS, ActionLayout
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, default_budget, episode_subset
 from coba_env.rules.masks import mask_bits
 from coba_env.rules.route_features import (
@@ -37,7 +37,7 @@ __all__ = ["RouteEnv", "route_config"]
 
 def route_config(pool: Pool | CompiledPool | str | None = None, *, datasets: Any = None, generators: Any = None,
                  lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
-                 n_max: Any = None, tiers: Any = TIERS, selection: Any = None, order: str = "sequential",
+                 n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
                  max_cost: Any = None) -> tuple[RoutePool, int, EnvConfig]:
     """(route pool, N_max per generator, validated config over the route episodes) of a route env's arguments.
 
@@ -94,7 +94,7 @@ class RouteEnv(CoBaEnv):
     ## Arguments
 
     ``gymnasium.make("coba/Route-v0", pool=None, datasets=None, generators=None, lam=0.1, lambda_range=None,
-    budget=None, cost_model="p_tokens", n_max=None, tiers=("V1", "V2", "V3"), selection=None,
+    budget=None, cost_model="p_tokens", n_max=None, tiers=None, selection=None,
     order="sequential", max_cost=None)``: as ``coba/Replay-v0``; ``n_max`` is per generator; ``generators``
     restricts the generators routed between (at least one).
 
@@ -106,7 +106,7 @@ class RouteEnv(CoBaEnv):
     def __init__(self, pool: Pool | CompiledPool | str | None = None, *, datasets: Sequence[str] | str | None = None,
                  generators: Sequence[str] | str | None = None, lam: float = 0.1,
                  lambda_range: tuple[float, float] | None = None, budget: float | None = None,
-                 cost_model: str = "p_tokens", n_max: int | None = None, tiers: Sequence[str] = TIERS,
+                 cost_model: str = "p_tokens", n_max: int | None = None, tiers: Sequence[str] | None = None,
                  selection: Any = None, order: str = "sequential", max_cost: float | None = None,
                  render_mode: str | None = None) -> None:
         route, n_max_g, config = route_config(pool, datasets=datasets, generators=generators, lam=lam,
@@ -125,7 +125,6 @@ class RouteEnv(CoBaEnv):
         self._n_per_gen = route.n_per_generator
         self._caps = np.where(route.available, n_max_per_generator, 0).tolist()
         self._slot_cand: list[int] = []
-        self._n_obs = len(route_features(ActionLayout(generators=route.generators, verifiers=TIERS)))
 
     @classmethod
     def from_route(cls, route: RoutePool, n_max_per_generator: int, config: EnvConfig,
@@ -138,15 +137,17 @@ class RouteEnv(CoBaEnv):
         return env
 
     def _action_layout(self) -> ActionLayout:
-        return ActionLayout(generators=self.route.generators, verifiers=TIERS)
+        return ActionLayout(generators=self.route.generators, verifiers=tuple(self.tiers))
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return route_observation_bounds(self._action_layout())
+        low, high = route_observation_bounds(self._action_layout(), self.features)
+        self._n_obs = len(low)
+        return low, high
 
     @property
     def feature_names(self) -> tuple[str, ...]:
         """The observation's feature names, in index order (generated from the layout)."""
-        return tuple(name for name, _ in route_features(self.layout))
+        return tuple(name for name, _ in route_features(self.layout, self.features))
 
     @property
     def evidence(self) -> RouteEvidence:
@@ -197,7 +198,7 @@ class RouteEnv(CoBaEnv):
 
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
         caps = self._caps[self._ep]
-        ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps)
+        ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps, self.features.strong)
         self._sample_bits = sum(1 << g for g, cap in enumerate(caps) if cap > 0)
         #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``).
         self._block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)
@@ -221,4 +222,4 @@ class RouteEnv(CoBaEnv):
     @property
     def lambda_index(self) -> int:
         """Index of lambda in the observation."""
-        return route_lambda_index(self.layout)
+        return route_lambda_index(self.layout, self.features)

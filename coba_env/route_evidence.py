@@ -21,8 +21,8 @@ class RouteEvidence(Evidence):
                  "gen_score_count", "gen_spend", "slot_generator")
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
-                 weights: tuple[float, float, float, float], gen_cap: list[int]) -> None:
-        super().__init__(n_max, n_tiers, n_clusters, lam, weights)
+                 weights: tuple[float, ...], gen_cap: list[int], strong: int = 2) -> None:
+        super().__init__(n_max, n_tiers, n_clusters, lam, weights, strong)
         g = len(gen_cap)
         self.n_generators = g
         #: Candidates revealed from each generator.

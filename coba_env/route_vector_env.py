@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.route_env import RouteEnv, route_config
-from coba_env.rules.actions import TIERS, ActionLayout
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import check_int
 from coba_env.rules.masks import batch_masks
 from coba_env.rules.route_features import batch_generator_block, route_lambda_index, route_observation_bounds
@@ -44,13 +44,13 @@ class RouteVectorEnv(CoBaVectorEnv):
         super().__init__(num_envs, config=config, render_mode=render_mode)
 
     def _action_layout(self) -> ActionLayout:
-        return ActionLayout(generators=self.route.generators, verifiers=TIERS)
+        return ActionLayout(generators=self.route.generators, verifiers=tuple(self.tiers))
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return route_observation_bounds(self._action_layout())
+        return route_observation_bounds(self._action_layout(), self.features)
 
     def _lambda_index(self) -> int:
-        return route_lambda_index(self.layout)
+        return route_lambda_index(self.layout, self.features)
 
     @property
     def single(self) -> RouteEnv:
@@ -181,15 +181,14 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _select(self, rows: np.ndarray) -> np.ndarray:
         if self.selection.rule == "fusion":
             return super()._select(rows)
-        from coba_env.rules.actions import TIER_INDEX
-        from coba_env.rules.selection import select_by_rule
+        from coba_env.rules.selection import select_by_rule, tier_columns
 
         rule = self.selection
         none = self.n_answered[rows] == 0
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            t = TIER_INDEX[rule.tier]
-            tier_scores, tier_verified = self._slot_table(self.pool.score[:, :, t], rows), self._verified(t, rows)
+            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows),
+                                                      lambda t: self._verified(t, rows))
         cluster = self._slot_table(self.pool.cluster, rows)
         sel = select_by_rule(rule, cluster, self.n[rows], self.top[rows], tier_scores, tier_verified)
         return np.where(none, -1, sel)

@@ -39,19 +39,16 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
-from coba_env.rules.actions import REPLAY_LAYOUT, TIER_INDEX, ActionLayout
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
-    LAMBDA,
-    N_FEATURES,
     batch_observe,
     clogc_table,
     log_table,
-    observation_bounds,
 )
 from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.masks import batch_masks
-from coba_env.rules.selection import select_by_rule
+from coba_env.rules.selection import select_by_rule, tier_columns
 from coba_env.rules.verify import batch_verify_target
 from coba_env.spaces import MaskedDiscrete
 from coba_env.vector_tables import VectorTables
@@ -76,6 +73,8 @@ class CoBaVectorEnv(VectorEnv):
             raise ValueError("pass either config= or the pool and env arguments, not both")
         self.config = config
         p = config.pool
+        #: The verifier names (the pool's axis) and the feature table generated from them.
+        self.tiers, self.features = p.tiers, config.features
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
@@ -118,14 +117,14 @@ class CoBaVectorEnv(VectorEnv):
         self._alloc()
 
     def _action_layout(self) -> ActionLayout:
-        """The replay layout: SAMPLE (the episode's generator), VERIFY_V1..V3, STOP."""
-        return REPLAY_LAYOUT
+        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
+        return ActionLayout(verifiers=tuple(self.tiers))
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return observation_bounds()
+        return self.features.bounds()
 
     def _lambda_index(self) -> int:
-        return LAMBDA
+        return self.features.lam
 
     #: Whether candidates are revealed in pool order (slot = candidate), so a cluster's first candidate in the
     #: pool is its first revealed one (the lazy zeroing of its counts relies on it); route episodes are not.
@@ -167,7 +166,8 @@ class CoBaVectorEnv(VectorEnv):
         self._cost = self._floats[:4]
         self.cost = self._cost.T  # [B, 4] view
         self.clogc_sum, self.best_v3, self.len_sum = self._floats[4:]
-        # Per answer cluster (Evidence.tier_stats keeps all tiers): V1 sum, count, max and V3 sum, count, adjacent
+        # Per answer cluster (Evidence.tier_stats keeps all tiers): the feature layout's cheap judge's sum, count,
+        # max and strong verifier's sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
         self.top_stats = np.zeros((b, c + 1, 5))
         # A copy of the top answer's record per row (zeros without one), rewritten whenever the top answer or its
@@ -197,7 +197,7 @@ class CoBaVectorEnv(VectorEnv):
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
-        self._obs_t = np.empty((N_FEATURES, b))  # see ``_observations``
+        self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
         self._obs_row = np.dtype((np.void, self.n_obs * 4))
         self._zero_obs = np.zeros(self.n_obs, dtype=np.float32).view(self._obs_row)[0]
@@ -318,7 +318,7 @@ class CoBaVectorEnv(VectorEnv):
 
     def _observations(self) -> np.ndarray:
         """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current)."""
-        return batch_observe(self, self._obs_t)
+        return batch_observe(self, self._obs_t, self.features)
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
@@ -334,8 +334,7 @@ class CoBaVectorEnv(VectorEnv):
         ep = self.ep[rows]
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            t = TIER_INDEX[rule.tier]
-            tier_scores, tier_verified = self.pool.score[ep, :, t], self._verified(t, rows)
+            tier_scores, tier_verified = tier_columns(rule, self.pool.score[ep], lambda t: self._verified(t, rows))
         sel = select_by_rule(rule, self.pool.cluster[ep], self.n[rows], self.top[rows], tier_scores, tier_verified)
         return np.where(none, -1, sel)
 
@@ -449,18 +448,19 @@ class CoBaVectorEnv(VectorEnv):
         slot = cu * b + ru
         self.fnum_t.ravel()[slot] += w * su
         self.fden_t.ravel()[slot] += w
-        v3 = tu == 2
+        cheap, strong = self.features.cheap, self.features.strong
+        v3 = tu == strong
         r3 = ru[v3]
         self.best_v3[r3] = np.maximum(self.best_v3.take(r3), su[v3])
         cl = self.cluster_t.ravel().take(slot).astype(np.int64)  # >= 0: only answered ones are eligible
         at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
         stats = self.top_stats.ravel()
-        k = tu == 0  # V1: sum, count, max
+        k = tu == cheap  # the cheap judge: sum, count, max
         s1, a1 = su[k], at[k] * 5
         stats[a1] += s1
         stats[a1 + 1] += 1
         stats[a1 + 2] = np.maximum(stats.take(a1 + 2), s1)
-        k = tu == 2  # V3: sum, count
+        k = tu == strong  # the strong verifier: sum, count
         a3 = at[k] * 5
         stats[a3 + 3] += su[k]
         stats[a3 + 4] += 1

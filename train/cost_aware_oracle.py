@@ -42,7 +42,6 @@ from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
 from coba_env.rules.selection import SelectionRule
-from pools.schema import TIERS
 from train.oracle_model import N_TIERS, SAMPLE, STOP, Episode, OracleModel
 
 __all__ = ["DEFAULT_NODE_LIMIT", "N_TIERS", "SAMPLE", "STOP", "CostAwareOracle", "OraclePlan", "oracle_plan"]
@@ -94,7 +93,7 @@ class CostAwareOracle:
 
     def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
-                 tiers: Sequence[str] = TIERS, max_cost: float | None = None,
+                 tiers: Sequence[str] | None = None, max_cost: float | None = None,
                  node_limit: int = DEFAULT_NODE_LIMIT) -> None:
         self.model = m = OracleModel(compiled, budget=budget, cost_model=cost_model, selection=selection,
                                      n_max=n_max, tiers=tiers, max_cost=max_cost)
@@ -352,7 +351,7 @@ class CostAwareOracle:
 
 def oracle_plan(compiled: CompiledPool, episode: int, lam: float, *, budget: float | None = None,
                 cost_model: str = "p_tokens", selection: SelectionRule | dict | str | None = None,
-                n_max: int | None = None, node_limit: int = DEFAULT_NODE_LIMIT, tiers: Sequence[str] = TIERS,
+                n_max: int | None = None, node_limit: int = DEFAULT_NODE_LIMIT, tiers: Sequence[str] | None = None,
                 max_cost: float | None = None, prefix: Sequence[int] = ()) -> OraclePlan:
     """One-shot plan for ``episode`` (index into ``compiled``) at ``lam``; see ``CostAwareOracle``."""
     oracle = CostAwareOracle(compiled, budget=budget, cost_model=cost_model, selection=selection, n_max=n_max,

@@ -19,7 +19,7 @@ import numpy as np
 
 from coba_env.compiled import CompiledPool
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, TIERS, tier_of, verify_action
+from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, tier_of, verify_action
 from coba_env.rules.config import EnvConfig
 from coba_env.rules.features import clogc_table
 from coba_env.rules.fusion import best_of, rank_list
@@ -55,7 +55,7 @@ class OracleModel:
 
     def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
-                 tiers: Sequence[str] = TIERS, max_cost: float | None = None) -> None:
+                 tiers: Sequence[str] | None = None, max_cost: float | None = None) -> None:
         config = EnvConfig.for_pool(compiled, budget=budget, cost_model=cost_model, selection=selection,
                                     n_max=n_max, tiers=tiers, max_cost=max_cost)
         self.pool = compiled

@@ -2,7 +2,7 @@
 
 The table is generated from the action layout: for each generator g, in the layout's order, the features of
 ``GENERATOR_FEATURES`` named ``<feature>_<g>`` (one ``mean_<verifier>`` per verifier), then the pooled
-``coba_env.rules.features.FEATURES`` computed over every revealed candidate (answers clustered across
+feature table (``coba_env.rules.features.FeatureLayout`` of the verifiers) computed over every revealed candidate (answers clustered across
 generators; N_max there is the per-generator N_max times G). Every value derives from revealed evidence only.
 """
 
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from coba_env.rules.actions import ActionLayout
-from coba_env.rules.features import FEATURES, LAMBDA, N_FEATURES, observation_bounds
+from coba_env.rules.features import FeatureLayout, feature_layout
+from pools.schema import PAPER_TIER_ROLES
 
 if TYPE_CHECKING:  # annotations only
     from coba_env.route_evidence import RouteEvidence
@@ -33,7 +34,15 @@ def generator_block_size(layout: ActionLayout) -> int:
     return 4 + layout.n_verifiers
 
 
-def route_features(layout: ActionLayout) -> tuple[tuple[str, str], ...]:
+def pooled_layout(layout: ActionLayout, pooled: FeatureLayout | None = None) -> FeatureLayout:
+    """The pooled feature table: ``pooled`` (an env's, built from its pool's roles), else the layout's verifiers
+    with the paper names' roles (a verifier without a paper name feeds no top_v1 / best_v3 feature)."""
+    if pooled is not None:
+        return pooled
+    return feature_layout(layout.verifiers, tuple(PAPER_TIER_ROLES.get(v, "") for v in layout.verifiers))
+
+
+def route_features(layout: ActionLayout, pooled: FeatureLayout | None = None) -> tuple[tuple[str, str], ...]:
     """THE route feature table of ``layout``: (name, meaning) in index order."""
     rows: list[tuple[str, str]] = []
     for g in layout.generators:
@@ -42,27 +51,28 @@ def route_features(layout: ActionLayout) -> tuple[tuple[str, str], ...]:
                 rows += [(f"{name.format(v=v)}_{g}", f"{g}: {meaning.format(v=v)}") for v in layout.verifiers]
             else:
                 rows.append((f"{name}_{g}", f"{g}: {meaning}"))
-    return (*rows, *FEATURES)
+    return (*rows, *pooled_layout(layout, pooled).features)
 
 
-def route_lambda_index(layout: ActionLayout) -> int:
+def route_lambda_index(layout: ActionLayout, pooled: FeatureLayout | None = None) -> int:
     """Index of the lambda feature in the route observation."""
-    return layout.n_generators * generator_block_size(layout) + LAMBDA
+    return layout.n_generators * generator_block_size(layout) + pooled_layout(layout, pooled).lam
 
 
-def route_observation_bounds(layout: ActionLayout) -> tuple[np.ndarray, np.ndarray]:
+def route_observation_bounds(layout: ActionLayout, pooled: FeatureLayout | None = None
+                             ) -> tuple[np.ndarray, np.ndarray]:
     """(low, high): [0, 1] for every feature, [0, inf) for each spend, budget_used and lambda."""
     size = generator_block_size(layout)
     high = np.ones(layout.n_generators * size, dtype=np.float32)
     high[size - 1::size] = np.inf
-    low0, high0 = observation_bounds()
+    low0, high0 = pooled_layout(layout, pooled).bounds()
     return np.concatenate([np.zeros(len(high), dtype=np.float32), low0]), np.concatenate([high, high0])
 
 
-def route_features_markdown(layout: ActionLayout) -> str:
+def route_features_markdown(layout: ActionLayout, pooled: FeatureLayout | None = None) -> str:
     """The route feature table of ``layout`` as Markdown (index, name, meaning), for docs."""
     lines = ["| Num | Feature | Meaning |", "|---:|---|---|"]
-    lines += [f"| {i} | {name} | {meaning} |" for i, (name, meaning) in enumerate(route_features(layout))]
+    lines += [f"| {i} | {name} | {meaning} |" for i, (name, meaning) in enumerate(route_features(layout, pooled))]
     return "\n".join(lines)
 
 
@@ -113,6 +123,3 @@ def batch_generator_block(s: Any) -> np.ndarray:
         np.divide(s.gen_spend[g], s.budget, out=out[at + 3 + t_n])
     return out
 
-
-#: Size of the pooled block (the replay feature table).
-POOLED_FEATURES = N_FEATURES
