@@ -36,7 +36,7 @@ from coba_env.rules.features import (
     patch_after_verify,
 )
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
-from coba_env.rules.masks import STOP_BIT, illegal_reason, mask_bits, mask_table, tier_bits
+from coba_env.rules.masks import illegal_reason, mask_bits, mask_table, stop_bit, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
@@ -198,6 +198,7 @@ class CoBaEnv(gym.Env):
         #: Whether SAMPLE puts a chosen generator's candidate into the next slot (``_place``; route episodes).
         self._places = False
         self._tier_bits = tier_bits(self._tier_on, layout)
+        self._stop_bit = stop_bit(layout)
         self._tier_index_bits = tuple(enumerate(self._tier_bits))
         self.actions = list(layout.names)
         self.SAMPLE, self.STOP = layout.sample_action(), layout.stop_action
@@ -324,11 +325,12 @@ class CoBaEnv(gym.Env):
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
         spent = ev.cost[self._cost_k] >= self.max_cost
-        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent)
+        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit)
         if self.gate is not None:
-            blocked = self.gate.blocked(self, bits & ~STOP_BIT)
+            blocked = self.gate.blocked(self, bits & ~self._stop_bit)
             if blocked:
-                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked)
+                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked,
+                                 stop_bit=self._stop_bit)
         self._bits = bits
         return self._mask_table[bits]
 

@@ -42,10 +42,11 @@ from coba_env.live_sources import (
     Revealed,
     Scored,
 )
-from coba_env.rules.actions import SAMPLE, STOP, TIERS, tier_of
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_number
-from coba_env.rules.masks import STOP_BIT
+from coba_env.rules.masks import stop_bit
 from coba_env.rules.selection import SelectionRule
+from pools.schema import TIERS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
            "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
@@ -55,8 +56,11 @@ MIN_CALL_SECONDS = 0.01
 #: Seconds of a time budget kept back from a call's timeout for the bookkeeping around it (so that an
 #: abandoned call still leaves the episode within its budget).
 SECONDS_MARGIN = 0.05
-#: Every action but STOP.
-_CALLS_MASK = STOP_BIT - 1
+
+
+def _calls_mask(layout: ActionLayout) -> int:
+    """The mask bits of every action but STOP (the model calls)."""
+    return stop_bit(layout) - 1
 
 
 @dataclass(frozen=True)
@@ -159,9 +163,10 @@ class LiveGate(ActionGate):
 
     def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
         """The most a call for ``action`` can use."""
-        if action == SAMPLE:
+        if env.layout.is_sample(action):
             return self.source.sample_bound(env.evidence.n_revealed)
-        return self.source.verify_bound(env.verify_target(tier_of(action)), tier_of(action))
+        t = env.layout.verifier_of(action)
+        return self.source.verify_bound(env.verify_target(t), t)
 
     def blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
         """The limit (tokens, calls, seconds) that a call with ``bound`` could exceed, or None."""
@@ -181,11 +186,11 @@ class LiveGate(ActionGate):
         """Every call that could break a hard budget (every call once the time ran out during one)."""
         self.blocked_why = {}
         if self.interrupted is not None:
-            return _CALLS_MASK
+            return _calls_mask(env.layout)
         if self.limits == Limits():
             return 0
         spent, out = self.spent(env), 0
-        for a in range(STOP):
+        for a in range(env.layout.stop_action):
             if candidates >> a & 1:
                 why = self.blocking_limit(self.call_bound(env, a), spent)
                 if why is not None:
@@ -195,7 +200,7 @@ class LiveGate(ActionGate):
 
     def illegal_reason(self, env: CoBaEnv, action: int) -> str | None:
         """The budget a blocked call could exceed, else None (the env's own reason applies)."""
-        if 0 <= action < STOP and env.actions[action] in self.blocked_why:
+        if 0 <= action < env.layout.stop_action and env.actions[action] in self.blocked_why:
             return (f"action {action} ({env.actions[action]}) is not allowed now: its call could exceed the "
                     f"hard {self.blocked_why[env.actions[action]]} budget ({self.limits.text()})")
         return None
@@ -206,7 +211,7 @@ class LiveGate(ActionGate):
             self.fetch(env, action)
         except CallInterrupted as exc:
             self.interrupted = str(exc)
-            return STOP
+            return env.layout.stop_action
         return action
 
     def on_stop(self, env: CoBaEnv, legal: int) -> dict[str, Any]:
@@ -229,12 +234,12 @@ class LiveGate(ActionGate):
                                       f"{env.actions[a]} call")
         bound = self.call_bound(env, a)
         try:
-            if a == SAMPLE:
+            if env.layout.is_sample(a):
                 c = env.evidence.n_revealed
                 got = self.source.sample(c, timeout)
                 self.episode.reveal_candidate(c, got)
             else:
-                t = tier_of(a)
+                t = env.layout.verifier_of(a)
                 c = env.verify_target(t)
                 got = self.source.verify(c, t, timeout)
                 self.episode.reveal_score(c, t, got)
@@ -251,7 +256,7 @@ class LiveGate(ActionGate):
         """Why the episode stops now, given the actions that were ``legal`` when STOP was chosen."""
         if self.interrupted is not None:
             return f"budget: {self.interrupted}"
-        if legal & _CALLS_MASK:
+        if legal & _calls_mask(env.layout):
             return "policy: chose STOP"
         if self.blocked_why:
             parts = ", ".join(f"{a} ({why})" for a, why in self.blocked_why.items())

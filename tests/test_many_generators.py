@@ -65,3 +65,66 @@ def test_the_bench_runs_on_many_generators(n_generators, tmp_path):
         assert all(row["n"] == 7 and 0 <= row["acc"] <= 100 for row in per_generator.values())
     text = (tmp_path / "report.md").read_text()
     assert all(g in text for g in gens)
+
+
+#: Verifiers a pool may name: name -> (model, params_b, role); a pool with k verifiers names the first k.
+VERIFIERS: dict[str, tuple[str, float, str]] = {
+    "judge-s": ("Judge-1.5B", 1.5, "cheap_judge"),
+    "prm": ("PRM-7B", 7.0, "process_judge"),
+    "rm": ("RM-72B", 72.0, "reward_model"),
+    "judge-l": ("Judge-8B", 8.0, "cheap_judge"),
+    "verifier": ("Verifier-14B", 14.0, "strong_verifier"),
+    "verifier-xl": ("Verifier-32B", 32.0, "strong_verifier"),
+}
+
+
+def pool_with_verifiers(n_generators: int, n_verifiers: int):
+    """``pool_with(n_generators)`` whose verifiers are the first ``n_verifiers`` of ``VERIFIERS``."""
+    gens = dict(list(GENERATORS.items())[:n_generators])
+    return make_synthetic_pool({"d1": 4, "d2": 3}, gens, n_candidates=16, seed=10 * n_generators + n_verifiers,
+                               verifiers=dict(list(VERIFIERS.items())[:n_verifiers]))
+
+
+#: Which verifier serves each paper role with the first k verifiers (docs/POLICIES.md "Verifier roles": a cheap
+#: judge, else a reward model, else a strong verifier serves V1; a strong verifier, else a reward model, V3).
+SERVING = {0: {}, 1: {"V1": "judge-s"}, 5: {"V1": "judge-s", "V2": "prm", "V3": "verifier"},
+           6: {"V1": "judge-s", "V2": "prm", "V3": "verifier"}}
+
+
+@pytest.mark.parametrize("n_generators, n_verifiers", [(3, 5), (3, 6), (4, 5), (3, 0), (3, 1)])
+def test_verifiers_are_data(n_generators, n_verifiers, tmp_path):
+    """Any number of verifiers: the layouts, the observation and every applicable policy follow the pool."""
+    compiled = compile_pool(pool_with_verifiers(n_generators, n_verifiers))
+    names = list(VERIFIERS)[:n_verifiers]
+    assert compiled.tiers == tuple(names)
+    replay_env = make_env(make_policy("greedy"), compiled)
+    assert replay_env.layout.names == ("SAMPLE", *[f"VERIFY_{v}" for v in names], "STOP")
+    # docs/ENV.md: 11 features, one verified share per verifier, 7 more.
+    assert replay_env.observation_space.shape == (11 + n_verifiers + 7,)
+    assert replay_env.features.names[11:11 + n_verifiers] == tuple(f"{v}_verified_frac" for v in names)
+    route_env = RouteEnv(compiled)
+    gens = list(GENERATORS)[:n_generators]
+    assert route_env.layout.names == (*[f"SAMPLE_{g}" for g in gens], *[f"VERIFY_{v}" for v in names], "STOP")
+    ran = set()
+    for name, spec in load_specs().items():
+        policy = make_policy(name)
+        route = spec["group"] == "routing"
+        env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
+        ok, why = policy.applicable(env)
+        if not ok:
+            assert why, name
+            continue
+        records = replay(policy, env)
+        ran.add(name)
+        assert len(records) == (7 if route else 7 * n_generators)
+        called = {env.actions[a].removeprefix("VERIFY_") for r in records for a in r["action_ids"]
+                  if env.actions[a].startswith("VERIFY_")}
+        assert called <= set(SERVING[n_verifiers].values()), (name, called)  # only role-serving verifiers
+        if name == "greedy":
+            assert [r["correct"] for r in records] == compiled.labels.correct[:, 0].tolist()
+    assert {"greedy", "bon16_majority", "pool_oracle"} <= ran  # need no verifier
+    if n_verifiers >= 5:  # every role served: every fixed policy runs
+        assert ran == {n for n, spec in load_specs().items() if spec["group"] != "learned"}
+    results = run_bench(pool_with_verifiers(n_generators, n_verifiers), "greedy,coba_balanced,bon4_majority",
+                        out_dir=tmp_path, progress=False, figures=False, quiet=True)
+    assert results["policies"]["greedy"]["per_generator"].keys() == set(gens)

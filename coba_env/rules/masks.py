@@ -13,14 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coba_env.rules.actions import REPLAY_LAYOUT, ActionLayout
+from coba_env.rules.actions import ActionLayout
 
-STOP_BIT = 1 << REPLAY_LAYOUT.stop_action
 #: Largest action count whose masks are all built up front (2 ** n arrays); larger layouts build them on use.
 EAGER_MASK_ACTIONS = 12
 
 
-def tier_bits(tier_on: Sequence[bool], layout: ActionLayout = REPLAY_LAYOUT) -> list[int]:
+def tier_bits(tier_on: Sequence[bool], layout: ActionLayout) -> list[int]:
     """Mask bit of each tier's VERIFY action in ``layout``, 0 for a disabled tier."""
     return [1 << layout.verify_action(t) if on else 0 for t, on in enumerate(tier_on)]
 
@@ -50,8 +49,13 @@ def mask_table(n_actions: int) -> list[np.ndarray] | dict[int, np.ndarray]:
     return [_mask_of(bits, n_actions) for bits in range(1 << n_actions)]
 
 
-def mask_bits(n: int, n_max: int, verify_bits: int, spent: bool, blocked: int = 0, *, sample_bits: int = -1,
-              stop_bit: int = STOP_BIT) -> int:
+def stop_bit(layout: ActionLayout) -> int:
+    """The mask bit of ``layout``'s STOP (every lower bit is a model call: a SAMPLE or a VERIFY)."""
+    return 1 << layout.stop_action
+
+
+def mask_bits(n: int, n_max: int, verify_bits: int, spent: bool, blocked: int = 0, *, stop_bit: int,
+              sample_bits: int = -1) -> int:
     """The legal actions' bit pattern; ``verify_bits`` = OR of the tier bits with a candidate left to verify.
 
     ``sample_bits``: OR of the bits of the SAMPLE actions that are legal (default: the replay layout's one
@@ -68,7 +72,7 @@ def mask_bits(n: int, n_max: int, verify_bits: int, spent: bool, blocked: int = 
     return bits
 
 
-def legal_actions(bits: int, layout: ActionLayout = REPLAY_LAYOUT) -> list[int]:
+def legal_actions(bits: int, layout: ActionLayout) -> list[int]:
     """The legal action ids of a bit pattern, in id order (STOP last)."""
     return [a for a in range(layout.n_actions) if (bits >> a) & 1]
 
@@ -100,7 +104,7 @@ def batch_masks(n: np.ndarray, n_max: int, pending: np.ndarray, tier_on: np.ndar
 
 def illegal_reason(a: int, *, n_actions: int, names: Sequence[str], tiers: Sequence[str],
                    enabled_tiers: Sequence[str], spent: bool, n_max: int, max_cost: float, cost_model: str,
-                   layout: ActionLayout = REPLAY_LAYOUT) -> str:
+                   layout: ActionLayout) -> str:
     """Why action ``a`` is not legal now (the ``ValueError`` text of ``step``)."""
     if not 0 <= a < n_actions:
         return f"action {a} is outside the action space 0..{n_actions - 1}"
