@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
-from agents.checkpoint import CONFIG_FILE, read_config
+from agents.checkpoint import CONFIG_FILE, layout_mismatch, read_config, trained_layout
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -75,6 +75,9 @@ class PPOController(Policy):
             return False, f"trained with N_max={meta['n_max']}, the env has N_max={env.n_max}"
         if env.observation_space.shape != (len(meta["observation"]),):
             return False, f"observation has shape {env.observation_space.shape}, the model expects {len(meta['observation'])}"
+        why = layout_mismatch(env, *trained_layout(meta))
+        if why:
+            return False, why
         return True, ""
 
     batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes

@@ -26,10 +26,8 @@ from agents.base import Policy
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_ACTIONS
-from coba_env.rules.features import FEATURE_NAMES
-
-N_FEATURES = len(FEATURE_NAMES)
+from coba_env.rules.actions import REPLAY_LAYOUT
+from coba_env.rules.features import PAPER_FEATURE_LAYOUT, FeatureLayout
 
 
 def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
@@ -64,9 +62,12 @@ class SB3Controller(Policy):
 
     group: ClassVar[str] = "learned"
 
-    def __init__(self, net: Any, *, lam: float | None = None, source: str = "") -> None:
+    def __init__(self, net: Any, *, lam: float | None = None, source: str = "", n_features: int,
+                 n_actions: int) -> None:
         import torch
 
+        #: The observation length and action count of the model (its stored spaces).
+        self.n_features, self.n_actions = n_features, n_actions
         self._torch = torch
         self._net = net
         self.lam = None if lam is None else float(lam)
@@ -79,9 +80,9 @@ class SB3Controller(Policy):
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
         """Not applicable when the env's observation or action count differs from the model's."""
-        if env.observation_space.shape != (N_FEATURES,) or int(env.action_space.n) != N_ACTIONS:
+        if env.observation_space.shape != (self.n_features,) or int(env.action_space.n) != self.n_actions:
             return False, (f"the env has observation {env.observation_space.shape} and {env.action_space.n} "
-                           f"actions, the model expects ({N_FEATURES},) and {N_ACTIONS}")
+                           f"actions, the model expects ({self.n_features},) and {self.n_actions}")
         return True, ""
 
     batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes
@@ -117,11 +118,13 @@ def load(path: str | Path, *, lam: float | None = None) -> Policy:
         from agents import learned_ppo
 
         return learned_ppo.load(model_file, lam=lam)
-    return SB3Controller(_read_policy(model_file), lam=lam, source=str(model_file))
+    net, n_features, n_actions = _read_policy(model_file)
+    return SB3Controller(net, lam=lam, source=str(model_file), n_features=n_features, n_actions=n_actions)
 
 
-def _read_policy(model_file: Path) -> Any:
-    """The policy network stored in an SB3 zip, its spaces checked against the env's."""
+def _read_policy(model_file: Path) -> tuple[Any, int, int]:
+    """(policy network, observation length, action count) of an SB3 zip, its spaces checked to be a replay
+    layout's."""
     from gymnasium import spaces
     from stable_baselines3.common.save_util import load_from_zip_file
 
@@ -132,12 +135,17 @@ def _read_policy(model_file: Path) -> Any:
     if not data or "policy_class" not in data or "policy" not in (params or {}):
         raise ValueError(f"{model_file}: not an SB3 model zip (no policy class or policy weights)")
     obs_space, act_space = data.get("observation_space"), data.get("action_space")
-    if not (isinstance(obs_space, spaces.Box) and obs_space.shape == (N_FEATURES,)):
+    n_actions = int(act_space.n) if isinstance(act_space, spaces.Discrete) else REPLAY_LAYOUT.n_actions
+    # A replay layout with V verifiers has V + 2 actions and a feature table of V + 18 (coba_env.rules.features).
+    n_features = FeatureLayout(tuple(f"v{k}" for k in range(max(n_actions - 2, 0))), -1, -1).n_features
+    if not (isinstance(obs_space, spaces.Box) and obs_space.shape == (n_features,)):
+        paper = PAPER_FEATURE_LAYOUT.n_features, REPLAY_LAYOUT.n_actions
         raise ValueError(f"{model_file}: the model's observation space {obs_space} does not fit the pool's "
-                         f"Box({N_FEATURES},) observations; train it on coba/Replay-v0")
-    if not (isinstance(act_space, spaces.Discrete) and int(act_space.n) == N_ACTIONS):
+                         f"Box({n_features},) observations for its {n_actions} actions (the paper's pool: "
+                         f"Box({paper[0]},) with Discrete({paper[1]})); train it on coba/Replay-v0")
+    if not isinstance(act_space, spaces.Discrete) or n_actions < 2:
         raise ValueError(f"{model_file}: the model's action space {act_space} does not fit the pool's "
-                         f"Discrete({N_ACTIONS}) actions; train it on coba/Replay-v0")
+                         f"Discrete(2 + verifiers) actions; train it on coba/Replay-v0")
     kwargs = dict(data.get("policy_kwargs") or {})
     try:
         net = data["policy_class"](obs_space, act_space, lambda _: 0.0, **kwargs)
@@ -148,4 +156,4 @@ def _read_policy(model_file: Path) -> Any:
         raise ValueError(f"{model_file}: policy class {type(net).__name__} is neither actor-critic nor DQN; "
                          "only those are supported")
     net.set_training_mode(False)
-    return net
+    return net, n_features, n_actions

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pools.schema import PAPER_TIER_ROLES, TIERS
+from pools.schema import PAPER_TIER_ROLES
 from pools.store import Pool
 from tests.llama_server import (  # noqa: F401  (the real-server fixtures and dead-server hook, for every test)
     llama_server,

@@ -136,6 +136,10 @@ def feature_layout(verifiers: tuple[str, ...], roles: tuple[str, ...]) -> Featur
     return FeatureLayout(tuple(verifiers), cheap, strong)
 
 
+#: Positions from the end of every observation (any verifiers; a route observation's pooled table is last too):
+#: budget_used, mean_length and lambda, the entries a controller rescales to its own units.
+BUDGET_FROM_END, MEAN_LEN_FROM_END, LAMBDA_FROM_END = (i - len(TAIL_FEATURES) for i in (0, 1, 5))
+
 #: The paper layout's table (V1, V2, V3): what learned controllers trained on the paper pool read.
 PAPER_FEATURE_LAYOUT = FeatureLayout()
 FEATURES: tuple[tuple[str, str], ...] = PAPER_FEATURE_LAYOUT.features
@@ -236,12 +240,12 @@ def patch_after_verify(obs: list[float], ev: Evidence, t: int, c: int, score: fl
 
 
 def rescaled(observation: np.ndarray, ev: Evidence, *, cost_k: int, budget: float, max_output_tokens: float,
-             lam: float, fl: FeatureLayout = PAPER_FEATURE_LAYOUT) -> np.ndarray:
+             lam: float) -> np.ndarray:
     """``observation`` with budget_used, mean_length and lambda recomputed in other units (a controller's)."""
     x = np.array(observation, dtype=np.float32)
-    x[fl.budget] = ev.cost[cost_k] / budget
-    x[fl.mean_len] = mean_length(ev.len_sum, ev.n_revealed, max_output_tokens)
-    x[fl.lam] = lam
+    x[BUDGET_FROM_END] = ev.cost[cost_k] / budget
+    x[MEAN_LEN_FROM_END] = mean_length(ev.len_sum, ev.n_revealed, max_output_tokens)
+    x[LAMBDA_FROM_END] = lam
     return x
 
 
