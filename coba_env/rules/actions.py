@@ -5,10 +5,10 @@ Its ids are ``SAMPLE_<g>`` for each generator (0..G-1), ``VERIFY_<v>`` for each 
 ``STOP`` (G+V). Everything outside this module asks the layout (``is_sample``, ``generator_of``, ``is_verify``,
 ``verifier_of``, ``stop_action``...) instead of testing ids.
 
-``coba/Replay-v0`` has one generator per episode (the episode's own, named ``SAMPLE`` as always) and the tier
-axis V1, V2, V3 (``pools.schema.TIERS``), so its ids are 0..4 whatever the pool: a tier that is disabled or
-absent from a pool is simply never legal (see ``coba_env.rules.masks``). ``coba/Route-v0`` has one SAMPLE per
-generator of the pool.
+``coba/Replay-v0`` has one generator per episode (the episode's own, named ``SAMPLE`` as always) and the pool's
+verifiers (``coba_env.compiled.verifier_axis``: on every pool whose verifiers carry the paper's names the axis is
+V1, V2, V3, so the ids are 0..4; a verifier that is disabled or absent is simply never legal, see
+``coba_env.rules.masks``). ``coba/Route-v0`` has one SAMPLE per generator of the pool.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pools.schema import TIERS
-
-N_TIERS = len(TIERS)
-#: Tier indices on the tier axis of scores, costs and verified flags.
-V1, V2, V3 = range(N_TIERS)
-TIER_INDEX: dict[str, int] = {t: k for k, t in enumerate(TIERS)}
 
 
 @dataclass(frozen=True)
@@ -103,26 +98,11 @@ class ActionLayout:
             raise ValueError(f"unknown action {name!r}; expected one of {list(self.names)}") from None
 
 
-#: The replay env's layout: one generator (the episode's), the tiers V1, V2, V3: SAMPLE=0, VERIFY_V1..V3=1..3, STOP=4.
+#: The paper's replay layout: one generator (the episode's), the verifiers V1, V2, V3: SAMPLE=0, VERIFY_V1..V3=1..3,
+#: STOP=4 (the layout of every pool whose verifiers carry the paper's names; learned controllers' default).
 REPLAY_LAYOUT = ActionLayout()
 
-# The replay layout's ids under their historical names (learned controllers' network shapes are sized by them).
-SAMPLE = REPLAY_LAYOUT.sample_action()
-VERIFY_V1, VERIFY_V2, VERIFY_V3 = (REPLAY_LAYOUT.verify_action(k) for k in range(N_TIERS))
-STOP = REPLAY_LAYOUT.stop_action
-N_ACTIONS = REPLAY_LAYOUT.n_actions
 
-
-def action_names(tiers: Sequence[str] = TIERS) -> list[str]:
-    """Names of the replay env's discrete actions: SAMPLE, VERIFY_<tier>..., STOP."""
-    return list(ActionLayout(verifiers=tuple(tiers)).names)
-
-
-def verify_action(tier: int) -> int:
-    """The replay layout's action id of VERIFY at tier index ``tier``."""
-    return REPLAY_LAYOUT.verify_action(tier)
-
-
-def tier_of(action: int) -> int:
-    """The tier index a replay-layout VERIFY action id scores at."""
-    return REPLAY_LAYOUT.verifier_of(action)
+def action_names(verifiers: Sequence[str]) -> list[str]:
+    """Names of a replay env's discrete actions with ``verifiers``: SAMPLE, VERIFY_<verifier>..., STOP."""
+    return list(ActionLayout(verifiers=tuple(verifiers)).names)

@@ -145,8 +145,6 @@ PAPER_FEATURE_LAYOUT = FeatureLayout()
 FEATURES: tuple[tuple[str, str], ...] = PAPER_FEATURE_LAYOUT.features
 FEATURE_NAMES: tuple[str, ...] = PAPER_FEATURE_LAYOUT.names
 N_FEATURES = PAPER_FEATURE_LAYOUT.n_features
-V2_FRAC, V3_FRAC = V1_FRAC + 1, V1_FRAC + 2
-BUDGET, MEAN_LEN, CAP_HIT, FLIPS, STEP, LAMBDA, TOP_R = range(PAPER_FEATURE_LAYOUT.budget, N_FEATURES)
 
 
 def feature_table_markdown() -> str:
