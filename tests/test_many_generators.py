@@ -128,3 +128,39 @@ def test_verifiers_are_data(n_generators, n_verifiers, tmp_path):
     results = run_bench(pool_with_verifiers(n_generators, n_verifiers), "greedy,coba_balanced,bon4_majority",
                         out_dir=tmp_path, progress=False, figures=False, quiet=True)
     assert results["policies"]["greedy"]["per_generator"].keys() == set(gens)
+
+
+def test_named_verifiers_travel_through_jsonl(tmp_path):
+    """Export writes each verifier's role with its scores; import gives back the same verifiers, roles and order."""
+    import json
+
+    from coba_cli.main import main
+    from pools.export import export_jsonl
+    from pools.store import load_pool
+
+    pool = pool_with_verifiers(3, 5)
+    src = export_jsonl(pool, tmp_path / "pool.jsonl")
+    first = json.loads(src.read_text().splitlines()[0])
+    assert {name: entry["role"] for name, entry in first["scores"].items()} == \
+        {name: VERIFIERS[name][2] for name in first["scores"]}
+    assert main(["pools", "import", str(src), str(tmp_path / "back")]) == 0
+    back = load_pool(tmp_path / "back")
+    assert back.tiers == list(VERIFIERS)[:5]
+    assert back.manifest["verifier_roles"] == {name: VERIFIERS[name][2] for name in list(VERIFIERS)[:5]}
+    assert compile_pool(back).tiers == tuple(VERIFIERS)[:5]
+
+
+def test_a_learned_controller_refuses_a_layout_it_was_not_trained_on():
+    """An MLP checkpoint without a stored layout was trained on the paper's (SAMPLE, VERIFY_V1..V3, STOP; 21
+    features): it runs on a pool with the paper's verifiers and names the mismatch on any other."""
+    from agents.learned_mlp import MLPController, build_network
+
+    config = {"budget": 1.0, "cost_model": "p_tokens", "max_output_tokens": 1.0, "n_max": 16,
+              "feature_mean": [0.0] * 26, "feature_scale": [1.0] * 26}
+    mlp = MLPController(build_network((4,), 21, 5), config)
+    paper = make_env(mlp, compile_pool(pool_with(3)))
+    assert mlp.applicable(paper) == (True, "")
+    five = make_env(mlp, compile_pool(pool_with_verifiers(3, 5)))
+    ok, why = mlp.applicable(five)
+    assert not ok and why.startswith("trained on the actions ['SAMPLE', 'VERIFY_V1', 'VERIFY_V2', 'VERIFY_V3', "
+                                     "'STOP']; the env has ['SAMPLE', 'VERIFY_judge-s'")

@@ -252,6 +252,7 @@ def build_pool(
         verifications=_frame(verif, "verifications"),
     )
     roles = {**declared_verifier_roles(records), **(verifier_roles or {})}
+    pool.manifest["tiers"] = verifier_sequence(records)  # the pool's verifier order (Pool.tiers reads it)
     for where, rec in records:
         unnamed = [t for t in rec.get("scores", {}) if t not in TIERS and t not in roles]
         if unnamed:
@@ -267,6 +268,25 @@ def build_pool(
 def verifier_order(scores: dict[str, Any]) -> list[str]:
     """The verifier names of a record's ``scores``: the paper's (V1, V2, V3) first, then the others as written."""
     return [t for t in TIERS if t in scores] + [t for t in scores if t not in TIERS]
+
+
+def verifier_sequence(records: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The verifier names of ``records`` in one order consistent with each record's own order of ``scores``
+    (what ``coba pools export`` writes: the pool's order), a new name placed before the first known name that
+    follows it in its record, else after the last known one that precedes it; the paper's names alone keep the
+    paper's order."""
+    order: list[str] = []
+    for _, rec in records:
+        names = list(rec.get("scores", {}))
+        for k, name in enumerate(names):
+            if name in order:
+                continue
+            after = next((order.index(n) for n in names[k + 1:] if n in order), None)
+            if after is None:
+                before = [order.index(n) for n in names[:k] if n in order]
+                after = max(before) + 1 if before else len(order)
+            order.insert(after, name)
+    return [t for t in TIERS if t in order] if set(order) <= set(TIERS) else order
 
 
 def declared_verifier_roles(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, str]:
