@@ -18,6 +18,7 @@ import numpy as np
 from coba_env.route_env import RouteEnv, route_config
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import check_int
+from coba_env.rules.features import batch_observe
 from coba_env.rules.masks import batch_masks
 from coba_env.rules.route_features import batch_generator_block, route_lambda_index, route_observation_bounds
 from coba_env.vector_env import CoBaVectorEnv
@@ -146,13 +147,12 @@ class RouteVectorEnv(CoBaVectorEnv):
                            can_sample=self.gen_revealed < self.gen_cap)
 
     def _observations(self) -> np.ndarray:
-        pooled = super()._observations()
         block = batch_generator_block(self)  # feature-major [G * (4 + T), B]
         k = len(block)
-        out = np.empty((self.num_envs, k + pooled.shape[1]), dtype=np.float32)
+        out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
         for i in range(0, k, 7):  # cast a few features at a time, as batch_observe does
             out[:, i:i + 7] = block[i:i + 7].T
-        out[:, k:] = pooled
+        batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:

@@ -205,6 +205,8 @@ class CoBaVectorEnv(VectorEnv):
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
+        #: Slots ``_fusion`` last computed (every later slot's R is -inf).
+        self._rank_rows = n
 
     @property
     def rank(self) -> np.ndarray:
@@ -311,7 +313,14 @@ class CoBaVectorEnv(VectorEnv):
         revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
         fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
         """
-        return batch_fusion(self.rank_t, self.count_t, self.n, self.fnum_t, self.fden_t, self.weights[0])
+        # Only the first k = max(n) slots can hold a revealed candidate in any row: the rest stay -inf (rows
+        # that were computed at an earlier step are set back to -inf once k shrinks).
+        k = max(int(self.n.max()), 1) if self.num_envs else 1
+        if k < self._rank_rows:
+            self.rank_t[k:self._rank_rows] = -np.inf
+        self._rank_rows = k
+        batch_fusion(self.rank_t[:k], self.count_t[:k], self.n, self.fnum_t[:k], self.fden_t[:k], self.weights[0])
+        return self.rank_t
 
     def _masks(self) -> np.ndarray:
         return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
