@@ -66,8 +66,18 @@ class FeatureLayout:
     cheap: int = 0
     strong: int = 2
     features: tuple[tuple[str, str], ...] = field(init=False)
+    #: Indices of budget_used, mean_length, step_frac, lambda and top_fusion_score (plain attributes: the
+    #: scalar step reads them).
+    budget: int = field(init=False)
+    mean_len: int = field(init=False)
+    step: int = field(init=False)
+    lam: int = field(init=False)
+    top_r: int = field(init=False)
 
     def __post_init__(self) -> None:
+        b = V1_FRAC + len(self.verifiers)
+        for name, at in (("budget", b), ("mean_len", b + 1), ("step", b + 4), ("lam", b + 5), ("top_r", b + 6)):
+            object.__setattr__(self, name, at)
         names = {"cheap": self.verifiers[self.cheap] if self.cheap >= 0 else "cheap judge (none)",
                  "strong": self.verifiers[self.strong] if self.strong >= 0 else "strong verifier (none)"}
         head = tuple((n, m.format(**names)) for n, m in HEAD_FEATURES)
@@ -88,31 +98,6 @@ class FeatureLayout:
     def index(self, name: str) -> int:
         """The index of the feature called ``name``."""
         return self.names.index(name)
-
-    @property
-    def budget(self) -> int:
-        """Index of budget_used."""
-        return V1_FRAC + len(self.verifiers)
-
-    @property
-    def mean_len(self) -> int:
-        """Index of mean_length."""
-        return self.budget + 1
-
-    @property
-    def step(self) -> int:
-        """Index of step_frac."""
-        return self.budget + 4
-
-    @property
-    def lam(self) -> int:
-        """Index of lambda."""
-        return self.budget + 5
-
-    @property
-    def top_r(self) -> int:
-        """Index of top_fusion_score."""
-        return self.budget + 6
 
     def markdown(self) -> str:
         """The feature table as a Markdown table (index, name, meaning), for docs."""
@@ -178,14 +163,15 @@ def observe(ev: Evidence, budget_used: float, max_steps: int, max_output_tokens:
     n = ev.n_revealed
     top = ev.top
     n_max = ev.n_max
+    n_verified = ev.n_verified
     if n == 0:
         share = gap = no_answer = mean_len = cap = 0.0
-        fracs = [0.0] * ev.n_tiers
+        n_safe = 1  # every n_verified is 0
     else:
         share = ev.top_count / n if top >= 0 else 0.0
         gap = (ev.top_count - ev.second_count) / n if top >= 0 else 0.0
         no_answer = (n - ev.n_answered) / n
-        fracs = [k / n for k in ev.n_verified]
+        n_safe = n
         mean_len = ev.len_sum / n / max_output_tokens
         cap = ev.cap_count / n
     na = ev.n_answered
@@ -201,8 +187,12 @@ def observe(ev: Evidence, budget_used: float, max_steps: int, max_output_tokens:
         v3_mean = stats[0] / stats[1] if stats else 0.0
     else:
         v1_mean = v1_max = v1_avail = v3_mean = 0.0
+    if len(n_verified) == 3:  # three verifiers (the paper's): the same list without building the shares apart
+        return [n / n_max, share, ev.n_distinct / n_max, entropy, gap, no_answer, v1_mean, v1_max, v1_avail,
+                ev.best_v3, v3_mean, n_verified[0] / n_safe, n_verified[1] / n_safe, n_verified[2] / n_safe,
+                budget_used, mean_len, cap, ev.flips / n_max, ev.steps / max_steps, ev.lam, top_fusion]
     return [n / n_max, share, ev.n_distinct / n_max, entropy, gap, no_answer, v1_mean, v1_max, v1_avail,
-            ev.best_v3, v3_mean, *fracs, budget_used, mean_len, cap, ev.flips / n_max,
+            ev.best_v3, v3_mean, *[k / n_safe for k in n_verified], budget_used, mean_len, cap, ev.flips / n_max,
             ev.steps / max_steps, ev.lam, top_fusion]
 
 
