@@ -110,6 +110,9 @@ class PoolReplaySource(EvidenceSource):
     simulated_time = True
 
     def __init__(self, compiled: CompiledPool) -> None:
+        if tuple(compiled.tiers) != TIERS:  # the live episode's tier axis is the paper's (coba_env.live)
+            raise ValueError(f"a live replay takes a pool whose verifiers carry the paper's names {list(TIERS)}; "
+                             f"this pool's verifiers are {list(compiled.tiers)}")
         self.compiled = compiled
         self.tiers = tuple(compiled.tiers_present)
         #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.

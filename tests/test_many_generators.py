@@ -164,3 +164,12 @@ def test_a_learned_controller_refuses_a_layout_it_was_not_trained_on():
     ok, why = mlp.applicable(five)
     assert not ok and why.startswith("trained on the actions ['SAMPLE', 'VERIFY_V1', 'VERIFY_V2', 'VERIFY_V3', "
                                      "'STOP']; the env has ['SAMPLE', 'VERIFY_judge-s'")
+
+
+def test_a_live_replay_names_a_pool_whose_verifiers_it_cannot_take():
+    """The live env keeps the paper's verifier axis (coba_env.live); another pool is refused by name."""
+    from coba_env.live_sources import PoolReplaySource
+
+    with pytest.raises(ValueError, match=r"a live replay takes a pool whose verifiers carry the paper's names "
+                                         r"\['V1', 'V2', 'V3'\]; this pool's verifiers are \['judge-s'"):
+        PoolReplaySource(compile_pool(pool_with_verifiers(3, 5)))
