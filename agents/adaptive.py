@@ -14,7 +14,6 @@ import numpy as np
 from agents.batch_evidence import legal, supports_top_mean, top_share, top_tier_mean
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP
 
 
 def wilson_lower_bound(successes: int, n: int, z: float) -> float:
@@ -84,21 +83,21 @@ class DifficultyAdaptive(ConfiguredPolicy):
         self.track(evidence)
         n = evidence.n_revealed
         if self._total is None:
-            if n < self.warmup and can(action_mask, SAMPLE):
-                return SAMPLE
+            if n < self.warmup and can(action_mask, self.sample_id):
+                return self.sample_id
             judge = self.verify_for("V1") if self.use_judge else None
             if judge is not None and can(action_mask, judge):
                 return judge
             self._total = self.allocation[self.difficulty_signals(evidence)]
-        if n < self._total and can(action_mask, SAMPLE):
-            return SAMPLE
-        return STOP
+        if n < self._total and can(action_mask, self.sample_id):
+            return self.sample_id
+        return self.stop_id
 
     batched = True
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a judge on V2 replays one by one."""
-        return not self.use_judge or supports_top_mean(venv.config.roles.slot("V1"))
+        return not self.use_judge or supports_top_mean(venv, venv.config.roles.slot("V1"))
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Per row: the allocated total (-1: not allocated yet)."""
@@ -119,7 +118,7 @@ class DifficultyAdaptive(ConfiguredPolicy):
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""
         n = venv.n
-        can_sample = legal(action_masks, SAMPLE)
+        can_sample = legal(action_masks, self.sample_id)
         open_ = self._b_total < 0
         warm = open_ & (n < self.warmup) & can_sample
         judge = self.verify_for("V1") if self.use_judge else None
@@ -127,8 +126,8 @@ class DifficultyAdaptive(ConfiguredPolicy):
         allocate = open_ & ~warm & ~judging
         if allocate.any():
             self._b_total[allocate] = np.asarray(self.allocation)[self.difficulty_signals_batch(venv)[allocate]]
-        out = np.where((n < self._b_total) & can_sample, SAMPLE, STOP)
-        out[warm] = SAMPLE
+        out = np.where((n < self._b_total) & can_sample, self.sample_id, self.stop_id)
+        out[warm] = self.sample_id
         if judge is not None:
             out[judging] = judge
         return out
@@ -166,9 +165,9 @@ class UncertaintyBandit(ConfiguredPolicy):
         n = evidence.n_revealed
         at_round_end = n >= self.min_samples and (n - self.min_samples) % self.round_size == 0
         done = n >= self.max_samples or (at_round_end and self.confident(evidence))
-        if not done and can(action_mask, SAMPLE):
-            return SAMPLE
-        return STOP
+        if not done and can(action_mask, self.sample_id):
+            return self.sample_id
+        return self.stop_id
 
     batched = True
 
@@ -179,4 +178,4 @@ class UncertaintyBandit(ConfiguredPolicy):
         top_count = np.where(venv.top >= 0, venv.top_count, 0)
         confident = wilson_lower_bound_batch(top_count, n, self.z) >= self.threshold
         done = (n >= self.max_samples) | (at_round_end & confident)
-        return np.where(~done & legal(action_masks, SAMPLE), SAMPLE, STOP)
+        return np.where(~done & legal(action_masks, self.sample_id), self.sample_id, self.stop_id)

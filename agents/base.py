@@ -9,7 +9,7 @@ import numpy as np
 
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import verify_action
+from coba_env.rules.actions import REPLAY_LAYOUT, ActionLayout
 from coba_env.rules.roles import PAPER_ROLE_MAP, RoleMap
 
 
@@ -35,6 +35,12 @@ class Policy(ABC):
     selection: Any = None
     #: The role map of the env the policy runs in (the paper's identity map until ``bind``).
     roles: RoleMap = PAPER_ROLE_MAP
+    #: The action layout of the env the policy runs in (``bind`` / ``start_batch`` take the env's).
+    layout: ActionLayout = REPLAY_LAYOUT
+    #: The SAMPLE action the policy draws with (the layout's first generator; a routing policy picks its own
+    #: generator in ``use_layout``) and the STOP action.
+    sample_id: int = REPLAY_LAYOUT.sample_action()
+    stop_id: int = REPLAY_LAYOUT.stop_action
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass that sets no ``name`` / ``label`` of its own is shown under its class name, not "policy"."""
@@ -57,13 +63,19 @@ class Policy(ABC):
         return True, ""
 
     def bind(self, env: CoBaEnv) -> None:
-        """Use ``env``'s role map for ``verify_for`` (``reset`` calls it)."""
+        """Use ``env``'s role map for ``verify_for`` and its action layout (``reset`` calls it)."""
         self.roles = env.roles
+        self.use_layout(env.layout, env)
+
+    def use_layout(self, layout: ActionLayout, env: Any = None) -> None:
+        """Take the action ids from ``layout`` (``env``: the one- or many-episode env it belongs to)."""
+        self.layout = layout
+        self.sample_id, self.stop_id = layout.sample_action(), layout.stop_action
 
     def verify_for(self, need: str) -> int | None:
         """The VERIFY action id of the verifier serving role ``need`` (V1/V2/V3), or None when none does."""
         slot = self.roles.slot(need)
-        return None if slot is None else verify_action(slot)
+        return None if slot is None else self.layout.verify_action(slot)
 
     def reset(self, env: CoBaEnv) -> None:
         """Called at the start of every episode (after ``env.reset``): binds the env's role map."""
@@ -71,7 +83,7 @@ class Policy(ABC):
 
     @abstractmethod
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
-        """Choose the next action id (SAMPLE = 0, VERIFY_V1..V3 = 1..3, STOP = 4 with the default tiers)."""
+        """Choose the next action id (ids from ``self.layout``: SAMPLE = 0, VERIFY_V1..V3 = 1..3, STOP = 4 in replay)."""
 
     # -- batched form: the same rule over many episodes of a ``CoBaVectorEnv`` at once --------------------
     #: Whether ``act_batch`` is this policy's rule for whole batches (a batched twin of ``act``). A policy
@@ -89,6 +101,7 @@ class Policy(ABC):
         """
         if rows is None:
             self.roles = venv.config.roles
+            self.use_layout(venv.layout, venv)
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """The next action of every row [B] given observations [B, F] and masks [B, A].

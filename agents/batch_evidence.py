@@ -11,11 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from coba_env.rules.actions import V1, V3
 
-#: Tier slots whose per-cluster statistics the vector env keeps for the top answer (``top_record`` columns
-#: sum, count): V1 in columns 0-1, V3 in columns 3-4.
-TOP_STAT_COLUMNS: dict[int, tuple[int, int]] = {V1: (0, 1), V3: (3, 4)}
+def top_stat_columns(venv: Any) -> dict[int, tuple[int, int]]:
+    """Tier slots whose per-cluster statistics the vector env keeps for the top answer (``top_record`` columns
+    sum, count): its feature layout's cheap judge in columns 0-1, its strong verifier in columns 3-4."""
+    fl = venv.features
+    columns = {fl.strong: (3, 4)} if fl.strong >= 0 else {}
+    if fl.cheap >= 0:
+        columns[fl.cheap] = (0, 1)
+    return columns
 
 
 def legal(action_masks: np.ndarray, action: int | None) -> np.ndarray:
@@ -35,20 +39,20 @@ def top_tier_mean(venv: Any, slot: int | None) -> tuple[np.ndarray, np.ndarray]:
     """(mean score at tier ``slot`` over the top cluster's scored candidates, whether there is one) per row.
 
     ``Evidence.top_tier_mean`` returns None where the second array is False. Only the tiers in
-    ``TOP_STAT_COLUMNS`` are kept by the vector env (see ``supports_top_mean``).
+    ``top_stat_columns`` are kept by the vector env (see ``supports_top_mean``).
     """
     b = venv.num_envs
     if slot is None:
         return np.zeros(b), np.zeros(b, dtype=bool)
-    s, c = TOP_STAT_COLUMNS[slot]
+    s, c = top_stat_columns(venv)[slot]
     total, count = venv.top_record[:, s], venv.top_record[:, c]
     has = count > 0
     return np.divide(total, count, out=np.zeros(b), where=has), has
 
 
-def supports_top_mean(slot: int | None) -> bool:
-    """Whether ``top_tier_mean`` can read tier ``slot`` from a vector env (None: nothing to read)."""
-    return slot is None or slot in TOP_STAT_COLUMNS
+def supports_top_mean(venv: Any, slot: int | None) -> bool:
+    """Whether ``top_tier_mean`` can read tier ``slot`` from ``venv`` (None: nothing to read)."""
+    return slot is None or slot in top_stat_columns(venv)
 
 
 def newest(venv: Any, table: np.ndarray) -> np.ndarray:

@@ -11,14 +11,33 @@ import math
 from pathlib import Path
 from typing import Any
 
+from coba_env.rules.actions import REPLAY_LAYOUT
 from coba_env.rules.config import LAM_MAX
-from coba_env.rules.features import LAMBDA
+from coba_env.rules.features import LAMBDA_FROM_END, PAPER_FEATURE_LAYOUT
 from pools.parse_boundary import PARSE_ERRORS, parse_problem
 
 CONFIG_FILE = "controller.json"
 KINDS = ("mlp", "ppo")
-#: Observation index of the cost weight lambda, which a controller fixed at a lambda overwrites.
-LAMBDA_INDEX = LAMBDA
+#: Observation index (from the end) of the cost weight lambda, which a controller fixed at a lambda overwrites.
+LAMBDA_INDEX = LAMBDA_FROM_END
+
+
+def trained_layout(config: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(action names, observation feature names) a controller was trained with: the checkpoint's ``actions`` and
+    ``observation``; a checkpoint written before layouts were stored was trained on the paper layout."""
+    actions = config.get("actions") or REPLAY_LAYOUT.names
+    features = config.get("observation") or PAPER_FEATURE_LAYOUT.names
+    return tuple(str(a) for a in actions), tuple(str(f) for f in features)
+
+
+def layout_mismatch(env: Any, actions: tuple[str, ...], features: tuple[str, ...]) -> str:
+    """Why ``env``'s actions or observation differ from a controller's trained ones ("" when they match)."""
+    if tuple(env.layout.names) != actions:
+        return f"trained on the actions {list(actions)}; the env has {list(env.layout.names)}"
+    names = tuple(getattr(env, "feature_names", None) or env.features.names)
+    if names != features:
+        return f"trained on {len(features)} observation features; the env's {len(names)} differ ({names[:3]}...)"
+    return ""
 
 
 def split_spec(spec: str | Path) -> tuple[Path, float | None]:

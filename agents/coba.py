@@ -9,7 +9,6 @@ import numpy as np
 from agents.batch_evidence import legal, supports_top_mean, top_share, top_tier_mean
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP
 from coba_env.rules.selection import default_fusion_weights
 
 
@@ -92,30 +91,30 @@ class CoBaPolicy(ConfiguredPolicy):
         self.track(evidence)
         n = evidence.n_revealed
         warmup = min(self.warmup_k, self.n_max)
-        if n < warmup and can(action_mask, SAMPLE):
-            return SAMPLE
+        if n < warmup and can(action_mask, self.sample_id):
+            return self.sample_id
         cheap, process, strong = self.verify_for("V1"), self.verify_for("V2"), self.verify_for("V3")
         if cheap is not None and can(action_mask, cheap):
             return cheap
         if self.use_v2 and n <= warmup and process is not None and can(action_mask, process):
             return process
         if self._expanding:
-            if n < self.n_max and can(action_mask, SAMPLE) and not self.is_stable(evidence):
-                return SAMPLE
+            if n < self.n_max and can(action_mask, self.sample_id) and not self.is_stable(evidence):
+                return self.sample_id
             self._expanding = False
             if self.skip_unanimous_routes and evidence.n_distinct <= 1:
                 self._routed = self.strong_routes
         if self._routed < self.strong_routes and strong is not None and can(action_mask, strong):
             self._routed += 1
             return strong
-        return STOP
+        return self.stop_id
 
     # -- the same rule for a batch of episodes (``CoBaVectorEnv``) ----------------------------------------
     batched = True
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a cheap judge on V2 replays one by one."""
-        return supports_top_mean(venv.config.roles.slot("V1"))
+        return supports_top_mean(venv, venv.config.roles.slot("V1"))
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Per row: whether expansion is still open and how many candidates were routed."""
@@ -136,23 +135,23 @@ class CoBaPolicy(ConfiguredPolicy):
         """``act`` for every row: each branch of Algorithm 1 claims the rows it applies to, in ``act``'s order."""
         n = venv.n
         warmup = min(self.warmup_k, self.n_max)
-        can_sample = legal(action_masks, SAMPLE)
+        can_sample = legal(action_masks, self.sample_id)
         cheap, process, strong = self.verify_for("V1"), self.verify_for("V2"), self.verify_for("V3")
-        out = np.full(len(n), STOP, dtype=np.int64)
+        out = np.full(len(n), self.stop_id, dtype=np.int64)
         todo = np.ones(len(n), dtype=bool)
 
         def claim(rows: np.ndarray, action: int) -> None:
             out[rows] = action
             todo[rows] = False
 
-        claim(todo & (n < warmup) & can_sample, SAMPLE)
+        claim(todo & (n < warmup) & can_sample, self.sample_id)
         if cheap is not None:
             claim(todo & legal(action_masks, cheap), cheap)
         if self.use_v2 and process is not None:
             claim(todo & (n <= warmup) & legal(action_masks, process), process)
         expanding = todo & self._b_expanding
         if expanding.any():
-            claim(expanding & (n < self.n_max) & can_sample & ~self.is_stable_batch(venv), SAMPLE)
+            claim(expanding & (n < self.n_max) & can_sample & ~self.is_stable_batch(venv), self.sample_id)
             ended = expanding & todo
             self._b_expanding[ended] = False
             if self.skip_unanimous_routes:

@@ -15,7 +15,6 @@ from agents.batch_evidence import legal
 from agents.configured import ConfiguredPolicy, can, need_candidates, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP
 
 
 class SampleThenVerify(ConfiguredPolicy):
@@ -42,21 +41,21 @@ class SampleThenVerify(ConfiguredPolicy):
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """SAMPLE to ``n``, then each tier's VERIFY until none is pending, then STOP."""
-        if evidence.n_revealed < self.n and can(action_mask, SAMPLE):
-            return SAMPLE
+        if evidence.n_revealed < self.n and can(action_mask, self.sample_id):
+            return self.sample_id
         for need in self.verify:
             action = self.verify_for(need)
             if action is not None and can(action_mask, action):
                 return action
-        return STOP
+        return self.stop_id
 
     batched = True
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``: the first of SAMPLE, then each tier's VERIFY, that applies."""
-        out = np.full(len(action_masks), STOP, dtype=np.int64)
+        out = np.full(len(action_masks), self.stop_id, dtype=np.int64)
         todo = np.ones(len(action_masks), dtype=bool)
-        steps = [(SAMPLE, (venv.n < self.n) & legal(action_masks, SAMPLE))]
+        steps = [(self.sample_id, (venv.n < self.n) & legal(action_masks, self.sample_id))]
         steps += [(a, legal(action_masks, a)) for a in map(self.verify_for, self.verify) if a is not None]
         for action, applies in steps:
             take = todo & applies

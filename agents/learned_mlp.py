@@ -22,56 +22,57 @@ import torch
 from torch import nn
 
 from agents.base import Policy
-from agents.checkpoint import CONFIG_FILE, read_config
+from agents.checkpoint import CONFIG_FILE, layout_mismatch, read_config, trained_layout
 from coba_env.costs import cost_index
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_ACTIONS
-from coba_env.rules.features import BUDGET, LAMBDA, MEAN_LEN, N_FEATURES, rescaled
+from coba_env.rules.features import BUDGET_FROM_END, LAMBDA_FROM_END, MEAN_LEN_FROM_END, rescaled
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.limits import MAX_HIDDEN_UNITS
 
-N_INPUTS = N_FEATURES + N_ACTIONS
 WEIGHTS_FILE = "model.pt"
 #: Most hidden layers a checkpoint may ask for.
 MAX_LAYERS = 64
 
 
-def build_network(hidden: tuple[int, ...] = (128, 128), n_inputs: int = N_INPUTS) -> nn.Sequential:
-    """The controller MLP: ``n_inputs`` -> hidden layers with tanh -> one output per action."""
+def build_network(hidden: tuple[int, ...], n_features: int, n_actions: int) -> nn.Sequential:
+    """The controller MLP: ``n_features + n_actions`` inputs (observation, mask) -> hidden layers with tanh ->
+    one output per action (the sizes of the layout it is trained on)."""
     layers: list[nn.Module] = []
-    width = n_inputs
+    width = n_features + n_actions
     for h in hidden:
         layers += [nn.Linear(width, h), nn.Tanh()]
         width = h
-    layers.append(nn.Linear(width, N_ACTIONS))
+    layers.append(nn.Linear(width, n_actions))
     return nn.Sequential(*layers)
 
 
 def controller_features(observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence, *, budget: float,
                         cost_model: str, max_output_tokens: float, lam: float) -> np.ndarray:
     """The network input for one state: the observation in the controller's units plus the action mask."""
-    x = np.empty(N_INPUTS, dtype=np.float32)
-    x[:N_FEATURES] = rescaled(observation, evidence, cost_k=cost_index(cost_model), budget=budget,
-                              max_output_tokens=max_output_tokens, lam=lam)
-    x[N_FEATURES:] = action_mask[:N_ACTIONS]
+    f = len(observation)
+    x = np.empty(f + len(action_mask), dtype=np.float32)
+    x[:f] = rescaled(observation, evidence, cost_k=cost_index(cost_model), budget=budget,
+                     max_output_tokens=max_output_tokens, lam=lam)
+    x[f:] = action_mask
     return x
 
 
 def batch_controller_features(observations: np.ndarray, action_masks: np.ndarray, venv: Any, *, budget: float,
                               cost_model: str, max_output_tokens: float, lam: float) -> np.ndarray:
-    """``controller_features`` for every row of the ``CoBaVectorEnv`` ``venv`` [B, N_INPUTS].
+    """``controller_features`` for every row of the ``CoBaVectorEnv`` ``venv`` [B, F + A].
 
     budget_used and mean_length are recomputed from the vector env's cost and length sums (as ``rescaled`` does
     from ``Evidence``), lambda fixed, the mask appended.
     """
-    x = np.empty((len(observations), N_INPUTS), dtype=np.float32)
-    x[:, :N_FEATURES] = observations
-    x[:, BUDGET] = venv.cost[:, cost_index(cost_model)] / budget
+    f = observations.shape[1]
+    x = np.empty((len(observations), f + action_masks.shape[1]), dtype=np.float32)
+    x[:, :f] = observations
+    x[:, f + BUDGET_FROM_END] = venv.cost[:, cost_index(cost_model)] / budget
     n = venv.n
-    x[:, MEAN_LEN] = np.where(n > 0, venv.len_sum / np.maximum(n, 1) / max_output_tokens, 0.0)
-    x[:, LAMBDA] = lam
-    x[:, N_FEATURES:] = action_masks[:, :N_ACTIONS]
+    x[:, f + MEAN_LEN_FROM_END] = np.where(n > 0, venv.len_sum / np.maximum(n, 1) / max_output_tokens, 0.0)
+    x[:, f + LAMBDA_FROM_END] = lam
+    x[:, f:] = action_masks
     return x
 
 
@@ -96,6 +97,8 @@ class MLPController(Policy):
         linears = [m for m in network if isinstance(m, nn.Linear)]
         self._layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
                         for m in linears]
+        #: The action and feature names of the layout it was trained on (its network's shape).
+        self.actions, self.features = trained_layout(config)
         self.name = f"{config.get('name', 'mlp')}@{self.lam:g}"
         self.label = f"Learned MLP (lambda={self.lam:g})"
 
@@ -113,7 +116,7 @@ class MLPController(Policy):
         x = controller_features(observation, action_mask, evidence, budget=self.budget,
                                 cost_model=self.cost_model, max_output_tokens=self.max_output_tokens, lam=self.lam)
         s = self.scores(x[None])[0]
-        s = np.where(np.asarray(action_mask[:N_ACTIONS]) > 0, s, -np.inf)
+        s = np.where(np.asarray(action_mask) > 0, s, -np.inf)
         return int(np.argmax(s))
 
     batched = True
@@ -125,11 +128,15 @@ class MLPController(Policy):
         x = batch_controller_features(observations, action_masks, venv, budget=self.budget,
                                       cost_model=self.cost_model, max_output_tokens=self.max_output_tokens,
                                       lam=self.lam)
-        s = np.where(np.asarray(action_masks[:, :N_ACTIONS]) > 0, self.scores(x), -np.inf)
+        s = np.where(np.asarray(action_masks) > 0, self.scores(x), -np.inf)
         return s.argmax(axis=1)
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """The controller runs only with the N_max it was trained with (its step and reveal fractions use it)."""
+        """The controller runs only on the layout and N_max it was trained with (its network's shape; its step and
+        reveal fractions use N_max)."""
+        why = layout_mismatch(env, self.actions, self.features)
+        if why:
+            return False, why
         if env.n_max != self.config.get("n_max", env.n_max):
             return False, f"trained with N_max = {self.config['n_max']}, the env has {env.n_max}"
         return True, ""
@@ -163,7 +170,8 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
             and all(isinstance(h, int) and not isinstance(h, bool) and 0 < h <= MAX_HIDDEN_UNITS for h in hidden)):
         raise ValueError(f"{cfg_file}: field 'hidden' is {str(hidden)[:60]}; expected a list of 1 to {MAX_LAYERS} "
                          f"layer sizes, integers from 1 to {MAX_HIDDEN_UNITS}")
-    network = build_network(tuple(hidden))
+    actions, features = trained_layout(config)
+    network = build_network(tuple(hidden), len(features), len(actions))
     weights = path / WEIGHTS_FILE
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing the MLP weights file")

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
-from agents.checkpoint import CONFIG_FILE, read_config
+from agents.checkpoint import CONFIG_FILE, layout_mismatch, read_config, trained_layout
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -75,6 +75,9 @@ class PPOController(Policy):
             return False, f"trained with N_max={meta['n_max']}, the env has N_max={env.n_max}"
         if env.observation_space.shape != (len(meta["observation"]),):
             return False, f"observation has shape {env.observation_space.shape}, the model expects {len(meta['observation'])}"
+        why = layout_mismatch(env, *trained_layout(meta))
+        if why:
+            return False, why
         return True, ""
 
     batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes
@@ -142,10 +145,11 @@ def load(path: Path, *, lam: float | None = None) -> Policy:
         raise ValueError(f"lam must be a finite number >= 0, got {lam}")
     meta, model_file = read_controller(Path(path))
     from agents.sb3_zip import read_sb3_model
-    from coba_env.rules.actions import N_ACTIONS
 
-    # Read without unpickling (a model file never runs code); the schedules are not needed to act.
-    model = read_sb3_model(model_file, n_features=len(meta["observation"]), n_actions=N_ACTIONS)
+    # Read without unpickling (a model file never runs code); the schedules are not needed to act. The action
+    # count is the layout the controller was trained on (controller.json; older ones: the paper layout).
+    actions, _ = trained_layout(meta)
+    model = read_sb3_model(model_file, n_features=len(meta["observation"]), n_actions=len(actions))
     expected = len(meta["observation"])
     if model.observation_space.shape != (expected,):
         raise ValueError(f"{model_file}: the model's observation shape {model.observation_space.shape} does not "

@@ -30,7 +30,6 @@ from agents.coba import CoBaPolicy
 from agents.learned_mlp import batch_controller_features, controller_features
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_ACTIONS
 
 #: The registered CoBa-Routed-Strong's parameters (agents/policies.yaml, ``coba_strong``).
 STRONG_PARAMS: dict[str, Any] = {"warmup_k": 2, "n_max": 8, "strong_routes": 4, "share_min": 0.6, "s1_min": 0.7,
@@ -72,12 +71,13 @@ def rollout_features(observation: np.ndarray, action_mask: np.ndarray, evidence:
                                max_output_tokens=max_output_tokens, lam=0.0)
 
 
-def action_rows(state: np.ndarray, actions: np.ndarray, strong_action: int) -> np.ndarray:
-    """One regressor row per candidate action: the state's features, the action and Strong's action one-hot."""
-    rows = np.zeros((len(actions), state.size + 2 * N_ACTIONS), dtype=np.float32)
+def action_rows(state: np.ndarray, actions: np.ndarray, strong_action: int, n_actions: int) -> np.ndarray:
+    """One regressor row per candidate action: the state's features, the action and Strong's action one-hot
+    (``n_actions`` wide each: the layout's action count)."""
+    rows = np.zeros((len(actions), state.size + 2 * n_actions), dtype=np.float32)
     rows[:, :state.size] = state
     rows[np.arange(len(actions)), state.size + np.asarray(actions)] = 1.0
-    rows[:, state.size + N_ACTIONS + strong_action] = 1.0
+    rows[:, state.size + n_actions + strong_action] = 1.0
     return rows
 
 
@@ -88,7 +88,7 @@ class RolloutController(Policy):
 
     def __init__(self, model: Any, *, budget: float, lam: float, tau: float,
                  cost_model: str = "p_tokens", max_output_tokens: float, cache: dict | None = None,
-                 name: str = "rollout") -> None:
+                 name: str = "rollout", actions: tuple[str, ...] = ()) -> None:
         if not (budget > 0 and math.isfinite(budget)) or lam < 0 or math.isnan(tau):
             raise ValueError(f"need budget > 0, lam >= 0 and a tau, got {budget}, {lam}, {tau}")
         self.model = model
@@ -100,10 +100,14 @@ class RolloutController(Policy):
         # Predictions depend on the state only (not on lam or tau): policies of one fit share them.
         self.cache: dict = {} if cache is None else cache
         self.name = name
+        #: The action names of the layout the model was fit on ("" = unknown: only Strong's own check applies).
+        self.actions = tuple(actions)
         self.label = f"Rollout over Strong (lambda={lam:g}, tau={tau:g})"
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """Where Strong runs."""
+        """Where Strong runs, on the layout the model was fit on (its one-hot width)."""
+        if self.actions and tuple(env.layout.names) != self.actions:
+            return False, f"fit on the actions {list(self.actions)}; the env has {list(env.layout.names)}"
         return self.strong.applicable(env)
 
     def reset(self, env: CoBaEnv) -> None:
@@ -111,12 +115,14 @@ class RolloutController(Policy):
         self.bind(env)
         self.strong.reset(env)
 
-    def predictions(self, state: np.ndarray, actions: np.ndarray, strong_action: int) -> tuple[np.ndarray, ...]:
-        """Predicted (d_correct, d_cost / B) of ``actions`` against Strong's action (cached per state)."""
+    def predictions(self, state: np.ndarray, actions: np.ndarray, strong_action: int,
+                    n_actions: int) -> tuple[np.ndarray, ...]:
+        """Predicted (d_correct, d_cost / B) of ``actions`` against Strong's action (cached per state) in a layout
+        of ``n_actions`` actions."""
         key = (state.tobytes(), strong_action)
         hit = self.cache.get(key)
         if hit is None:
-            rows = action_rows(state, actions, strong_action)
+            rows = action_rows(state, actions, strong_action, n_actions)
             out = self.model.predict(rows)
             hit = self.cache[key] = (out[:, 0], out[:, 1])
         return hit
@@ -126,12 +132,12 @@ class RolloutController(Policy):
         a_strong = self.strong.act(observation, action_mask, evidence)
         if math.isinf(self.tau):
             return a_strong
-        others = np.array([a for a in np.flatnonzero(action_mask[:N_ACTIONS]) if a != a_strong], dtype=np.int64)
+        others = np.array([a for a in np.flatnonzero(action_mask) if a != a_strong], dtype=np.int64)
         if others.size == 0:
             return a_strong
         state = rollout_features(observation, action_mask, evidence, budget=self.budget, cost_model=self.cost_model,
                                  max_output_tokens=self.max_output_tokens)
-        d_correct, d_cost = self.predictions(state, others, a_strong)
+        d_correct, d_cost = self.predictions(state, others, a_strong, len(action_mask))
         advantage = d_correct - self.lam * d_cost
         best = int(np.argmax(advantage))
         return int(others[best]) if advantage[best] > self.tau else a_strong
@@ -158,7 +164,8 @@ class RolloutController(Policy):
         a_strong = self.strong.act_batch(observations, action_masks, venv)
         if math.isinf(self.tau):
             return a_strong
-        others = np.asarray(action_masks[:, :N_ACTIONS]) > 0
+        n_actions = action_masks.shape[1]
+        others = np.asarray(action_masks) > 0
         others[np.arange(len(a_strong)), a_strong] = False
         row, action = np.nonzero(others)  # row-major: each row's actions ascending, as ``act``'s ``others``
         if row.size == 0:
@@ -167,11 +174,11 @@ class RolloutController(Policy):
                                            cost_model=self.cost_model, max_output_tokens=self.max_output_tokens,
                                            lam=0.0)
         f = states.shape[1]
-        x = np.zeros((row.size, f + 2 * N_ACTIONS), dtype=np.float32)
+        x = np.zeros((row.size, f + 2 * n_actions), dtype=np.float32)
         x[:, :f] = states[row]
         at = np.arange(row.size)
         x[at, f + action] = 1.0
-        x[at, f + N_ACTIONS + a_strong[row]] = 1.0
+        x[at, f + n_actions + a_strong[row]] = 1.0
         out = self.model.predict(x)
         advantage = out[:, 0] - self.lam * out[:, 1]
         # Per row, the first maximum (``np.argmax``); a NaN maximum never beats tau, as in ``act``.

@@ -27,11 +27,8 @@ from agents.base import Policy
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_ACTIONS
 from coba_env.rules.config import LAM_MAX
-from coba_env.rules.features import FEATURE_NAMES
-
-N_FEATURES = len(FEATURE_NAMES)
+from coba_env.rules.features import FeatureLayout
 
 
 def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
@@ -69,9 +66,12 @@ class SB3Controller(Policy):
 
     group: ClassVar[str] = "learned"
 
-    def __init__(self, net: Any, *, lam: float | None = None, source: str = "") -> None:
+    def __init__(self, net: Any, *, lam: float | None = None, source: str = "", n_features: int,
+                 n_actions: int) -> None:
         import torch
 
+        #: The observation length and action count of the model (its stored spaces).
+        self.n_features, self.n_actions = n_features, n_actions
         self._torch = torch
         self._net = net
         self.lam = None if lam is None else float(lam)
@@ -84,9 +84,9 @@ class SB3Controller(Policy):
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
         """Not applicable when the env's observation or action count differs from the model's."""
-        if env.observation_space.shape != (N_FEATURES,) or int(env.action_space.n) != N_ACTIONS:
+        if env.observation_space.shape != (self.n_features,) or int(env.action_space.n) != self.n_actions:
             return False, (f"the env has observation {env.observation_space.shape} and {env.action_space.n} "
-                           f"actions, the model expects ({N_FEATURES},) and {N_ACTIONS}")
+                           f"actions, the model expects ({self.n_features},) and {self.n_actions}")
         return True, ""
 
     batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes
@@ -122,12 +122,18 @@ def load(path: str | Path, *, lam: float | None = None) -> Policy:
         from agents import learned_ppo
 
         return learned_ppo.load(model_file, lam=lam)
-    return SB3Controller(_read_policy(model_file), lam=lam, source=str(model_file))
+    net, n_features, n_actions = _read_policy(model_file)
+    return SB3Controller(net, lam=lam, source=str(model_file), n_features=n_features, n_actions=n_actions)
 
 
-def _read_policy(model_file: Path) -> Any:
-    """The policy network stored in an SB3 zip, its spaces checked against the env's, read without unpickling
-    (``agents.sb3_zip``: a model file never runs code)."""
+def _read_policy(model_file: Path) -> tuple[Any, int, int]:
+    """(policy network, observation length, action count) of an SB3 zip, read without unpickling
+    (``agents.sb3_zip``: a model file never runs code); its spaces must be a replay layout's."""
     from agents.sb3_zip import read_sb3_model
 
-    return read_sb3_model(model_file, n_features=N_FEATURES, n_actions=N_ACTIONS).policy
+    def replay_features(n_actions: int) -> int:
+        # A replay layout with V verifiers has V + 2 actions and the feature table of coba_env.rules.features.
+        return FeatureLayout(tuple(f"v{k}" for k in range(n_actions - 2)), -1, -1).n_features
+
+    model = read_sb3_model(model_file, n_features=replay_features)
+    return model.policy, int(model.observation_space.shape[0]), int(model.action_space.n)

@@ -10,7 +10,6 @@ from agents.batch_evidence import legal
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP
 
 
 @register("pool_oracle")
@@ -48,9 +47,9 @@ class PoolOracle(ConfiguredPolicy):
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """SAMPLE up to the first correct candidate, then STOP."""
-        if evidence.n_revealed < self._target and can(action_mask, SAMPLE):
-            return SAMPLE
-        return STOP
+        if evidence.n_revealed < self._target and can(action_mask, self.sample_id):
+            return self.sample_id
+        return self.stop_id
 
     batched = True
 
@@ -66,4 +65,4 @@ class PoolOracle(ConfiguredPolicy):
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""
-        return np.where((venv.n < self._b_target) & legal(action_masks, SAMPLE), SAMPLE, STOP)
+        return np.where((venv.n < self._b_target) & legal(action_masks, self.sample_id), self.sample_id, self.stop_id)

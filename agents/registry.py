@@ -29,6 +29,7 @@ import agents.adaptive  # noqa: F401  (importing a policy module runs its @regis
 import agents.coba  # noqa: F401
 import agents.evaluators  # noqa: F401
 import agents.oracle  # noqa: F401
+import agents.routing  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy, register
@@ -42,7 +43,7 @@ __all__ = ["POLICY_CLASSES", "ConfiguredPolicy", "PluginError", "default_bench_p
 SpecSource = Mapping[str, dict] | str | Path | Sequence[str | Path] | None
 
 SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description", "at_pool_n")
-GROUPS = ("coba", "baseline", "oracle", "learned")
+GROUPS = ("coba", "baseline", "oracle", "learned", "routing")
 
 
 # ---------------------------------------------------------------- specs

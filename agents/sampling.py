@@ -11,7 +11,6 @@ from agents.batch_evidence import legal, newest_cap_hit, newest_cluster
 from agents.configured import ConfiguredPolicy, can, need_candidates, register
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import SAMPLE, STOP
 
 
 def strict_leader(evidence: Evidence) -> int:
@@ -45,15 +44,15 @@ class BestOfN(ConfiguredPolicy):
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """SAMPLE until ``n`` candidates are revealed, then STOP."""
-        if evidence.n_revealed < self.n and can(action_mask, SAMPLE):
-            return SAMPLE
-        return STOP
+        if evidence.n_revealed < self.n and can(action_mask, self.sample_id):
+            return self.sample_id
+        return self.stop_id
 
     batched = True
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""
-        return np.where((venv.n < self.n) & legal(action_masks, SAMPLE), SAMPLE, STOP)
+        return np.where((venv.n < self.n) & legal(action_masks, self.sample_id), self.sample_id, self.stop_id)
 
 
 @register("k_stable")
@@ -91,9 +90,9 @@ class KStableStop(ConfiguredPolicy):
             self._leaders.append(strict_leader(evidence) if self.leader == "strict" else evidence.top)
         last = self._leaders[-self.k:]
         stable = len(last) == self.k and last[0] >= 0 and all(v == last[0] for v in last)
-        if not stable and evidence.n_revealed < self.max_samples and can(action_mask, SAMPLE):
-            return SAMPLE
-        return STOP
+        if not stable and evidence.n_revealed < self.max_samples and can(action_mask, self.sample_id):
+            return self.sample_id
+        return self.stop_id
 
     batched = True
 
@@ -120,8 +119,8 @@ class KStableStop(ConfiguredPolicy):
         self._b_last = np.where(grew, leader, self._b_last)
         self._b_seen = np.maximum(self._b_seen, n)
         stable = (self._b_run >= self.k) & (self._b_last >= 0)
-        go = ~stable & (n < self.max_samples) & legal(action_masks, SAMPLE)
-        return np.where(go, SAMPLE, STOP)
+        go = ~stable & (n < self.max_samples) & legal(action_masks, self.sample_id)
+        return np.where(go, self.sample_id, self.stop_id)
 
 
 @register("overthinking")
@@ -148,8 +147,8 @@ class OverthinkingStop(ConfiguredPolicy):
         agreed = evidence.top >= 0 and evidence.counts[evidence.top] >= self.agree
         overthinking = self.stop_on_cap_hit and n > 0 and evidence.cap_hits[-1] and evidence.n_answered > 0
         if n > 0 and (agreed or overthinking or n >= self.max_samples):
-            return STOP
-        return SAMPLE if can(action_mask, SAMPLE) else STOP
+            return self.stop_id
+        return self.sample_id if can(action_mask, self.sample_id) else self.stop_id
 
     batched = True
 
@@ -159,7 +158,7 @@ class OverthinkingStop(ConfiguredPolicy):
         agreed = (venv.top >= 0) & (venv.top_count >= self.agree)
         overthinking = (n > 0) & newest_cap_hit(venv) & (venv.n_answered > 0) if self.stop_on_cap_hit else False
         stop = (n > 0) & (agreed | overthinking | (n >= self.max_samples))
-        return np.where(~stop & legal(action_masks, SAMPLE), SAMPLE, STOP)
+        return np.where(~stop & legal(action_masks, self.sample_id), self.sample_id, self.stop_id)
 
 
 @register("s1_budget_forcing")
@@ -183,9 +182,9 @@ class S1BudgetForcing(ConfiguredPolicy):
         self.track(evidence)
         n = evidence.n_revealed
         unfinished = n == 0 or evidence.cap_hits[-1] or evidence.clusters[-1] < 0
-        if unfinished and n < self.max_samples and can(action_mask, SAMPLE):
-            return SAMPLE
-        return STOP
+        if unfinished and n < self.max_samples and can(action_mask, self.sample_id):
+            return self.sample_id
+        return self.stop_id
 
     batched = True
 
@@ -193,7 +192,7 @@ class S1BudgetForcing(ConfiguredPolicy):
         """``act`` for every row of ``venv``."""
         n = venv.n
         unfinished = (n == 0) | newest_cap_hit(venv) | (newest_cluster(venv) < 0)
-        return np.where(unfinished & (n < self.max_samples) & legal(action_masks, SAMPLE), SAMPLE, STOP)
+        return np.where(unfinished & (n < self.max_samples) & legal(action_masks, self.sample_id), self.sample_id, self.stop_id)
 
 
 # ---------------------------------------------------------------- fitting the sampling baselines to a pool

@@ -18,6 +18,7 @@ import json
 import re
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,9 +152,13 @@ def _weights(archive: zipfile.ZipFile, model_file: Path) -> dict[str, Any]:
     return state
 
 
-def read_sb3_model(model_file: str | Path, *, n_features: int, n_actions: int) -> SB3Model:
+def read_sb3_model(model_file: str | Path, *, n_features: int | Callable[[int], int],
+                   n_actions: int | None = None) -> SB3Model:
     """The policy network in SB3 zip ``model_file`` for ``Box(n_features,)`` / ``Discrete(n_actions)``, read
-    without unpickling anything; ``ValueError`` naming the file for anything unreadable or refused."""
+    without unpickling anything; ``ValueError`` naming the file for anything unreadable or refused.
+
+    ``n_actions=None`` takes the zip's own (readable) ``Discrete(n)``; ``n_features`` may then be a function of
+    that action count (a replay layout's feature count follows its verifier count)."""
     import numpy as np
     from gymnasium import spaces
 
@@ -170,6 +175,13 @@ def read_sb3_model(model_file: str | Path, *, n_features: int, n_actions: int) -
         raise ValueError(f"{model_file}: the zip's 'data' is not readable JSON ({parse_problem(exc)})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{model_file}: the zip's 'data' is not a JSON object")
+    if n_actions is None:
+        n_actions = _discrete_n(data.get("action_space"))
+        if n_actions is None or n_actions < 2:
+            raise ValueError(f"{model_file}: the model's action space {_type_name(data.get('action_space'))} "
+                             "is not a readable Discrete(2 + verifiers); train it on coba/Replay-v0")
+    if callable(n_features):
+        n_features = n_features(n_actions)
     _check_spaces(data, model_file, n_features, n_actions)
     kwargs = _policy_kwargs(data, model_file)
     policy_class = _policy_class(data, state, model_file)

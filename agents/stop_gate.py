@@ -23,13 +23,15 @@ from agents.learned_mlp import batch_controller_features
 from agents.learned_rollout import StrongFromState, rollout_features
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_ACTIONS, STOP
+from coba_env.rules.actions import REPLAY_LAYOUT
 
 
-def gate_features(state: np.ndarray, strong_actions: np.ndarray) -> np.ndarray:
-    """Rows [n, F + N_ACTIONS]: the states' features ``state`` [n, F] and Strong's next action one-hot."""
+def gate_features(state: np.ndarray, strong_actions: np.ndarray,
+                  n_actions: int = REPLAY_LAYOUT.n_actions) -> np.ndarray:
+    """Rows [n, F + A]: the states' features ``state`` [n, F] and Strong's next action one-hot (A actions; the gate
+    is trained on the replay layout, where Strong runs)."""
     state = np.atleast_2d(np.asarray(state, dtype=np.float64))
-    rows = np.zeros((len(state), state.shape[1] + N_ACTIONS))
+    rows = np.zeros((len(state), state.shape[1] + n_actions))
     rows[:, :state.shape[1]] = state
     rows[np.arange(len(state)), state.shape[1] + np.asarray(strong_actions, dtype=np.int64)] = 1.0
     return rows
@@ -69,11 +71,12 @@ class StopGate(Policy):
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """STOP if Strong would go on, STOP is legal and the predicted harm is <= threshold; else Strong's action."""
         a_strong = self.strong.act(observation, action_mask, evidence)
-        if a_strong == STOP or not action_mask[STOP] or math.isinf(self.threshold) and self.threshold < 0:
+        stop = self.stop_id
+        if a_strong == stop or not action_mask[stop] or math.isinf(self.threshold) and self.threshold < 0:
             return a_strong
         state = rollout_features(observation, action_mask, evidence, budget=self.budget, cost_model=self.cost_model,
                                  max_output_tokens=self.max_output_tokens)
-        return STOP if self.harm(gate_features(state, [a_strong]))[0] <= self.threshold else a_strong
+        return stop if self.harm(gate_features(state, [a_strong]))[0] <= self.threshold else a_strong
 
     def supports_batch(self, venv: Any) -> bool:
         """Where Strong replays batched."""
@@ -91,7 +94,8 @@ class StopGate(Policy):
         a_strong = self.strong.act_batch(observations, action_masks, venv)
         if math.isinf(self.threshold) and self.threshold < 0:
             return a_strong
-        open_rows = np.flatnonzero((a_strong != STOP) & (np.asarray(action_masks[:, STOP]) > 0))
+        stop = self.stop_id
+        open_rows = np.flatnonzero((a_strong != stop) & (np.asarray(action_masks[:, stop]) > 0))
         if open_rows.size == 0:
             return a_strong
         states = batch_controller_features(observations, action_masks, venv, budget=self.budget,
@@ -99,7 +103,7 @@ class StopGate(Policy):
                                            lam=0.0)
         harm = self.harm(gate_features(states[open_rows], a_strong[open_rows]))
         out = a_strong.copy()
-        out[open_rows[harm <= self.threshold]] = STOP
+        out[open_rows[harm <= self.threshold]] = stop
         return out
 
     def describe(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CONCURRENCY, MAX_TOKENS
 from pools.output_paths import check_output_dir
-from pools.schema import TIERS, VERIFIER_ROLES
+from pools.schema import VERIFIER_ROLES
 
 T = TypeVar("T")
 
@@ -276,7 +276,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "V3 a strong yes/no verifier. Re-running resumes. A pool is updated in place; its calls are journaled "
         "in POOL.verify-journal.jsonl until then (docs/GENERATION.md).")
     p.add_argument("workdir", metavar="WORKDIR|POOL", help="work dir written by `coba pools generate`, or a pool")
-    p.add_argument("--tier", required=True, choices=list(TIERS), help="verifier tier")
+    p.add_argument("--tier", required=True, metavar="NAME", help="the verifier's name: V1, V2, V3 (the paper's "
+                   "tiers) or, for a pool, any name given with --role (the pool's verifiers are data)")
     p.add_argument("--endpoint", action="append", default=[], metavar="URL[,MODEL[,PARAMS_B]]",
                    help="judge server (repeatable)")
     p.add_argument("--model", help="judge model name for endpoints that do not name one")
@@ -285,7 +286,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "v2_steps.yaml or v3_judge.yaml)")
     p.add_argument("--limit", type=positive_int, help="score at most LIMIT candidates this run")
     p.add_argument("--role", choices=list(VERIFIER_ROLES), help="pool only: what this verifier is (the manifest's "
-                   "verifier_roles; default the tier's paper role)")
+                   "verifier_roles; default the tier's paper role; required for a new name; a verifier that is "
+                   "not one of the paper's is prompted by its role)")
     p.add_argument("--context-tokens", type=positive_int, help="pool only: the judge's context in tokens; each "
                    "solution is cut by tokens so the prompt and the answer fit it (default: no cut by tokens; a "
                    "refused call is recorded without a score)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 from pathlib import Path
 
 from coba_cli.arg_types import finite_float, positive_float
@@ -17,9 +18,10 @@ from pools.importers.qwen_lists import DEFAULT_RM_MODEL, DEFAULT_RM_PARAMS_B, SC
 from pools.inspect import format_inspection, inspect_pool
 from pools.output_paths import check_output_dir, check_output_file
 from pools.prices import PRICES_KEY, parse_price
-from pools.schema import TIERS, VERIFIER_ROLES
+from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 from pools.store import Pool, load_pool, save_pool
 from pools.strict_json import strict_dumps
+from pools.validate import validate_pool
 
 #: Importer options each --format takes (option dest == importer keyword), and those it requires.
 _FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -100,6 +102,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
                        **options)  # everything in memory; nothing written yet
     if roles:
         pool.manifest["verifier_roles"] = {**(pool.manifest.get("verifier_roles") or {}), **roles}
+        validate_pool(pool, source=sources[0])  # a role for a verifier the pool does not have is refused
     if prices:
         unknown = [m for m in prices if m not in set(pool.models["name"])]
         if unknown:
@@ -146,9 +149,9 @@ def _verifier_roles(pairs: list[str]) -> dict[str, str]:
     roles = {}
     for pair in pairs:
         tier, _, role = pair.partition("=")
-        if tier not in TIERS or role not in VERIFIER_ROLES:
-            raise UsageError(f"--verifier-role {pair!r}: expected TIER=ROLE with TIER one of {list(TIERS)} and "
-                             f"ROLE one of {list(VERIFIER_ROLES)}")
+        if not re.fullmatch(VERIFIER_NAME_PATTERN, tier) or role not in VERIFIER_ROLES:
+            raise UsageError(f"--verifier-role {pair!r}: expected TIER=ROLE with TIER a verifier name (e.g. "
+                             f"{list(TIERS)}) and ROLE one of {list(VERIFIER_ROLES)}")
         if tier in roles:
             raise UsageError(f"--verifier-role names tier {tier} twice ({tier}={roles[tier]} and {pair}); give each "
                              "tier once")

@@ -1,6 +1,7 @@
 """The Gymnasium environment over a compiled candidate pool (imports only ``pools``).
 
 ``gymnasium.make("coba/Replay-v0")`` replays the embedded default pool; pass ``pool=...`` for another.
+``gymnasium.make("coba/Route-v0")`` routes between the pool's generators: one episode per problem.
 """
 
 from gymnasium.envs.registration import register, registry
@@ -9,6 +10,9 @@ from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
 from coba_env.evidence import Evidence
+from coba_env.route_env import RouteEnv
+from coba_env.route_evidence import RouteEvidence
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.features import FEATURE_NAMES, FEATURES
 from coba_env.rules.selection import SelectionRule
 
@@ -22,9 +26,16 @@ if "coba/Replay-v0" not in registry:
     # CoBaVectorEnv (as CartPole-v1 does with its CartPoleVectorEnv), not a SyncVectorEnv of single envs.
     register(id="coba/Replay-v0", entry_point="coba_env.env:CoBaEnv",
              vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True)
+if "coba/Route-v0" not in registry:
+    # One episode per (dataset, item), one SAMPLE per generator (coba_env.route_env); same registration choices.
+    register(id="coba/Route-v0", entry_point="coba_env.route_env:RouteEnv",
+             vector_entry_point="coba_env.route_vector_env:RouteVectorEnv", disable_env_checker=True)
 
 __all__ = [
     "COST_MEASURES",
+    "ActionLayout",
+    "RouteEnv",
+    "RouteEvidence",
     "FEATURES",
     "FEATURE_NAMES",
     "CoBaEnv",

@@ -6,6 +6,7 @@ Compilation does every lookup, join and parse once. Correctness labels are kept 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from coba_env.costs import COST_MEASURES, PER_MILLION, USD
+from coba_env.episode_data import EpisodeData
 from coba_env.rules.roles import declared_roles
 from pools.prices import PRICES_KEY, unpriced_models
 from pools.schema import PAPER_TIER_ROLES, TIERS
@@ -29,7 +31,8 @@ class Labels:
 
 @dataclass
 class CompiledPool:
-    """Dense arrays over E episodes, N candidates and the tiers V1..V3 (a tier with no rows is all-missing)."""
+    """Dense arrays over E episodes, N candidates and T verifier slots ``tiers`` (``verifier_axis``; the paper's
+    V1..V3 on the paper's pools; a slot with no rows is all-missing)."""
 
     n_candidates: int
     tiers: tuple[str, ...]
@@ -91,8 +94,8 @@ class CompiledPool:
             verifier_models=self.verifier_models,
         )
 
-    def episode_rows(self) -> list[tuple]:
-        """Per-episode tuples of plain Python lists, for the one-episode env's pure-Python step (built once)."""
+    def episode_rows(self) -> list[EpisodeData]:
+        """Per-episode ``EpisodeData`` of plain Python lists, for the one-episode env's pure-Python step (built once)."""
         if self._episode_rows is None:
             rows = []
             cl = self.cluster.tolist()
@@ -103,7 +106,9 @@ class CompiledPool:
             sc = self.score.tolist()
             vc = self.ver_cost.tolist()
             for e in range(self.n_episodes):
-                rows.append((cl[e], out[e], cap[e], gc[e], hs[e], sc[e], vc[e], int(self.cluster[e].max()) + 1))
+                rows.append(EpisodeData(cluster=cl[e], output_tokens=out[e], cap_hit=cap[e], gen_cost=gc[e],
+                                        has_score=hs[e], score=sc[e], ver_cost=vc[e],
+                                        n_clusters=int(self.cluster[e].max()) + 1))
             self._episode_rows = rows
         return self._episode_rows
 
@@ -181,7 +186,8 @@ def compile_pool(pool: Pool) -> CompiledPool:
     tokens = (cand["prompt_tokens"] + cand["output_tokens"]).to_numpy(dtype=np.float64)
     # Generation and verification costs are views of one table laid out as ``CoBaVectorEnv`` gathers it
     # (``cost_rows``): the vector env then uses it as is instead of a second copy (0.2 GB at 100k episodes).
-    n_measures, n_tiers, en = len(COST_MEASURES), len(TIERS), e_count * n
+    tiers = verifier_axis(pool.tiers)
+    n_measures, n_tiers, en = len(COST_MEASURES), len(tiers), e_count * n
     cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
     gen_cost[ei, ci, 0] = tokens
@@ -194,7 +200,6 @@ def compile_pool(pool: Pool) -> CompiledPool:
         gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
         gen_cost[ei, ci, USD] = _usd(gen_model, cand["prompt_tokens"], cand["output_tokens"], prices)
 
-    tiers = TIERS
     has_score = np.zeros((e_count, n, len(tiers)), dtype=bool)
     score = np.full((e_count, n, len(tiers)), np.nan)
     ver_cost = cost_table[en:en * (1 + n_tiers)].reshape(e_count, n, n_tiers, n_measures)
@@ -240,8 +245,8 @@ def compile_pool(pool: Pool) -> CompiledPool:
         max_output_tokens=float(max(max_tokens, 1.0)),
         labels=Labels(correct=correct, gold_cluster=gold),
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
-        verifier_roles=declared_roles(pool.manifest.get("verifier_roles")),
-        verifier_models=_tier_models(ver),
+        verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
+        verifier_models=_tier_models(ver, tiers),
         usd_priced=usd_priced,
         _cost_table=cost_table,
     )
@@ -255,9 +260,20 @@ def _usd(models: np.ndarray, prompt_tokens: pd.Series, output_tokens: pd.Series,
             + output_tokens.to_numpy(dtype=np.float64) * price_out) * PER_MILLION
 
 
-def _tier_models(ver: pd.DataFrame) -> tuple[str, ...]:
+def verifier_axis(pool_verifiers: Sequence[str]) -> tuple[str, ...]:
+    """The compiled tier axis (one slot per verifier, the env's VERIFY actions): the pool's verifiers.
+
+    A pool whose verifiers all carry the paper's names keeps the paper's whole axis V1, V2, V3, so the replay
+    env's action ids are 0..4 on every such pool (a verifier it lacks is never legal); any other pool's axis
+    is its own verifier list in the pool's order (``pools.store.Pool.tiers``), possibly empty.
+    """
+    names = tuple(pool_verifiers)
+    return TIERS if names and set(names) <= set(TIERS) else names
+
+
+def _tier_models(ver: pd.DataFrame, tiers: Sequence[str]) -> tuple[str, ...]:
     """The verifier model(s) of each tier slot, "+"-joined in order of first appearance ("" = no calls)."""
-    return tuple("+".join(str(m) for m in pd.unique(ver.loc[ver["tier"] == t, "model"])) for t in TIERS)
+    return tuple("+".join(str(m) for m in pd.unique(ver.loc[ver["tier"] == t, "model"])) for t in tiers)
 
 
 def _lookup(column: pd.Series, table: dict, dtype: type) -> np.ndarray:

@@ -16,9 +16,10 @@ from gymnasium import spaces
 
 from coba_env.compiled import CompiledPool, as_compiled
 from coba_env.costs import COST_MEASURES
+from coba_env.episode_data import EpisodeData
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
-from coba_env.rules.actions import N_ACTIONS, N_TIERS, SAMPLE, STOP, TIERS, action_names, tier_of
+from coba_env.rules.actions import ActionLayout, action_names
 from coba_env.rules.config import (
     RESET_OPTIONS,
     EnvConfig,
@@ -28,18 +29,14 @@ from coba_env.rules.config import (
     default_budget,
 )
 from coba_env.rules.features import (
-    LAMBDA,
-    N_FEATURES,
     clogc_table,
     first_observation,
     log_table,
-    observation_bounds,
     observe,
     patch_after_verify,
 )
-from coba_env.rules.features import STEP as STEP_FRAC
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
-from coba_env.rules.masks import STOP_BIT, illegal_reason, mask_bits, mask_table, tier_bits
+from coba_env.rules.masks import illegal_reason, mask_bits, mask_table, stop_bit, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
@@ -129,7 +126,7 @@ class CoBaEnv(gym.Env):
     ## Arguments
 
     ``gymnasium.make("coba/Replay-v0", pool=None, datasets=None, generators=None, episode_ids=None,
-    lam=0.1, lambda_range=None, budget=None, cost_model="p_tokens", n_max=None, tiers=("V1", "V2", "V3"),
+    lam=0.1, lambda_range=None, budget=None, cost_model="p_tokens", n_max=None, tiers=None,
     selection=None, order="sequential", max_cost=None)``
 
     - pool: a pool directory, a simulator profile name, a ``Pool``/``CompiledPool``, or None (the embedded
@@ -162,7 +159,7 @@ class CoBaEnv(gym.Env):
         budget: float | None = None,
         cost_model: str = "p_tokens",
         n_max: int | None = None,
-        tiers: Sequence[str] = TIERS,
+        tiers: Sequence[str] | None = None,
         selection: SelectionRule | dict | str | None = None,
         order: str = "sequential",
         max_cost: float | None = None,
@@ -183,27 +180,35 @@ class CoBaEnv(gym.Env):
         self.cost_model, self._cost_k, self.n_max = config.cost_model, config.cost_k, config.n_max
         self.lam, self.lambda_range, self.budget = config.lam, config.lambda_range, config.budget
         self.max_cost, self.selection, self._weights = config.max_cost, config.selection, config.weights
-        # Verifier tiers are always the full V1..V3 axis so that action ids are stable across pools;
-        # a tier that is disabled or absent from the pool is simply never legal.
-        self.tiers, self.n_tiers = TIERS, N_TIERS
+        # The verifier axis is the pool's (``coba_env.compiled.verifier_axis``: V1..V3 on every pool of
+        # paper-named verifiers, so their action ids are stable); a disabled or absent tier is never legal.
+        self.tiers, self.n_tiers = config.pool.tiers, len(config.pool.tiers)
+        #: The feature table (``coba_env.rules.features.FeatureLayout``), generated from the verifiers.
+        self.features = fl = config.features
         self.enabled_tiers, self._tier_on = config.enabled_tiers, list(config.tier_on)
         #: Which tier slot serves each role a policy asks for (``coba_env.rules.roles``).
         self.roles = config.roles
         #: Mask bit of each tier's VERIFY action, 0 for a disabled tier. ``_pending[t]`` counts the revealed
         #: candidates with an answer and a tier-t call not yet verified at t; ``_verify_bits`` is the OR of the
         #: bits of the tiers with ``_pending[t] > 0``, kept up to date by ``step`` (read by ``_compute_mask``).
-        self._tier_bits = tier_bits(self._tier_on)
+        #: The action ids and names (``coba_env.rules.actions.ActionLayout``); the step reads ids through it.
+        self.layout = layout = self._action_layout()
+        self._n_gen, self._stop = layout.n_generators, layout.stop_action
+        #: Whether SAMPLE puts a chosen generator's candidate into the next slot (``_place``; route episodes).
+        self._places = False
+        self._tier_bits = tier_bits(self._tier_on, layout)
+        self._stop_bit = stop_bit(layout)
         self._tier_index_bits = tuple(enumerate(self._tier_bits))
-        self.actions = action_names(TIERS)
-        self.SAMPLE, self.STOP = SAMPLE, STOP
-        self.action_space = MaskedDiscrete(N_ACTIONS, mask_provider=self._current_mask)
-        low, high = observation_bounds()
+        self.actions = list(layout.names)
+        self.SAMPLE, self.STOP = layout.sample_action(), layout.stop_action
+        self.action_space = MaskedDiscrete(layout.n_actions, mask_provider=self._current_mask)
+        low, high = self._observation_bounds()
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps
         self._rows = self.pool.episode_rows()
-        self._mask_table = mask_table(N_ACTIONS)
+        self._mask_table = mask_table(layout.n_actions)
         self._clogc = clogc_table(self.pool.n_candidates)
         self._logs = log_table(self.pool.n_candidates)
         self._cursor = 0
@@ -214,16 +219,24 @@ class CoBaEnv(gym.Env):
         self._trace: list[tuple[int, int]] = []
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
-        self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32)
+        self._zero_obs = np.zeros(fl.n_features, dtype=np.float32)
+        self._lam_index, self._step_index = fl.lam, fl.step
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
-        self._obs: list[float] = [0.0] * N_FEATURES
+        self._obs: list[float] = [0.0] * fl.n_features
+
+    def _action_layout(self) -> ActionLayout:
+        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
+        return ActionLayout(verifiers=tuple(self.tiers))
+
+    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.features.bounds()
 
     @classmethod
     def from_config(cls, config: EnvConfig, render_mode: str | None = None) -> CoBaEnv:
         """The env of an already validated configuration."""
         return cls(config=config, render_mode=render_mode)
 
-    def use_pool(self, pool: CompiledPool, rows: list[tuple] | None = None) -> None:
+    def use_pool(self, pool: CompiledPool, rows: list[EpisodeData] | None = None) -> None:
         """Replay ``pool``'s episodes from the next reset on (its N must be the configuration's pool's).
 
         ``rows``: the per-episode rows ``step`` reads (default ``pool.episode_rows()``); a live episode passes
@@ -286,28 +299,37 @@ class CoBaEnv(gym.Env):
         else:
             lam = self.lam
         self._ep = ep
-        self._row = self._rows[ep]
-        self._ev = Evidence(self.n_max, self.n_tiers, self._row[7], lam, self._weights)
+        self._row = self._episode_data(ep)
+        self._ev = self._new_evidence(self.n_max, self._row.n_clusters, lam)
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
-        self._obs = first_observation(lam)
+        self._obs = first_observation(lam, self.features)
         first = self._zero_obs.copy()
-        first[LAMBDA] = lam
+        first[self._lam_index] = lam
         return first, {"action_mask": self._mask.copy(), "episode": ep}
+
+    def _episode_data(self, ep: int) -> EpisodeData:
+        """The ``EpisodeData`` step reads for episode ``ep`` (a route episode fills a blank one as it goes)."""
+        return self._rows[ep]
+
+    def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> Evidence:
+        """A fresh episode's (empty) evidence."""
+        return Evidence(n_max, self.n_tiers, n_clusters, lam, self._weights, self.features.strong)
 
     # -- masks ---------------------------------------------------------------------------------------
     def _compute_mask(self) -> np.ndarray:
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
         spent = ev.cost[self._cost_k] >= self.max_cost
-        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent)
+        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit)
         if self.gate is not None:
-            blocked = self.gate.blocked(self, bits & ~STOP_BIT)
+            blocked = self.gate.blocked(self, bits & ~self._stop_bit)
             if blocked:
-                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked)
+                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked,
+                                 stop_bit=self._stop_bit)
         self._bits = bits
         return self._mask_table[bits]
 
@@ -322,7 +344,7 @@ class CoBaEnv(gym.Env):
     def verify_target(self, tier: int) -> int:
         """The candidate VERIFY at ``tier`` would score now, or -1 when there is none."""
         ev = self._ev
-        return verify_target(ev.rank, ev.clusters, self._row[4], ev.scores, tier)
+        return verify_target(ev.rank, ev.clusters, self._row.has_score, ev.scores, tier)
 
     def step(self, action: int):
         """Apply ``action``; see the class docstring for effects, reward and the final ``info``."""
@@ -331,7 +353,7 @@ class CoBaEnv(gym.Env):
         a = action if type(action) is int else as_action(action)
         if a < 0 or not (self._bits >> a) & 1:
             raise ValueError(self._illegal_reason(a))
-        if self.gate is not None and a != STOP:
+        if self.gate is not None and a != self._stop:
             applied = self.gate.before(self, a)  # e.g. a live env fetches the evidence of ``a`` now
             if applied != a:  # the gate ended the episode's calls: only STOP is left
                 self._mask = self._compute_mask()
@@ -340,28 +362,31 @@ class CoBaEnv(gym.Env):
         row = self._row
         ev.steps += 1
         obs = self._obs
-        if a == STOP:
+        n_gen = self._n_gen
+        if a == self._stop:
             self._trace.append((a, -1))
             self._done = True
             if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
                 selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
             else:
                 selected = select_candidate(ev, self.selection)
-            correct = bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+            correct = self._is_correct(selected)
             extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
             self._mask, self._bits = self._mask_table[0], 0
-            obs[STEP_FRAC] = ev.steps / self.max_steps
+            obs[self._step_index] = ev.steps / self.max_steps
             info = self._final_info(selected, correct)
             if extra:
                 info.update(extra)
-            return np.fromiter(obs, np.float32, N_FEATURES), 1.0 if correct else 0.0, True, False, info
-        if a == SAMPLE:
+            return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
+        if a < n_gen:  # SAMPLE (from generator a)
             c = ev.n_revealed
-            cluster = row[0][c]
-            cost = row[3][c]
-            ev.add_candidate(cluster, row[1][c], row[2][c], self._clogc)
+            if self._places:
+                self._place(a, c)  # a route episode puts generator a's next candidate into slot c
+            cluster = row.cluster[c]
+            cost = row.gen_cost[c]
+            ev.add_candidate(cluster, row.output_tokens[c], row.cap_hit[c], self._clogc)
             if cluster >= 0:  # a candidate without an answer can never be selected: never worth judging
-                pending, bits, has = self._pending, self._verify_bits, row[4][c]
+                pending, bits, has = self._pending, self._verify_bits, row.has_score[c]
                 for t, bit in self._tier_index_bits:
                     if has[t]:
                         pending[t] += 1
@@ -369,10 +394,10 @@ class CoBaEnv(gym.Env):
                 self._verify_bits = bits
             refresh_rank(ev)
         else:
-            t = tier_of(a)
-            c = verify_target(ev.rank, ev.clusters, row[4], ev.scores, t)
-            cost = row[6][c][t]
-            score = row[5][c][t]
+            t = a - n_gen  # VERIFY at tier t
+            c = verify_target(ev.rank, ev.clusters, row.has_score, ev.scores, t)
+            cost = row.ver_cost[c][t]
+            score = row.score[c][t]
             ev.add_score(c, t, score)
             self._pending[t] -= 1
             if not self._pending[t]:
@@ -385,19 +410,25 @@ class CoBaEnv(gym.Env):
         acc[3] += cost[3]
         reward = -ev.lam * cost[self._cost_k] / self.budget
         self._trace.append((a, c))
-        if a == SAMPLE:
+        if a < n_gen:
             obs = self._obs = observe(ev, acc[self._cost_k] / self.budget, self.max_steps,
-                                      self.pool.max_output_tokens, self._logs, ev.best_r)
+                                      self.pool.max_output_tokens, self._logs, ev.best_r, self.features)
         else:
-            patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps)
+            patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps,
+                               self.features)
         self._mask = self._compute_mask()
-        return np.fromiter(obs, np.float32, N_FEATURES), reward, False, False, {"action_mask": self._mask.copy()}
+        return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
+
+    def _as_observation(self, obs: list[float]) -> np.ndarray:
+        """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
+        return np.fromiter(obs, np.float32, len(obs))
 
     def _observation(self) -> np.ndarray:
         """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
         ev = self._ev
         return np.array(observe(ev, ev.cost[self._cost_k] / self.budget, self.max_steps,
-                                self.pool.max_output_tokens, self._logs, ev.best_r), dtype=np.float32)
+                                self.pool.max_output_tokens, self._logs, ev.best_r, self.features),
+                        dtype=np.float32)
 
     def _illegal_reason(self, a: int) -> str:
         if self.gate is not None:
@@ -405,14 +436,27 @@ class CoBaEnv(gym.Env):
             if why:
                 return why
         ev = self._ev
-        return illegal_reason(a, n_actions=N_ACTIONS, names=self.actions, tiers=self.tiers,
+        return illegal_reason(a, n_actions=self.layout.n_actions, names=self.actions, tiers=self.tiers,
                               enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,
-                              n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model)
+                              n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
+                              layout=self.layout)
+
+    def _place(self, action: int, slot: int) -> None:
+        """Put the candidate SAMPLE ``action`` reveals into ``slot`` of the episode data (route episodes only)."""
+        raise NotImplementedError("a one-generator episode reveals its candidates in pool order")
+
+    def _is_correct(self, selected: int) -> bool:
+        """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
+        return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+
+    def _answers(self) -> list:
+        """The raw answers of the revealed candidates' slots (for the trace and the selected answer)."""
+        return self.pool.answer[self._ep]
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         ev, ep = self._ev, self._ep
         ids, datasets, generators, items = self.pool.episode_meta()
-        answers = self.pool.answer[ep]
+        answers = self._answers()
         names, cost = self.actions, ev.cost
         return {
             "action_mask": self._mask.copy(),
@@ -422,7 +466,7 @@ class CoBaEnv(gym.Env):
             "generator": generators[ep],
             "item_id": items[ep],
             "lambda": ev.lam,
-            "trace": Trace(self._trace, self.actions, self.tiers, self._row, answers, selected),
+            "trace": Trace(self._trace, self.actions, self.tiers, self._row, answers, selected, self.layout),
             "actions": [names[a] for a, _ in self._trace],
             "selected_candidate": selected,
             "selected_answer": answers[selected] if selected >= 0 else None,

@@ -9,7 +9,6 @@ The rules computed from it (fusion rank, observation features, VERIFY target, ST
 from __future__ import annotations
 
 from coba_env.costs import COST_MEASURES
-from coba_env.rules.actions import V3
 from coba_env.rules.fusion import fusion_rank
 
 __all__ = ["Evidence"]
@@ -22,12 +21,14 @@ class Evidence:
         "n_max", "n_tiers", "n_revealed", "clusters", "counts", "n_answered", "top", "n_distinct",
         "clogc_sum", "flips", "scores", "n_verified", "tier_stats", "best_v3",
         "len_sum", "cap_count", "cost", "steps", "lam", "output_tokens", "weights", "fnum", "fden",
-        "cap_hits", "top_count", "second_count", "rank", "best", "best_r",
+        "cap_hits", "top_count", "second_count", "rank", "best", "best_r", "strong",
     )
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
-                 weights: tuple[float, float, float, float] = (0.2, 0.3, 0.15, 0.45)) -> None:
+                 weights: tuple[float, ...] = (0.2, 0.3, 0.15, 0.45), strong: int = 2) -> None:
         self.n_max = n_max
+        #: The verifier slot whose best score is ``best_v3`` (the feature layout's strong verifier; -1: none).
+        self.strong = strong
         self.n_tiers = n_tiers
         self.n_revealed = 0
         self.clusters: list[int] = []
@@ -56,7 +57,7 @@ class Evidence:
         self.cost = [0.0] * len(COST_MEASURES)
         self.steps = 0
         self.lam = lam
-        #: Fusion weights (f, V1, V2, V3) and, per candidate, the running sums of w_t * s_t and of w_t over
+        #: Fusion weights (f, w_1..w_T) and, per candidate, the running sums of w_t * s_t and of w_t over
         #: its usable scores, added in verification order (the vector env adds in the same order).
         self.weights = weights
         self.fnum: list[float] = []
@@ -125,7 +126,7 @@ class Evidence:
                 stats[1] += 1
                 if score > stats[2]:
                     stats[2] = score
-        if tier == V3 and score == score and score > self.best_v3:
+        if tier == self.strong and score == score and score > self.best_v3:
             self.best_v3 = score
 
     def fusion(self, candidate: int) -> float:

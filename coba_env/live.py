@@ -30,6 +30,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool, Labels
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
+from coba_env.episode_data import EpisodeData
 from coba_env.gate import ActionGate
 from coba_env.live_sources import (
     CallBound,
@@ -41,10 +42,11 @@ from coba_env.live_sources import (
     Revealed,
     Scored,
 )
-from coba_env.rules.actions import SAMPLE, STOP, TIERS, tier_of
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_number
-from coba_env.rules.masks import STOP_BIT
+from coba_env.rules.masks import stop_bit
 from coba_env.rules.selection import SelectionRule
+from pools.schema import TIERS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
            "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
@@ -54,8 +56,11 @@ MIN_CALL_SECONDS = 0.01
 #: Seconds of a time budget kept back from a call's timeout for the bookkeeping around it (so that an
 #: abandoned call still leaves the episode within its budget).
 SECONDS_MARGIN = 0.05
-#: Every action but STOP.
-_CALLS_MASK = STOP_BIT - 1
+
+
+def _calls_mask(layout: ActionLayout) -> int:
+    """The mask bits of every action but STOP (the model calls)."""
+    return stop_bit(layout) - 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,7 @@ def replay_normalizers(compiled: CompiledPool, cost_model: str = "p_tokens", n_m
 class LiveEpisode:
     """One live episode as a one-episode pool whose candidates and scores are revealed as the source sends them.
 
-    ``row`` is the episode row ``CoBaEnv`` reads (the layout of ``CompiledPool.episode_rows``); it starts all
+    ``row`` is the ``EpisodeData`` ``CoBaEnv`` reads (as ``CompiledPool.episode_rows`` gives them); it starts all
     unrevealed and is filled by ``reveal_candidate`` / ``reveal_score`` before the env applies the action.
     """
 
@@ -111,20 +116,19 @@ class LiveEpisode:
         if verifier_roles is not None:  # a replayed pool's declared roles (coba_env.rules.roles)
             self.pool.verifier_roles = tuple(verifier_roles)
         # Up to n answer clusters (the blank pool's arrays do not know how many the source will reveal).
-        self.row = ([-1] * n, [0.0] * n, [False] * n, [[0.0] * k for _ in range(n)], [[False] * t for _ in range(n)],
-                    [[math.nan] * t for _ in range(n)], [[[0.0] * k for _ in range(t)] for _ in range(n)], n)
+        self.row = EpisodeData.blank(n, t, k, n)
 
     def reveal_candidate(self, c: int, got: Revealed) -> None:
         """Candidate ``c`` as the source sent it."""
         row = self.row
-        row[0][c], row[1][c], row[2][c] = got.cluster, got.output_tokens, got.cap_hit
-        row[3][c], row[4][c] = list(got.cost), [bool(h) for h in got.has_tiers]
+        row.cluster[c], row.output_tokens[c], row.cap_hit[c] = got.cluster, got.output_tokens, got.cap_hit
+        row.gen_cost[c], row.has_score[c] = list(got.cost), [bool(h) for h in got.has_tiers]
         self.pool.answer[0, c] = got.answer
         self.pool.cluster[0, c] = got.cluster
 
     def reveal_score(self, c: int, t: int, got: Scored) -> None:
         """Candidate ``c``'s tier-``t`` score as the source sent it."""
-        self.row[5][c][t], self.row[6][c][t] = got.score, list(got.cost)
+        self.row.score[c][t], self.row.ver_cost[c][t] = got.score, list(got.cost)
 
 
 class LiveGate(ActionGate):
@@ -159,9 +163,10 @@ class LiveGate(ActionGate):
 
     def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
         """The most a call for ``action`` can use."""
-        if action == SAMPLE:
+        if env.layout.is_sample(action):
             return self.source.sample_bound(env.evidence.n_revealed)
-        return self.source.verify_bound(env.verify_target(tier_of(action)), tier_of(action))
+        t = env.layout.verifier_of(action)
+        return self.source.verify_bound(env.verify_target(t), t)
 
     def blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
         """The limit (tokens, calls, seconds) that a call with ``bound`` could exceed, or None."""
@@ -181,11 +186,11 @@ class LiveGate(ActionGate):
         """Every call that could break a hard budget (every call once the time ran out during one)."""
         self.blocked_why = {}
         if self.interrupted is not None:
-            return _CALLS_MASK
+            return _calls_mask(env.layout)
         if self.limits == Limits():
             return 0
         spent, out = self.spent(env), 0
-        for a in range(STOP):
+        for a in range(env.layout.stop_action):
             if candidates >> a & 1:
                 why = self.blocking_limit(self.call_bound(env, a), spent)
                 if why is not None:
@@ -195,7 +200,7 @@ class LiveGate(ActionGate):
 
     def illegal_reason(self, env: CoBaEnv, action: int) -> str | None:
         """The budget a blocked call could exceed, else None (the env's own reason applies)."""
-        if 0 <= action < STOP and env.actions[action] in self.blocked_why:
+        if 0 <= action < env.layout.stop_action and env.actions[action] in self.blocked_why:
             return (f"action {action} ({env.actions[action]}) is not allowed now: its call could exceed the "
                     f"hard {self.blocked_why[env.actions[action]]} budget ({self.limits.text()})")
         return None
@@ -206,7 +211,7 @@ class LiveGate(ActionGate):
             self.fetch(env, action)
         except CallInterrupted as exc:
             self.interrupted = str(exc)
-            return STOP
+            return env.layout.stop_action
         return action
 
     def on_stop(self, env: CoBaEnv, legal: int) -> dict[str, Any]:
@@ -229,12 +234,12 @@ class LiveGate(ActionGate):
                                       f"{env.actions[a]} call")
         bound = self.call_bound(env, a)
         try:
-            if a == SAMPLE:
+            if env.layout.is_sample(a):
                 c = env.evidence.n_revealed
                 got = self.source.sample(c, timeout)
                 self.episode.reveal_candidate(c, got)
             else:
-                t = tier_of(a)
+                t = env.layout.verifier_of(a)
                 c = env.verify_target(t)
                 got = self.source.verify(c, t, timeout)
                 self.episode.reveal_score(c, t, got)
@@ -251,7 +256,7 @@ class LiveGate(ActionGate):
         """Why the episode stops now, given the actions that were ``legal`` when STOP was chosen."""
         if self.interrupted is not None:
             return f"budget: {self.interrupted}"
-        if legal & _CALLS_MASK:
+        if legal & _calls_mask(env.layout):
             return "policy: chose STOP"
         if self.blocked_why:
             parts = ", ".join(f"{a} ({why})" for a, why in self.blocked_why.items())

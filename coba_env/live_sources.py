@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coba_env.compiled import CompiledPool
+from coba_env.episode_data import EpisodeData
 from pools.client.judges import DEFAULT_JUDGES, judge
 from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.client.prompts import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
@@ -109,13 +110,16 @@ class PoolReplaySource(EvidenceSource):
     simulated_time = True
 
     def __init__(self, compiled: CompiledPool) -> None:
+        if tuple(compiled.tiers) != TIERS:  # the live episode's tier axis is the paper's (coba_env.live)
+            raise ValueError(f"a live replay takes a pool whose verifiers carry the paper's names {list(TIERS)}; "
+                             f"this pool's verifiers are {list(compiled.tiers)}")
         self.compiled = compiled
         self.tiers = tuple(compiled.tiers_present)
         #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.
         self.verifier_roles = compiled.verifier_roles
         self.max_candidates = compiled.n_candidates
         self._rows = compiled.episode_rows()
-        self._row: tuple = ()
+        self._row: EpisodeData | None = None
 
     @property
     def n_episodes(self) -> int:
@@ -132,20 +136,21 @@ class PoolReplaySource(EvidenceSource):
     def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
         """The stored candidate."""
         row, c = self._row, candidate
-        return Revealed(row[0][c], self.compiled.answer[self._e, c], row[1][c], row[2][c], row[3][c], row[4][c])
+        return Revealed(row.cluster[c], self.compiled.answer[self._e, c], row.output_tokens[c], row.cap_hit[c],
+                        row.gen_cost[c], row.has_score[c])
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
         """The stored score."""
-        return Scored(self._row[5][candidate][tier], self._row[6][candidate][tier])
+        return Scored(self._row.score[candidate][tier], self._row.ver_cost[candidate][tier])
 
     def sample_bound(self, candidate: int) -> CallBound:
         """Exact: the stored cost."""
-        cost = self._row[3][candidate]
+        cost = self._row.gen_cost[candidate]
         return CallBound(cost[0], cost[3])
 
     def verify_bound(self, candidate: int, tier: int) -> CallBound:
         """Exact: the stored cost."""
-        cost = self._row[6][candidate][tier]
+        cost = self._row.ver_cost[candidate][tier]
         return CallBound(cost[0], cost[3])
 
 

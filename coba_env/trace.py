@@ -6,41 +6,45 @@ from collections.abc import Sequence
 from typing import Any
 
 from coba_env.costs import COST_MEASURES
-from coba_env.rules.actions import tier_of
+from coba_env.episode_data import EpisodeData
+from coba_env.rules.actions import REPLAY_LAYOUT, ActionLayout
 
 
 class Trace(Sequence):
     """A list of step records, built on first access so that replaying many episodes stays cheap.
 
     Each record: ``{"action", "candidate", "cost": {measure: value}, "evidence": {...}}``. SAMPLE reveals
-    ``answer, cluster, output_tokens, cap_hit``; VERIFY reveals ``tier, score`` (None when unusable);
+    ``answer, cluster, output_tokens, cap_hit`` (and ``generator`` in a route episode); VERIFY reveals ``tier, score`` (None when unusable);
     STOP reveals ``selected_candidate``.
     """
 
-    __slots__ = ("_steps", "_names", "_tiers", "_row", "_answers", "_selected", "_records")
+    __slots__ = ("_steps", "_names", "_tiers", "_row", "_answers", "_selected", "_records", "_layout")
 
     def __init__(self, steps: list[tuple[int, int]], action_names: Sequence[str], tiers: Sequence[str],
-                 row: tuple, answers: Sequence[Any], selected: int) -> None:
-        self._steps, self._names, self._tiers = steps, action_names, tiers
+                 row: EpisodeData, answers: Sequence[Any], selected: int,
+                 layout: ActionLayout = REPLAY_LAYOUT) -> None:
+        self._steps, self._names, self._tiers, self._layout = steps, action_names, tiers, layout
         self._row, self._answers, self._selected = row, answers, selected
         self._records: list[dict[str, Any]] | None = None
 
     def _build(self) -> list[dict[str, Any]]:
         if self._records is None:
-            row, records = self._row, []
-            stop = len(self._names) - 1
+            row, records, layout = self._row, [], self._layout
+            generators = None if layout.generators == ("",) else layout.generators
             for a, c in self._steps:
-                if a == 0:
-                    cost = row[3][c]
-                    evidence = {"answer": self._answers[c], "cluster": row[0][c], "output_tokens": row[1][c],
-                                "cap_hit": row[2][c]}
-                elif a == stop:
+                if layout.is_sample(a):
+                    cost = row.gen_cost[c]
+                    evidence = {"answer": self._answers[c], "cluster": row.cluster[c],
+                                "output_tokens": row.output_tokens[c], "cap_hit": row.cap_hit[c]}
+                    if generators is not None:
+                        evidence["generator"] = layout.generators[layout.generator_of(a)]
+                elif layout.is_stop(a):
                     cost = (0.0,) * len(COST_MEASURES)
                     evidence = {"selected_candidate": self._selected}
                 else:
-                    t = tier_of(a)
-                    cost = row[6][c][t]
-                    s = row[5][c][t]
+                    t = layout.verifier_of(a)
+                    cost = row.ver_cost[c][t]
+                    s = row.score[c][t]
                     evidence = {"tier": self._tiers[t], "score": None if s != s else s}
                 records.append({"action": self._names[a], "candidate": int(c),
                                 "cost": dict(zip(COST_MEASURES, cost, strict=True)), "evidence": evidence})

@@ -40,19 +40,16 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.rules.actions import N_ACTIONS, STOP, TIER_INDEX, tier_of
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
-    LAMBDA,
-    N_FEATURES,
     batch_observe,
     clogc_table,
     log_table,
-    observation_bounds,
 )
 from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.masks import batch_masks
-from coba_env.rules.selection import select_by_rule
+from coba_env.rules.selection import select_by_rule, tier_columns
 from coba_env.rules.verify import batch_verify_target
 from coba_env.spaces import MaskedDiscrete
 from coba_env.vector_tables import VectorTables
@@ -77,15 +74,21 @@ class CoBaVectorEnv(VectorEnv):
             raise ValueError("pass either config= or the pool and env arguments, not both")
         self.config = config
         p = config.pool
+        #: The verifier names (the pool's axis) and the feature table generated from them.
+        self.tiers, self.features = p.tiers, config.features
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
-        low, high = observation_bounds()
+        #: The action ids and names (``coba_env.rules.actions.ActionLayout``), as the one-episode env's.
+        self.layout = layout = self._action_layout()
+        self._n_gen, self._stop = layout.n_generators, layout.stop_action
+        low, high = self._observation_bounds()
+        self.n_obs = len(low)
         self.single_observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self.single_action_space = MaskedDiscrete(N_ACTIONS)
+        self.single_action_space = MaskedDiscrete(layout.n_actions)
         self.observation_space = spaces.Box(low=np.repeat(low[None], num_envs, 0),
                                             high=np.repeat(high[None], num_envs, 0), dtype=np.float32)
-        self.action_space = spaces.MultiDiscrete(np.full(num_envs, N_ACTIONS))
+        self.action_space = spaces.MultiDiscrete(np.full(num_envs, layout.n_actions))
         self.n_max, self.n_tiers, self.max_steps = config.n_max, len(config.tier_on), config.max_steps
         self.budget, self.max_cost, self.cost_k = config.budget, config.max_cost, config.cost_k
         self.order, self.lam, self.lambda_range = config.order, config.lam, config.lambda_range
@@ -102,7 +105,7 @@ class CoBaVectorEnv(VectorEnv):
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
         self._correct_flat = p.labels.correct.ravel()  # [E * N]: the STOP reward (never reaches an observation)
-        self.lambda_index = LAMBDA
+        self.lambda_index = self._lambda_index()
         self.n_cand = p.n_candidates
         # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
         self._cluster_dtype = np.int8 if self.n_clusters < 127 else np.int64
@@ -113,6 +116,28 @@ class CoBaVectorEnv(VectorEnv):
         self._perm: np.ndarray | None = None
         self._single: CoBaEnv | None = None
         self._alloc()
+
+    def _action_layout(self) -> ActionLayout:
+        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
+        return ActionLayout(verifiers=tuple(self.tiers))
+
+    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.features.bounds()
+
+    def _lambda_index(self) -> int:
+        return self.features.lam
+
+    #: Whether candidates are revealed in pool order (slot = candidate), so a cluster's first candidate in the
+    #: pool is its first revealed one (the lazy zeroing of its counts relies on it); route episodes are not.
+    _pool_order = True
+
+    def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
+        return self.ep.take(rows) * self.n_cand + slots
+
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Flat pool index of the candidate each SAMPLE of ``rows`` reveals into slot ``slots``."""
+        return self.ep.take(rows) * self.n_cand + slots
 
     @property
     def single(self) -> CoBaEnv:
@@ -143,7 +168,8 @@ class CoBaVectorEnv(VectorEnv):
         self._cost = self._floats[:k_costs]
         self.cost = self._cost.T  # [B, K] view
         self.clogc_sum, self.best_v3, self.len_sum = self._floats[k_costs:]
-        # Per answer cluster (Evidence.tier_stats keeps all tiers): V1 sum, count, max and V3 sum, count, adjacent
+        # Per answer cluster (Evidence.tier_stats keeps all tiers): the feature layout's cheap judge's sum, count,
+        # max and strong verifier's sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
         self.top_stats = np.zeros((b, c + 1, 5))
         # A copy of the top answer's record per row (zeros without one), rewritten whenever the top answer or its
@@ -172,15 +198,17 @@ class CoBaVectorEnv(VectorEnv):
         self.open_t = np.zeros((n, t * b), dtype=bool)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
-        self._mask_at = self.rows * (t + 2)  # row starts in the flat [B, n_actions] mask (see batch_masks)
-        self._obs_t = np.empty((N_FEATURES, b))  # see ``_observations``
+        self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
+        self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
-        self._obs_row = np.dtype((np.void, N_FEATURES * 4))
-        self._zero_obs = np.zeros(N_FEATURES, dtype=np.float32).view(self._obs_row)[0]
+        self._obs_row = np.dtype((np.void, self.n_obs * 4))
+        self._zero_obs = np.zeros(self.n_obs, dtype=np.float32).view(self._obs_row)[0]
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
+        #: Slots ``_fusion`` last computed (every later slot's R is -inf).
+        self._rank_rows = n
 
     @property
     def rank(self) -> np.ndarray:
@@ -287,14 +315,21 @@ class CoBaVectorEnv(VectorEnv):
         revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
         fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
         """
-        return batch_fusion(self.rank_t, self.count_t, self.n, self.fnum_t, self.fden_t, self.weights[0])
+        # Only the first k = max(n) slots can hold a revealed candidate in any row: the rest stay -inf (rows
+        # that were computed at an earlier step are set back to -inf once k shrinks).
+        k = max(int(self.n.max()), 1) if self.num_envs else 1
+        if k < self._rank_rows:
+            self.rank_t[k:self._rank_rows] = -np.inf
+        self._rank_rows = k
+        batch_fusion(self.rank_t[:k], self.count_t[:k], self.n, self.fnum_t[:k], self.fden_t[:k], self.weights[0])
+        return self.rank_t
 
     def _masks(self) -> np.ndarray:
         return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
 
     def _observations(self) -> np.ndarray:
         """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current)."""
-        return batch_observe(self, self._obs_t)
+        return batch_observe(self, self._obs_t, self.features)
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
@@ -310,8 +345,7 @@ class CoBaVectorEnv(VectorEnv):
         ep = self.ep[rows]
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            t = TIER_INDEX[rule.tier]
-            tier_scores, tier_verified = self.pool.score[ep, :, t], self._verified(t, rows)
+            tier_scores, tier_verified = tier_columns(rule, self.pool.score[ep], lambda t: self._verified(t, rows))
         sel = select_by_rule(rule, self.pool.cluster[ep], self.n[rows], self.top[rows], tier_scores, tier_verified)
         return np.where(none, -1, sel)
 
@@ -328,13 +362,19 @@ class CoBaVectorEnv(VectorEnv):
             return [(slice(None), k)]
         return [(np.flatnonzero(~many), k), (np.flatnonzero(many), int(n.max()))]
 
+    def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
+        """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
+        # A fresh episode has revealed nothing: every feature is 0 but lambda.
+        obs.view(self._obs_row)[:, 0][rows] = self._zero_obs
+        obs[rows, self.lambda_index] = self.lams[rows]
+
     # -- stepping ------------------------------------------------------------------------------------
-    def _sample(self, rows: np.ndarray, cost_at: np.ndarray) -> None:
+    def _sample(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
         """SAMPLE for ``rows``: reveal each row's next candidate (Evidence.add_candidate)."""
         t_n = self.n_tiers
         b = self.num_envs
         c = self.n.take(rows)
-        flat = self.ep.take(rows) * self.n_cand + c
+        flat = self._sample_flat(rows, a, c)
         table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
         cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
         cl = table[:, 0]
@@ -356,12 +396,15 @@ class CoBaVectorEnv(VectorEnv):
         ans = np.flatnonzero(answered)
         if len(ans):
             r, cc = rows[ans], cl[ans]
-            first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
             at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
             counts = self.counts.ravel()
             old_f = counts.take(at)
-            old_f[first] = 0.0
-            self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
+            if self._pool_order:
+                first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
+                old_f[first] = 0.0
+                self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
+            else:  # counts and statistics were zeroed on reset
+                first = old_f == 0.0
             new_f = old_f + 1.0
             counts[at] = new_f
             count[ans] = new_f
@@ -388,12 +431,15 @@ class CoBaVectorEnv(VectorEnv):
             self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
 
-    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
-        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
+    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
+        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate).
+
+        Returns (slot verified, tier, score) per row of ``rows``.
+        """
         t_n = self.n_tiers
         b = self.num_envs
-        t = tier_of(a)  # works on arrays too
-        e = self.ep.take(rows)
+        t = self.layout.verifier_of(a)  # works on arrays too
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
         at_tier = t * b + rows  # columns of ``open_t``
@@ -401,7 +447,7 @@ class CoBaVectorEnv(VectorEnv):
         for part, k in self._slot_groups(rows):
             c[part] = batch_verify_target(self.open_t[:k].take(at_tier[part], axis=1),
                                           self.rank_t[:k].take(rows[part], axis=1))
-        flat = (e * self.n_cand + c) * t_n + t
+        flat = self._pool_flat(rows, c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
         self.open_t.ravel()[c * (t_n * b) + at_tier] = False
@@ -413,23 +459,25 @@ class CoBaVectorEnv(VectorEnv):
         slot = cu * b + ru
         self.fnum_t.ravel()[slot] += w * su
         self.fden_t.ravel()[slot] += w
-        v3 = tu == 2
+        cheap, strong = self.features.cheap, self.features.strong
+        v3 = tu == strong
         r3 = ru[v3]
         self.best_v3[r3] = np.maximum(self.best_v3.take(r3), su[v3])
         cl = self.cluster_t.ravel().take(slot).astype(np.int64)  # >= 0: only answered ones are eligible
         at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
         stats = self.top_stats.ravel()
-        k = tu == 0  # V1: sum, count, max
+        k = tu == cheap  # the cheap judge: sum, count, max
         s1, a1 = su[k], at[k] * 5
         stats[a1] += s1
         stats[a1 + 1] += 1
         stats[a1 + 2] = np.maximum(stats.take(a1 + 2), s1)
-        k = tu == 2  # V3: sum, count
+        k = tu == strong  # the strong verifier: sum, count
         a3 = at[k] * 5
         stats[a3 + 3] += su[k]
         stats[a3 + 4] += 1
         on_top = np.flatnonzero(cl == self.top.take(ru))
         self._top_items[ru.take(on_top)] = self._stats_items.take(at.take(on_top))
+        return c, t, s
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
@@ -455,14 +503,15 @@ class CoBaVectorEnv(VectorEnv):
         # cheaper than scattering each measure into a [4, B] buffer.
         cost_at = self._cost_at
         cost_at.fill(self._no_cost_row)
-        rows = np.flatnonzero(a == 0)
+        n_gen = self._n_gen
+        rows = np.flatnonzero(a < n_gen)  # SAMPLE (from generator a)
         if len(rows):
-            self._sample(rows, cost_at)
-        rows = np.flatnonzero((a >= 1) & (a <= t_n))  # every VERIFY at once, each row with its own tier
+            self._sample(rows, a.take(rows), cost_at)
+        rows = np.flatnonzero((a >= n_gen) & (a < n_gen + t_n))  # every VERIFY at once, each row with its tier
         if len(rows):
             self._verify(rows, a[rows], cost_at)
 
-        terminated = a == STOP
+        terminated = a == self._stop
         step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, K]
         self._cost += step_cost.T
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
@@ -472,9 +521,9 @@ class CoBaVectorEnv(VectorEnv):
         obs = self._observations()
         if len(stop_rows):
             sel = self._select(stop_rows)
-            correct = (sel >= 0) & self._correct_flat.take(self.ep.take(stop_rows) * self.n_cand + np.maximum(sel, 0))
+            correct = (sel >= 0) & self._correct_flat.take(self._pool_flat(stop_rows, np.maximum(sel, 0)))
             reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
-            full_final = np.zeros((b, N_FEATURES), dtype=np.float32)
+            full_final = np.zeros((b, self.n_obs), dtype=np.float32)
             obs_rows = obs.view(self._obs_row)[:, 0]  # each observation one item: row copies become memcpys
             full_final.view(self._obs_row)[:, 0][stop_rows] = obs_rows.take(stop_rows)
             sel_full = np.full(b, -1, dtype=np.int64)
@@ -487,9 +536,7 @@ class CoBaVectorEnv(VectorEnv):
                 "final_costs": self.cost.copy(order="K"), "final_steps": self.steps.copy(),
             })
             self._reset_rows(stop_rows, self._next_episodes(len(stop_rows)))
-            # A fresh episode has revealed nothing: every feature is 0 but lambda.
-            obs_rows[stop_rows] = self._zero_obs
-            obs[stop_rows, self.lambda_index] = self.lams[stop_rows]
+            self._fresh_observations(obs, stop_rows)
         self._mask = self._masks()
         infos["action_mask"] = self._mask.copy()
         infos["episode"] = self.ep.copy()

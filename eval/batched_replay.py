@@ -20,7 +20,6 @@ import numpy as np
 
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
-from coba_env.rules.actions import SAMPLE, STOP
 from coba_env.vector_env import CoBaVectorEnv
 
 #: Rows stepped together: large enough that numpy's per-call overhead is amortized, small enough that the
@@ -62,7 +61,8 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
         real = episode < n_ep
         idle = np.flatnonzero(~real)
         if len(idle):
-            a[idle] = np.where(mask[idle, STOP] > 0, STOP, SAMPLE)
+            stop = venv.layout.stop_action
+            a[idle] = np.where(mask[idle, stop] > 0, stop, venv.layout.sample_action())
         rows = np.flatnonzero(real)
         log[episode[rows], step_at[rows]] = a[rows]
         step_at += 1

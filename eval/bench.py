@@ -111,13 +111,14 @@ def _check_policy_names(data: dict, source: str) -> None:
 
 
 def select_policies(names: Sequence[str] | None, specs: dict[str, dict]) -> list[str]:
-    """Resolve the policy selection against ``specs``: None/"all" -> every non-learned policy, "main" ->
+    """Resolve the policy selection against ``specs``: None/"all" -> every non-learned policy (routing policies
+    run on route envs only), "main" ->
     the paper's main table; unknown names raise ``BenchInputError`` listing the known ones."""
     from agents.registry import default_bench_policies, list_policies
 
     if names is None or list(names) == ["all"]:
         main = default_bench_policies(specs=specs)
-        rest = [n for n in list_policies(specs=specs) if n not in main and specs[n]["group"] != "learned"]
+        rest = [n for n in list_policies(specs=specs) if n not in main and specs[n]["group"] not in ("learned", "routing")]
         return main + rest
     if list(names) == ["main"]:
         return default_bench_policies(specs=specs)

@@ -29,6 +29,7 @@ from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
 from coba_env.rules.config import default_budget
+from coba_env.rules.roles import primary_slots
 from eval.batched_replay import DEFAULT_BATCH, action_strings, batched_env, replay_batched
 from eval.single_replay import replay_single
 
@@ -42,6 +43,20 @@ RECORD_COLUMNS: tuple[str, ...] = (
 #: Compact action codes used in the ``actions`` string ("S S V1 V1 V3 STOP").
 ACTION_CODES: dict[str, str] = {"SAMPLE": "S", "VERIFY_V1": "V1", "VERIFY_V2": "V2", "VERIFY_V3": "V3",
                                 "STOP": "STOP"}
+
+def action_codes(names: list[str]) -> list[str]:
+    """The compact code of each action name: ``ACTION_CODES``, else a VERIFY's verifier name, else the name."""
+    return [ACTION_CODES.get(a, a.removeprefix("VERIFY_")) for a in names]
+
+
+def verifier_counts(env: CoBaEnv, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """n_v1, n_v2, n_v3 from per-action counts [E, A]: the calls of the verifiers standing for the paper's V1,
+    V2, V3 (``coba_env.rules.roles.primary_slots``; zeros where the pool has none)."""
+    slots = primary_slots(env.pool.verifier_roles)
+    zeros = np.zeros(len(counts), dtype=counts.dtype)
+    return {f"n_v{k + 1}": counts[:, env.layout.verify_action(s)] if s >= 0 else zeros
+            for k, s in enumerate(slots)}
+
 
 #: Replay modes: "batched" (``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode
 #: at a time, the reference).
@@ -167,7 +182,7 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_to
         if progress is not None:
             progress(pool.n_episodes)
         return PolicyRun(records=empty_records(), not_applicable=reason or "not applicable", **meta)
-    codes = [ACTION_CODES.get(a, a) for a in env.actions]
+    codes = action_codes(env.actions)
     venv = None
     if use_batch:
         venv = batched_env(policy, pool, batch=batch, cost_model=cost_model, lam=lam, env_kwargs=env_kwargs)
@@ -208,7 +223,7 @@ def _batched_columns(out: dict[str, np.ndarray], counts: np.ndarray, env: CoBaEn
     costs = out["costs"]
     return {
         "n_actions": counts.sum(axis=1) - counts[:, env.STOP], "n_samples": counts[:, env.SAMPLE],
-        "n_v1": counts[:, 1], "n_v2": counts[:, 2], "n_v3": counts[:, 3], "selected_candidate": sel,
+        **verifier_counts(env, counts), "selected_candidate": sel,
         "selected_answer": answers, "correct": out["correct"],
         **{m: costs[:, k] for k, m in enumerate(COST_MEASURES)},
         "reward": out["reward"],

@@ -12,6 +12,7 @@ from typing import Any
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
+from coba_env.rules.roles import primary_slots
 
 #: How many episodes pass between two progress updates (a tqdm update per episode would cost ~10%).
 PROGRESS_EVERY = 128
@@ -22,6 +23,7 @@ def replay_single(policy: Policy, env: CoBaEnv, pool: CompiledPool, codes: list[
     """The one-episode replay: ``policy.act`` on ``env`` episode by episode (the reference the batched one equals)."""
     n = pool.n_episodes
     sample, stop = env.SAMPLE, env.STOP
+    slots = primary_slots(pool.verifier_roles)
     cols: dict[str, list] = {c: [] for c in ("actions", "n_actions", "n_samples", "n_v1", "n_v2", "n_v3",
                                                "selected_candidate", "selected_answer", "correct", "tokens",
                                                "p_tokens", "calls", "latency", "usd", "reward")}
@@ -54,9 +56,8 @@ def replay_single(policy: Policy, env: CoBaEnv, pool: CompiledPool, codes: list[
         cols["actions"].append(" ".join(codes[a] for a in seq))
         cols["n_actions"].append(len(seq) - counts[stop])
         cols["n_samples"].append(counts[sample])
-        cols["n_v1"].append(counts[1])
-        cols["n_v2"].append(counts[2])
-        cols["n_v3"].append(counts[3])
+        for k, s in enumerate(slots):  # the verifiers standing for the paper's V1..V3
+            cols[f"n_v{k + 1}"].append(counts[env.layout.verify_action(s)] if s >= 0 else 0)
         cols["selected_candidate"].append(int(info.get("selected_candidate", -1)))
         cols["selected_answer"].append(info.get("selected_answer"))
         cols["correct"].append(bool(info.get("correct", False)))

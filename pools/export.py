@@ -56,12 +56,15 @@ def pool_lines(pool: Pool) -> list[dict[str, Any]]:
     episodes = {r["episode_id"]: r for r in _records(pool.episodes)}
     scores: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
     verifs = pool.verifications.copy()
-    verifs["_tier_order"] = verifs["tier"].map({t: i for i, t in enumerate(TIERS)})
+    verifs["_tier_order"] = verifs["tier"].map({t: i for i, t in enumerate(pool.tiers)})
+    declared = pool.manifest.get("verifier_roles") or {}
     verifs = verifs.sort_values(["episode_id", "candidate", "_tier_order"]).drop(columns="_tier_order")
     for v in _records(verifs):
         entry = {"score": v["score"], "model": v["model"], "params_b": params[v["model"]],
                  "prompt_tokens": v["prompt_tokens"], "output_tokens": v["output_tokens"],
                  "latency_s": v["latency_s"]}
+        if v["tier"] not in TIERS and v["tier"] in declared:  # a non-paper name's role travels with its scores
+            entry["role"] = declared[v["tier"]]
         scores.setdefault((v["episode_id"], v["candidate"]), {})[v["tier"]] = entry
     lines = []
     for c in _records(pool.candidates.sort_values(["episode_id", "candidate"])):

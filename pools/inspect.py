@@ -101,8 +101,13 @@ def _group_stats(pool: Pool, episode_ids: pd.Index, outcomes: pd.DataFrame) -> d
         "mean_prompt_tokens": float(cands["prompt_tokens"].mean()) if n_cands else None,
         "mean_output_tokens": float(cands["output_tokens"].mean()) if n_cands else None,
         "tokens_estimated_share": float(cands["tokens_estimated"].mean()) if n_cands else None,
-        "score_coverage": {t: (float(scored.get(t, 0)) / n_cands if n_cands else None) for t in TIERS},
+        "score_coverage": {t: (float(scored.get(t, 0)) / n_cands if n_cands else None) for t in _coverage_tiers(pool)},
     }
+
+
+def _coverage_tiers(pool: Pool) -> list[str]:
+    """The verifiers whose score coverage is reported: the paper's V1, V2, V3, then the pool's other verifiers."""
+    return [*TIERS, *(t for t in pool.tiers if t not in TIERS)]
 
 
 def inspect_pool(pool: Pool) -> dict[str, Any]:
@@ -126,7 +131,7 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
         "models": [{"name": r.name, "params_b": float(r.params_b), "role": r.role}
                    for r in pool.models.itertuples(index=False)],
         "tiers": pool.tiers,
-        "verifier_roles": {t: (pool.manifest.get("verifier_roles") or {}).get(t, PAPER_TIER_ROLES[t])
+        "verifier_roles": {t: (pool.manifest.get("verifier_roles") or {}).get(t, PAPER_TIER_ROLES.get(t))
                            for t in pool.tiers},
         "groups": groups,
         "overall": overall,
@@ -165,14 +170,14 @@ def format_inspection(stats: dict[str, Any]) -> str:
     """A plain-text table of ``inspect_pool``'s result, one row per (dataset, generator) plus the total."""
     n = stats["n_candidates"]
     header = ["dataset", "generator", "episodes", "N", "first", "mean", f"maj@{n}", f"maj@{n} exact", f"pass@{n}",
-              "prompt tok", "output tok", *[f"cov {t}" for t in TIERS], "grader agree"]
+              "prompt tok", "output tok", *[f"cov {t}" for t in stats["overall"]["score_coverage"]], "grader agree"]
     rows = []
     for g in [*stats["groups"], {"dataset": "all", "generator": "", **stats["overall"]}]:
         rows.append([
             g["dataset"], g["generator"], _fmt(g["episodes"]), _fmt(g["n"]),
             _fmt(g["first_sample_accuracy"]), _fmt(g["mean_accuracy"]), _fmt(g["majority_at_n"]), _fmt(g["majority_at_n_exact"]),
             _fmt(g["pass_at_n"]), _fmt(g["mean_prompt_tokens"], 1), _fmt(g["mean_output_tokens"], 1),
-            *[_fmt(g["score_coverage"][t], 2) for t in TIERS], _fmt(g["grader_agreement"]),
+            *[_fmt(v, 2) for v in g["score_coverage"].values()], _fmt(g["grader_agreement"]),
         ])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 FORMAT_VERSION = 1
 
-#: Verifier tiers in order. V0 (answer frequency) is free and computed, never stored.
+#: The paper's verifier names in order (V1 cheap judge, V2 process judge, V3 strong verifier). A pool may name
+#: any verifiers (the ``tier`` column of its verifications, ``VERIFIER_NAME_PATTERN``); a verifier whose name is
+#: not one of these needs a declared role (manifest ``verifier_roles``). V0 (answer frequency) is free and
+#: computed, never stored.
 TIERS: tuple[str, ...] = ("V1", "V2", "V3")
+#: What a verifier name may look like (it becomes part of an action name, ``VERIFY_<name>``, and of a feature
+#: name, ``<name>_verified_frac``).
+VERIFIER_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_.-]{0,31}"
 
 #: What a stored verifier is; the optional manifest key ``verifier_roles`` maps a tier to one of these.
 VERIFIER_ROLES: tuple[str, ...] = ("cheap_judge", "process_judge", "strong_verifier", "reward_model")
@@ -65,7 +71,7 @@ CANDIDATES_COLUMNS: dict[str, str] = {
 VERIFICATIONS_COLUMNS: dict[str, str] = {
     "episode_id": "int",
     "candidate": "int",
-    "tier": "str",  # one of TIERS
+    "tier": "str",  # the verifier's name (VERIFIER_NAME_PATTERN); the paper's are TIERS
     "model": "str",
     "score": "float?",  # in [0, 1]; NaN = the call was made but gave no usable score
     "prompt_tokens": "int",
@@ -91,7 +97,8 @@ MANIFEST_KEYS: tuple[str, ...] = (
     "provenance",
     "counts",
 )
-#: Manifest keys a pool may leave out: ``verifier_roles`` (tier -> a VERIFIER_ROLES name; default
-#: PAPER_TIER_ROLES for every tier it does not name); ``prices_usd_per_million_tokens`` (model -> {"input",
-#: "output"} dollars per million tokens, ``pools.prices``; without it a pool has no ``usd`` cost measure).
+#: Manifest keys a pool may leave out: ``verifier_roles`` (verifier name -> a VERIFIER_ROLES name; default
+#: PAPER_TIER_ROLES for a paper name it does not name; required for any other verifier name);
+#: ``prices_usd_per_million_tokens`` (model -> {"input", "output"} dollars per million tokens, ``pools.prices``;
+#: without it a pool has no ``usd`` cost measure).
 OPTIONAL_MANIFEST_KEYS: tuple[str, ...] = ("verifier_roles", "prices_usd_per_million_tokens")

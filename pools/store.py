@@ -52,9 +52,16 @@ class Pool:
 
     @property
     def tiers(self) -> list[str]:
-        """Verifier tiers that have at least one stored call, in tier order."""
-        present = set(self.verifications["tier"].unique()) if len(self.verifications) else set()
-        return [t for t in TIERS if t in present]
+        """The pool's verifiers (names with at least one stored call), in the pool's order.
+
+        The order is the manifest's ``tiers`` when it lists exactly these names, else the paper's names in
+        their order (V1, V2, V3) followed by any other name in order of first appearance.
+        """
+        present = list(pd.unique(self.verifications["tier"])) if len(self.verifications) else []
+        declared = self.manifest.get("tiers")
+        if isinstance(declared, list) and len(declared) == len(present) and set(declared) == set(present):
+            return [str(t) for t in declared]
+        return [t for t in TIERS if t in present] + [str(t) for t in present if t not in TIERS]
 
     def refresh_manifest(self, **updates: Any) -> None:
         """Recompute the manifest's derived fields (counts, models, datasets, tiers) from the tables."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
 from pools.prices import PRICES_KEY, check_prices
 from pools.safe_names import MAX_NAME_CHARS
-from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS, VERIFIER_ROLES
+from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 
 if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
     from pools.store import Pool
@@ -69,6 +70,11 @@ class _Checker:
             pos = int(np.argmax(mask))
             value = _plain(self.pool.table(table)[field].iat[pos]) if field else None
             self.fail(table, pos, field, message.format(value=value))
+
+
+def _braces(text: str) -> str:
+    """``text`` with its braces doubled, for a message that ``first_bad`` formats."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _plain(v: Any) -> Any:
@@ -165,8 +171,9 @@ def _check_verifier_roles(ck: _Checker, roles: object) -> None:
         ck.fail_manifest("verifier_roles", f"is {roles!r}; expected an object of tier -> role, e.g. "
                                            '{"V3": "reward_model"}')
     for tier, role in roles.items():
-        if tier not in TIERS:
-            ck.fail_manifest("verifier_roles", f"names tier {tier!r}; expected tiers among {list(TIERS)}")
+        if not re.fullmatch(VERIFIER_NAME_PATTERN, str(tier)):
+            ck.fail_manifest("verifier_roles", f"names verifier {tier!r}; expected a verifier name matching "
+                                               f"{VERIFIER_NAME_PATTERN}")
         if role not in VERIFIER_ROLES:
             ck.fail_manifest("verifier_roles", f"gives tier {tier} the role {role!r}; expected one of "
                                                f"{list(VERIFIER_ROLES)}")
@@ -238,8 +245,16 @@ def _check_values(ck: _Checker) -> None:
     ck.first_bad("candidates", ~np.isfinite(lat), "latency_s", "is {value!r}; expected a finite number")
     rep = cands["repetition_score"].to_numpy(dtype=float)
     ck.first_bad("candidates", ~((rep >= 0) & (rep <= 1)), "repetition_score", "is {value!r}; expected in [0, 1]")
-    ck.first_bad("verifications", ~verifs["tier"].isin(TIERS), "tier",
-                 f"unknown tier {{value!r}}; expected one of {list(TIERS)}")
+    codes, names = pd.factorize(verifs["tier"])  # each distinct name checked once
+    well_formed = np.array([isinstance(t, str) and re.fullmatch(VERIFIER_NAME_PATTERN, t) is not None
+                            for t in names], dtype=bool)
+    ck.first_bad("verifications", ~well_formed[codes] if len(codes) else np.zeros(0, bool), "tier",
+                 "verifier name {value!r}; expected a name matching " + _braces(VERIFIER_NAME_PATTERN))
+    roles = p.manifest.get("verifier_roles") or {}
+    has_role = np.array([t in TIERS or t in roles for t in names], dtype=bool)
+    ck.first_bad("verifications", ~has_role[codes] if len(codes) else np.zeros(0, bool), "tier",
+                 "verifier {value!r} has no role; expected it in the manifest's verifier_roles (name -> one of "
+                 f"{list(VERIFIER_ROLES)}); only the paper's {list(TIERS)} have a default role")
     score = verifs["score"].to_numpy(dtype=float)
     ck.first_bad("verifications", (score < 0) | (score > 1), "score",
                  "score {value!r} outside [0, 1] (NaN marks a call without a usable score)")
@@ -346,6 +361,10 @@ def _check_manifest_agrees(ck: _Checker) -> None:
                          f"{[dict(zip(('name', 'params_b', 'role'), t, strict=True)) for t in table_models]!r}")
     if list(m["tiers"]) != p.tiers:
         ck.fail_manifest("tiers", f"is {m['tiers']!r}; the verifications table has tiers {p.tiers!r}")
+    stray = [t for t in (m.get("verifier_roles") or {}) if t not in TIERS and t not in p.tiers]
+    if stray:
+        ck.fail_manifest("verifier_roles", f"names verifier {stray[0]!r}, which has no calls; expected names among "
+                                           f"the pool's verifiers {p.tiers!r} (or the paper's {list(TIERS)})")
 
 
 def validate_pool(pool: Pool, *, source: str | None = None) -> None:

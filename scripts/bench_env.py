@@ -10,7 +10,11 @@ Timing uses the process's CPU time (time.process_time). The measurements run in 
 (coba, CartPole, vector, ...), each round gives its own ratios, and the medians over the rounds are
 printed, so a burst of load from other jobs on a shared machine disturbs one round, not the figures.
 
-Usage: python scripts/bench_env.py [--pool paper] [--steps 20000] [--num-envs 16384] [--repeats 15]
+3. The same two figures for coba/Route-v0 (one episode per problem, one SAMPLE per generator) and its
+   RouteVectorEnv over the same pool (--env route, or --env both for all of them in the same rounds).
+
+Usage: python scripts/bench_env.py [--pool paper] [--env replay|route|both] [--steps 20000] [--num-envs 16384]
+       [--repeats 15]
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import time
 import gymnasium as gym
 import numpy as np
 
-import coba_env  # noqa: F401  (registers coba/Replay-v0)
+import coba_env  # noqa: F401  (registers coba/Replay-v0 and coba/Route-v0)
 from coba_env import compile_pool
+from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 from pools.default import resolve_pool
 
@@ -80,31 +85,39 @@ def main() -> None:
                         help="vector env-steps per round (default: 20 x --steps, at least 8 batch steps)")
     parser.add_argument("--num-envs", type=int, default=16384, help="sub-envs of the vector env")
     parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds; medians are reported")
+    parser.add_argument("--env", choices=("replay", "route", "both"), default="replay",
+                        help="which env pair to measure against CartPole (default: replay)")
     args = parser.parse_args()
     compiled = compile_pool(resolve_pool(args.pool))
     rng = np.random.default_rng(0)
-    coba = gym.make("coba/Replay-v0", pool=compiled)
+    pairs = {}
+    if args.env in ("replay", "both"):
+        pairs["coba/Replay-v0"] = (gym.make("coba/Replay-v0", pool=compiled), CoBaVectorEnv(args.num_envs, compiled))
+    if args.env in ("route", "both"):
+        pairs["coba/Route-v0"] = (gym.make("coba/Route-v0", pool=compiled), RouteVectorEnv(args.num_envs, compiled))
     cartpole = gym.make("CartPole-v1")
-    venv = CoBaVectorEnv(args.num_envs, compiled)
     vector_steps = args.vector_steps or max(20 * args.steps, 8 * args.num_envs)
-    steps_per_second(coba, 2_000, rng, coba.action_space.n)  # warm-up
-    steps_per_second(cartpole, 2_000, rng, cartpole.action_space.n)
-    vector_steps_per_second(venv, 2 * args.num_envs, rng)
-    rows = []
+    steps_per_second(cartpole, 2_000, rng, cartpole.action_space.n)  # warm-up
+    for env, venv in pairs.values():
+        steps_per_second(env, 2_000, rng, env.action_space.n)
+        vector_steps_per_second(venv, 2 * args.num_envs, rng)
+    rows: dict[str, list] = {name: [] for name in pairs}
     for _ in range(args.repeats):
-        c = steps_per_second(coba, args.steps, rng, coba.action_space.n)
-        p = steps_per_second(cartpole, args.steps, rng, cartpole.action_space.n)
-        v = vector_steps_per_second(venv, vector_steps, rng)
-        rows.append((c, p, v, c / p, v / c))
-    c, p, v, cp, vc = np.median(np.array(rows), axis=0)
-    low, high = np.percentile(np.array(rows)[:, 3], [25, 75])
+        for name, (env, venv) in pairs.items():
+            c = steps_per_second(env, args.steps, rng, env.action_space.n)
+            p = steps_per_second(cartpole, args.steps, rng, cartpole.action_space.n)
+            v = vector_steps_per_second(venv, vector_steps, rng)
+            rows[name].append((c, p, v, c / p, v / c))
     print(f"pool: {args.pool} ({compiled.n_episodes} episodes x {compiled.n_candidates} candidates); "
           f"{args.repeats} interleaved rounds, medians")
-    print(f"coba/Replay-v0 (gymnasium.make):  {c:12,.0f} steps/s")
-    print(f"CartPole-v1 (gymnasium.make):     {p:12,.0f} steps/s")
-    print(f"ratio coba / CartPole:            {cp:12.2f}   (target >= 1.0; quartiles {low:.2f}..{high:.2f})")
-    print(f"CoBaVectorEnv x{args.num_envs}:".ljust(34) + f"{v:12,.0f} env-steps/s")
-    print(f"ratio vector / single:            {vc:12.1f}   (target >= 20)")
+    for name, (_, venv) in pairs.items():
+        c, p, v, cp, vc = np.median(np.array(rows[name]), axis=0)
+        low, high = np.percentile(np.array(rows[name])[:, 3], [25, 75])
+        print(f"{name} (gymnasium.make):".ljust(34) + f"{c:12,.0f} steps/s")
+        print(f"CartPole-v1 (gymnasium.make):     {p:12,.0f} steps/s")
+        print(f"ratio {name} / CartPole:".ljust(34) + f"{cp:12.2f}   (target >= 1.0; quartiles {low:.2f}..{high:.2f})")
+        print(f"{type(venv).__name__} x{args.num_envs}:".ljust(34) + f"{v:12,.0f} env-steps/s")
+        print(f"ratio vector / single:            {vc:12.1f}   (target >= 20)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pools.schema import TIERS
+from pools.schema import PAPER_TIER_ROLES
 from pools.store import Pool
 from tests.llama_server import (  # noqa: F401  (the real-server fixtures and dead-server hook, for every test)
     llama_server,
@@ -89,9 +89,21 @@ PAPER_DATASETS = {"math500": 500, "aime2024": 30, "aime2025": 30, "amc2023": 40,
 PAPER_GENERATORS = {"Qwen3-14B": 14.0, "Phi-4-reasoning": 14.7, "Qwen3-8B": 8.2}
 
 
+#: The paper's verifiers: name -> (model, params_b, role).
+PAPER_VERIFIERS: dict[str, tuple[str, float, str]] = {
+    "V1": ("Qwen3-8B", 8.2, "cheap_judge"), "V2": ("Phi-4-reasoning", 14.7, "process_judge"),
+    "V3": ("Qwen3-14B", 14.0, "strong_verifier")}
+
+
 def make_synthetic_pool(datasets: dict[str, int] | None = None, generators: dict[str, float] | None = None,
-                        n_candidates: int = 16, text_chars: int = 200, seed: int = 0) -> Pool:
-    """A valid pool with random answers, labels, tokens and V1/V2/V3 scores (V2 sparse, some NaN)."""
+                        n_candidates: int = 16, text_chars: int = 200, seed: int = 0,
+                        verifiers: dict[str, tuple[str, float, str]] | None = None) -> Pool:
+    """A valid pool with random answers, labels, tokens and verifier scores (process judges sparse, some NaN).
+
+    ``verifiers``: name -> (model, params_b, role), default the paper's V1/V2/V3; roles of names that are not
+    the paper's go into the manifest's ``verifier_roles``.
+    """
+    verifiers = PAPER_VERIFIERS if verifiers is None else verifiers
     datasets = PAPER_DATASETS if datasets is None else datasets
     generators = PAPER_GENERATORS if generators is None else generators
     rng = np.random.default_rng(seed)
@@ -145,10 +157,10 @@ def make_synthetic_pool(datasets: dict[str, int] | None = None, generators: dict
         "incomplete_boxed": False,
         "repetition_score": rng.random(n_ep * n) * 0.2,
     })
-    verifier = {"V1": ("Qwen3-8B", 8.2), "V2": ("Phi-4-reasoning", 14.7), "V3": ("Qwen3-14B", 14.0)}
+    verifier = {name: spec[:2] for name, spec in verifiers.items()}
     parts = []
-    for tier in TIERS:
-        mask = np.ones(n_ep * n, bool) if tier != "V2" else rng.random(n_ep * n) < 0.3
+    for tier, (_, _, role) in verifiers.items():
+        mask = np.ones(n_ep * n, bool) if role != "process_judge" else rng.random(n_ep * n) < 0.3
         idx = np.flatnonzero(mask)
         score = rng.random(len(idx))
         score[rng.random(len(idx)) < 0.05] = np.nan  # a call without a usable score
@@ -158,7 +170,11 @@ def make_synthetic_pool(datasets: dict[str, int] | None = None, generators: dict
             "prompt_tokens": rng.integers(200, 4000, len(idx)), "output_tokens": rng.integers(1, 20, len(idx)),
             "latency_s": rng.random(len(idx)) * 2,
         }))
-    verifications = pd.concat(parts, ignore_index=True).astype({"tier": "str", "model": "str"})
+    verifications = pd.concat(parts, ignore_index=True).astype({"tier": "str", "model": "str"}) if parts else \
+        pd.DataFrame({"episode_id": np.zeros(0, np.int64), "candidate": np.zeros(0, np.int64),
+                      "tier": pd.Series([], dtype="str"), "model": pd.Series([], dtype="str"),
+                      "score": np.zeros(0), "prompt_tokens": np.zeros(0, np.int64),
+                      "output_tokens": np.zeros(0, np.int64), "latency_s": np.zeros(0)})
     verifier_params = dict(verifier.values())
     names = gens + [m for m in verifier_params if m not in generators]
     models = pd.DataFrame({
@@ -168,6 +184,9 @@ def make_synthetic_pool(datasets: dict[str, int] | None = None, generators: dict
     }).astype({"name": "str", "role": "str"})
     pool = Pool(items=items, models=models, episodes=episodes, candidates=candidates, verifications=verifications,
                 manifest={"n_candidates": n, "generation": {"temperature": 0.6, "top_p": 0.95},
-                          "provenance": {"source": "tests/conftest.py make_synthetic_pool", "seed": seed}})
+                          "provenance": {"source": "tests/conftest.py make_synthetic_pool", "seed": seed},
+                          **({"verifier_roles": roles} if (roles := {t: spec[2] for t, spec in verifiers.items()
+                                                                     if PAPER_TIER_ROLES.get(t) != spec[2]}) else {}),
+                          "tiers": list(verifiers)})
     pool.refresh_manifest()
     return pool

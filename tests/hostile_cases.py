@@ -207,7 +207,7 @@ CASES: dict[str, list[Case]] = {
         Case("no-journal", ("pools", "verify", "problems", "--tier", "V1", "--endpoint", "{url},judge-1B"), 2,
              r"no journal here", no_calls=True),
         Case("params-b-nan", (*VERIFY[:6], "{url},judge", "--params-b", "nan"), 2, r"expected a finite number"),
-        Case("unknown-tier", (*VERIFY[:4], "V9", *VERIFY[5:]), 2, r"invalid choice: 'V9'"),
+        Case("unknown-tier", (*VERIFY[:4], "V9", *VERIFY[5:]), 2, r"unknown tier 'V9'; a work dir takes the paper's"),
     ],
     "pools build": [
         Case("journal-line-is-a-list", ("pools", "build", "work", "p"), 2,

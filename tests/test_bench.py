@@ -51,7 +51,7 @@ class FirstThenStop(Policy):
     name, label, group = "first", "First candidate", "baseline"
 
     def act(self, observation, action_mask, evidence):
-        return 0 if evidence.n_revealed == 0 else 4
+        return self.sample_id if evidence.n_revealed == 0 else self.stop_id
 
 
 class NeedsV2(Policy):
@@ -61,7 +61,7 @@ class NeedsV2(Policy):
     requires_tiers = ("V2",)
 
     def act(self, observation, action_mask, evidence):
-        return 4
+        return self.stop_id
 
 
 # ---------------------------------------------------------------- runner

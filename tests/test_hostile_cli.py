@@ -30,13 +30,14 @@ def _save_mlp(folder: Path, n_max: int) -> None:
     """A small MLP checkpoint written by the project's own ``save`` (random weights: only loading matters)."""
     import torch
 
-    from agents.learned_mlp import N_INPUTS, build_network, save
+    from agents.learned_mlp import build_network, save
 
     torch.manual_seed(0)
+    n_inputs = 21 + 5  # the paper layout: 21 features and the 5-action mask (docs/ENV.md)
     config = {"hidden": [8], "budget": 1000.0, "cost_model": "p_tokens", "max_output_tokens": 256.0,
-              "n_max": n_max, "feature_mean": [0.0] * N_INPUTS, "feature_scale": [1.0] * N_INPUTS,
+              "n_max": n_max, "feature_mean": [0.0] * n_inputs, "feature_scale": [1.0] * n_inputs,
               "default_lambda": 0.1}
-    save(folder, build_network((8,)), config)
+    save(folder, build_network((8,), 21, 5), config)
 
 
 @pytest.fixture(scope="session")

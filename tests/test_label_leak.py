@@ -15,7 +15,10 @@ from coba_env import CompiledPool, compile_pool
 from coba_env.compiled import Labels
 from tests.factory import Cand, Ep, build_pool
 
-FIXED = [name for name in load_specs() if not make_policy(name).uses_labels]
+FIXED = [name for name, spec in load_specs().items() if not make_policy(name).uses_labels
+         and spec["group"] != "routing"]
+#: Policies of coba/Route-v0 (label-free): the same check on the route env.
+ROUTING = [name for name, spec in load_specs().items() if spec["group"] == "routing"]
 
 
 def random_pool(seed: int = 7, episodes: int = 24, n: int = 16):
@@ -114,3 +117,24 @@ def test_no_fixed_policy_module_mentions_labels():
     for module in ("coba.py", "sampling.py", "adaptive.py", "evaluators.py", "registry.py", "runner.py"):
         assert not re.search(r"\.labels\b", (agents / module).read_text()), module
     assert "pool.labels" in (agents / "oracle.py").read_text()
+
+
+@pytest.mark.parametrize("name", ROUTING)
+def test_route_env_observations_masks_and_actions_ignore_labels(name):
+    from agents.runner import replay as replay_episodes
+    from coba_env.route_env import RouteEnv
+    from pools.default import resolve_pool
+
+    compiled = compile_pool(resolve_pool("tiny"))
+    runs = []
+    for pool in (compiled, permuted_labels(compiled)):
+        policy = make_policy(name)
+        env = RouteEnv(pool, **policy.env_kwargs())
+        assert policy.applicable(env)[0]
+        runs.append(replay_episodes(policy, env, record=True))
+    before, after = runs
+    assert [r["correct"] for r in before] != [r["correct"] for r in after]  # the labels did change
+    for a, b in zip(before, after, strict=True):
+        assert a["action_ids"] == b["action_ids"] and a["selected_candidate"] == b["selected_candidate"]
+        for key in ("observations", "masks"):
+            assert all(np.array_equal(x, y) for x, y in zip(a[key], b[key], strict=True))

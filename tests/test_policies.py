@@ -252,7 +252,11 @@ def mixed_pool() -> Pool:
     return build_pool(eps)
 
 
-@pytest.mark.parametrize("name", list(load_specs()))
+#: Policies of the replay env (the routing group runs on coba/Route-v0: tests/test_route_env.py).
+REPLAY_POLICIES = [name for name, spec in load_specs().items() if spec["group"] != "routing"]
+
+
+@pytest.mark.parametrize("name", REPLAY_POLICIES)
 def test_every_registered_policy_yields_a_valid_selection(name):
     policy = make_policy(name)
     env = make_env(policy, mixed_pool())
@@ -275,7 +279,7 @@ def test_policies_needing_a_missing_tier_are_reported_not_applicable():
     # need one are refused; CoBa runs without routes.
     expected = {"outcome_evaluator", "process_outcome_evaluator"}
     skipped = {}
-    for name in load_specs():
+    for name in REPLAY_POLICIES:
         policy = make_policy(name)
         ok, reason = policy.applicable(make_env(policy, pool))
         if not ok:
@@ -303,7 +307,8 @@ def test_names_match_the_paper_table_and_bench_keeps_table_order():
     assert set(list_policies()) == set(targets["main_table"]["rows"]) | {
         "bon2_majority", "self_consistency", "k_stable_strict", "uncertainty_bandit", "outcome_evaluator",
         "process_outcome_evaluator", "s1_budget_forcing", "coba_light_literal", "coba_balanced_literal",
-        "coba_strong_literal"}
+        "coba_strong_literal", "route_cheapest_coba", "route_largest_coba"}
+    assert list_policies("routing") == ["route_cheapest_coba", "route_largest_coba"]
     assert [n for n in list_policies() if make_policy(n).uses_labels] == ["pool_oracle"]
 
 
@@ -355,5 +360,5 @@ def test_bad_user_specs(tmp_path, text, match):
 def test_every_kind_is_used_by_a_builtin_policy():
     kinds = {"coba", "best_of_n", "k_stable", "overthinking", "s1_budget_forcing", "difficulty_adaptive",
              "uncertainty_bandit", "outcome_evaluator", "process_outcome_evaluator", "self_eval_weighted",
-             "pool_oracle"}
+             "pool_oracle", "route_coba"}
     assert {s["kind"] for s in load_specs().values()} == kinds and kinds <= set(POLICY_CLASSES)

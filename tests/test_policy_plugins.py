@@ -23,7 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 TWO_THEN_STOP = textwrap.dedent('''
     from agents.base import Policy
-    from coba_env.rules.actions import SAMPLE, STOP
 
 
     class TwoThenStop(Policy):
@@ -32,14 +31,13 @@ TWO_THEN_STOP = textwrap.dedent('''
         selection = "majority"
 
         def act(self, observation, action_mask, evidence):
-            return SAMPLE if evidence.n_revealed < 2 and action_mask[SAMPLE] else STOP
+            return self.sample_id if evidence.n_revealed < 2 and action_mask[self.sample_id] else self.stop_id
 ''')
 
 CONFIGURED_RULE = textwrap.dedent('''
     from typing import Any, ClassVar
 
     from agents.configured import ConfiguredPolicy
-    from coba_env.rules.actions import SAMPLE, STOP
 
 
     class FirstN(ConfiguredPolicy):
@@ -51,7 +49,7 @@ CONFIGURED_RULE = textwrap.dedent('''
             self.selection = "majority"
 
         def act(self, observation, action_mask, evidence):
-            return SAMPLE if evidence.n_revealed < self.n and action_mask[SAMPLE] else STOP
+            return self.sample_id if evidence.n_revealed < self.n and action_mask[self.sample_id] else self.stop_id
 ''')
 
 BENCH = ["bench", "--pool", "tiny", "--no-figures", "--no-progress", "--resamples", "50"]

@@ -141,7 +141,8 @@ def test_the_reward_model_serves_coba_light_balanced_and_strong(qwen_pool):
 @pytest.mark.parametrize("role, code, expected", [
     ("V3=strong_verifier", 0, {"V3": "strong_verifier"}),
     ("V3=judge", 2, "--verifier-role 'V3=judge': expected TIER=ROLE"),
-    ("V5=reward_model", 2, "expected TIER=ROLE"),
+    ("V3=", 2, "expected TIER=ROLE"),
+    ("V5=reward_model", 2, "names verifier 'V5', which has no calls"),
 ])
 def test_cli_verifier_role(qwen_file, tmp_path, capsys, role, code, expected):
     dest = tmp_path / "qwen"

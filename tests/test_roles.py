@@ -147,7 +147,8 @@ def test_role_map_of_a_pool_names_the_models():
 
 
 @pytest.mark.parametrize("roles, match", [
-    ({"V4": "cheap_judge"}, "names tier 'V4'"),
+    ({"V4": "cheap_judge"}, "names verifier 'V4', which has no calls"),
+    ({"a b": "cheap_judge"}, "names verifier 'a b'; expected a verifier name matching"),
     ({"V1": "oracle"}, "the role 'oracle'"),
     (["V1"], "expected an object of tier -> role"),
 ])

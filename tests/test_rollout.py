@@ -12,13 +12,14 @@ from agents.learned_rollout import RolloutController, StrongFromState
 from agents.registry import make_policy
 from coba_env import compile_pool
 from coba_env.env import as_compiled
-from coba_env.rules.actions import N_ACTIONS, SAMPLE, STOP
 from coba_env.rules.features import REVEALED
 from eval.runner import run_policies
 from tests.factory import MODELS, Cand, Ep, build_pool
 from train.rollout import RolloutMethod, collect, make_env, q_strong
 
-V1, V2, V3 = 1, 2, 3
+# The paper layout's ids (docs/ENV.md): SAMPLE 0, VERIFY_V1..V3 1..3, STOP 4; 5 actions.
+SAMPLE, V1, V2, V3, STOP = range(5)
+N_ACTIONS = 5
 # p_tokens by hand (tests/factory.py): a candidate (100 + 1000 tokens) x 10B = 11000; a verifier call 55 tokens
 # x 2B (V1) = 110, x 4B (V2) = 220, x 20B (V3) = 1100.
 GEN = 1100 * MODELS["G"]

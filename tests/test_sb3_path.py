@@ -66,7 +66,8 @@ def dqn_zip(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("cartpole", r"observation space Box\(.*\(4,\).* does not fit the pool's Box\(21,\)"),
+    ("cartpole", r"observation space Box\(.*\(4,\).* does not fit the pool's Box\(18,\) observations for its 2 "
+                 r"actions \(the paper's pool: Box\(21,\) with Discrete\(5\)\)"),
     ("damaged", r"not a readable SB3 model"),
     ("bad_lambda", r"expected a finite lambda >= 0 after '@'"),
 ])

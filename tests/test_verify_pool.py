@@ -101,6 +101,9 @@ def test_a_journal_left_by_an_interrupted_run_is_merged_not_called_again(llama_s
     ("corrupt", ["--tier", "V1"], "verify-journal.jsonl, line 1.*not a JSON line"),
     ("bad_field", ["--tier", "V1"], "verify-journal.jsonl, line 1.*field 'prompt_tokens'.*expected int"),
     ("stranger", ["--tier", "V1"], "call for episode 7 candidate 0, which the pool does not hold"),
+    ("no_role", ["--tier", "judge-xl"], "verifier 'judge-xl' has no role; give --role"),
+    ("bad_name", ["--tier", "judge xl", "--role", "cheap_judge"], "verifier name 'judge xl'; expected a name"),
+    ("workdir_name", ["--tier", "judge-xl"], "unknown tier 'judge-xl'; a work dir takes the paper's tiers"),
 ])
 def test_bad_verify_input_exits_2_before_any_call(tmp_path, capsys, setup, args, match):
     """Refused before any call: the endpoint is dead, so a call would fail differently."""
@@ -111,7 +114,7 @@ def test_bad_verify_input_exits_2_before_any_call(tmp_path, capsys, setup, args,
              "bad_field": [{**row, "prompt_tokens": "many"}], "stranger": [{**row, "episode_id": 7}]}.get(setup)
     if lines:
         journal_path(pool).write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
-    target = tmp_path / "work" if setup == "workdir" else pool
+    target = tmp_path / "work" if setup.startswith("workdir") else pool
     code = main(["pools", "verify", str(target), *args, "--endpoint", f"{DEAD},{MODEL},{PARAMS_B}", "--no-progress"])
     assert code == 2
     assert re.search(match, capsys.readouterr().err)
@@ -136,3 +139,18 @@ def test_an_unreachable_server_stops_the_run_with_exit_2_and_records_nothing(tmp
     assert len(v1_rows(pool)) == 0 and not journal_path(pool).exists()
     # No call completed, so the message does not point at a journal that does not exist.
     assert "is kept in" not in err and "no call completed before the failure, so nothing was kept" in err
+
+
+def test_a_pool_gains_a_verifier_of_any_name_with_its_role(llama_server, tmp_path, capsys):
+    """Verifiers are data: ``--tier judge-s --role cheap_judge`` adds a verifier the env then offers by name."""
+    from coba_env import CoBaEnv, compile_pool
+
+    pool = make_pool(tmp_path)
+    assert main(["pools", "verify", str(pool), "--tier", "judge-s", "--role", "cheap_judge", "--endpoint",
+                 f"{llama_server},{MODEL},{PARAMS_B}", "--no-progress", "--max-attempts", "1"]) == 0
+    loaded = load_pool(pool)
+    assert loaded.manifest["verifier_roles"] == {"judge-s": "cheap_judge"} and loaded.tiers == ["judge-s"]
+    assert len(loaded.verifications) == 4 and set(loaded.verifications["model"]) == {MODEL}
+    env = CoBaEnv(compile_pool(loaded))
+    assert env.layout.names == ("SAMPLE", "VERIFY_judge-s", "STOP")
+    assert env.roles.slot("V1") == 0 and env.roles.slot("V3") is None  # a cheap judge serves V1, nothing V3

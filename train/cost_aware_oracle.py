@@ -42,17 +42,15 @@ from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
 from coba_env.rules.selection import SelectionRule
-from pools.schema import TIERS
-from train.oracle_model import N_TIERS, SAMPLE, STOP, Episode, OracleModel
+from train.oracle_model import Episode, OracleModel
 
-__all__ = ["DEFAULT_NODE_LIMIT", "N_TIERS", "SAMPLE", "STOP", "CostAwareOracle", "OraclePlan", "oracle_plan"]
+__all__ = ["DEFAULT_NODE_LIMIT", "CostAwareOracle", "OraclePlan", "oracle_plan"]
 
 DEFAULT_NODE_LIMIT = 20_000
 _EPS = 1e-9
 #: Expansion counts at which the search runs a greedy dive for an incumbent.
 _DIVE_AT = frozenset({64, 256, 1024, 4096, 16384})
 #: Tier subsets as 0/1 rows, used by the relaxed feasibility test.
-_SUBSETS = np.array([[(s >> t) & 1 for t in range(N_TIERS)] for s in range(1 << N_TIERS)], dtype=np.float64)
 
 
 @dataclass
@@ -94,7 +92,7 @@ class CostAwareOracle:
 
     def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
-                 tiers: Sequence[str] = TIERS, max_cost: float | None = None,
+                 tiers: Sequence[str] | None = None, max_cost: float | None = None,
                  node_limit: int = DEFAULT_NODE_LIMIT) -> None:
         self.model = m = OracleModel(compiled, budget=budget, cost_model=cost_model, selection=selection,
                                      n_max=n_max, tiers=tiers, max_cost=max_cost)
@@ -132,8 +130,9 @@ class CostAwareOracle:
         if n:
             base_num[:n] = fnum
             base_den[:n] = fden
-        num = base_num[:, None] + (t["wnum"] * unver) @ _SUBSETS.T  # [nm, 8]
-        den = base_den[:, None] + (t["wden"] * unver) @ _SUBSETS.T
+        subsets = t["subsets"]
+        num = base_num[:, None] + (t["wnum"] * unver) @ subsets.T  # [nm, 2 ** T]
+        den = base_den[:, None] + (t["wden"] * unver) @ subsets.T
         f = t["freq"][n:]  # [N', nm]
         with np.errstate(divide="ignore", invalid="ignore"):
             r = (f[:, :, None] + num[None]) / den[None]
@@ -157,13 +156,13 @@ class CostAwareOracle:
     def _dive(self, ep: Episode, state: tuple, best_cost: float, cap: float) -> tuple[list[int], float] | None:
         """Greedy descent on g + h from ``state`` to a correct state: an incumbent that tightens the search."""
         m, k, path = self.model, self.k, []
-        for _ in range(self.n_max * (N_TIERS + 1)):
+        for _ in range(self.n_max * (self.model.n_tiers + 1)):
             if m.is_correct(ep, state):
                 return path, state[4][k]
             r = m.fusion(ep, state)
             best = None
             for a in m.legal(ep, state, r):
-                if a == STOP:
+                if a == self.model.stop:
                     continue
                 child = m.apply(ep, state, a, r)
                 g = child[4][k]
@@ -212,7 +211,7 @@ class CostAwareOracle:
                     best_key, best_tail, best_cost = key, found[0], found[1]
             r = m.fusion(ep, state)
             for a in m.legal(ep, state, r):
-                if a == STOP:
+                if a == self.model.stop:
                     continue
                 child = m.apply(ep, state, a, r)
                 ck = m.key(child)
@@ -261,7 +260,7 @@ class CostAwareOracle:
         state = self.model.root()
         for i, a in enumerate(prefix):
             r = self.model.fusion(ep, state)
-            if a == STOP or a not in self.model.legal(ep, state, r):
+            if a == self.model.stop or a not in self.model.legal(ep, state, r):
                 raise ValueError(f"prefix action {a} at position {i} is not allowed (or ends the episode)")
             state = self.model.apply(ep, state, a, r)
         return state
@@ -279,12 +278,12 @@ class CostAwareOracle:
         k, big_b = self.k, self.budget
         r = self.model.fusion(ep, start)
         legal = self.model.legal(ep, start, r)
-        if STOP in legal:
+        if self.model.stop in legal:
             stop_path: list[int] = []
             stop_state = start
         else:  # only reachable at n = 0: the cheapest legal STOP is after one SAMPLE
-            stop_path = [SAMPLE]
-            stop_state = self.model.apply(ep, start, SAMPLE, r)
+            stop_path = [self.model.sample]
+            stop_state = self.model.apply(ep, start, self.model.sample, r)
         stop_correct = self.model.is_correct(ep, stop_state)
         if stop_correct:
             # Every path to a STOP passes through stop_state, so this is the cheapest correct state too.
@@ -314,7 +313,7 @@ class CostAwareOracle:
         correct = sel >= 0 and ep.correct[sel]
         cost = state[4]
         value = (1.0 if correct else 0.0) - lam * cost[self.k] / self.budget
-        return OraclePlan(actions=path + [STOP], value=value, correct=bool(correct),
+        return OraclePlan(actions=path + [self.model.stop], value=value, correct=bool(correct),
                           costs=dict(zip(COST_MEASURES, cost, strict=True)), exact=exact, nodes=nodes,
                           selected=sel)
 
@@ -324,11 +323,12 @@ class CostAwareOracle:
         ep = self.model.episode(episode)
         state = self.start_state(episode, prefix)
         r = self.model.fusion(ep, state)
-        q = np.full((len(lams), STOP + 1), -np.inf)
+        stop = self.model.stop
+        q = np.full((len(lams), stop + 1), -np.inf)
         for a in self.model.legal(ep, state, r):
-            if a == STOP:
+            if a == self.model.stop:
                 won = 1.0 if self.model.is_correct(ep, state, r) else 0.0
-                q[:, STOP] = [won - lam * state[4][self.k] / self.budget for lam in lams]
+                q[:, stop] = [won - lam * state[4][self.k] / self.budget for lam in lams]
             else:
                 q[:, a] = [p.value for p in self.plan_many(episode, lams, [*prefix, a])]
         return q
@@ -352,7 +352,7 @@ class CostAwareOracle:
 
 def oracle_plan(compiled: CompiledPool, episode: int, lam: float, *, budget: float | None = None,
                 cost_model: str = "p_tokens", selection: SelectionRule | dict | str | None = None,
-                n_max: int | None = None, node_limit: int = DEFAULT_NODE_LIMIT, tiers: Sequence[str] = TIERS,
+                n_max: int | None = None, node_limit: int = DEFAULT_NODE_LIMIT, tiers: Sequence[str] | None = None,
                 max_cost: float | None = None, prefix: Sequence[int] = ()) -> OraclePlan:
     """One-shot plan for ``episode`` (index into ``compiled``) at ``lam``; see ``CostAwareOracle``."""
     oracle = CostAwareOracle(compiled, budget=budget, cost_model=cost_model, selection=selection, n_max=n_max,

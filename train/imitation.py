@@ -32,9 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.checkpoint import LAMBDA_INDEX
 from agents.learned_mlp import (
-    N_ACTIONS,
     MLPController,
     build_network,
     controller_features,
@@ -42,7 +40,7 @@ from agents.learned_mlp import (
 )
 from coba_env.env import CoBaEnv, as_compiled, default_budget
 from pools.store import Pool
-from train.cost_aware_oracle import STOP, CostAwareOracle
+from train.cost_aware_oracle import CostAwareOracle
 from train.training_log import run_logger
 
 DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -81,7 +79,7 @@ def _rollout(env: CoBaEnv, oracle: CostAwareOracle, learner: MLPController | Non
 def _learner_values(env: CoBaEnv, learner: MLPController, episode: int, lam: float, prefix: tuple) -> np.ndarray:
     """Return of the whole episode when each legal action is played after ``prefix`` and the learner then
     plays on (its own cost-to-go, free of the oracle's hindsight optimism); -inf for illegal actions."""
-    q = np.full(N_ACTIONS, -np.inf)
+    q = np.full(env.layout.n_actions, -np.inf)
     learner.lam = lam
     _, info = env.reset(options={"episode": episode, "lam": lam})
     for a in prefix:
@@ -108,8 +106,9 @@ def _fit(network: torch.nn.Module, x: np.ndarray, q: np.ndarray, target: np.ndar
     legal = torch.from_numpy(np.isfinite(q))
     qt = torch.from_numpy(np.where(np.isfinite(q), q, 0.0).astype(np.float32))
     yt = torch.from_numpy(target)
-    counts = np.bincount(target, minlength=N_ACTIONS).astype(np.float64)
-    weights = np.where(counts > 0, counts.sum() / np.maximum(counts, 1) / N_ACTIONS, 0.0)
+    n_actions = q.shape[1]
+    counts = np.bincount(target, minlength=n_actions).astype(np.float64)
+    weights = np.where(counts > 0, counts.sum() / np.maximum(counts, 1) / n_actions, 0.0)
     class_w = torch.from_numpy(np.clip(weights, 0.0, 20.0).astype(np.float32))  # inverse frequency, capped
     opt = torch.optim.Adam(network.parameters(), lr=lr)
     network.train()
@@ -207,9 +206,11 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         "epochs": epochs, "seed": seed, "episodes_per_round": per_round, "beta": beta, "lr": lr,
         "datasets": sorted(set(env.pool.dataset.tolist())), "n_train_episodes": n_eps,
         "train_datasets": sorted(set(env.pool.dataset.tolist())), "balance_datasets": balance_datasets,
+        "actions": list(env.layout.names), "observation": list(env.features.names),
     }
     feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": float(full.max_output_tokens)}
-    network = build_network(tuple(hidden))
+    network = build_network(tuple(hidden), env.features.n_features, env.layout.n_actions)
+    stop, lam_at, n_actions = env.layout.stop_action, env.features.lam, env.layout.n_actions
     _, index, sizes = np.unique(env.pool.dataset, return_inverse=True, return_counts=True)
     episode_probs = 1.0 / (sizes[index] * len(sizes))
     episode_probs /= episode_probs.sum()
@@ -246,13 +247,13 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
                     q = oracle.action_values(int(e), lambdas, prefix)
                 for j, lam_j in enumerate(label_lams):
                     row = feats.copy()
-                    row[LAMBDA_INDEX] = lam_j
+                    row[lam_at] = lam_j
                     xs.append(row)
                     qs.append(q[j])
                     legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
                     best = float(legal_q.max())
                     # The oracle's action; among equal values, STOP (cheapest) first, then the lowest id.
-                    ys.append(STOP if legal_q[STOP] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
+                    ys.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
                 n_states += 1
             bar.update(1)
         # -- 4. fit on everything gathered so far
@@ -260,7 +261,7 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         if rnd == 0:
             mean = x.mean(axis=0)
             scale = np.maximum(x.std(axis=0), 1e-3)
-            mean[-N_ACTIONS:], scale[-N_ACTIONS:] = 0.0, 1.0  # mask bits stay 0/1
+            mean[-n_actions:], scale[-n_actions:] = 0.0, 1.0  # mask bits stay 0/1
             config.update(feature_mean=mean.tolist(), feature_scale=scale.tolist())
         if rnd == 1 and targets == "rollout" and not keep_oracle_rows:
             # The oracle's hindsight values overrate continuing; once the learner's own cost-to-go is

@@ -5,7 +5,7 @@ selection) on per-episode tables read from the compiled pool, labels included (e
 over these states lives in ``train.cost_aware_oracle``.
 
 A state is the tuple ``(n, verified bits, fnum, fden, cost)``: ``n`` candidates revealed; verified bit
-``c * N_TIERS + t`` set once tier ``t`` verified candidate ``c``; ``fnum`` / ``fden`` the per-candidate fusion
+``c * T + t`` set once verifier ``t`` (of the pool's T) verified candidate ``c``; ``fnum`` / ``fden`` the per-candidate fusion
 sums in the env's addition order; ``cost`` the tuple of cost measures accumulated in the env's order.
 """
 
@@ -20,15 +20,15 @@ import numpy as np
 from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.evidence import Evidence
-from coba_env.rules.actions import N_TIERS, SAMPLE, STOP, TIERS, tier_of, verify_action
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig
 from coba_env.rules.features import clogc_table
 from coba_env.rules.fusion import best_of, rank_list
-from coba_env.rules.masks import legal_actions, mask_bits
+from coba_env.rules.masks import legal_actions, mask_bits, stop_bit
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target_bits
 
-__all__ = ["N_TIERS", "SAMPLE", "STOP", "Episode", "OracleModel"]
+__all__ = ["Episode", "OracleModel"]
 
 
 @dataclass
@@ -56,13 +56,22 @@ class OracleModel:
 
     def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
-                 tiers: Sequence[str] = TIERS, max_cost: float | None = None) -> None:
+                 tiers: Sequence[str] | None = None, max_cost: float | None = None) -> None:
         config = EnvConfig.for_pool(compiled, budget=budget, cost_model=cost_model, selection=selection,
                                     n_max=n_max, tiers=tiers, max_cost=max_cost)
         self.pool = compiled
         self.cost_model, self.k, self.n_max = config.cost_model, config.cost_k, config.n_max
         self.budget, self.selection, self.weights = config.budget, config.selection, config.weights
         self.tier_on, self.max_cost = list(config.tier_on), config.max_cost
+        #: The env's replay layout (``SAMPLE``, ``VERIFY_<v>`` per verifier of the pool, ``STOP``).
+        self.layout = ActionLayout(verifiers=tuple(compiled.tiers))
+        self.n_tiers = self.layout.n_verifiers
+        self.sample, self.stop, self._stop_bit = self.layout.sample_action(), self.layout.stop_action, \
+            stop_bit(self.layout)
+        self._strong = config.features.strong
+        #: Every subset of the verifiers as 0/1 rows [2 ** T, T] (the feasibility bound's verification choices).
+        self._subsets = np.array([[(s >> t) & 1 for t in range(self.n_tiers)] for s in range(1 << self.n_tiers)],
+                                 dtype=np.float64)
         self._rows = compiled.episode_rows()
         self._episodes: dict[int, Episode] = {}
 
@@ -72,7 +81,9 @@ class OracleModel:
         ep = self._episodes.get(e)
         if ep is not None:
             return ep
-        cl, _out, _cap, gen, has, score, ver, n_clusters = self._rows[e]
+        row = self._rows[e]
+        cl, gen, has, score, ver, n_clusters = (row.cluster, row.gen_cost, row.has_score, row.score, row.ver_cost,
+                                                row.n_clusters)
         correct = self.pool.labels.correct[e].tolist()
         counts = [0] * max(n_clusters, 1)
         counts_at = [list(counts)]
@@ -103,16 +114,18 @@ class OracleModel:
         visible = np.arange(n_max)[None, :] < np.arange(n_max + 1)[:, None]
         correct = np.array(ep.correct[:n_max], dtype=bool)
         answered = cl >= 0
-        has = np.array(ep.has[:n_max], dtype=bool) & np.array(self.tier_on)[None, :]
-        score = np.array(ep.score[:n_max], dtype=np.float64)
+        t_n = self.n_tiers  # reshaped: with no verifier the nested lists have no inner length
+        has = np.array(ep.has[:n_max], dtype=bool).reshape(n_max, t_n) & np.array(self.tier_on, dtype=bool)[None, :]
+        score = np.array(ep.score[:n_max], dtype=np.float64).reshape(n_max, t_n)
         usable = has & ~np.isnan(score)
-        wt = np.array(w[1:])[None, :]
-        ver_cost = np.array([[v[self.k] for v in row] for row in ep.ver[:n_max]])
+        wt = np.array(w[1:], dtype=np.float64)[None, :]
+        ver_cost = np.array([[v[self.k] for v in row] for row in ep.ver[:n_max]], dtype=np.float64).reshape(n_max, t_n)
         return {"freq": freq, "gold": visible & correct[None] & answered[None],
                 "rival": visible & ~correct[None] & answered[None], "usable": usable,
                 "wnum": np.where(usable, wt * np.nan_to_num(score), 0.0), "wden": np.where(usable, wt, 0.0),
                 "ver_cost": np.where(usable, ver_cost, np.inf), "prefix": np.array(ep.prefix_cost),
-                "shift": np.arange(n_max * N_TIERS, dtype=np.int64).reshape(n_max, N_TIERS)}
+                "shift": np.arange(n_max * self.n_tiers, dtype=np.int64).reshape(n_max, self.n_tiers),
+                "subsets": self._subsets}
 
     # ------------------------------------------------------------------ state machine
     def root(self) -> tuple:
@@ -131,16 +144,16 @@ class OracleModel:
 
     def target(self, ep: Episode, state: tuple, r: list[float], t: int) -> int:
         """The candidate a VERIFY of tier ``t`` would score (-1 if none)."""
-        return verify_target_bits(r, ep.cl, ep.has, state[1], N_TIERS, t)
+        return verify_target_bits(r, ep.cl, ep.has, state[1], self.n_tiers, t)
 
     def apply(self, ep: Episode, state: tuple, a: int, r: list[float] | None = None) -> tuple:
         """The state after the (legal, non-STOP) action ``a``; ``r`` is ``fusion(ep, state)`` if known."""
         n, ver, fnum, fden, cost = state
-        if a == SAMPLE:
+        if a == self.sample:
             g = ep.gen[n]
             return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
                     (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3], cost[4] + g[4]))
-        t = tier_of(a)
+        t = self.layout.verifier_of(a)
         c = self.target(ep, state, r if r is not None else self.fusion(ep, state), t)
         s = ep.score[c][t]
         g = ep.ver[c][t]
@@ -148,16 +161,17 @@ class OracleModel:
             w = self.weights[t + 1]
             fnum = fnum[:c] + (fnum[c] + w * s,) + fnum[c + 1:]
             fden = fden[:c] + (fden[c] + w,) + fden[c + 1:]
-        return (n, ver | (1 << (c * N_TIERS + t)), fnum, fden,
+        return (n, ver | (1 << (c * self.n_tiers + t)), fnum, fden,
                 (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3], cost[4] + g[4]))
 
     def legal(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
         """Legal actions in the env's mask order (STOP last), by the env's mask rule."""
         verify_bits = 0
-        for t in range(N_TIERS):
+        for t in range(self.n_tiers):
             if self.tier_on[t] and self.target(ep, state, r, t) >= 0:
-                verify_bits |= 1 << verify_action(t)
-        return legal_actions(mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost))
+                verify_bits |= 1 << self.layout.verify_action(t)
+        return legal_actions(mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost,
+                                       stop_bit=self._stop_bit), self.layout)
 
     def selected(self, ep: Episode, state: tuple, r: list[float] | None = None) -> int:
         """The candidate STOP would select in ``state`` (-1 if none)."""
@@ -168,13 +182,13 @@ class OracleModel:
     def evidence(self, ep: Episode, state: tuple) -> Evidence:
         """An env ``Evidence`` for ``state`` (used only for non-fusion selection rules)."""
         n, ver = state[0], state[1]
-        ev = Evidence(self.n_max, N_TIERS, len(ep.counts_at[0]), 0.0, self.weights)
+        ev = Evidence(self.n_max, self.n_tiers, len(ep.counts_at[0]), 0.0, self.weights, self._strong)
         clogc = clogc_table(self.pool.n_candidates)
         for c in range(n):
             ev.add_candidate(ep.cl[c], 0.0, False, clogc)
         for c in range(n):
-            for t in range(N_TIERS):
-                if (ver >> (c * N_TIERS + t)) & 1:
+            for t in range(self.n_tiers):
+                if (ver >> (c * self.n_tiers + t)) & 1:
                     ev.add_score(c, t, ep.score[c][t])
         ev.fnum, ev.fden = list(state[2]), list(state[3])
         return ev

@@ -83,10 +83,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.checkpoint import CONFIG_FILE
 from coba_env.costs import COST_MEASURES
-from coba_env.env import CoBaEnv, action_names
-from coba_env.rules.features import FEATURE_NAMES
+from coba_env.env import CoBaEnv
 from pools.atomic_write import atomic_write, atomic_write_text
-from pools.schema import TIERS
 from pools.store import Pool
 from pools.strict_json import strict_dumps
 from train.ppo_warm_start import clone_into, strong_demonstrations
@@ -202,7 +200,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "cost_model": cost_model,
             "budget": single.budget,
             "n_max": single.n_max,
-            "tiers": list(TIERS),
+            "tiers": list(single.tiers),
             "enabled_tiers": list(single.enabled_tiers),
             "selection": dataclasses.asdict(single.selection),
             "seed": int(seed),
@@ -213,8 +211,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "train_datasets": sorted({str(d) for d in single.pool.dataset}),
             "datasets_filter": list(datasets) if datasets is not None else None,
             "episode_ids": _summarize_ids(single.pool.episode_ids, given=episode_ids is not None),
-            "observation": list(FEATURE_NAMES),
-            "actions": action_names(TIERS),
+            "observation": list(single.features.names),
+            "actions": list(single.layout.names),
             "n_envs": n_envs,
             "order": env.venv.order,
             "warm_start": warm,
@@ -295,7 +293,7 @@ class TrainingMonitor(BaseCallback):
             self.logger.record("rollout/accuracy", self._correct / self._episodes)
             self.logger.record("rollout/cost_over_budget", self._cost / self._episodes)
         total = max(int(self._actions.sum()), 1)
-        for name, count in zip(action_names(TIERS), self._actions.tolist(), strict=True):
+        for name, count in zip(env.venv.layout.names, self._actions.tolist(), strict=True):
             self.logger.record(f"rollout/action_share/{name}", count / total)
         if self._bar is not None and self._episodes:
             self._bar.set_postfix(acc=f"{self._correct / self._episodes:.3f}",

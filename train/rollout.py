@@ -32,8 +32,6 @@ from agents.base import Policy
 from agents.learned_rollout import RolloutController, StrongFromState, action_rows, rollout_features
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
-from coba_env.rules.actions import N_ACTIONS
-from coba_env.rules.features import BUDGET
 
 #: The rollout controller's operating points, stated in advance (docs/LEARNING.md, "Protocol").
 ROLLOUT_LAMBDAS = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -68,8 +66,9 @@ def q_strong(env: CoBaEnv, episode: int, prefix: tuple[int, ...]) -> tuple[np.nd
     _, info = env.reset(options={"episode": episode})
     for a in prefix:
         _, _, _, _, info = env.step(a)
-    correct, cost = np.full(N_ACTIONS, np.nan), np.full(N_ACTIONS, np.nan)
-    for a in np.flatnonzero(info["action_mask"][:N_ACTIONS]):
+    n_actions = env.layout.n_actions
+    correct, cost = np.full(n_actions, np.nan), np.full(n_actions, np.nan)
+    for a in np.flatnonzero(info["action_mask"]):
         correct[a], cost[a] = _finish(env, strong, episode, (*prefix, int(a)))
     return correct, cost
 
@@ -115,13 +114,13 @@ def collect(env: CoBaEnv, episode: int, roll_in: Policy) -> Rows:
         mask = info["action_mask"]
         strong.reset(env)
         a_strong = strong.act(obs, mask, env.evidence)
-        legal = np.flatnonzero(mask[:N_ACTIONS])
+        legal = np.flatnonzero(mask)
         if legal.size > 1:
             state = rollout_features(obs, mask, env.evidence, budget=1.0, cost_model=COST_MODEL,
                                      max_output_tokens=max_tokens)
             correct, cost = q_strong(env, episode, tuple(prefix))
             others = np.array([a for a in legal if a != a_strong], dtype=np.int64)
-            xs.append(action_rows(state, others, a_strong))
+            xs.append(action_rows(state, others, a_strong, len(mask)))
             dc.append(correct[others] - correct[a_strong])
             dk.append(cost[others] - cost[a_strong])
             obs, info = _restore(env, episode, tuple(prefix))
@@ -195,10 +194,10 @@ class AdvantageNet:
         return h
 
 
-def _fold_rows(rows: Rows, budget: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, d_correct, d_cost / B) with budget_used in units of the fold's ``budget``."""
+def _fold_rows(rows: Rows, budget: float, budget_column: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features, d_correct, d_cost / B) with budget_used (column ``budget_column``) in units of ``budget``."""
     x = rows.x.copy()
-    x[:, BUDGET] /= budget
+    x[:, budget_column] /= budget
     return x, rows.d_correct, rows.d_cost / budget
 
 
@@ -217,12 +216,15 @@ class FittedRollout:
     max_output_tokens: float
     name: str = "rollout"
     cache: dict = field(default_factory=dict)
+    #: The action names of the layout it was fit on (the regressor's one-hot width).
+    actions: tuple[str, ...] = ()
 
     def policy(self, point: dict[str, float]) -> RolloutController:
         """The controller at ``point`` (``lam``, ``tau``)."""
         return RolloutController(self.model, budget=self.budget, lam=float(point["lam"]),
                                  tau=float(point["tau"]), cost_model=COST_MODEL,
-                                 max_output_tokens=self.max_output_tokens, cache=self.cache, name=self.name)
+                                 max_output_tokens=self.max_output_tokens, cache=self.cache, name=self.name,
+                                 actions=self.actions)
 
 
 @dataclass
@@ -258,11 +260,12 @@ class RolloutMethod:
         return Rows.concat([self._round0[int(env.pool.episode_ids[e])] for e in episodes])
 
     def _fit_models(self, rows: Rows, datasets: np.ndarray, budget: float, seed: int,
-                    max_tokens: float) -> FittedRollout:
-        x, dc, dk = _fold_rows(rows, budget)
+                    max_tokens: float, env: CoBaEnv) -> FittedRollout:
+        x, dc, dk = _fold_rows(rows, budget, env.features.budget)
         w = balanced_weights(datasets[rows.episode])
         model = AdvantageNet(seed=seed, **self.regressor).fit(x, np.column_stack([dc, dk]), sample_weight=w)
-        return FittedRollout(model, budget=budget, max_output_tokens=max_tokens, name=self.name)
+        return FittedRollout(model, budget=budget, max_output_tokens=max_tokens, name=self.name,
+                             actions=tuple(env.layout.names))
 
     def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
             progress: bool) -> FittedRollout:
@@ -272,7 +275,7 @@ class RolloutMethod:
         datasets = np.asarray(compiled.dataset)
         max_tokens = float(compiled.max_output_tokens)
         rows = self._round0_rows(env, episodes)
-        fitted = self._fit_models(rows, datasets, budget, seed, max_tokens)
+        fitted = self._fit_models(rows, datasets, budget, seed, max_tokens, env)
         rng = np.random.default_rng(seed)
         finite = [p for p in self.grid() if math.isfinite(p["tau"])]
         for _ in range(self.dagger_rounds):
@@ -284,5 +287,5 @@ class RolloutMethod:
                 point = finite[int(rng.integers(len(finite)))]
                 parts.append(collect(env, int(e), fitted.policy(point)))
             rows = Rows.concat(parts)
-            fitted = self._fit_models(rows, datasets, budget, seed, max_tokens)
+            fitted = self._fit_models(rows, datasets, budget, seed, max_tokens, env)
         return fitted

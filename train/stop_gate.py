@@ -33,8 +33,7 @@ from agents.learned_rollout import StrongFromState, rollout_features
 from agents.stop_gate import StopGate, gate_features
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
-from coba_env.rules.actions import STOP
-from coba_env.rules.features import BUDGET
+from coba_env.rules.features import PAPER_FEATURE_LAYOUT
 
 #: Stated in advance (docs/LEARNING.md, "Protocol"): the loss levels of the grid, the LTT error rate and the
 #: thresholds on the predicted harm tested in fixed sequence (most cautious first).
@@ -69,7 +68,7 @@ def _play(env: CoBaEnv, episode: int, prefix: list[int], then_stop: bool) -> tup
     for a in prefix:
         obs, _, done, _, info = env.step(a)
     if then_stop and not done:
-        obs, _, done, _, info = env.step(STOP)
+        obs, _, done, _, info = env.step(env.layout.stop_action)
     while not done:
         obs, _, done, _, info = env.step(strong.act(obs, info["action_mask"], env.evidence))
     return bool(info["correct"]), float(info["costs"][COST_MODEL])
@@ -87,7 +86,7 @@ def stop_rows(env: CoBaEnv, episode: int) -> StopRows:
     while not done:
         mask = info["action_mask"]
         a = strong.act(obs, mask, env.evidence)
-        if a != STOP and mask[STOP]:
+        if a != env.layout.stop_action and mask[env.layout.stop_action]:
             xs.append(rollout_features(obs, mask, env.evidence, budget=1.0, cost_model=COST_MODEL,
                                        max_output_tokens=max_tokens))
             acts.append(a)
@@ -239,7 +238,7 @@ class StopGateMethod:
         if not parts:
             return np.zeros((0, 0)), np.zeros(0, dtype=bool)
         x = np.vstack(parts)
-        x[:, BUDGET] /= budget
+        x[:, PAPER_FEATURE_LAYOUT.budget] /= budget  # the gate runs on the paper layout (Strong's)
         return x, np.concatenate([r.d_correct for r in rows]) < 0
 
     def _fit_model(self, rows: list[StopRows], datasets: np.ndarray, budget: float) -> HarmModel:

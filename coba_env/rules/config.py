@@ -17,7 +17,7 @@ import numpy as np
 
 from coba_env.compiled import CompiledPool
 from coba_env.costs import cost_index
-from coba_env.rules.actions import N_TIERS, TIERS
+from coba_env.rules.features import FeatureLayout, feature_layout
 from coba_env.rules.roles import RoleMap, map_roles
 from coba_env.rules.selection import SelectionRule
 
@@ -134,17 +134,19 @@ class EnvConfig:
     budget: float
     max_cost: float
     selection: SelectionRule
-    weights: tuple[float, float, float, float]
+    weights: tuple[float, ...]
     enabled_tiers: tuple[str, ...]
     tier_on: tuple[bool, ...]
     order: str
     max_steps: int
     roles: RoleMap
+    #: The feature table of the pool's verifiers (``coba_env.rules.features.FeatureLayout``).
+    features: FeatureLayout
 
     @classmethod
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
               lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
-              n_max: Any = None, tiers: Any = TIERS, selection: Any = None, order: str = "sequential",
+              n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
               max_cost: Any = None) -> EnvConfig:
         """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument."""
         from coba_env.compiled import as_compiled
@@ -155,16 +157,17 @@ class EnvConfig:
 
     @classmethod
     def for_pool(cls, pool: CompiledPool, *, lam: Any = 0.1, lambda_range: Any = None, budget: Any = None,
-                 cost_model: str = "p_tokens", n_max: Any = None, tiers: Any = TIERS, selection: Any = None,
+                 cost_model: str = "p_tokens", n_max: Any = None, tiers: Any = None, selection: Any = None,
                  order: str = "sequential", max_cost: Any = None) -> EnvConfig:
         """The configuration over ``pool`` as it is (no episode restriction)."""
         k = cost_index(cost_model)
         n_cand = pool.n_candidates
         n = n_cand if n_max is None else check_int("n_max", n_max, low=1, high=n_cand)
-        tier_list = list(TIERS) if tiers is None else as_names("tiers", tiers) or []  # None: the default
-        unknown = [t for t in tier_list if t not in TIERS]
+        axis = pool.tiers
+        tier_list = list(axis) if tiers is None else as_names("tiers", tiers) or []  # None: every verifier
+        unknown = [t for t in tier_list if t not in axis]
         if unknown:
-            raise ValueError(f"unknown tier(s) {unknown}; expected a subset of {list(TIERS)}")
+            raise ValueError(f"unknown tier(s) {unknown}; expected a subset of the pool's verifiers {list(axis)}")
         if order not in ORDERS:
             raise ValueError(f"unknown episode order {order!r}; expected one of {list(ORDERS)}")
         if lambda_range is not None:
@@ -175,16 +178,16 @@ class EnvConfig:
         b = default_budget(pool, cost_model, n) if budget is None else \
             check_number("budget", budget, high=BUDGET_MAX, low_open=True)
         cap = math.inf if max_cost is None else check_number("max_cost", max_cost, allow_inf=True)
-        enabled = tuple(t for t in TIERS if t in tier_list and t in pool.tiers_present)
-        tier_on = tuple(t in enabled for t in TIERS)
+        enabled = tuple(t for t in axis if t in tier_list and t in pool.tiers_present)
+        tier_on = tuple(t in enabled for t in axis)
         # The role map decides which slot a rule's tier and each fusion weight apply to (identity on the
         # paper's pools); coba_env.rules.roles states the rule.
-        roles = map_roles(pool.verifier_roles, pool.verifier_models, tier_on)
+        roles = map_roles(pool.verifier_roles, pool.verifier_models, tier_on, axis)
         rule = roles.resolve(SelectionRule.from_spec(selection))
         return cls(pool=pool, cost_model=cost_model, cost_k=k, n_max=n, lam=check_lam("lam", lam),
                    lambda_range=lambda_range, budget=b, max_cost=cap, selection=rule, weights=rule.weight_vector(),
-                   enabled_tiers=enabled, tier_on=tier_on, order=order, max_steps=n * (1 + N_TIERS) + 1,
-                   roles=roles)
+                   enabled_tiers=enabled, tier_on=tier_on, order=order, max_steps=n * (1 + len(axis)) + 1,
+                   roles=roles, features=feature_layout(axis, pool.verifier_roles))
 
 
 def _pair(name: str, value: Any) -> tuple[float, float]:

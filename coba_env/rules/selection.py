@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from coba_env.rules.actions import TIER_INDEX as _TIER_INDEX
 from coba_env.rules.fusion import best_of, rank_list
+from pools.schema import TIERS as _PAPER_TIERS
 
 if TYPE_CHECKING:  # annotations only: the evidence module imports the rules
     from coba_env.evidence import Evidence
@@ -46,15 +46,19 @@ class SelectionRule:
     weights: dict[str, float] = field(default_factory=default_fusion_weights)
     tier: str = "V1"
     missing: float = 0.5
+    #: The verifier names ``weights`` and ``tier`` refer to: the paper's V1, V2, V3 (the roles a policy asks
+    #: for) until ``coba_env.rules.roles.RoleMap.resolve`` puts the rule on a pool's own verifiers.
+    axis: tuple[str, ...] = _PAPER_TIERS
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
             raise ValueError(f"unknown selection rule {self.rule!r}; expected one of {list(RULES)}")
-        if self.tier not in _TIER_INDEX:
-            raise ValueError(f"unknown tier {self.tier!r}; expected one of {list(_TIER_INDEX)}")
-        unknown = set(self.weights) - {"f", *_TIER_INDEX}
+        known = (*self.axis, *(t for t in _PAPER_TIERS if t not in self.axis))
+        if self.tier not in known:
+            raise ValueError(f"unknown tier {self.tier!r}; expected one of {list(known)}")
+        unknown = set(self.weights) - {"f", *known}
         if unknown:
-            raise ValueError(f"unknown fusion weight key(s) {sorted(unknown)}; expected f, V1, V2, V3")
+            raise ValueError(f"unknown fusion weight key(s) {sorted(unknown)}; expected f, {', '.join(known)}")
 
     @classmethod
     def from_spec(cls, spec: str | dict | SelectionRule | None) -> SelectionRule:
@@ -72,10 +76,15 @@ class SelectionRule:
             spec.pop("weights", None)
         return cls(**spec)
 
-    def weight_vector(self) -> tuple[float, float, float, float]:
-        """Fusion weights as (f, V1, V2, V3)."""
+    def weight_vector(self) -> tuple[float, ...]:
+        """Fusion weights as (f, w_1, ..., w_T) over ``axis`` (the paper's: f, V1, V2, V3)."""
         w = self.weights
-        return (w.get("f", 0.0), w.get("V1", 0.0), w.get("V2", 0.0), w.get("V3", 0.0))
+        return (w.get("f", 0.0), *(w.get(t, 0.0) for t in self.axis))
+
+    @property
+    def tier_index(self) -> int:
+        """The index of ``tier`` on ``axis``; -1 when the axis has no such verifier (the rule sees no scores)."""
+        return self.axis.index(self.tier) if self.tier in self.axis else -1
 
 
 def select_candidate(ev: Evidence, rule: SelectionRule) -> int:
@@ -93,7 +102,9 @@ def select_candidate(ev: Evidence, rule: SelectionRule) -> int:
             if clusters[c] >= 0:
                 return c
         return -1
-    t = _TIER_INDEX[rule.tier]
+    t = rule.tier_index
+    if t < 0:  # no verifier serves the rule's tier: every score is missing
+        return _select_without_scores(ev, rule)
     if kind == "weighted_vote":
         totals: dict[int, float] = {}
         for c in range(ev.n_revealed):
@@ -111,6 +122,27 @@ def select_candidate(ev: Evidence, rule: SelectionRule) -> int:
         if clusters[c] >= 0 and v is not None and v == v and v > best_v:
             best, best_v = c, v
     return best if best >= 0 else clusters.index(ev.top)
+
+
+def _select_without_scores(ev: Evidence, rule: SelectionRule) -> int:
+    """``weighted_vote`` / ``max_score`` when no revealed candidate can have a score at the rule's tier."""
+    if rule.rule == "max_score":
+        return ev.clusters.index(ev.top)
+    totals: dict[int, float] = {}
+    for cl in ev.clusters:
+        if cl >= 0:
+            totals[cl] = totals.get(cl, 0.0) + rule.missing
+    best_cluster = max(totals, key=lambda k: (totals[k], -k))
+    return ev.clusters.index(best_cluster)
+
+
+def tier_columns(rule: SelectionRule, score: np.ndarray, verified: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, verified flags) [R, N] of the rule's tier for ``select_by_rule``, given the [R, N, T] score table
+    and ``verified(t)`` -> [R, N]; all missing when no verifier serves the tier."""
+    t = rule.tier_index
+    if t < 0:
+        return np.full(score.shape[:2], np.nan), np.zeros(score.shape[:2], dtype=bool)
+    return score[:, :, t], verified(t)
 
 
 def select_by_rule(rule: SelectionRule, cluster: np.ndarray, n_revealed: np.ndarray, top: np.ndarray,

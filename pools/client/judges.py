@@ -21,6 +21,9 @@ __all__ = ["DEFAULT_JUDGES", "JudgeOutcome", "judge", "parse_steps", "split_step
 
 #: Tier -> prompt file name (in ``pools/data/prompts``) used when no ``--prompt`` is given.
 DEFAULT_JUDGES: dict[str, str] = {"V1": "v1_judge", "V2": "v2_steps", "V3": "v3_judge"}
+#: Verifier role -> the prompt its paper tier uses (a verifier with another name is prompted by its role).
+ROLE_JUDGES: dict[str, str] = {"cheap_judge": "v1_judge", "process_judge": "v2_steps",
+                               "strong_verifier": "v3_judge", "reward_model": "v3_judge"}
 
 _WORD = re.compile(r"[a-z]+")
 _STEP_VERDICT = re.compile(r"step\s*(\d+)\s*[:.)\-]*\s*\**\s*(incorrect|correct|wrong|right|yes|no)\b", re.I)

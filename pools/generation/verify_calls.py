@@ -39,7 +39,8 @@ def verify(workdir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpo
     """Score every candidate in ``workdir`` that has no ``tier`` score yet; returns counts (``ray``: the calls
     go through Ray Data's HTTP processor on a Ray cluster, as in ``generate``)."""
     if tier not in TIERS:
-        raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}")
+        raise PoolError(f"unknown tier {tier!r}; a work dir takes the paper's tiers {list(TIERS)} (score another "
+                        "verifier into the built pool: `coba pools verify POOL --tier NAME --role ROLE`)")
     options = options or RunOptions()
     spec = load_prompt(prompt or DEFAULT_JUDGES[tier])
     servers = EndpointPool(endpoints, **options.client_options())

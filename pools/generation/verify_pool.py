@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -31,14 +32,14 @@ from typing import Any
 
 import pandas as pd
 
-from pools.client.judges import DEFAULT_JUDGES, JudgeOutcome, judge
+from pools.client.judges import DEFAULT_JUDGES, ROLE_JUDGES, JudgeOutcome, judge
 from pools.client.openai_client import Endpoint, EndpointError, EndpointPool, OpenAIClient
 from pools.client.prompts import chat_messages, load_prompt
 from pools.errors import PoolError
 from pools.generation.call_runner import run_calls
 from pools.generation.generate import RunOptions
 from pools.output_paths import check_output_dir
-from pools.schema import TIERS, VERIFIER_ROLES
+from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 from pools.store import load_pool, save_pool
 from pools.tokens import estimate_tokens
 
@@ -182,19 +183,25 @@ def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence
                 options: RunOptions | None = None, limit: int | None = None,
                 context_tokens: int | None = None) -> dict[str, int]:
     """Score ``pool_dir``'s candidates at ``tier`` (see the module docstring); returns counts."""
-    if tier not in TIERS:
-        raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}")
+    if not re.fullmatch(VERIFIER_NAME_PATTERN, tier):
+        raise PoolError(f"verifier name {tier!r}; expected a name matching {VERIFIER_NAME_PATTERN} (the paper's "
+                        f"are {list(TIERS)})")
     if role is not None and role not in VERIFIER_ROLES:
         raise PoolError(f"unknown verifier role {role!r}; expected one of {list(VERIFIER_ROLES)}")
+    pool = load_pool(pool_dir)
+    declared = (pool.manifest.get("verifier_roles") or {}).get(tier) if role is None else role
+    if tier not in TIERS and declared is None:
+        raise PoolError(f"verifier {tier!r} has no role; give --role (one of {list(VERIFIER_ROLES)}): only the "
+                        f"paper's {list(TIERS)} have a default role", file=str(pool_dir))
     options = options or RunOptions()
-    spec = load_prompt(prompt or DEFAULT_JUDGES[tier])
+    # The paper's names keep their tier's prompt; any other verifier is prompted by its role.
+    spec = load_prompt(prompt or DEFAULT_JUDGES.get(tier) or ROLE_JUDGES[declared])
     if context_tokens is not None:
         spec = {**spec, "max_solution_chars": 1 << 40}  # the cut is by tokens (fit_solution), not characters
     servers = EndpointPool(endpoints, **options.client_options())
     if len(servers.models) != 1:
         raise PoolError(f"one verifier per tier: give endpoints of one model, got {servers.models}")
     model = servers.models[0]
-    pool = load_pool(pool_dir)
     check_output_dir(pool_dir, force=True, option="POOL", kind="pool")  # it is saved in place at the end
     ver = pool.verifications
     held = sorted(set(ver.loc[ver["tier"] == tier, "model"]) - {model})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
 from pools.parse_boundary import parse_problem, refuse_lone_surrogates
 from pools.safe_names import check_data_name
-from pools.schema import TIERS
+from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 
 #: Field kinds: "str", "int", "num", "bool", "obj" (JSON object); a trailing "?" allows null.
 #: Field -> (kind, required). Unknown fields are an error, so a misspelt field never goes unnoticed.
@@ -58,6 +59,7 @@ SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "prompt_tokens": ("int?", False),
     "output_tokens": ("int?", False),
     "latency_s": ("num?", False),
+    "role": ("str", False),  # the verifier's role (pools.schema.VERIFIER_ROLES); required for a non-paper name
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -124,12 +126,16 @@ def check_record(rec: dict[str, Any], where: str) -> None:
                             ("repetition_score", 0, 1)):
         _check_range(rec.get(name), low, high, where, name)
     for tier, entry in rec.get("scores", {}).items():
-        if tier not in TIERS:
-            raise PoolError(f"unknown tier {tier!r}; expected one of {list(TIERS)}", file=where, field="scores")
+        if not re.fullmatch(VERIFIER_NAME_PATTERN, tier):
+            raise PoolError(f"verifier name {tier!r}; expected a name matching {VERIFIER_NAME_PATTERN} (the paper's "
+                            f"are {list(TIERS)})", file=where, field="scores")
         if not isinstance(entry, dict):
             raise PoolError(f"expected a JSON object, got {describe_value(entry)}", file=where, field=f"scores.{tier}")
         check_fields(entry, SCORE_FIELDS, where, prefix=f"scores.{tier}.")
         check_data_name(entry["model"], what="model", file=where, field=f"scores.{tier}.model")
+        if "role" in entry and entry["role"] not in VERIFIER_ROLES:
+            raise PoolError(f"is {entry['role']!r}; expected one of {list(VERIFIER_ROLES)}", file=where,
+                            field=f"scores.{tier}.role")
         _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
         for name, high in (("params_b", MAX_PARAMS_B), ("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS),
                            ("latency_s", MAX_LATENCY_S)):

@@ -33,7 +33,7 @@ from pools.importers.canonical_records import (
     describe_value,
     read_json_lines,
 )
-from pools.schema import TABLES, TIERS
+from pools.schema import TABLES, TIERS, VERIFIER_ROLES
 from pools.store import Pool
 from pools.tokens import estimate_latency_s, estimate_tokens
 from pools.validate import validate_pool
@@ -217,8 +217,9 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
             incomplete_boxed=incomplete,
             repetition_score=float(rec["repetition_score"]) if "repetition_score" in rec else repetition_score(text),
         )
-        for tier in TIERS:
-            entry = rec.get("scores", {}).get(tier)
+        scores = rec.get("scores", {})
+        for tier in verifier_order(scores):
+            entry = scores[tier]
             if entry is not None:
                 _add_verification(verif, report.estimated, episode_id, k, tier, entry, item["problem"], text)
 
@@ -255,11 +256,57 @@ def build_pool(
         candidates=_frame(cand, "candidates"),
         verifications=_frame(verif, "verifications"),
     )
+    roles = {**declared_verifier_roles(records), **(verifier_roles or {})}
+    pool.manifest["tiers"] = verifier_sequence(records)  # the pool's verifier order (Pool.tiers reads it)
+    for where, rec in records:
+        unnamed = [t for t in rec.get("scores", {}) if t not in TIERS and t not in roles]
+        if unnamed:
+            raise PoolError(f"verifier {unnamed[0]!r} has no role; expected scores.{unnamed[0]}.role (one of "
+                            f"{list(VERIFIER_ROLES)}) on some record; only the paper's {list(TIERS)} have a "
+                            "default role", file=where, field=f"scores.{unnamed[0]}")
     pool.refresh_manifest(n_candidates=n, provenance={**report.provenance(), **(provenance or {})},
-                          **({"verifier_roles": dict(verifier_roles)} if verifier_roles else {}),
+                          **({"verifier_roles": roles} if roles else {}),
                           **({"generation": dict(generation)} if generation else {}))
     validate_pool(pool, source=source)
     return pool
+
+
+def verifier_order(scores: dict[str, Any]) -> list[str]:
+    """The verifier names of a record's ``scores``: the paper's (V1, V2, V3) first, then the others as written."""
+    return [t for t in TIERS if t in scores] + [t for t in scores if t not in TIERS]
+
+
+def verifier_sequence(records: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The verifier names of ``records`` in one order consistent with each record's own order of ``scores``
+    (what ``coba pools export`` writes: the pool's order), a new name placed before the first known name that
+    follows it in its record, else after the last known one that precedes it; the paper's names alone keep the
+    paper's order."""
+    order: list[str] = []
+    for _, rec in records:
+        names = list(rec.get("scores", {}))
+        for k, name in enumerate(names):
+            if name in order:
+                continue
+            after = next((order.index(n) for n in names[k + 1:] if n in order), None)
+            if after is None:
+                before = [order.index(n) for n in names[:k] if n in order]
+                after = max(before) + 1 if before else len(order)
+            order.insert(after, name)
+    return [t for t in TIERS if t in order] if set(order) <= set(TIERS) else order
+
+
+def declared_verifier_roles(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Verifier name -> role from the records' ``scores.<name>.role``; PoolError when two records disagree."""
+    roles: dict[str, str] = {}
+    for where, rec in records:
+        for tier, entry in rec.get("scores", {}).items():
+            role = entry.get("role") if isinstance(entry, dict) else None
+            if role is None:
+                continue
+            if roles.setdefault(tier, role) != role:
+                raise PoolError(f"is {role!r}; an earlier record gave verifier {tier} the role {roles[tier]!r}",
+                                file=where, field=f"scores.{tier}.role")
+    return roles
 
 
 def _answer_fields(rec: dict[str, Any]) -> tuple[str | None, str, bool]:

@@ -1,0 +1,225 @@
+"""RouteEnv: one episode per problem; the agent chooses which generator to sample from, when to verify, when to stop.
+
+The transition is ``CoBaEnv``'s own (``step`` of the replay env): a route episode only adds that a SAMPLE puts
+the chosen generator's next candidate into the next slot of the episode's data first (``_place``), and keeps
+each generator's evidence beside the pooled one (``coba_env.route_evidence.RouteEvidence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from coba_env.compiled import CompiledPool, as_compiled
+from coba_env.costs import COST_MEASURES
+from coba_env.env import CoBaEnv
+from coba_env.episode_data import EpisodeData
+from coba_env.route_evidence import RouteEvidence
+from coba_env.route_pool import RoutePool, compile_route_pool
+from coba_env.rules.actions import ActionLayout
+from coba_env.rules.config import EnvConfig, check_int, default_budget, episode_subset
+from coba_env.rules.masks import mask_bits
+from coba_env.rules.route_features import (
+    generator_block,
+    patch_after_sample,
+    patch_after_verify,
+    route_features,
+    route_lambda_index,
+    route_observation_bounds,
+)
+from pools.store import Pool
+
+__all__ = ["RouteEnv", "route_config"]
+
+
+def route_config(pool: Pool | CompiledPool | str | None = None, *, datasets: Any = None, generators: Any = None,
+                 lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
+                 n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
+                 max_cost: Any = None) -> tuple[RoutePool, int, EnvConfig]:
+    """(route pool, N_max per generator, validated config over the route episodes) of a route env's arguments.
+
+    ``n_max`` is per generator (default: the pool's N); the default budget B is the replay env's on the same
+    pool (the mean cost of drawing ``n_max`` candidates from one generator), so a route policy that samples
+    one generator only is charged as the replay env charges it.
+    """
+    replay = episode_subset(as_compiled(pool), datasets, generators)
+    n_max_g = replay.n_candidates if n_max is None else check_int("n_max", n_max, low=1, high=replay.n_candidates)
+    route = compile_route_pool(replay)
+    b = default_budget(replay, cost_model, n_max_g) if budget is None else budget
+    config = EnvConfig.for_pool(route.pool, lam=lam, lambda_range=lambda_range, budget=b, cost_model=cost_model,
+                                n_max=route.n_generators * n_max_g, tiers=tiers, selection=selection, order=order,
+                                max_cost=max_cost)
+    return route, n_max_g, config
+
+
+class RouteEnv(CoBaEnv):
+    """
+    ## Description
+
+    Model routing and test-time scaling in one decision process. Each episode is one problem (dataset,
+    item) of a candidate pool with several generators: the cached candidates of every generator of that
+    item, answers clustered across generators. ``SAMPLE_<g>`` reveals generator g's next candidate and is
+    charged at g's own cost; ``VERIFY_<v>`` scores the revealed candidate of highest fusion rank (whatever
+    its generator) with verifier v; ``STOP`` selects among all revealed candidates with the fusion rank.
+
+    ## Action Space
+
+    ``Discrete(G + V + 1)`` from the layout (``self.layout``, ``coba_env.rules.actions.ActionLayout``):
+    ``SAMPLE_<g>`` for the G generators of the pool (ids 0..G-1, in order of first appearance in the pool),
+    ``VERIFY_<v>`` for the verifiers V1, V2, V3 (ids G..G+2), ``STOP`` (id G+3). ``SAMPLE_<g>`` is legal
+    while g has revealed fewer than ``n_max`` candidates and the item has candidates from g; the VERIFY and
+    STOP rules are the replay env's (``coba_env.rules.masks``).
+
+    ## Observation Space
+
+    ``Box(shape=(G * (4 + V) + 21,), float32)``: for each generator, revealed / N_max, remaining / N_max,
+    agreement (its largest answer's share), its mean score per verifier and its generation spend / B; then the
+    replay env's 21 pooled features (budget used and lambda among them). The table with names per index is
+    ``coba_env.rules.route_features.route_features(env.layout)`` (``env.feature_names``), printed in docs/ENV.md.
+
+    ## Rewards
+
+    As the replay env: each action costs ``-lambda * c / B``; STOP adds 1 if the selected answer is correct.
+    B defaults to the replay env's budget on the same pool (the mean cost of ``n_max`` candidates of one
+    generator).
+
+    ## Starting State, Episode End
+
+    As the replay env; an episode has at most G * n_max * (1 + V) + 1 actions. The final info adds
+    ``samples_by_generator`` and ``spend_by_generator`` (every cost measure) and ``selected_generator``.
+
+    ## Arguments
+
+    ``gymnasium.make("coba/Route-v0", pool=None, datasets=None, generators=None, lam=0.1, lambda_range=None,
+    budget=None, cost_model="p_tokens", n_max=None, tiers=None, selection=None,
+    order="sequential", max_cost=None)``: as ``coba/Replay-v0``; ``n_max`` is per generator; ``generators``
+    restricts the generators routed between (at least one).
+
+    ## Version History
+
+    - v0: first version.
+    """
+
+    def __init__(self, pool: Pool | CompiledPool | str | None = None, *, datasets: Sequence[str] | str | None = None,
+                 generators: Sequence[str] | str | None = None, lam: float = 0.1,
+                 lambda_range: tuple[float, float] | None = None, budget: float | None = None,
+                 cost_model: str = "p_tokens", n_max: int | None = None, tiers: Sequence[str] | None = None,
+                 selection: Any = None, order: str = "sequential", max_cost: float | None = None,
+                 render_mode: str | None = None) -> None:
+        route, n_max_g, config = route_config(pool, datasets=datasets, generators=generators, lam=lam,
+                                              lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                              n_max=n_max, tiers=tiers, selection=selection, order=order,
+                                              max_cost=max_cost)
+        self._init_route(route, n_max_g)
+        super().__init__(config=config, render_mode=render_mode)
+        self._places = True
+
+    def _init_route(self, route: RoutePool, n_max_per_generator: int) -> None:
+        #: The route episodes (``coba_env.route_pool.RoutePool``): generators, availability, the compiled pool.
+        self.route = route
+        #: Most candidates one generator may reveal per episode.
+        self.n_max_per_generator = n_max_per_generator
+        self._n_per_gen = route.n_per_generator
+        self._caps = np.where(route.available, n_max_per_generator, 0).tolist()
+        self._slot_cand: list[int] = []
+
+    @classmethod
+    def from_route(cls, route: RoutePool, n_max_per_generator: int, config: EnvConfig,
+                   render_mode: str | None = None) -> RouteEnv:
+        """The env of an already built route pool and validated configuration (what the vector env uses)."""
+        env = cls.__new__(cls)
+        env._init_route(route, n_max_per_generator)
+        CoBaEnv.__init__(env, config=config, render_mode=render_mode)
+        env._places = True
+        return env
+
+    def _action_layout(self) -> ActionLayout:
+        return ActionLayout(generators=self.route.generators, verifiers=tuple(self.tiers))
+
+    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low, high = route_observation_bounds(self._action_layout(), self.features)
+        self._n_obs = len(low)
+        return low, high
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """The observation's feature names, in index order (generated from the layout)."""
+        return tuple(name for name, _ in route_features(self.layout, self.features))
+
+    @property
+    def evidence(self) -> RouteEvidence:
+        """The current episode's pooled and per-generator evidence, label-free; read it, never modify it."""
+        return super().evidence  # type: ignore[return-value]
+
+    # -- the route episode's data, filled slot by slot -----------------------------------------------
+    def _episode_data(self, ep: int) -> EpisodeData:
+        source = self._rows[ep]
+        s = len(source.cluster)
+        self._source = source
+        self._slot_cand = []
+        return EpisodeData([-1] * s, [0.0] * s, [False] * s, [None] * s, [None] * s, [None] * s, [None] * s,
+                           source.n_clusters)
+
+    def _place(self, action: int, slot: int) -> None:
+        g = action  # the layout's SAMPLE ids are the generator indices (ActionLayout.generator_of)
+        ev = self._ev
+        k = ev.gen_revealed[g]
+        p = g * self._n_per_gen + k
+        source = self._source
+        self._row.copy_candidate(slot, source, p)
+        self._slot_cand.append(p)
+        ev.add_generator_candidate(g, source.cluster[p], source.gen_cost[p])
+        if k + 1 >= ev.gen_cap[g]:
+            self._sample_bits &= ~(1 << g)
+        patch_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
+
+    def _compute_mask(self) -> np.ndarray:
+        ev = self._ev
+        bits = mask_bits(ev.n_revealed, 0, self._verify_bits, ev.cost[self._cost_k] >= self.max_cost,
+                         sample_bits=self._sample_bits, stop_bit=1 << self._stop)
+        self._bits = bits
+        return self._mask_table[bits]
+
+    def _is_correct(self, selected: int) -> bool:
+        return bool(selected >= 0 and self.pool.labels.correct[self._ep, self._slot_cand[selected]])
+
+    def _answers(self) -> list:
+        answers = self.pool.answer[self._ep]
+        return [answers[p] for p in self._slot_cand]
+
+    # -- reset and step: the replay env's, with the route observation -----------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start the next route episode (options as ``CoBaEnv.reset``)."""
+        _, info = super().reset(seed=seed, options=options)
+        return np.fromiter(chain(self._block, self._obs), np.float32, self._n_obs), info
+
+    def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
+        caps = self._caps[self._ep]
+        ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps, self.features.strong)
+        self._sample_bits = sum(1 << g for g, cap in enumerate(caps) if cap > 0)
+        #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``).
+        self._block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)
+        return ev
+
+    def _as_observation(self, obs: list[float]) -> np.ndarray:
+        a, c = self._trace[-1] if self._trace else (-1, -1)
+        if self._n_gen <= a < self._stop:  # a VERIFY: the verified candidate's generator's mean at that tier
+            patch_after_verify(self._block, self._ev, self._ev.slot_generator[c], a - self._n_gen)
+        return np.fromiter(chain(self._block, obs), np.float32, self._n_obs)
+
+    def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
+        info = super()._final_info(selected, correct)
+        ev, gens = self._ev, self.layout.generators
+        info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed, strict=True))
+        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s, strict=True))
+                                      for g, s in zip(gens, ev.gen_spend, strict=True)}
+        info["selected_generator"] = gens[ev.slot_generator[selected]] if selected >= 0 else None
+        return info
+
+    @property
+    def lambda_index(self) -> int:
+        """Index of lambda in the observation."""
+        return route_lambda_index(self.layout, self.features)

@@ -1,0 +1,194 @@
+"""RouteVectorEnv: many route episodes stepped at once with numpy (the batched twin of ``RouteEnv``).
+
+It is ``CoBaVectorEnv``'s state machine over the route episodes' candidate slots (``coba_env.route_pool``),
+with three differences, each a hook of ``CoBaVectorEnv``: a SAMPLE reveals the chosen generator's next
+candidate into the next slot (``slot_candidate`` records which pool candidate each revealed slot holds, and
+every gather of a slot's pool data goes through it); answer counts are zeroed on reset (candidates are not
+revealed in pool order); and each generator's evidence is kept beside the pooled one, feature-major [G, B]:
+``gen_revealed``, ``gen_cap``, ``gen_top_count``, ``gen_score_sum`` / ``gen_score_count`` [G, T, B] and
+``gen_spend`` (cost model). For the same actions it returns what ``RouteEnv`` returns, bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from coba_env.route_env import RouteEnv, route_config
+from coba_env.rules.actions import ActionLayout
+from coba_env.rules.config import check_int
+from coba_env.rules.features import batch_observe
+from coba_env.rules.masks import batch_masks
+from coba_env.rules.route_features import batch_generator_block, route_lambda_index, route_observation_bounds
+from coba_env.vector_env import CoBaVectorEnv
+
+__all__ = ["RouteVectorEnv"]
+
+
+class RouteVectorEnv(CoBaVectorEnv):
+    """``num_envs`` route episodes stepped together; takes the same keyword arguments as ``RouteEnv``."""
+
+    _pool_order = False
+
+    def __init__(self, num_envs: int, pool: Any = None, *, render_mode: str | None = None,
+                 **env_kwargs: Any) -> None:
+        num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
+        route, n_max_g, config = route_config(pool, **env_kwargs)
+        #: The route episodes (``coba_env.route_pool.RoutePool``).
+        self.route = route
+        #: Most candidates one generator may reveal per episode.
+        self.n_max_per_generator = n_max_g
+        self.n_generators = route.n_generators
+        self._caps = np.where(route.available, n_max_g, 0).astype(np.int64)  # [E, G]
+        self._single_route: RouteEnv | None = None
+        super().__init__(num_envs, config=config, render_mode=render_mode)
+
+    def _action_layout(self) -> ActionLayout:
+        return ActionLayout(generators=self.route.generators, verifiers=tuple(self.tiers))
+
+    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return route_observation_bounds(self._action_layout(), self.features)
+
+    def _lambda_index(self) -> int:
+        return route_lambda_index(self.layout, self.features)
+
+    @property
+    def single(self) -> RouteEnv:
+        """A one-episode ``RouteEnv`` of the same configuration (built on use)."""
+        if self._single_route is None:
+            self._single_route = RouteEnv.from_route(self.route, self.n_max_per_generator, self.config)
+        return self._single_route
+
+    # -- state ---------------------------------------------------------------------------------------
+    def _alloc(self) -> None:
+        super()._alloc()
+        g, t, b, s = self.n_generators, self.n_tiers, self.num_envs, self.pool.n_candidates
+        self.gen_revealed = np.zeros((g, b), dtype=np.int64)
+        self.gen_cap = np.zeros((g, b), dtype=np.int64)
+        self.gen_top_count = np.zeros((g, b), dtype=np.int64)
+        self.gen_score_sum = np.zeros((g, t, b))
+        self.gen_score_count = np.zeros((g, t, b), dtype=np.int64)
+        self.gen_spend = np.zeros((g, b))
+        #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)].
+        self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=np.int64)
+        #: The pool candidate and the generator of each revealed slot, slot-major [S, B] (stale beyond n).
+        self.slot_candidate = np.zeros((s, b), dtype=np.int64)
+        self.slot_generator = np.zeros((s, b), dtype=np.int64)
+        self._gen_b = np.arange(g) * b
+        self._gen_tier_b = np.arange(g * t) * b
+
+    def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
+        # Only the clusters of the revealed slots hold counts and statistics: zero those (flat indices of the
+        # revealed slots, as the base class does for the fusion terms) before the counters are reset.
+        b, revealed = self.num_envs, self.n.take(rows)
+        ends = np.cumsum(revealed)
+        if len(ends) and ends[-1]:
+            row = np.repeat(rows, revealed)
+            at = (np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row
+            cl = self.cluster_t.ravel().take(at).astype(np.int64)
+            answered = cl >= 0
+            row, cl = row[answered], cl[answered]
+            g = self.slot_generator.ravel().take(at[answered])
+            c1 = self.n_clusters + 1
+            self.counts.ravel()[row * c1 + cl] = 0.0
+            self._stats_items[row * c1 + cl] = self._zero_stats
+            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
+        super()._reset_rows(rows, episodes)
+        # Row-major blocks written through flat indices: one plain 1-D scatter per array.
+        at = (self._gen_b[:, None] + rows).ravel()  # (generator, row) in [G, B]
+        for name in ("gen_revealed", "gen_top_count", "gen_spend"):
+            getattr(self, name).ravel()[at] = 0
+        self.gen_cap.ravel()[at] = self._caps[episodes].T.ravel()
+        at = (self._gen_tier_b[:, None] + rows).ravel()  # (generator, tier, row) in [G, T, B]
+        self.gen_score_sum.ravel()[at] = 0.0
+        self.gen_score_count.ravel()[at] = 0
+
+    def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
+
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        b, g_n = self.num_envs, self.n_generators
+        g = self.layout.generator_of(actions)
+        at_gen = g * b + rows  # flat [G, B]
+        revealed = self.gen_revealed.ravel()
+        k = revealed.take(at_gen)
+        p = g * self.route.n_per_generator + k
+        at_slot = slots * b + rows
+        self.slot_candidate.ravel()[at_slot] = p
+        self.slot_generator.ravel()[at_slot] = g
+        revealed[at_gen] = k + 1
+        flat = self.ep.take(rows) * self.n_cand + p
+        self.gen_spend.ravel()[at_gen] += self.cost_rows[flat, self.cost_k]
+        cl = self.sample_int[flat, 0].astype(np.int64)
+        answered = np.flatnonzero(cl >= 0)
+        if len(answered):
+            ra, ga = rows[answered], g[answered]
+            at = (ra * g_n + ga) * (self.n_clusters + 1) + cl[answered]
+            count = self._gen_counts.take(at) + 1
+            self._gen_counts[at] = count
+            top = self.gen_top_count.ravel()
+            at_top = ga * b + ra
+            top[at_top] = np.maximum(top.take(at_top), count)
+        return flat
+
+    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray):
+        c, t, s = super()._verify(rows, a, cost_at)
+        usable = ~np.isnan(s)
+        ru, tu = rows[usable], t[usable]
+        g = self.slot_generator.ravel().take(c[usable] * self.num_envs + ru)
+        at = (g * self.n_tiers + tu) * self.num_envs + ru
+        self.gen_score_sum.ravel()[at] += s[usable]
+        self.gen_score_count.ravel()[at] += 1
+        return c, t, s
+
+    def _masks(self) -> np.ndarray:
+        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost,
+                           can_sample=self.gen_revealed < self.gen_cap)
+
+    def _observations(self) -> np.ndarray:
+        block = batch_generator_block(self)  # feature-major [G * (4 + T), B]
+        k = len(block)
+        out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
+        for i in range(0, k, 7):  # cast a few features at a time, as batch_observe does
+            out[:, i:i + 7] = block[i:i + 7].T
+        batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
+        return out
+
+    def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
+        super()._fresh_observations(obs, rows)
+        # A fresh episode's block: every feature 0 but remaining = the generator's cap / N_max.
+        size = 4 + self.n_tiers
+        cols = np.arange(self.n_generators) * size + 1
+        obs[rows[:, None], cols] = self.gen_cap[:, rows].T / float(self.n_max_per_generator)
+
+    # -- slot-order reads (the base class reads pool order) -------------------------------------------
+    def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``table``'s [E, S, ...] values of each revealed slot of ``rows`` [R, S, ...] (stale beyond n)."""
+        flat = self.ep[rows, None] * self.n_cand + self.slot_candidate[:, rows].T
+        return table.reshape(-1, *table.shape[2:])[flat]
+
+    def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
+        revealed = np.arange(self.n_cand)[None, :] < self.n[rows, None]
+        has = self._slot_table(self.pool.has_score[:, :, t], rows) & (self._slot_table(self.pool.cluster, rows) >= 0)
+        return has & ~self.open_t[:, t * self.num_envs + rows].T & revealed
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Revealed scores [B, S, T] in reveal order: NaN where not verified (or without a usable score)."""
+        return np.where(self.verified.transpose(1, 2, 0), self._slot_table(self.pool.score, self.rows), np.nan)
+
+    def _select(self, rows: np.ndarray) -> np.ndarray:
+        if self.selection.rule == "fusion":
+            return super()._select(rows)
+        from coba_env.rules.selection import select_by_rule, tier_columns
+
+        rule = self.selection
+        none = self.n_answered[rows] == 0
+        tier_scores = tier_verified = None
+        if rule.rule in ("max_score", "weighted_vote"):
+            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows),
+                                                      lambda t: self._verified(t, rows))
+        cluster = self._slot_table(self.pool.cluster, rows)
+        sel = select_by_rule(rule, cluster, self.n[rows], self.top[rows], tier_scores, tier_verified)
+        return np.where(none, -1, sel)
