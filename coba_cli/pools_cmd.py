@@ -26,6 +26,7 @@ _FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
     "tot-game24": ("generator", "generator_params_b", "puzzles"),
     "rg-eval": ("generator", "generator_params_b"),
     "llm-monkeys": ("generator", "generator_params_b", "dataset"),
+    "routellm": ("gold",),
 }
 _REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {
     "qwen-lists": ("generator", "generator_params_b"),
@@ -160,6 +161,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--rm-params-b", type=positive_float, help=f"reward-model size in billions (default: {DEFAULT_RM_PARAMS_B:g})")
     q.add_argument("--score-transform", choices=list(SCORE_TRANSFORMS),
                    help="map reward-model scores to [0, 1]: auto = sigmoid when any is outside [0, 1] (default)")
+    r = p.add_argument_group("routellm options")
+    r.add_argument("--gold", help="the GSM8K test split with the gold answers (default: test.jsonl next to SRC)")
     p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("export", help="write a pool as canonical JSONL", description="Write POOL as canonical "

@@ -14,6 +14,7 @@ from pools.importers.jsonl import build_pool, import_jsonl
 from pools.importers.llm_monkeys import import_llm_monkeys
 from pools.importers.qwen_lists import import_qwen_lists
 from pools.importers.rg_eval import import_rg_eval
+from pools.importers.routellm import import_routellm
 from pools.importers.tot_game24 import import_tot_game24
 from pools.store import Pool
 
@@ -23,6 +24,7 @@ IMPORTERS: dict[str, Callable[..., Pool]] = {
     "tot-game24": import_tot_game24,
     "rg-eval": import_rg_eval,
     "llm-monkeys": import_llm_monkeys,
+    "routellm": import_routellm,
 }
 
 

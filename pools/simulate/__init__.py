@@ -51,7 +51,7 @@ def simulate_pool(profile: str | os.PathLike[str] | dict[str, Any] | Profile, se
     prefixes = sorted({int(k) for d in ds for k in d["targets"]["majority"]})
     items = _items(rngs["items"], pr, lay)
 
-    counts = _target_counts(pr, lay, prefixes)  # (D, G, S): greedy, majority@k..., oracle
+    counts, pinned = _target_counts(pr, lay, prefixes)  # (D, G, S): greedy, majority@k..., oracle
     pair_rate = counts.reshape(lay.n_pairs, -1) / np.repeat(lay.n_items, len(generators))[:, None]
     lat = m.build_latent(rngs["latent"], pr, lay, items["ease"], items["trap"], items["attractor_weights"],
                          pair_rate)
@@ -60,8 +60,8 @@ def simulate_pool(profile: str | os.PathLike[str] | dict[str, Any] | Profile, se
     # gains more from voting), so that the quotas ask for a typical draw, not a contrived one.
     expected = m.expected_outcomes(rngs["candidates"], lat, lay.ep_pair, lay.n_pairs, prefixes)
     for s in range(1, 1 + len(prefixes)):
-        counts[..., s] = m.split_total(counts[..., s].sum(1), expected[:, s].reshape(counts.shape[:2]),
-                                       counts[..., -1])
+        split = m.split_total(counts[..., s].sum(1), expected[:, s].reshape(counts.shape[:2]), counts[..., -1])
+        counts[..., s] = np.where(pinned, counts[..., s], split)  # per-generator targets stay as given
     codes, log_len, deficit = m.match_quotas(rngs["candidates"], lat, lay.ep_pair,
                                              counts.reshape(lay.n_pairs, -1), prefixes)
     candidates = _candidates(rngs["audit"], pr, lay, items, codes, log_len)
@@ -103,11 +103,13 @@ def _typed(df: pd.DataFrame, table: str) -> pd.DataFrame:
     return pd.DataFrame({c: df[c].astype(kinds[k]) for c, k in TABLES[table].items()})
 
 
-def _target_counts(pr: dict[str, Any], lay: m.Layout, prefixes: list[int]) -> np.ndarray:
-    """Episodes per pair (D, G, S) that must be greedy-, majority@k- and oracle-correct.
+def _target_counts(pr: dict[str, Any], lay: m.Layout, prefixes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Episodes per pair (D, G, S) that must be greedy-, majority@k- and oracle-correct, and which datasets
+    (D, 1) pin them per generator.
 
     Each dataset's target is spread over generators with the profile's logit offsets such that the
-    generator average is the target; counts are rounded so that the dataset total is exact.
+    generator average is the target; counts are rounded so that the dataset total is exact. A dataset
+    with ``generator_targets`` takes each generator's own targets instead (rounded per pair).
     """
     ds = list(pr["datasets"].values())
     offsets = np.array([g["accuracy_logit_offset"] for g in pr["generators"].values()])
@@ -116,8 +118,17 @@ def _target_counts(pr: dict[str, Any], lay: m.Layout, prefixes: list[int]) -> np
         targets.append([d["targets"]["majority"].get(str(k), _interp_majority(d["targets"], k)) for d in ds])
     targets.append([d["targets"]["oracle"] for d in ds])
     counts = np.stack([m.pair_counts(m.pair_rates(np.array(t), offsets), lay.n_items) for t in targets], -1)
+    pinned = np.zeros((len(ds), 1), bool)
+    for d, spec in enumerate(ds):
+        if "generator_targets" in spec:
+            pinned[d] = True
+            for g, name in enumerate(pr["generators"]):
+                t = spec["generator_targets"][name]
+                pcts = [t["greedy"], *(t["majority"].get(str(k), _interp_majority(t, k)) for k in prefixes),
+                        t["oracle"]]
+                counts[d, g] = np.round(np.array(pcts) * lay.n_items[d] / 100).astype(np.int64)
     counts[..., :-1] = np.minimum(counts[..., :-1], counts[..., -1:])
-    return counts
+    return counts, pinned
 
 
 def _interp_majority(targets: dict[str, Any], k: int) -> float:

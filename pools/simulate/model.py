@@ -122,7 +122,9 @@ def _correct_rates(p: np.ndarray, log_median: np.ndarray, n_candidates: int, log
     """
     q = _realised_correct(p, log_median, log_cap, hardness_coef, episode_sigma, candidate_sigma)
     w = _NU_WEIGHTS[None, None, :] / p.shape[1]
-    return (q * w).sum((1, 2)), (-np.expm1(n_candidates * np.log1p(-q)) * w).sum((1, 2))
+    with np.errstate(divide="ignore"):  # q == 1 (a sure item): log1p(-1) = -inf, and 1 - exp(-inf) = 1 as wanted
+        miss_all = np.expm1(n_candidates * np.log1p(-q))
+    return (q * w).sum((1, 2)), (-miss_all * w).sum((1, 2))
 
 
 def _root(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:

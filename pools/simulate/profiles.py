@@ -23,7 +23,7 @@ from pools.schema import TIERS
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
 #: Names of the profiles shipped with the package (files in ``PROFILE_DIR``).
-BUILTIN_PROFILES: tuple[str, ...] = ("paper", "tiny")
+BUILTIN_PROFILES: tuple[str, ...] = ("paper", "tiny", "ladder")
 
 ANSWER_STYLES: tuple[str, ...] = ("integer", "mixed")
 
@@ -54,8 +54,9 @@ class _Checker:
     def fail(self, path: str, message: str) -> None:
         raise PoolError(message, file=self.source, field=path)
 
-    def obj(self, value: Any, path: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """Check an object with exactly the keys of ``fields`` (key -> rule)."""
+    def obj(self, value: Any, path: str, fields: dict[str, Any],
+            optional: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Check an object with exactly the keys of ``fields`` (key -> rule), those in ``optional`` may be left out."""
         if not isinstance(value, dict):
             self.fail(path or "profile", f"expected a JSON object, got {_show(value)}")
         unknown = [k for k in value if k not in fields]
@@ -64,6 +65,8 @@ class _Checker:
         out = {}
         for key, rule in fields.items():
             if key not in value:
+                if key in optional:
+                    continue
                 self.fail(_join(path, key), "missing required field")
             out[key] = rule(value[key], self, _join(path, key))
         return out
@@ -177,9 +180,15 @@ def _targets(value: Any, ck: _Checker, path: str) -> dict[str, Any]:
     return t
 
 
+def _generator_targets(value: Any, ck: _Checker, path: str) -> dict[str, Any]:
+    """Per-generator targets of one dataset: generator -> {greedy, majority, oracle} like ``targets``."""
+    return ck.mapping(value, path, _targets)
+
+
 _DATASET_FIELDS = {
     "n_items": _integer(1),
     "targets": _targets,
+    "generator_targets": _generator_targets,
     "answers": _choice(*ANSWER_STYLES),
     "problem_tokens_median": _number(1),
     "length_multiplier": _number(0, lo_open=True),
@@ -232,7 +241,8 @@ def _top_fields() -> dict[str, Any]:
         "sampling": obj({"temperature": _number(0), "top_p": _number(0, 1)}),
         "models": lambda v, ck, p: ck.mapping(v, p, _number(0, lo_open=True)),
         "generators": lambda v, ck, p: ck.mapping(v, p, obj(_GENERATOR_FIELDS)),
-        "datasets": lambda v, ck, p: ck.mapping(v, p, obj(_DATASET_FIELDS)),
+        "datasets": lambda v, ck, p: ck.mapping(v, p, lambda v2, c2, p2: c2.obj(v2, p2, _DATASET_FIELDS,
+                                                                                 optional=("generator_targets",))),
         "difficulty": obj({"item_correlation": _number(0, 1)}),
         "wrong_answers": obj({
             "n_attractors": _integer(1, 20),
@@ -285,6 +295,8 @@ def validate_profile(data: Any, source: str = "<profile>") -> dict[str, Any]:
         for k in spec["targets"]["majority"]:
             if int(k) > n:
                 ck.fail(f"datasets.{d}.targets.majority.{k}", f"prefix size {k} exceeds n_candidates={n}")
+        if "generator_targets" in spec:
+            _check_generator_targets(ck, f"datasets.{d}", spec, list(out["generators"]))
     for t, spec in out["tiers"].items():
         if spec["model"] not in out["models"]:
             ck.fail(f"tiers.{t}.model", f"model {spec['model']!r} is not listed in models {sorted(out['models'])}")
@@ -292,6 +304,32 @@ def validate_profile(data: Any, source: str = "<profile>") -> dict[str, Any]:
         if cands != "all" and max(cands) >= n:
             ck.fail(f"tiers.{t}.candidates", f"index {max(cands)} is out of range for n_candidates={n}")
     return out
+
+
+#: How far (percentage points) a dataset target may lie from the mean of its generators' targets.
+GENERATOR_MEAN_TOLERANCE = 0.05
+
+
+def _check_generator_targets(ck: _Checker, path: str, spec: dict[str, Any], generators: list[str]) -> None:
+    """Every generator has targets, with the dataset's majority prefixes, and their mean is the dataset's."""
+    per_gen = spec["generator_targets"]
+    for g in per_gen:
+        if g not in generators:
+            ck.fail(f"{path}.generator_targets.{g}", f"not a generator of the profile; expected some of {generators}")
+    for g in generators:
+        if g not in per_gen:
+            ck.fail(f"{path}.generator_targets", f"has no targets for generator {g!r}; expected every generator")
+        extra = sorted(set(per_gen[g]["majority"]) ^ set(spec["targets"]["majority"]))
+        if extra:
+            ck.fail(f"{path}.generator_targets.{g}.majority", f"prefix sizes differ from targets.majority at {extra}; "
+                    "expected the same prefix sizes")
+    figures = [("greedy", lambda t: t["greedy"]), ("oracle", lambda t: t["oracle"])]
+    figures += [(f"majority.{k}", lambda t, k=k: t["majority"][k]) for k in spec["targets"]["majority"]]
+    for name, get in figures:
+        mean = sum(get(per_gen[g]) for g in generators) / len(generators)
+        if abs(get(spec["targets"]) - mean) > GENERATOR_MEAN_TOLERANCE:
+            ck.fail(f"{path}.targets.{name}", f"is {get(spec['targets'])} but the generators' targets average "
+                    f"{mean:.3f}; expected their mean (within {GENERATOR_MEAN_TOLERANCE})")
 
 
 def load_profile(profile: str | os.PathLike[str] | dict[str, Any]) -> Profile:
