@@ -14,14 +14,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.configured import ConfiguredPolicy
-from agents.routing import chosen_generator, route_of
+from agents.routing import chosen_generator, route_of, size_of
 from coba_env.rules.actions import ActionLayout
 
 
 def generators_by_size(route: Any) -> list[int]:
-    """Generator indices from fewest to most parameters (ties in layout order): a cascade's ladder."""
-    params = route.generator_params
-    return sorted(range(len(params)), key=lambda g: (params[g], g))
+    """Generator indices from fewest to most parameters (ties in layout order; unknown sizes last): a ladder."""
+    return sorted(range(route.n_generators), key=lambda g: (size_of(route, g), g))
 
 
 def unanimous(evidence: Any, generator: int) -> bool:

@@ -46,8 +46,9 @@ def oracle_targets(correct: np.ndarray, cost: np.ndarray, available: np.ndarray,
     cheap = single.argmin(axis=1)
     cheap_cost = single[np.arange(len(correct)), cheap]
     solvable = np.isfinite(best_cost)
-    if lam is not None:
-        solvable &= 1.0 - lam * best_cost / budget >= -lam * cheap_cost / budget
+    if lam is not None:  # worth paying for the correct prefix rather than giving up with one cheap sample
+        extra = np.where(solvable, best_cost - cheap_cost, 0.0)
+        solvable &= lam * extra / budget <= 1.0
     g = np.where(solvable, best, cheap)
     k = np.where(solvable, first[np.arange(len(correct)), best] + 1, 1)
     return g.astype(np.int64), k.astype(np.int64)

@@ -48,6 +48,8 @@ class BenchData:
     bootstrap_unit: str = "item"
     resamples: int = bootstrap.RESAMPLES
     timings: dict[str, float] = field(default_factory=dict)
+    #: The routing sections of a route bench (``eval.route_bench``); None for a replay bench.
+    routing: dict[str, Any] | None = None
 
     @property
     def cost_metric(self) -> str:

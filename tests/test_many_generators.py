@@ -10,6 +10,7 @@ from agents.runner import make_env, replay
 from coba_env import compile_pool
 from coba_env.route_env import RouteEnv
 from eval.bench import run_bench
+from eval.route_replay import is_route_policy
 from tests.conftest import make_synthetic_pool
 
 GENERATORS = {"tiny-1.5B": 1.5, "mid-7B": 7.0, "big-72B": 72.0, "huge-405B": 405.0}
@@ -29,7 +30,7 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
     specs = {name: spec for name, spec in load_specs().items() if spec["group"] != "learned"}
     for name, spec in specs.items():
         policy = make_policy(name)
-        route = spec["group"] == "routing"
+        route = is_route_policy(policy)
         env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
         assert policy.applicable(env) == (True, "")  # every verifier role is served, N = 16
         records = replay(policy, env)
@@ -37,11 +38,16 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
         assert len(records) == (7 if route else 7 * n_generators)
         if name == "greedy":  # one candidate per episode: right exactly when the first candidate is
             assert [r["correct"] for r in records] == compiled.labels.correct[:, 0].tolist()
-        if route:  # CoBa on the cheapest / largest generator only (by parameters)
+        if spec["kind"] == "route_coba":  # CoBa on the cheapest / largest generator only (by parameters)
             wanted = "tiny-1.5B" if spec["params"]["generator"] == "cheapest" else list(GENERATORS)[n_generators - 1]
             for r in records:
                 assert set(g for g, k in r["samples_by_generator"].items() if k) == {wanted}
-    assert ran == len(specs) >= 24
+        if spec["kind"] in ("route_cascade", "model_switch"):  # escalates: more than one generator sampled
+            assert len({g for r in records for g, k in r["samples_by_generator"].items() if k}) >= 2
+        if spec["kind"] == "route_pool_oracle":  # right whenever any generator holds a correct candidate
+            hit = compiled.labels.correct.any(axis=1).reshape(n_generators, 7).any(axis=0)
+            assert [r["correct"] for r in records] == hit.tolist()
+    assert ran == len(specs) >= 30
 
 
 @pytest.mark.parametrize("n_generators", [3, 4])
