@@ -213,11 +213,12 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
+    analysed = compiled
     if env == "route":
         from eval.route_bench import run_route_bench
 
-        data = run_route_bench(pool, compiled, policy_objs, cost_model=cost_model, seed=seed, progress=progress,
-                               replay=replay, pool_spec=spec_text, unit=unit, resamples=resamples)
+        run, analysed = run_route_bench(compiled, policy_objs, cost_model=cost_model, seed=seed, progress=progress,
+                                        replay=replay)
     elif ray_address is None:
         run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed,
                            replay=replay)
@@ -226,10 +227,13 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
 
         run = run_policies_on_ray(policy_objs, compiled, ray_address=ray_address, cost_model=cost_model,
                                   progress=progress, seed=seed, replay=replay)
-    if env != "route":
-        _test_interrupt("analyse")
-        data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
-                       resamples=resamples)
+    _test_interrupt("analyse")
+    data = analyse(pool, analysed, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
+                   resamples=resamples)
+    if env == "route":
+        from eval.route_bench import routing_section
+
+        data.routing = routing_section(data, compiled, policy_objs)
     data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
                                                                    progress=progress))

@@ -1,9 +1,10 @@
 """``coba bench --env route``: the routing policies on the route episodes of a pool, and the routing sections.
 
-``run_route_bench`` replays the policies on ``coba/Route-v0`` (``eval.route_replay``), runs the bench's own
-analysis on the route records (metrics, bootstrap, Pareto front: with routing policies, the route front) and
-adds ``BenchData.routing``: the allocation by generator, the route front and, on two-model pools, the
-model-routing metrics with the random router and the oracle as reference lines (``eval.route_analysis``).
+``run_route_bench`` replays the policies on ``coba/Route-v0`` (``eval.route_replay``); ``eval.bench`` runs its
+own analysis on the route records (metrics, bootstrap, Pareto front: with routing policies, the route front)
+and ``routing_section`` makes ``BenchData.routing``: the allocation by generator, the route front and, on
+two-model pools, the model-routing metrics with the random router and the oracle as reference lines
+(``eval.route_analysis``).
 On a pool with one generator there is nothing to route: no routing section.
 """
 
@@ -18,26 +19,23 @@ from coba_env.route_pool import compile_route_pool
 from eval.bench_data import BenchData
 from eval.route_analysis import allocation_by_generator, model_routing, threshold_sweep
 from eval.route_replay import run_route_policies
-from pools.store import Pool
+from eval.runner import BenchRun
 
 
-def run_route_bench(pool: Pool, compiled: CompiledPool, policies: Sequence[Policy], *, cost_model: str, seed: int,
-                    progress: bool, replay: str, pool_spec: str | None, unit: str, resamples: int) -> BenchData:
-    """Replay ``policies`` on the route episodes of ``compiled`` and analyse them; ``BenchData`` with ``routing``."""
-    from eval.bench import analyse
-
-    route = compile_route_pool(compiled)
+def run_route_bench(compiled: CompiledPool, policies: Sequence[Policy], *, cost_model: str, seed: int,
+                    progress: bool, replay: str) -> tuple[BenchRun, CompiledPool]:
+    """Replay ``policies`` on the route episodes of ``compiled``: (the run, the route episodes' compiled pool)."""
     run = run_route_policies(policies, compiled, cost_model=cost_model, progress=progress, seed=seed, replay=replay)
-    data = analyse(pool, route.pool, run, cost_model=cost_model, seed=seed, pool_spec=pool_spec, unit=unit,
-                   resamples=resamples)
-    if route.n_generators >= 2:
-        data.routing = routing_section(data, compiled, policies)
-    return data
+    return run, compile_route_pool(compiled).pool
 
 
-def routing_section(data: BenchData, compiled: CompiledPool, policies: Sequence[Policy]) -> dict[str, Any]:
-    """The ``routing`` block of results.json: generators, allocation by generator, route front, model routing."""
+def routing_section(data: BenchData, compiled: CompiledPool, policies: Sequence[Policy]) -> dict[str, Any] | None:
+    """The ``routing`` block of results.json: generators, allocation by generator, route front, model routing.
+
+    None on a pool with one generator: nothing to route."""
     route = compile_route_pool(compiled)
+    if route.n_generators < 2:
+        return None
     gens = list(route.generators)
     ran = set(data.ran)
     curves = {}
