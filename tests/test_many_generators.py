@@ -71,3 +71,19 @@ def test_the_bench_runs_on_many_generators(n_generators, tmp_path):
         assert all(row["n"] == 7 and 0 <= row["acc"] <= 100 for row in per_generator.values())
     text = (tmp_path / "report.md").read_text()
     assert all(g in text for g in gens)
+
+
+@pytest.mark.parametrize("n_generators", [3, 4])
+def test_the_route_bench_runs_every_routing_policy_on_many_generators(n_generators, tmp_path):
+    results = run_bench(pool_with(n_generators), None, out_dir=tmp_path, progress=False, figures=False, quiet=True,
+                        env="route")
+    gens = list(GENERATORS)[:n_generators]
+    assert results["routing"]["generators"] == gens
+    assert results["meta"]["not_applicable"] == {} and len(results["meta"]["ran"]) == 8
+    for by_gen in results["routing"]["allocation_by_generator"].values():
+        assert sorted(by_gen) == sorted(gens)
+        assert sum(v["sample_share"] for v in by_gen.values()) == pytest.approx(1.0)
+    # The cascade climbs by size: a generator is sampled only on problems where every smaller one was too.
+    cascade = results["routing"]["allocation_by_generator"]["route_cascade"]
+    per_item = [cascade[g]["samples_per_item"] for g in gens]
+    assert per_item == sorted(per_item, reverse=True) and per_item[0] == 2.0
