@@ -233,7 +233,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     if env == "route":
         from eval.route_bench import routing_section
 
-        data.routing = routing_section(data, compiled, policy_objs)
+        data.env, data.routing = env, routing_section(data, compiled, policy_objs)
     data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
                                                                    progress=progress))

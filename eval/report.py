@@ -172,8 +172,9 @@ def _paper(data: BenchData, tables: dict[str, Table]) -> tuple[dict[str, Any], d
     """The paper comparison: its state for the report, its block for results.json, and its tables."""
     if not data.is_paper_pool:
         profile = (data.pool.manifest.get("provenance") or {}).get("profile")
-        state = {"status": "skipped", "message": "No paper comparison: the pool's provenance profile is "
-                 f"{profile!r}, not 'paper'."}
+        why = (f"the pool's provenance profile is {profile!r}, not 'paper'" if data.env == "replay" else
+               "a route bench has one episode per problem, the paper one per problem and generator")
+        state = {"status": "skipped", "message": f"No paper comparison: {why}."}
         return state, {"status": "skipped", "note": state["message"]}, []
     targets, source = load_paper_targets()
     if targets is None:

@@ -106,8 +106,10 @@ def route_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any
     front = ", ".join(data.info[n].label for n in routing["front"]) or "none"
     out: list[Any] = ["## Routing between generators",
                       f"Route episodes (`coba/Route-v0`): {routing['items']} problems, one episode each, generators "
-                      f"{params}. Route front (accuracy-cost Pareto front of the routing policies, oracles "
-                      f"excluded): {front}.", tables["routing_allocation"]]
+                      f"{params}. Here an item is a problem, whatever generators answer it (the records' "
+                      f"generator column names them all), so the tables above average over datasets. Route front "
+                      f"(accuracy-cost Pareto front of the routing policies, oracles excluded): {front}.",
+                      tables["routing_allocation"]]
     mr = routing.get("model_routing")
     if mr:
         rnd = mr["random_router"]
