@@ -18,6 +18,11 @@ from agents.routing import chosen_generator, route_of, size_of
 from coba_env.rules.actions import ActionLayout
 
 
+def is_route_policy(policy: Any) -> bool:
+    """Whether ``policy`` (an instance or class) is written for the route env: a routing policy or a route oracle."""
+    return bool(getattr(policy, "routes", False)) or getattr(policy, "group", "") == "routing"
+
+
 def generators_by_size(route: Any) -> list[int]:
     """Generator indices from fewest to most parameters (ties in layout order; unknown sizes last): a ladder."""
     return sorted(range(route.n_generators), key=lambda g: (size_of(route, g), g))

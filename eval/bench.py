@@ -93,8 +93,9 @@ def select_policies(names: Sequence[str] | None, specs: dict[str, dict], env: st
 def _route_only(spec: dict[str, Any]) -> bool:
     """Whether a policy spec runs on the route env only (a routing policy or a route oracle)."""
     from agents.configured import POLICY_CLASSES
+    from agents.routing_base import is_route_policy
 
-    return spec["group"] == "routing" or bool(getattr(POLICY_CLASSES[spec["kind"]], "routes", False))
+    return spec["group"] == "routing" or is_route_policy(POLICY_CLASSES[spec["kind"]])
 
 
 def policy_info(run: BenchRun) -> dict[str, PolicyInfo]:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
+from agents.routing_base import is_route_policy
 from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.route_env import RouteEnv
@@ -32,11 +33,6 @@ from eval.runner import (
     empty_records,
     resolve_unique_policies,
 )
-
-
-def is_route_policy(policy: Any) -> bool:
-    """Whether ``policy`` is written for the route env (routing group, or a route oracle)."""
-    return bool(getattr(policy, "routes", False)) or getattr(policy, "group", "") == "routing"
 
 
 def samples_column(generator: str) -> str:

@@ -14,10 +14,10 @@ import pytest
 
 from agents.base import Policy
 from agents.registry import list_policies, make_policy
+from agents.routing_base import is_route_policy
 from coba_env.compiled import CompiledPool, as_compiled
 from coba_env.rules.actions import SAMPLE, STOP
 from eval import runner
-from eval.route_replay import is_route_policy
 from eval.runner import replay_policy, run_policies
 
 POOLS = ("tiny", "paper")

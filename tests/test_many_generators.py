@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from agents.registry import load_specs, make_policy
+from agents.routing_base import is_route_policy
 from agents.runner import make_env, replay
 from coba_env import compile_pool
 from coba_env.route_env import RouteEnv
 from eval.bench import run_bench
-from eval.route_replay import is_route_policy
 from tests.conftest import make_synthetic_pool
 
 GENERATORS = {"tiny-1.5B": 1.5, "mid-7B": 7.0, "big-72B": 72.0, "huge-405B": 405.0}

@@ -18,9 +18,9 @@ from agents.registry import (
     load_specs,
     make_policy,
 )
+from agents.routing_base import is_route_policy
 from agents.runner import NotApplicable, make_env, replay, run_episode
 from coba_env import CompiledPool, compile_pool
-from eval.route_replay import is_route_policy
 from pools.store import Pool
 from tests.factory import Cand, Ep, build_pool
 

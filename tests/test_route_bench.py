@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from agents.registry import load_specs, make_policy
+from agents.routing_base import is_route_policy
 from agents.runner import replay
 from coba_cli.main import main
 from coba_env import compile_pool
 from coba_env.route_env import RouteEnv
 from eval.bench import select_policies
 from eval.route_analysis import threshold_sweep
-from eval.route_replay import is_route_policy, replay_route_policy
+from eval.route_replay import replay_route_policy
 from tests.conftest import make_synthetic_pool
 
 # The routellm-gsm8k figures SOURCES.md computes from the source's own labels (one sample per model).

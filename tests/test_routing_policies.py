@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from agents.registry import load_specs, make_policy
+from agents.routing_base import is_route_policy
 from agents.runner import run_episode
 from coba_env.compiled import as_compiled
 from coba_env.route_env import RouteEnv
 from coba_env.route_vector_env import RouteVectorEnv
 from eval.batched_replay import replay_batched
-from eval.route_replay import is_route_policy
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS, two_generator_pool
 
@@ -171,3 +171,32 @@ def test_a_named_generator_that_the_pool_lacks_is_reported():
     policy = make_policy("model_switch", second="nope")
     ok, why = policy.applicable(RouteEnv(two_generator_pool()))
     assert not ok and "unknown generator 'nope'" in why
+
+
+def partly_available_pool():
+    """Three problems: i0 answered by small and big, i1 by big only, i2 by small only (2 candidates each)."""
+    def cands(answer, ok):
+        return [Cand(answer, ok, prompt_tokens=50, output_tokens=50, scores={"V1": 0.5, "V3": 0.5}),
+                Cand("9", False, prompt_tokens=50, output_tokens=50, scores={"V1": 0.4, "V3": 0.4})]
+
+    return build_pool([Ep(cands("1", True), item_id="i0", generator="small"),
+                       Ep(cands("2", False), item_id="i0", generator="big"),
+                       Ep(cands("1", True), item_id="i1", generator="big"),
+                       Ep(cands("1", True), item_id="i2", generator="small")], models=MODELS)
+
+
+@pytest.mark.parametrize("name", ROUTE_POLICIES)
+def test_problems_missing_a_generator_are_routed_around(name):
+    """A generator without candidates for a problem is never sampled; batched equals single there too."""
+    policy = make_policy(name)
+    env = RouteEnv(partly_available_pool(), **policy.env_kwargs())
+    if name in ("route_cheapest_coba", "route_largest_coba"):  # CoBa on one generator needs it everywhere
+        ok, why = policy.applicable(env)
+        assert not ok and "has no candidates for some problems" in why
+        return
+    single = [run_episode(env, policy, i) for i in range(3)]
+    assert single[1]["samples_by_generator"]["small"] == 0 and single[2]["samples_by_generator"]["big"] == 0
+    venv = RouteVectorEnv(2, partly_available_pool(), **policy.env_kwargs())
+    batched = replay_batched(make_policy(name), venv)
+    assert [r["action_ids"] for r in single] == [[a for a in row if a >= 0] for row in batched["actions"].tolist()]
+    assert [r["correct"] for r in single] == batched["correct"].tolist()
