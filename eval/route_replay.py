@@ -98,10 +98,9 @@ def _batched(policy: Policy, venv: RouteVectorEnv, codes: list[str], seed: int,
     sel = out["selected_candidate"]
     rows = np.arange(len(log))
     pos = np.argmax(np.cumsum(is_sample, axis=1) == (sel + 1)[:, None], axis=1)
-    g_sel = log[rows, pos]
-    per_gen = np.stack([np.cumsum(log == g, axis=1) for g in range(n_gen)], axis=1)  # [E, G, steps]
-    k_sel = per_gen[rows, np.clip(g_sel, 0, n_gen - 1), pos] - 1
-    candidate = np.clip(g_sel, 0, n_gen - 1) * n_per + np.maximum(k_sel, 0)
+    g_sel = np.clip(log[rows, pos], 0, n_gen - 1)
+    k_sel = np.cumsum(log == g_sel[:, None], axis=1)[rows, pos] - 1  # g's samples up to that one
+    candidate = g_sel * n_per + np.maximum(k_sel, 0)
     answers = pool.answer[rows, candidate]
     answers[sel < 0] = None
     costs = out["costs"]
