@@ -22,6 +22,7 @@ from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.route_env import RouteEnv
 from coba_env.route_vector_env import RouteVectorEnv
+from coba_env.rules.actions import ActionLayout
 from eval.batched_replay import DEFAULT_BATCH, action_strings, replay_batched
 from eval.runner import (
     REPLAY_MODES,
@@ -43,6 +44,14 @@ def samples_column(generator: str) -> str:
 def cost_column(generator: str) -> str:
     """The record column holding the generation cost spent on ``generator`` (bench cost measure)."""
     return f"gen_cost:{generator}"
+
+
+def verifier_columns(layout: ActionLayout, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The records' n_v1, n_v2, n_v3 from per-action counts [E, A]: calls of the layout's first three verifiers
+    (zeros for a verifier the layout lacks)."""
+    zeros = np.zeros(len(counts), dtype=np.int64)
+    return {f"n_v{k + 1}": counts[:, layout.verify_action(k)] if k < layout.n_verifiers else zeros
+            for k in range(3)}
 
 
 def replay_route_policy(policy: Policy, pool: CompiledPool, *, cost_model: str = "p_tokens", lam: float = 0.0,
@@ -107,7 +116,7 @@ def _batched(policy: Policy, venv: RouteVectorEnv, codes: list[str], seed: int,
     cols: dict[str, Any] = {
         "actions": actions, "n_actions": counts.sum(axis=1) - counts[:, layout.stop_action],
         "n_samples": counts[:, :n_gen].sum(axis=1),
-        **{f"n_v{k + 1}": counts[:, layout.verify_action(k)] for k in range(layout.n_verifiers)},
+        **verifier_columns(layout, counts),
         "selected_candidate": sel, "selected_answer": answers, "correct": out["correct"],
         **{m: costs[:, k] for k, m in enumerate(COST_MEASURES)}, "reward": out["reward"],
     }
@@ -140,8 +149,8 @@ def _single(policy: Policy, env: RouteEnv, codes: list[str], seed: int,
         cols["actions"].append(" ".join(codes[a] for a in seq))
         cols["n_actions"].append(len(seq) - seq.count(layout.stop_action))
         cols["n_samples"].append(sum(1 for a in seq if layout.is_sample(a)))
-        for k in range(3):
-            cols[f"n_v{k + 1}"].append(seq.count(layout.verify_action(k)))
+        for key, n in verifier_columns(layout, np.bincount(seq, minlength=layout.n_actions)[None, :]).items():
+            cols[key].append(int(n[0]))
         cols["selected_candidate"].append(int(info["selected_candidate"]))
         cols["selected_answer"].append(info["selected_answer"])
         cols["correct"].append(bool(info["correct"]))
