@@ -30,6 +30,10 @@ import agents.coba  # noqa: F401
 import agents.evaluators  # noqa: F401
 import agents.oracle  # noqa: F401
 import agents.routing  # noqa: F401
+import agents.routing_cascade  # noqa: F401
+import agents.routing_model_switch  # noqa: F401
+import agents.routing_oracle  # noqa: F401
+import agents.routing_threshold  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy, register

@@ -9,6 +9,7 @@ facts of the pool (``RoutePool.generator_params``), never from correctness.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from agents.coba import CoBaPolicy
@@ -24,13 +25,19 @@ def route_of(env: Any) -> Any:
     return getattr(getattr(env, "unwrapped", env), "route", None)
 
 
+def size_of(route: Any, generator: int) -> float:
+    """``generator``'s parameters (billions) for size order; unknown (0, e.g. an API model) counts as largest."""
+    params = route.generator_params[generator]
+    return params if params > 0 else math.inf
+
+
 def chosen_generator(route: Any, generator: str) -> int:
     """Index of ``generator`` ("cheapest", "largest" by parameters, or a generator name) in ``route``."""
-    params = route.generator_params
+    n = len(route.generator_params)
     if generator == "cheapest":
-        return min(range(len(params)), key=lambda g: (params[g], g))
+        return min(range(n), key=lambda g: (size_of(route, g), g))
     if generator == "largest":
-        return max(range(len(params)), key=lambda g: (params[g], -g))
+        return max(range(n), key=lambda g: (size_of(route, g), -g))
     if generator not in route.generators:
         raise ValueError(f"unknown generator {generator!r}; the pool has {list(route.generators)}")
     return route.generators.index(generator)

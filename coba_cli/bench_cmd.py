@@ -59,6 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resamples", type=int_in(1, MAX_RESAMPLES), default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
+    parser.add_argument("--env", default="replay", choices=("replay", "route"),
+                        help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
+                             "coba/Route-v0, one episode per problem, the routing policies choose the generator; "
+                             "the report adds the allocation by generator, the route front and, on two-model "
+                             "pools, CPT(50%%), CPT(80%%) and APGR")
     parser.add_argument("--replay", default="batched", choices=("batched", "single"),
                         help="batched (default): policies act on thousands of episodes at once through the "
                              "vector env; single: one episode at a time (the reference, same records, slower)")
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
                   unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed,
-                  datasets=args.datasets, replay=args.replay, ray_address=args.ray_address)
+                  datasets=args.datasets, replay=args.replay, ray_address=args.ray_address, env=args.env)
     except (BenchInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     return 0

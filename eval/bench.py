@@ -39,6 +39,8 @@ NO_PRICES_NOTE = ("usd: no dollar cost, the pool has no prices (import with --pr
 
 #: ``--policies`` keywords: "all" (every non-learned policy, the default) and "main" (paper main table).
 POLICY_SETS = ("all", "main")
+#: ``--env``: "replay" (``coba/Replay-v0``, the default) or "route" (``coba/Route-v0``: routing policies).
+BENCH_ENVS = ("replay", "route")
 
 
 class BenchInputError(ValueError):
@@ -110,15 +112,18 @@ def _check_policy_names(data: dict, source: str) -> None:
                                   f"printable text on one line, at most {MAX_NAME_CHARS} characters")
 
 
-def select_policies(names: Sequence[str] | None, specs: dict[str, dict]) -> list[str]:
-    """Resolve the policy selection against ``specs``: None/"all" -> every non-learned policy (routing policies
-    run on route envs only), "main" ->
-    the paper's main table; unknown names raise ``BenchInputError`` listing the known ones."""
+def select_policies(names: Sequence[str] | None, specs: dict[str, dict], env: str = "replay") -> list[str]:
+    """Resolve the policy selection against ``specs``: None/"all" -> every non-learned policy of ``env`` (the
+    routing policies and route oracles run on route envs only), "main" -> the paper's main table (on a route
+    env: every routing policy); unknown names raise ``BenchInputError`` listing the known ones."""
     from agents.registry import default_bench_policies, list_policies
 
+    if env == "route" and (names is None or list(names) in (["all"], ["main"])):
+        return [n for n in list_policies(specs=specs) if _route_only(specs[n])]
     if names is None or list(names) == ["all"]:
         main = default_bench_policies(specs=specs)
-        rest = [n for n in list_policies(specs=specs) if n not in main and specs[n]["group"] not in ("learned", "routing")]
+        rest = [n for n in list_policies(specs=specs) if n not in main and specs[n]["group"] != "learned"
+                and not _route_only(specs[n])]
         return main + rest
     if list(names) == ["main"]:
         return default_bench_policies(specs=specs)
@@ -127,6 +132,14 @@ def select_policies(names: Sequence[str] | None, specs: dict[str, dict]) -> list
         raise BenchInputError(f"unknown polic{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
                               f"known policies: {', '.join(specs)} (or 'all', 'main')")
     return list(dict.fromkeys(names))
+
+
+def _route_only(spec: dict[str, Any]) -> bool:
+    """Whether a policy spec runs on the route env only (a routing policy or a route oracle)."""
+    from agents.configured import POLICY_CLASSES
+    from agents.routing_base import is_route_policy
+
+    return spec["group"] == "routing" or is_route_policy(POLICY_CLASSES[spec["kind"]])
 
 
 def policy_info(run: BenchRun) -> dict[str, PolicyInfo]:
@@ -201,7 +214,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
               progress: bool = True, *, figures: bool = True, workers: int | None = None,
               specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
               pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None,
-              replay: str = "batched", ray_address: str | None = None) -> dict[str, Any]:
+              replay: str = "batched", ray_address: str | None = None, env: str = "replay") -> dict[str, Any]:
     """Benchmark ``policies`` on the pool ``pool_spec`` and write the full report to ``out_dir``.
 
     ``pool_spec``: None (the simulated paper pool), a profile name such as "tiny", a pool directory, or a
@@ -214,6 +227,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     ``replay`` "batched" (default) replays policies with a batched form through ``CoBaVectorEnv``; "single"
     replays every policy one episode at a time (the reference; same records).
     ``ray_address`` spreads episode shards over that Ray cluster (``eval.ray_bench``; same results).
+    ``env`` "replay" (default: one episode per (problem, generator)) or "route" (``coba/Route-v0``: one episode
+    per problem, the routing policies; the report adds the routing sections, ``eval.route_bench``).
     """
     t0 = time.perf_counter()
     out = check_bench_out(out_dir, [pool_spec if isinstance(pool_spec, str | Path) else None])  # before any work
@@ -223,8 +238,12 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
     if replay not in REPLAY_MODES:
         raise BenchInputError(f"unknown replay mode {replay!r}; expected one of {list(REPLAY_MODES)}")
+    if env not in BENCH_ENVS:
+        raise BenchInputError(f"unknown bench env {env!r}; expected one of {list(BENCH_ENVS)}")
+    if env == "route" and ray_address is not None:
+        raise BenchInputError("--ray-address replays replay-env shards; a route bench runs locally")
     # Policies are resolved before the pool so that a typo fails fast, before any pool is built.
-    policy_objs = _resolve_policy_objects(policies, specs)
+    policy_objs = _resolve_policy_objects(policies, specs, env)
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
     try:
@@ -249,7 +268,13 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
-    if ray_address is None:
+    analysed = compiled
+    if env == "route":
+        from eval.route_bench import run_route_bench
+
+        run, analysed = run_route_bench(compiled, policy_objs, cost_model=cost_model, seed=seed, progress=progress,
+                                        replay=replay)
+    elif ray_address is None:
         run = run_policies(policy_objs, compiled, cost_model=cost_model, progress=progress, workers=workers, seed=seed,
                            replay=replay)
     else:
@@ -258,8 +283,12 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         run = run_policies_on_ray(policy_objs, compiled, ray_address=ray_address, cost_model=cost_model,
                                   progress=progress, seed=seed, replay=replay)
     _test_interrupt("analyse")
-    data = analyse(pool, compiled, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
+    data = analyse(pool, analysed, run, cost_model=cost_model, seed=seed, pool_spec=spec_text, unit=unit,
                    resamples=resamples, estimates=estimates, notes=notes)
+    if env == "route":
+        from eval.route_bench import routing_section
+
+        data.env, data.routing = env, routing_section(data, compiled, policy_objs)
     data.timings.update(pool_s=t_pool - t0, compile_s=t_compile - t_pool)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
                                                                    progress=progress))
@@ -321,7 +350,7 @@ def write_bench_folder(out: Path, write: Callable[[Path], dict[str, Any]]) -> di
 
 
 def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
-                            specs: str | Path | None) -> list[Policy]:
+                            specs: str | Path | None, env: str = "replay") -> list[Policy]:
     from agents.learned import is_checkpoint
     from agents.plugins import is_class_ref
     from agents.registry import load_specs, make_policy
@@ -346,7 +375,7 @@ def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
                if isinstance(i, str) and str(i).strip() not in table and str(i).strip() not in POLICY_SETS
                and not outside_table(str(i).strip())]
     if unknown:
-        select_policies(unknown, table)  # raises BenchInputError naming every unknown policy and the known ones
+        select_policies(unknown, table, env)  # raises BenchInputError naming every unknown policy and the known ones
     objs: list[Policy] = []
     chosen: set[str] = set()
     # Keep the caller's order; "all" / "main" expand in place; a name already chosen runs once.
@@ -356,7 +385,7 @@ def _resolve_policy_objects(policies: str | Sequence[str | Policy] | None,
             continue
         item = str(item).strip()
         single = outside_table(item)
-        for name in [item] if single else select_policies([item], table):
+        for name in [item] if single else select_policies([item], table, env):
             if name in chosen:
                 continue
             chosen.add(name)

@@ -53,6 +53,10 @@ class BenchData:
     cost_estimates: CostEstimates = field(default_factory=CostEstimates)
     #: One-line notes about the pool the report and the terminal print (e.g. N = 1 makes sampling policies coincide).
     notes: list[str] = field(default_factory=list)
+    #: The routing sections of a route bench (``eval.route_bench``); None for a replay bench.
+    routing: dict[str, Any] | None = None
+    #: The env the policies ran in: "replay" (one episode per problem and generator) or "route" (one per problem).
+    env: str = "replay"
 
     @property
     def cost_metric(self) -> str:
@@ -61,9 +65,10 @@ class BenchData:
 
     @property
     def is_paper_pool(self) -> bool:
-        """Whether the pool is the simulated ``paper`` profile (manifest provenance)."""
+        """Whether the run is comparable with the paper: the simulated ``paper`` profile (manifest provenance)
+        replayed as the paper did, one episode per problem and generator (not a route bench)."""
         prov = self.pool.manifest.get("provenance") or {}
-        return prov.get("profile") == "paper"
+        return prov.get("profile") == "paper" and self.env == "replay"
 
     @property
     def ran(self) -> list[str]:

@@ -28,6 +28,7 @@ from eval.metrics import to_plain
 from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
 from eval.report_html import render_html
+from eval.route_report import route_blocks, route_figures, route_summary_lines, route_tables
 from eval.tables import HIGHCOST, REFERENCE, Table
 from pools.atomic_write import atomic_write, atomic_write_text  # also re-exported from here
 
@@ -152,6 +153,8 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
         "paper": paper,
         "files": files,
     }
+    if data.routing is not None:
+        out["routing"] = data.routing
     return _clean(out)
 
 
@@ -171,8 +174,9 @@ def _paper(data: BenchData, tables: dict[str, Table]) -> tuple[dict[str, Any], d
     """The paper comparison: its state for the report, its block for results.json, and its tables."""
     if not data.is_paper_pool:
         profile = (data.pool.manifest.get("provenance") or {}).get("profile")
-        state = {"status": "skipped", "message": "No paper comparison: the pool's provenance profile is "
-                 f"{profile!r}, not 'paper'."}
+        why = (f"the pool's provenance profile is {profile!r}, not 'paper'" if data.env == "replay" else
+               "a route bench has one episode per problem, the paper one per problem and generator")
+        state = {"status": "skipped", "message": f"No paper comparison: {why}."}
         return state, {"status": "skipped", "note": state["message"]}, []
     targets, source = load_paper_targets()
     if targets is None:
@@ -203,8 +207,9 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
     files: dict[str, Any] = {"report": "report.md", "html": "report.html", "results": "results.json",
                              "episodes": ["episodes.parquet", "episodes.csv.gz"], "tables": {}, "figures": {}}
     tables = build_tables(data)
+    tables.update(route_tables(data))
     paper_state, paper_block, paper_tables = _paper(data, tables)
-    makers = build_figures(data) if figures else {}
+    makers = {**build_figures(data), **route_figures(data)} if figures else {}
     bar = _stage_bar(len(tables) + len(makers) + 2, progress)
     written = None
     try:
@@ -235,7 +240,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         if t0 is not None:
             data.timings["total_s"] = time.perf_counter() - t0
         results = results_json(data, files, paper_block)
-        blocks = render_blocks(data, tables, files, paper_state, paper_tables)
+        blocks = render_blocks(data, tables, files, paper_state, paper_tables) + route_blocks(data, tables, files)
         atomic_write_text(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
         atomic_write_text(out_dir / "report.md", to_markdown(blocks))
         atomic_write_text(out_dir / "report.html", render_html(blocks, out_dir))
@@ -311,6 +316,8 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
         buf.write(note + "\n")
     for line in pool_role_map(data.compiled).describe():
         buf.write(f"verifier role {line}\n")
+    for line in route_summary_lines(data):
+        buf.write(line + "\n")
     for name, reason in data.run.not_applicable.items():
         buf.write(f"not applicable: {name}: {reason}\n")
     t = data.timings

@@ -14,12 +14,13 @@ import pytest
 
 from agents.base import Policy
 from agents.registry import list_policies, make_policy
+from agents.routing_base import is_route_policy
 from coba_env.compiled import CompiledPool, as_compiled
 from eval import runner
 from eval.runner import replay_policy, run_policies
 
 POOLS = ("tiny", "paper")
-POLICIES = [n for n in list_policies() if make_policy(n).group != "routing"]  # routing: tests/test_route_env.py
+POLICIES = [n for n in list_policies() if not is_route_policy(make_policy(n))]  # route: tests/test_routing_policies.py
 
 
 @cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents.registry import load_specs, make_policy
+from agents.routing_base import is_route_policy
 from agents.runner import make_env, replay
 from coba_env import compile_pool
 from coba_env.route_env import RouteEnv
@@ -29,7 +30,7 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
     specs = {name: spec for name, spec in load_specs().items() if spec["group"] != "learned"}
     for name, spec in specs.items():
         policy = make_policy(name)
-        route = spec["group"] == "routing"
+        route = is_route_policy(policy)
         env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
         assert policy.applicable(env) == (True, "")  # every verifier role is served, N = 16
         records = replay(policy, env)
@@ -37,11 +38,16 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
         assert len(records) == (7 if route else 7 * n_generators)
         if name == "greedy":  # one candidate per episode: right exactly when the first candidate is
             assert [r["correct"] for r in records] == compiled.labels.correct[:, 0].tolist()
-        if route:  # CoBa on the cheapest / largest generator only (by parameters)
+        if spec["kind"] == "route_coba":  # CoBa on the cheapest / largest generator only (by parameters)
             wanted = "tiny-1.5B" if spec["params"]["generator"] == "cheapest" else list(GENERATORS)[n_generators - 1]
             for r in records:
                 assert set(g for g, k in r["samples_by_generator"].items() if k) == {wanted}
-    assert ran == len(specs) >= 24
+        if spec["kind"] in ("route_cascade", "model_switch"):  # escalates: more than one generator sampled
+            assert len({g for r in records for g, k in r["samples_by_generator"].items() if k}) >= 2
+        if spec["kind"] == "route_pool_oracle":  # right whenever any generator holds a correct candidate
+            hit = compiled.labels.correct.any(axis=1).reshape(n_generators, 7).any(axis=0)
+            assert [r["correct"] for r in records] == hit.tolist()
+    assert ran == len(specs) >= 30
 
 
 @pytest.mark.parametrize("n_generators", [3, 4])
@@ -65,6 +71,22 @@ def test_the_bench_runs_on_many_generators(n_generators, tmp_path):
         assert all(row["n"] == 7 and 0 <= row["acc"] <= 100 for row in per_generator.values())
     text = (tmp_path / "report.md").read_text()
     assert all(g in text for g in gens)
+
+
+@pytest.mark.parametrize("n_generators", [3, 4])
+def test_the_route_bench_runs_every_routing_policy_on_many_generators(n_generators, tmp_path):
+    results = run_bench(pool_with(n_generators), None, out_dir=tmp_path, progress=False, figures=False, quiet=True,
+                        env="route")
+    gens = list(GENERATORS)[:n_generators]
+    assert results["routing"]["generators"] == gens
+    assert results["meta"]["not_applicable"] == {} and len(results["meta"]["ran"]) == 8
+    for by_gen in results["routing"]["allocation_by_generator"].values():
+        assert sorted(by_gen) == sorted(gens)
+        assert sum(v["sample_share"] for v in by_gen.values()) == pytest.approx(1.0)
+    # The cascade climbs by size: a generator is sampled only on problems where every smaller one was too.
+    cascade = results["routing"]["allocation_by_generator"]["route_cascade"]
+    per_item = [cascade[g]["samples_per_item"] for g in gens]
+    assert per_item == sorted(per_item, reverse=True) and per_item[0] == 2.0
 
 
 #: Verifiers a pool may name: name -> (model, params_b, role); a pool with k verifiers names the first k.
@@ -106,9 +128,9 @@ def test_verifiers_are_data(n_generators, n_verifiers, tmp_path):
     gens = list(GENERATORS)[:n_generators]
     assert route_env.layout.names == (*[f"SAMPLE_{g}" for g in gens], *[f"VERIFY_{v}" for v in names], "STOP")
     ran = set()
-    for name, spec in load_specs().items():
+    for name in load_specs():
         policy = make_policy(name)
-        route = spec["group"] == "routing"
+        route = is_route_policy(policy)
         env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
         ok, why = policy.applicable(env)
         if not ok:

@@ -18,6 +18,7 @@ from agents.registry import (
     load_specs,
     make_policy,
 )
+from agents.routing_base import is_route_policy
 from agents.runner import NotApplicable, make_env, replay, run_episode
 from coba_env import CompiledPool, compile_pool
 from pools.store import Pool
@@ -253,7 +254,7 @@ def mixed_pool() -> Pool:
 
 
 #: Policies of the replay env (the routing group runs on coba/Route-v0: tests/test_route_env.py).
-REPLAY_POLICIES = [name for name, spec in load_specs().items() if spec["group"] != "routing"]
+REPLAY_POLICIES = [name for name in load_specs() if not is_route_policy(make_policy(name))]
 
 
 @pytest.mark.parametrize("name", REPLAY_POLICIES)
@@ -303,13 +304,16 @@ def test_names_match_the_paper_table_and_bench_keeps_table_order():
     assert default_bench_policies() == list(targets["main_table"]["rows"])
     assert list_policies("coba") == ["coba_light", "coba_balanced", "coba_strong", "coba_light_literal",
                                      "coba_balanced_literal", "coba_strong_literal"]
-    assert list_policies("oracle") == ["pool_oracle"]
+    assert list_policies("oracle") == ["pool_oracle", "route_pool_oracle", "route_cost_aware_oracle"]
     assert set(list_policies()) == set(targets["main_table"]["rows"]) | {
         "bon2_majority", "self_consistency", "k_stable_strict", "uncertainty_bandit", "outcome_evaluator",
         "process_outcome_evaluator", "s1_budget_forcing", "coba_light_literal", "coba_balanced_literal",
-        "coba_strong_literal", "route_cheapest_coba", "route_largest_coba"}
-    assert list_policies("routing") == ["route_cheapest_coba", "route_largest_coba"]
-    assert [n for n in list_policies() if make_policy(n).uses_labels] == ["pool_oracle"]
+        "coba_strong_literal", "route_cheapest_coba", "route_largest_coba", "route_cascade", "model_switch",
+        "route_threshold_judge", "route_threshold_agreement", "route_pool_oracle", "route_cost_aware_oracle"}
+    assert list_policies("routing") == ["route_cheapest_coba", "route_largest_coba", "route_cascade",
+                                        "model_switch", "route_threshold_judge", "route_threshold_agreement"]
+    assert [n for n in list_policies() if make_policy(n).uses_labels] == ["pool_oracle", "route_pool_oracle",
+                                                                          "route_cost_aware_oracle"]
 
 
 def test_unknown_names_raise_with_the_known_ones():
@@ -360,5 +364,6 @@ def test_bad_user_specs(tmp_path, text, match):
 def test_every_kind_is_used_by_a_builtin_policy():
     kinds = {"coba", "best_of_n", "k_stable", "overthinking", "s1_budget_forcing", "difficulty_adaptive",
              "uncertainty_bandit", "outcome_evaluator", "process_outcome_evaluator", "self_eval_weighted",
-             "pool_oracle", "route_coba"}
+             "pool_oracle", "route_coba", "route_cascade", "model_switch", "route_threshold", "route_pool_oracle",
+             "route_cost_aware_oracle"}
     assert {s["kind"] for s in load_specs().values()} == kinds and kinds <= set(POLICY_CLASSES)

@@ -1,0 +1,93 @@
+"""What the routing policies share: the route-env applicability check, generators by size, per-generator reads.
+
+A routing policy runs on ``coba/Route-v0`` only (``routes = True``: ``coba bench`` runs it with ``--env route``
+and leaves it out of a replay bench). It names generators by their size ("cheapest", "largest": parameters
+from ``RoutePool.generator_params``, label-free) or by name, and reads each generator's evidence: one
+``RouteEvidence`` in ``act``, a ``RouteVectorEnv``'s [G, B] arrays of the same names in ``act_batch``. The
+helpers below are the scalar and batched twins of each read, so both forms take the same decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agents.configured import ConfiguredPolicy
+from agents.routing import chosen_generator, route_of, size_of
+from coba_env.rules.actions import ActionLayout
+
+
+def is_route_policy(policy: Any) -> bool:
+    """Whether ``policy`` (an instance or class) is written for the route env: a routing policy or a route oracle."""
+    return bool(getattr(policy, "routes", False)) or getattr(policy, "group", "") == "routing"
+
+
+def generators_by_size(route: Any) -> list[int]:
+    """Generator indices from fewest to most parameters (ties in layout order; unknown sizes last): a ladder."""
+    return sorted(range(route.n_generators), key=lambda g: (size_of(route, g), g))
+
+
+def unanimous(evidence: Any, generator: int) -> bool:
+    """Whether ``generator``'s revealed candidates (at least one) all have one answer (none without an answer)."""
+    n = evidence.gen_revealed[generator]
+    return n > 0 and evidence.gen_top_count[generator] == n
+
+
+def unanimous_batch(venv: Any, generator: int) -> np.ndarray:
+    """``unanimous`` for every row of a ``RouteVectorEnv``."""
+    n = venv.gen_revealed[generator]
+    return (n > 0) & (venv.gen_top_count[generator] == n)
+
+
+def agreement_batch(venv: Any, generator: int) -> np.ndarray:
+    """``RouteEvidence.agreement(generator)`` for every row: its largest answer's share (0 before any)."""
+    n = venv.gen_revealed[generator]
+    return np.divide(venv.gen_top_count[generator], np.maximum(n, 1), out=np.zeros(venv.num_envs), where=n > 0)
+
+
+def score_mean_batch(venv: Any, generator: int, tier: int) -> tuple[np.ndarray, np.ndarray]:
+    """(``RouteEvidence.score_mean(generator, tier)``, whether there is one) for every row."""
+    count = venv.gen_score_count[generator, tier]
+    has = count > 0
+    total = venv.gen_score_sum[generator, tier]
+    return np.divide(total, count, out=np.zeros(venv.num_envs), where=has), has
+
+
+class RoutePolicy(ConfiguredPolicy):
+    """A policy of the route env: applicable on ``coba/Route-v0`` with at least ``min_generators`` generators.
+
+    Subclasses list the parameters naming generators in ``generator_params`` ("cheapest", "largest" or a
+    generator's name); ``use_layout`` resolves them to indices (``self.gen[param]``) and orders the pool's
+    generators by size (``self.ladder``).
+    """
+
+    group: ClassVar[str] = "routing"
+    #: Runs on the route env only (``coba bench --env route``).
+    routes: ClassVar[bool] = True
+    min_generators: ClassVar[int] = 2
+    generator_params: ClassVar[tuple[str, ...]] = ()
+
+    def applicable(self, env: Any) -> tuple[bool, str]:
+        """A route env with enough generators, whose named generators exist; then the verifier roles."""
+        route = route_of(env)
+        if route is None:
+            return False, "needs a route env (coba/Route-v0): one SAMPLE action per generator"
+        if route.n_generators < self.min_generators:
+            return False, (f"routes between {self.min_generators} or more generators; the pool has "
+                           f"{route.n_generators}")
+        try:
+            picked = [chosen_generator(route, getattr(self, p)) for p in self.generator_params]
+        except ValueError as exc:
+            return False, str(exc)
+        if len(picked) == 2 and picked[0] == picked[1]:
+            return False, f"{self.generator_params[0]} and {self.generator_params[1]} name the same generator"
+        return super().applicable(env)
+
+    def use_layout(self, layout: ActionLayout, env: Any = None) -> None:
+        """Resolve the named generators and the size ladder from ``env``'s route pool."""
+        super().use_layout(layout, env)
+        route = route_of(env)
+        if route is not None:
+            self.gen = {p: chosen_generator(route, getattr(self, p)) for p in self.generator_params}
+            self.ladder = generators_by_size(route)

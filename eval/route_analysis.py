@@ -1,0 +1,127 @@
+"""The routing sections of a route bench: allocation by generator, the route front, model-routing metrics.
+
+- Allocation by generator: per policy and generator, the share of its samples and of its generation cost
+  (the bench's cost measure) spent on that generator, and samples per item (``eval.route_replay`` columns).
+- The route front: the accuracy-cost Pareto front of the routing policies (oracles excluded), which is the
+  bench's own front when it runs on route episodes.
+- On a pool with exactly two generators, the model-routing literature's metrics (``eval.routing_metrics``):
+  the weak model is the one with fewer parameters, the strong one the other (label-free, a priori); each
+  model's per-item correctness is that of its first candidate (one sample per model, RouteLLM's setting).
+  Reference curves: the random router and the oracle, with CPT(50%), CPT(80%) and APGR; each routing policy
+  is a point (share of items on which it called the strong model, its accuracy, the gap it recovered); a
+  threshold router is swept over ``THRESHOLDS`` and its curve gets CPT(50%), CPT(80%) and APGR too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from coba_env.compiled import CompiledPool
+from coba_env.route_pool import compile_route_pool
+from eval import routing_metrics as rm
+from eval.route_replay import cost_column, replay_route_policy, samples_column
+
+#: Thresholds a threshold router is swept over in a two-model route bench (its curve).
+THRESHOLDS: tuple[float, ...] = (-0.01, *(i / 20 for i in range(21)), 1.01)
+
+
+def allocation_by_generator(records: pd.DataFrame, generators: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per policy: per generator the sample share, the generation-cost share and samples per item."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, frame in records.groupby("policy", sort=False):
+        samples = np.array([frame[samples_column(g)].sum() for g in generators], dtype=np.float64)
+        costs = np.array([frame[cost_column(g)].sum() for g in generators], dtype=np.float64)
+        n_items = max(len(frame), 1)
+        out[str(name)] = {g: {"sample_share": samples[k] / samples.sum() if samples.sum() else 0.0,
+                              "cost_share": costs[k] / costs.sum() if costs.sum() else 0.0,
+                              "samples_per_item": samples[k] / n_items}
+                          for k, g in enumerate(generators)}
+    return out
+
+
+def weak_and_strong(compiled: CompiledPool) -> tuple[int, int] | None:
+    """(weak, strong) generator indices of a two-generator pool by parameters, or None for another pool."""
+    from agents.routing import chosen_generator
+
+    route = compile_route_pool(compiled)
+    if route.n_generators != 2:
+        return None
+    weak = chosen_generator(route, "cheapest")
+    return weak, 1 - weak
+
+
+def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[str, str], *, seed: int = 0,
+                  curves: dict[str, pd.DataFrame] | None = None) -> dict[str, Any] | None:
+    """CPT(50%), CPT(80%), APGR of the reference routers and each policy's point, on a two-model pool.
+
+    ``policies``: name -> group of the policies that ran; ``curves``: a threshold router's swept points
+    (columns ``threshold``, ``strong_share``, ``acc``) by policy name. None when the pool has not two
+    generators, or when the strong model is not more accurate than the weak one (no gap to recover).
+    """
+    pair = weak_and_strong(compiled)
+    if pair is None:
+        return None
+    route = compile_route_pool(compiled)
+    weak, strong = pair
+    both = route.available.all(axis=1)
+    n = route.n_per_generator
+    correct = route.pool.labels.correct[both]
+    weak_ok, strong_ok = correct[:, weak * n], correct[:, strong * n]
+    if strong_ok.mean() <= weak_ok.mean():
+        return None
+    names = route.generators
+    out: dict[str, Any] = {"weak": names[weak], "strong": names[strong], "items": int(both.sum()),
+                           "weak_accuracy": float(weak_ok.mean()), "strong_accuracy": float(strong_ok.mean()),
+                           "at_least_one_correct": float((weak_ok | strong_ok).mean()),
+                           "random_router": {**_summary(rm.random_router_curve(weak_ok, strong_ok, seed)),
+                                             "draws": rm.RANDOM_ROUTER_DRAWS, "seed": seed},
+                           "oracle_router": _summary(rm.oracle_curve(weak_ok, strong_ok))}
+    gap = out["strong_accuracy"] - out["weak_accuracy"]
+    points = {}
+    for name, frame in records.groupby("policy", sort=False):
+        share = float((frame[samples_column(names[strong])] > 0).mean())
+        acc = float(frame["correct"].mean())
+        points[str(name)] = {"strong_share": share, "accuracy": acc, "pgr": (acc - out["weak_accuracy"]) / gap,
+                             "group": policies.get(str(name), "")}
+    out["policies"] = points
+    out["threshold_curves"] = {}
+    for name, table in (curves or {}).items():
+        curve = rm.curve_from_points(table["strong_share"], table["acc"], out["weak_accuracy"],
+                                     out["strong_accuracy"])
+        out["threshold_curves"][name] = {**_summary(curve), "points": table.to_dict(orient="records")}
+    return out
+
+
+def _summary(curve: rm.RoutingCurve) -> dict[str, Any]:
+    """CPT(50%), CPT(80%), APGR and the curve's points (strong-call share, accuracy)."""
+    return {**rm.routing_summary(curve), "shares": curve.shares.tolist(), "accuracy": curve.accuracy.tolist()}
+
+
+def threshold_sweep(policy: Any, compiled: CompiledPool, *, thresholds: Sequence[float] = THRESHOLDS,
+                    cost_model: str = "p_tokens", strong: str | None = None) -> pd.DataFrame:
+    """A threshold router replayed at each threshold: threshold, strong-call share and accuracy per point.
+
+    ``policy`` is a ``route_threshold`` policy; each point is a copy with that ``threshold``. The strong-call
+    share is the share of items on which the policy sampled its strong generator (``strong``: a name; default
+    the pool's largest).
+    """
+    from agents.registry import POLICY_CLASSES
+    from agents.routing import chosen_generator
+
+    route = compile_route_pool(compiled)
+    cls = POLICY_CLASSES[policy.kind]
+    rows = []
+    for t in thresholds:
+        point = cls(name=f"{policy.name}@{t:g}", **{**policy.params, "threshold": float(t)})
+        run = replay_route_policy(point, compiled, cost_model=cost_model)
+        if not run.applicable:
+            raise ValueError(f"{policy.name}: {run.not_applicable}")
+        target = strong or route.generators[chosen_generator(route, "largest")]
+        frame = run.records
+        rows.append({"threshold": float(t), "strong_share": float((frame[samples_column(target)] > 0).mean()),
+                     "acc": float(frame["correct"].mean()), cost_model: float(frame[cost_model].mean())})
+    return pd.DataFrame(rows)
