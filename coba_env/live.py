@@ -42,21 +42,23 @@ from coba_env.live_sources import (
     Revealed,
     Scored,
 )
-from coba_env.rules.actions import SAMPLE, STOP, TIERS, tier_of
+from coba_env.rules.actions import TIERS
 from coba_env.rules.config import EnvConfig, check_int, check_number
-from coba_env.rules.masks import STOP_BIT
 from coba_env.rules.selection import SelectionRule
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
-           "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
+           "LiveEpisode", "LiveGate", "LiveTasks", "Limits", "PoolReplaySource", "replay_normalizers"]
 
 #: Seconds below which no new call is started (it could not finish anyway).
 MIN_CALL_SECONDS = 0.01
 #: Seconds of a time budget kept back from a call's timeout for the bookkeeping around it (so that an
 #: abandoned call still leaves the episode within its budget).
 SECONDS_MARGIN = 0.05
-#: Every action but STOP.
-_CALLS_MASK = STOP_BIT - 1
+
+
+def _calls_mask(env: CoBaEnv) -> int:
+    """Bits of every action but STOP (STOP is the layout's last id)."""
+    return (1 << env.layout.stop_action) - 1
 
 
 @dataclass(frozen=True)
@@ -159,9 +161,11 @@ class LiveGate(ActionGate):
 
     def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
         """The most a call for ``action`` can use."""
-        if action == SAMPLE:
-            return self.source.sample_bound(env.evidence.n_revealed)
-        return self.source.verify_bound(env.verify_target(tier_of(action)), tier_of(action))
+        layout = env.layout
+        if layout.is_sample(action):
+            return self.source.sample_bound(env.evidence.n_revealed, layout.generator_of(action))
+        t = layout.verifier_of(action)
+        return self.source.verify_bound(env.verify_target(t), t)
 
     def blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
         """The limit (tokens, calls, seconds) that a call with ``bound`` could exceed, or None."""
@@ -181,11 +185,11 @@ class LiveGate(ActionGate):
         """Every call that could break a hard budget (every call once the time ran out during one)."""
         self.blocked_why = {}
         if self.interrupted is not None:
-            return _CALLS_MASK
+            return _calls_mask(env)
         if self.limits == Limits():
             return 0
         spent, out = self.spent(env), 0
-        for a in range(STOP):
+        for a in range(env.layout.stop_action):
             if candidates >> a & 1:
                 why = self.blocking_limit(self.call_bound(env, a), spent)
                 if why is not None:
@@ -195,7 +199,7 @@ class LiveGate(ActionGate):
 
     def illegal_reason(self, env: CoBaEnv, action: int) -> str | None:
         """The budget a blocked call could exceed, else None (the env's own reason applies)."""
-        if 0 <= action < STOP and env.actions[action] in self.blocked_why:
+        if 0 <= action < env.layout.stop_action and env.actions[action] in self.blocked_why:
             return (f"action {action} ({env.actions[action]}) is not allowed now: its call could exceed the "
                     f"hard {self.blocked_why[env.actions[action]]} budget ({self.limits.text()})")
         return None
@@ -206,7 +210,7 @@ class LiveGate(ActionGate):
             self.fetch(env, action)
         except CallInterrupted as exc:
             self.interrupted = str(exc)
-            return STOP
+            return env.layout.stop_action
         return action
 
     def on_stop(self, env: CoBaEnv, legal: int) -> dict[str, Any]:
@@ -228,16 +232,17 @@ class LiveGate(ActionGate):
                 raise CallInterrupted(f"the time budget of {self.limits.seconds:g} s ran out before the "
                                       f"{env.actions[a]} call")
         bound = self.call_bound(env, a)
+        layout = env.layout
         try:
-            if a == SAMPLE:
-                c = env.evidence.n_revealed
-                got = self.source.sample(c, timeout)
-                self.episode.reveal_candidate(c, got)
+            if layout.is_sample(a):
+                c, g = env.evidence.n_revealed, layout.generator_of(a)
+                got = self.source.sample(c, timeout, g)
+                self.episode.reveal_candidate(env.slot_of_next_sample(g), got)
             else:
-                t = tier_of(a)
+                t = layout.verifier_of(a)
                 c = env.verify_target(t)
                 got = self.source.verify(c, t, timeout)
-                self.episode.reveal_score(c, t, got)
+                self.episode.reveal_score(env.slot_of_candidate(c), t, got)
         except CallInterrupted:
             self.abandoned[0] += bound.tokens if math.isfinite(bound.tokens) else 0.0
             self.abandoned[1] += 1
@@ -251,7 +256,7 @@ class LiveGate(ActionGate):
         """Why the episode stops now, given the actions that were ``legal`` when STOP was chosen."""
         if self.interrupted is not None:
             return f"budget: {self.interrupted}"
-        if legal & _CALLS_MASK:
+        if legal & _calls_mask(env):
             return "policy: chose STOP"
         if self.blocked_why:
             parts = ", ".join(f"{a} ({why})" for a, why in self.blocked_why.items())
@@ -261,31 +266,22 @@ class LiveGate(ActionGate):
         return f"done: N_max={env.n_max} candidates revealed and nothing left to verify"
 
 
-class LiveEnv(CoBaEnv):
-    """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
+class LiveTasks:
+    """What a live env adds to its env class: the source's tasks as episodes, the gate's budgets, and where
+    the gate puts revealed evidence in the episode's data (``LiveEnv``; ``coba_env.live_route.LiveRouteEnv``)."""
 
-    Arguments as ``CoBaEnv``, plus: ``source``; ``n_max`` (most candidates per problem); ``budget`` (B of the
-    reward and of the ``budget_used`` feature) and ``max_output_tokens`` (normalizer of ``mean_length``),
-    which a learned controller needs equal to its training env's (``replay_normalizers``); ``limits``.
-    Episode i is the source's task i (a problem, or a cached episode); ``info["correct"]`` is None unless
-    the source knows the labels (only ``PoolReplaySource`` does).
-    """
+    source: EvidenceSource
+    limits: Limits
+    gate: LiveGate
 
-    def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
-                 limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
-                 cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
-                 selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
-                 render_mode: str | None = None) -> None:
-        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
+    def _live_gate(self, source: EvidenceSource, limits: Limits | None, slots: int,
+                   max_output_tokens: float) -> LiveGate:
+        """Keep ``source`` and ``limits``; the gate over episodes of ``slots`` candidate slots."""
         max_output_tokens = check_number("max_output_tokens", max_output_tokens, low_open=True)
         self.source = source
         self.limits = limits or Limits()
-        gate = LiveGate(source, self.limits, n_max, max_output_tokens)
-        config = EnvConfig.for_pool(gate.episode.pool, lam=lam, lambda_range=lambda_range, budget=budget,
-                                    cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection,
-                                    max_cost=max_cost)
-        super().__init__(config=config, gate=gate, render_mode=render_mode)
         self._live_cursor = 0
+        return LiveGate(source, self.limits, slots, max_output_tokens)
 
     @property
     def n_episodes(self) -> int:
@@ -300,6 +296,14 @@ class LiveEnv(CoBaEnv):
     def spent(self) -> dict[str, float]:
         """What this episode has used against ``limits`` (abandoned calls included, at their bound)."""
         return self.gate.spent(self)
+
+    def slot_of_next_sample(self, generator: int) -> int:
+        """The slot of the episode's data that generator ``generator``'s next candidate is revealed into."""
+        return self.evidence.n_revealed
+
+    def slot_of_candidate(self, candidate: int) -> int:
+        """The slot of the episode's data holding revealed candidate ``candidate``."""
+        return candidate
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start task ``options["episode"]`` of the source (default: the next one in order)."""
@@ -316,3 +320,31 @@ class LiveEnv(CoBaEnv):
         obs, info = super().reset(seed=seed, options={**options, "episode": 0})
         info["episode"] = ep
         return obs, info
+
+
+class LiveEnv(LiveTasks, CoBaEnv):
+    """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
+
+    Arguments as ``CoBaEnv``, plus: ``source`` (one generator; several: ``coba_env.live_route.LiveRouteEnv``);
+    ``n_max`` (most candidates per problem); ``budget`` (B of the reward and of the ``budget_used`` feature)
+    and ``max_output_tokens`` (normalizer of ``mean_length``), which a learned controller needs equal to its
+    training env's (``replay_normalizers``); ``limits``. Episode i is the source's task i (a problem, or a
+    cached episode); ``info["correct"]`` is None unless the source knows the labels (only
+    ``PoolReplaySource`` does).
+    """
+
+    def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
+                 limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
+                 cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
+                 selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
+                 render_mode: str | None = None) -> None:
+        if len(source.generator_names) != 1:
+            raise ValueError(f"the source has {len(source.generator_names)} generators "
+                             f"{list(source.generator_names)}; route between them with "
+                             "coba_env.live_route.LiveRouteEnv")
+        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
+        gate = self._live_gate(source, limits, n_max, max_output_tokens)
+        config = EnvConfig.for_pool(gate.episode.pool, lam=lam, lambda_range=lambda_range, budget=budget,
+                                    cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection,
+                                    max_cost=max_cost)
+        super().__init__(config=config, gate=gate, render_mode=render_mode)
