@@ -8,7 +8,8 @@ STOP selection, trace) is ``CoBaEnv``'s own code on the rules of ``coba_env.rule
 what it would see in replay.
 
 Sources (``coba_env.live_sources``): ``EndpointSource`` calls OpenAI-compatible servers (generator, V1
-judge, V2 step judge, V3 verifier); ``PoolReplaySource`` replays a cached pool's episodes, so a live run
+judge, V2 step judge, V3 verifier; several named generators route, ``coba_env.live_route``);
+``PoolReplaySource`` (``RoutePoolReplaySource``: route episodes) replays a cached pool's episodes, so a live run
 can be checked action for action against ``CoBaEnv`` replay.
 
 Hard budgets (``Limits``: tokens, calls, seconds per problem) are checked before every call: an action
@@ -40,6 +41,7 @@ from coba_env.live_sources import (
     LiveEndpointError,
     PoolReplaySource,
     Revealed,
+    RoutePoolReplaySource,
     Scored,
 )
 from coba_env.rules.actions import TIERS
@@ -47,7 +49,8 @@ from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.selection import SelectionRule
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
-           "LiveEpisode", "LiveGate", "LiveTasks", "Limits", "PoolReplaySource", "replay_normalizers"]
+           "LiveEpisode", "LiveGate", "LiveTasks", "Limits", "PoolReplaySource",
+           "RoutePoolReplaySource", "replay_normalizers"]
 
 #: Seconds below which no new call is started (it could not finish anyway).
 MIN_CALL_SECONDS = 0.01

@@ -155,3 +155,61 @@ def test_a_live_env_needs_the_layout_its_source_has(servers, setup, match):
             EndpointSource(PROBLEMS, {"": Endpoint(servers["small"].url, "m", 1.0),
                                       "b": Endpoint(servers["big"].url, "m", 1.0)}, {})
     assert not any(s.requests for s in servers.values())
+
+
+# -------------------------------------------------------------------------------------------------- replay twin
+@pytest.fixture(scope="module")
+def tiny_route():
+    from coba_env import compile_pool
+    from coba_env.route_pool import compile_route_pool
+    from pools.default import resolve_pool
+
+    compiled = compile_pool(resolve_pool("tiny"))
+    return compiled, compile_route_pool(compiled)
+
+
+def _same_outcome(info_l: dict, info_r: dict) -> None:
+    for key in ("actions", "selected_answer", "correct", "samples_by_generator", "selected_generator"):
+        assert info_l[key] == info_r[key], key
+    assert info_l["costs"] == pytest.approx(info_r["costs"])
+    assert info_l["trace"].to_list() == info_r["trace"].to_list()
+
+
+@pytest.mark.parametrize("name", ["route_cheapest_coba", "route_largest_coba"])
+def test_a_routing_policy_live_over_a_cached_pool_equals_route_env_replay(tiny_route, name):
+    """Two paths: RouteEnv reads its compiled route rows; LiveRouteEnv fills blank rows call by call."""
+    from coba_env.live import RoutePoolReplaySource, replay_normalizers
+    from coba_env.route_env import RouteEnv
+
+    compiled, route = tiny_route
+    replay_policy, live_policy = make_policy(name), make_policy(name)
+    replay = RouteEnv(compiled, **replay_policy.env_kwargs())
+    live = LiveRouteEnv(RoutePoolReplaySource(route), **replay_normalizers(compiled), **live_policy.env_kwargs())
+    assert live.actions == replay.actions and live.budget == replay.budget
+    assert live_policy.applicable(live) == (True, "")
+    for e in range(route.pool.n_episodes):
+        _same_outcome(run_episode(live, live_policy, e), run_episode(replay, replay_policy, e))
+
+
+def test_random_routing_live_over_a_cached_pool_sees_what_route_env_replay_sees(tiny_route):
+    import numpy as np
+
+    from coba_env.live import RoutePoolReplaySource, replay_normalizers
+    from coba_env.route_env import RouteEnv
+
+    compiled, route = tiny_route
+    replay = RouteEnv(compiled)
+    live = LiveRouteEnv(RoutePoolReplaySource(route), **replay_normalizers(compiled))
+    rng = np.random.default_rng(0)
+    for e in range(route.pool.n_episodes):
+        obs_r, info_r = replay.reset(options={"episode": e})
+        obs_l, info_l = live.reset(options={"episode": e})
+        done = False
+        while not done:
+            np.testing.assert_array_equal(obs_l, obs_r)
+            np.testing.assert_array_equal(info_l["action_mask"], info_r["action_mask"])
+            a = int(rng.choice(np.flatnonzero(info_r["action_mask"])))
+            obs_r, rew_r, done, _, info_r = replay.step(a)
+            obs_l, rew_l, done_l, _, info_l = live.step(a)
+            assert rew_l == pytest.approx(rew_r) and done_l == done
+        _same_outcome(info_l, info_r)
