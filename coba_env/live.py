@@ -41,9 +41,9 @@ from coba_env.live_sources import (
     LiveEndpointError,
     PoolReplaySource,
     Revealed,
-    RoutePoolReplaySource,
     Scored,
 )
+from coba_env.route_replay_source import RoutePoolReplaySource
 from coba_env.rules.actions import TIERS
 from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.selection import SelectionRule
