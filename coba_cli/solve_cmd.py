@@ -251,6 +251,18 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _generator_records(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Generator ``name``'s records of a routed problem, answer clusters renumbered within them (a pool's
+    clusters are per episode; the route env joins them again across generators with the grading code)."""
+    own: dict[int, int] = {}
+    out = []
+    for rec in records:
+        if rec.get("generator") == name:
+            c = rec["cluster"]
+            out.append({**rec, "cluster": c if c < 0 else own.setdefault(c, len(own))})
+    return out
+
+
 def _write_json(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
     atomic_write_text(path, strict_dumps(data, indent=2, default=_json_default) + "\n")
@@ -298,8 +310,6 @@ def run(args: argparse.Namespace) -> int:
                                 prompt=args.prompt or "generate")
     policy = _load_policy(args)
     _check_routing(policy, generators)
-    if args.record and len(generators) > 1:
-        raise UsageError("--record saves one generator's episodes; it is not available with several --generator")
     lam = args.lam if args.lam is not None else float(getattr(policy, "lam", 0.1))
     source = EndpointSource(problems, generators if len(generators) > 1 else generator, judges, settings=settings,
                             request_timeout_s=args.timeout, max_attempts=args.max_attempts, api_key=args.api_key)
@@ -349,8 +359,12 @@ def run(args: argparse.Namespace) -> int:
     if args.record:
         from pools.generation.live_record import live_records, save_live_pool
 
-        episodes = [live_records(p, generator.model, generator.params_b, recs) for p, recs in zip(
-            problems, recorded, strict=True)]
+        if len(generators) == 1:
+            episodes = [live_records(p, generator.model, generator.params_b, recs) for p, recs in zip(
+                problems, recorded, strict=True)]
+        else:  # one episode per (problem, generator), named as routed, so coba/Route-v0 replays it
+            episodes = [live_records(p, name, ep.params_b, _generator_records(recs, name)) for p, recs in zip(
+                problems, recorded, strict=True) for name, ep in generators.items()]
         pool = save_live_pool(episodes, args.record, force=args.force, provenance={"policy": policy.name})
         print(f"recorded {args.record}: {pool.manifest['counts']['episodes']} episodes x "
               f"{pool.manifest['n_candidates']} candidates", file=sys.stderr)

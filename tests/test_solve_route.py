@@ -55,11 +55,9 @@ A, B, V1 = "--generator={0},gen,1.0", "--generator={1},gen,1.0", "--judge={0},j1
     (["--policy=route_cheapest_coba", "--generator=s={0},gen", B, V1, "text"], r"cannot tell the size of model"),
     (["--policy=route_cheapest_coba", "--generator=s={0},gen,1", B, "text"],
      r"policy 'route_cheapest_coba' cannot run with these endpoints: .*needs a cheap judge"),
-    (["--policy=route_cheapest_coba", "--generator=s={0},gen,1", B, V1, "--record={2}", "text"],
-     r"--record .* not available with several --generator"),
 ])
-def test_bad_routing_input_exits_2_with_one_line_before_any_call(servers, args, match, capsys, tmp_path):
-    urls = [s.url for s in servers] + [str(tmp_path / "recorded")]
+def test_bad_routing_input_exits_2_with_one_line_before_any_call(servers, args, match, capsys):
+    urls = [s.url for s in servers]
     assert main(["solve", *[a.format(*urls) for a in args]]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -78,6 +76,42 @@ def test_one_generator_keeps_the_replay_layout(servers, tmp_path):
     assert report["generator"] == {"url": servers[0].url, "model": "gen", "params_b": 1.0}
     assert "generators" not in report and "samples_by_generator" not in result
     assert all("generator" not in s["evidence"] for s in result["trace"])
+
+
+@pytest.mark.parametrize("name", ["route_cheapest_coba", "route_largest_coba"])
+def test_record_a_routed_run_then_replay_it_in_the_route_env(servers, tmp_path, name):
+    from agents.registry import make_policy
+    from agents.runner import run_episode
+    from coba_env import compile_pool
+    from coba_env.route_env import RouteEnv
+    from pools.store import load_pool
+
+    with FakeOpenAIServer() as judge:
+        problems = tmp_path / "problems.jsonl"
+        problems.write_text("".join(json.dumps({"item_id": f"q{i}", "problem": f"What is {i}+1?",
+                                                "gold": str(i + 1)}) + "\n" for i in range(3)))
+        out, pool_dir = tmp_path / "trace.json", tmp_path / "recorded"
+        assert main(["solve", "--policy", name, f"--generator=small={servers[0].url},gen-s,1",
+                     f"--generator=big={servers[1].url},gen-b,7", f"--judge={judge.url},j1,0.5",
+                     "--sample-max-tokens", "64", "--file", str(problems), "--json", str(out), "--record",
+                     str(pool_dir), "--quiet"]) == 0
+    results = json.loads(out.read_text())["results"]
+    chosen = "small" if name == "route_cheapest_coba" else "big"
+    compiled = compile_pool(load_pool(pool_dir))
+    assert set(compiled.generator) == {chosen} and compiled.n_episodes == 3  # the other generator drew nothing
+    policy = make_policy(name)
+    env = RouteEnv(compiled, **policy.env_kwargs())
+    compared = 0
+    for e, result in enumerate(results):
+        assert all(a in (f"SAMPLE_{chosen}", "VERIFY_V1", "STOP") for a in result["actions"])
+        if result["samples_by_generator"][chosen] > compiled.n_candidates:
+            continue  # the pool keeps every problem's first N (the smallest count): this one was cut short
+        replayed = run_episode(env, policy, e)
+        assert replayed["actions"] == result["actions"]
+        assert replayed["selected_answer"] == result["answer"]
+        assert replayed["correct"] == result["correct"]
+        compared += 1
+    assert compared >= 1
 
 
 # -------------------------------------------------------------------------------------------------- real servers
