@@ -213,3 +213,25 @@ def test_random_routing_live_over_a_cached_pool_sees_what_route_env_replay_sees(
             obs_l, rew_l, done_l, _, info_l = live.step(a)
             assert rew_l == pytest.approx(rew_r) and done_l == done
         _same_outcome(info_l, info_r)
+
+
+def test_the_time_budget_cuts_a_slow_routed_call_and_stops():
+    with ExitStack() as stack:
+        slow = {name: stack.enter_context(FakeOpenAIServer(delay_s=0.4)) for name in ("small", "big", "judge")}
+        env = LiveRouteEnv(route_source(slow), n_max=4, budget=1000.0, max_output_tokens=64,
+                           limits=Limits(seconds=1.0))
+        env.reset(options={"episode": 0})
+        turn, done = 0, False
+        while not done:  # alternate the generators while they are allowed
+            name = ("SAMPLE_small", "SAMPLE_big")[turn % 2]
+            a = env.layout.action_id(name)
+            if not env.action_masks()[a]:
+                a = env.layout.stop_action
+            _, _, done, _, info = env.step(a)
+            turn += 1
+        live = info["live"]
+        assert live["stop_reason"].startswith("budget") and "time budget" in live["stop_reason"]
+        assert live["spent"]["seconds"] <= 1.0 + 0.05
+        assert info["samples_by_generator"] == {"small": 1, "big": 1}  # two 0.4 s calls; the third is cut
+        assert live["calls"][-1]["action"] == "SAMPLE_small" and live["calls"][-1]["abandoned"]
+        assert len(slow["big"].requests) == 1 and not slow["judge"].requests
