@@ -2,7 +2,8 @@
 
 SAMPLE calls the generator endpoint, VERIFY_l the tier's judge endpoint, STOP returns the answer with
 its trace. The environment is ``coba_env.live.LiveEnv`` (the replay env's own features, masks and
-selection) over an ``EndpointSource``; hard per-problem budgets are never exceeded.
+selection) over an ``EndpointSource``; hard per-problem budgets are never exceeded. With several
+``--generator`` a routing policy runs in ``coba_env.live_route.LiveRouteEnv`` (``SAMPLE_<name>`` each).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policies-file", metavar="YAML", help="a policy spec YAML merged over agents/policies.yaml")
     g = p.add_argument_group("endpoints (URL,MODEL[,PARAMS_B]; PARAMS_B = billions of parameters, else read off "
                              "the model name)")
-    g.add_argument("--generator", required=True, metavar="URL,MODEL[,PARAMS_B]", help="the generator (SAMPLE)")
+    g.add_argument("--generator", required=True, action="append", metavar="[NAME=]URL,MODEL[,PARAMS_B]",
+                   help="the generator (SAMPLE); repeat it to route between generators with a routing policy "
+                        "(SAMPLE_<NAME> each, NAME defaults to MODEL and must be unique)")
     g.add_argument("--judge", metavar="URL,MODEL[,PARAMS_B]", help="the cheap outcome judge (VERIFY_V1)")
     g.add_argument("--step-judge", metavar="URL,MODEL[,PARAMS_B]", help="the step judge (VERIFY_V2)")
     g.add_argument("--verifier", metavar="URL,MODEL[,PARAMS_B]", help="the strong verifier (VERIFY_V3)")
@@ -114,6 +117,37 @@ def _endpoint(spec: str | None, option: str):
         raise UsageError(f"{option}: {exc}") from None
 
 
+def _generators(specs: list[str]) -> dict:
+    """``{name: Endpoint}`` of the ``--generator`` options (``[NAME=]URL,MODEL[,PARAMS_B]``), names unique."""
+    out: dict = {}
+    for spec in specs:
+        head, sep, rest = spec.partition("=")
+        named = bool(sep) and "://" not in head and rest.strip().startswith(("http://", "https://"))
+        name = head.strip() if named else None
+        ep = _endpoint(rest if named else spec, "--generator")
+        if named and (not name or any(ch in name for ch in " \t,=")):
+            raise UsageError(f"--generator {spec!r}: bad NAME {head!r}; expected a name without spaces, commas "
+                             "or '=' before =URL,MODEL[,PARAMS_B]")
+        name = name or ep.model
+        if name in out:
+            raise UsageError(f"--generator {spec!r}: duplicate generator name {name!r}; each generator needs its "
+                             "own name: give NAME=URL,MODEL[,PARAMS_B]")
+        out[name] = ep
+    return out
+
+
+def _check_routing(policy, generators: dict) -> None:
+    """A routing policy needs several generators, any other policy exactly one."""
+    routing = policy.group == "routing"
+    if routing and len(generators) < 2:
+        raise UsageError(f"policy {policy.name!r} routes between generators; give at least two --generator "
+                         f"(got {len(generators)})")
+    if not routing and len(generators) > 1:
+        raise UsageError(f"policy {policy.name!r} (group {policy.group!r}) samples one generator, but "
+                         f"{len(generators)} --generator were given ({', '.join(generators)}); route between "
+                         "them with a routing policy (group 'routing', e.g. route_cheapest_coba)")
+
+
 def load_problems_file(path: str) -> list:
     """Problems from a JSONL file; a bad line raises PoolError naming the file, line and field."""
     from pools.errors import PoolError
@@ -159,9 +193,10 @@ def _load_policy(args: argparse.Namespace):
         raise UsageError(f"--policy: {exc}") from None
 
 
-def _scales(args: argparse.Namespace, policy, generator, settings) -> dict[str, float]:
+def _scales(args: argparse.Namespace, policy, generators: list, settings) -> dict[str, float]:
     """n_max, budget and max_output_tokens of the live env: a trained controller's own (from its checkpoint),
-    else a reference pool's, else N_max generator calls at the output cap; --n-max / --budget override."""
+    else a reference pool's, else N_max generator calls at the output cap (at the generators' mean parameters:
+    a route env's B is the mean cost of N_max samples of one generator); --n-max / --budget override."""
     from coba_env.costs import cost_index
     from coba_env.live import replay_normalizers
 
@@ -186,8 +221,9 @@ def _scales(args: argparse.Namespace, policy, generator, settings) -> dict[str, 
         from pools.tokens import estimate_latency_s
 
         prompt = 200  # a typical prompt; B only scales the reward and the budget_used feature
-        one = [prompt + settings.max_tokens, (prompt + settings.max_tokens) * generator.params_b, 1.0,
-               estimate_latency_s(prompt, settings.max_tokens, generator.params_b)]
+        params_b = sum(ep.params_b for ep in generators) / len(generators)
+        one = [prompt + settings.max_tokens, (prompt + settings.max_tokens) * params_b, 1.0,
+               estimate_latency_s(prompt, settings.max_tokens, params_b)]
         n = DEFAULT_N_MAX
         scales = {"n_max": n, "budget": n * one[cost_index(args.cost)], "max_output_tokens": settings.max_tokens}
     if args.n_max is not None:
@@ -207,10 +243,11 @@ def summary(result: dict[str, Any]) -> str:
     lines = [f"problem {result['item_id']} ({result['dataset']}): answer {result['answer']!r}"
              + (f"  [correct: {result['correct']}, gold {result['gold']!r}]" if result.get("correct") is not None
                 else "")]
+    width = max(10, *(len(step["action"]) for step in result["trace"]))  # SAMPLE_<generator> when routing
     for i, step in enumerate(result["trace"], start=1):
         cost = step["cost"]
         ev = step["evidence"]
-        if step["action"] == "SAMPLE":
+        if step["action"].startswith("SAMPLE"):
             what = (f"answer {ev['answer']!r} (cluster {ev['cluster']}, {ev['output_tokens']:.0f} output tokens"
                     f"{', cap hit' if ev['cap_hit'] else ''})")
         elif step["action"] == "STOP":
@@ -219,7 +256,7 @@ def summary(result: dict[str, Any]) -> str:
             what = f"score {_fmt(ev['score'])}"
         target = f"c{step['candidate']}" if step["candidate"] >= 0 else "  "
         costs = "  ".join(f"{k} {_fmt(v)}" for k, v in cost.items() if k != "usd" or v) if step["action"] != "STOP" else ""
-        lines.append(f"  {i:>2}. {step['action']:<10} {target:<4} {what}" + (f"   [{costs}]" if costs else ""))
+        lines.append(f"  {i:>2}. {step['action']:<{width}} {target:<4} {what}" + (f"   [{costs}]" if costs else ""))
     live = result["live"]
     lines.append(f"  stopped: {live['stop_reason']}")
     spent, limits = live["spent"], live["limits"]
@@ -227,7 +264,25 @@ def summary(result: dict[str, Any]) -> str:
         f"{k} {_fmt(spent[k])}" + (f"/{_fmt(limits[k])}" if limits.get(k) is not None else "") for k in spent)
         + "; costs: " + ", ".join(f"{k} {_fmt(result['costs'][k])}" for k in COST_MEASURES
                                   if k != "usd" or result["costs"][k]))  # endpoints carry no prices: no $0
+    if "samples_by_generator" in result:  # a routed problem: what each generator was asked and charged
+        lines.append("  by generator: " + "; ".join(
+            f"{g} {n} samples, " + ", ".join(f"{k} {_fmt(v)}" for k, v in result["spend_by_generator"][g].items()
+                                             if k != "usd" or v)
+            for g, n in result["samples_by_generator"].items())
+            + f"; answer from {result['selected_generator']}")
     return "\n".join(lines)
+
+
+def _generator_records(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Generator ``name``'s records of a routed problem, answer clusters renumbered within them (a pool's
+    clusters are per episode; the route env joins them again across generators with the grading code)."""
+    own: dict[int, int] = {}
+    out = []
+    for rec in records:
+        if rec.get("generator") == name:
+            c = rec["cluster"]
+            out.append({**rec, "cluster": c if c < 0 else own.setdefault(c, len(own))})
+    return out
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
@@ -259,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
     """Solve every problem of ``args`` and report; input and endpoint errors become exit code 2."""
     from agents.runner import check_selection, run_episode
     from coba_env.live import EndpointSource, Limits, LiveEndpointError, LiveEnv
+    from coba_env.live_route import LiveRouteEnv
     from pools.client.prompts import SamplingSettings
     from pools.live_grading import grade_answer
     from pools.problems import Problem
@@ -279,7 +335,8 @@ def run(args: argparse.Namespace) -> int:
                 [Problem("live", "problem-1", args.problem, args.gold or "")])
     if args.record:  # a pool keys items by (dataset, item_id): a repeat is refused before any model call is paid
         _refuse_repeated_ids(problems, args.file)
-    generator = _endpoint(args.generator, "--generator")
+    generators = _generators(args.generator)
+    generator = next(iter(generators.values()))
     judges = {tier: ep for tier, ep in (("V1", _endpoint(args.judge, "--judge")),
                                         ("V2", _endpoint(args.step_judge, "--step-judge")),
                                         ("V3", _endpoint(args.verifier, "--verifier"))) if ep is not None}
@@ -287,16 +344,18 @@ def run(args: argparse.Namespace) -> int:
                                 max_tokens=args.sample_max_tokens, seed=args.seed, api=args.api,
                                 prompt=args.prompt or "generate")
     policy = _load_policy(args)
+    _check_routing(policy, generators)
     own_lam = getattr(policy, "lam", None)  # an SB3 zip without @LAMBDA has none: it reads the env's
     lam = args.lam if args.lam is not None else float(0.1 if own_lam is None else own_lam)
-    source = EndpointSource(problems, generator, judges, settings=settings, request_timeout_s=args.timeout,
-                            max_attempts=args.max_attempts, api_key=args.api_key)
+    source = EndpointSource(problems, generators if len(generators) > 1 else generator, judges, settings=settings,
+                            request_timeout_s=args.timeout, max_attempts=args.max_attempts, api_key=args.api_key)
     limits = Limits(tokens=args.max_tokens, calls=args.max_calls, seconds=args.max_seconds)
+    env_class = LiveRouteEnv if len(generators) > 1 else LiveEnv
     try:
         # The controller's own env settings (a PPO checkpoint's training budget) win, unless --budget is given.
         own = {k: v for k, v in policy.env_kwargs().items() if not (k == "budget" and args.budget is not None)}
-        env = LiveEnv(source, **{**_scales(args, policy, generator, settings), **own}, limits=limits, lam=lam,
-                      cost_model=args.cost)
+        env = env_class(source, **{**_scales(args, policy, list(generators.values()), settings), **own},
+                        limits=limits, lam=lam, cost_model=args.cost)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     ok, why = policy.applicable(env)
@@ -322,19 +381,28 @@ def run(args: argparse.Namespace) -> int:
                   "correct": correct, "gold": problem.gold or None, "actions": out["actions"],
                   "trace": out["trace"].to_list(), "costs": out["costs"], "return": out["return"],
                   "live": out["live"]}
+        for key in ("samples_by_generator", "spend_by_generator", "selected_generator"):  # a routed problem
+            if key in out:
+                result[key] = out[key]
         results.append(result)
         recorded.append(list(source.records))
         print(result["answer"] if args.quiet else summary(result), flush=True)
     report = {"policy": policy.describe(), "lambda": lam, "cost_model": args.cost,
-              "generator": vars(generator), "judges": {t: vars(e) for t, e in judges.items()},
+              **({"generator": vars(generator)} if len(generators) == 1 else
+                 {"generators": {n: vars(e) for n, e in generators.items()}}),
+              "judges": {t: vars(e) for t, e in judges.items()},
               "env": {"n_max": env.n_max, "budget": env.budget, "limits": vars(limits)}, "results": results}
     if args.json:
         _write_json(args.json, report)
     if args.record:
         from pools.generation.live_record import live_records, save_live_pool
 
-        episodes = [live_records(p, generator.model, generator.params_b, recs) for p, recs in zip(
-            problems, recorded, strict=True)]
+        if len(generators) == 1:
+            episodes = [live_records(p, generator.model, generator.params_b, recs) for p, recs in zip(
+                problems, recorded, strict=True)]
+        else:  # one episode per (problem, generator), named as routed, so coba/Route-v0 replays it
+            episodes = [live_records(p, name, ep.params_b, _generator_records(recs, name)) for p, recs in zip(
+                problems, recorded, strict=True) for name, ep in generators.items()]
         pool = save_live_pool(episodes, args.record, force=args.force, provenance={"policy": policy.name})
         print(f"recorded {args.record}: {pool.manifest['counts']['episodes']} episodes x "
               f"{pool.manifest['n_candidates']} candidates", file=sys.stderr)

@@ -8,7 +8,8 @@ STOP selection, trace) is ``CoBaEnv``'s own code on the rules of ``coba_env.rule
 what it would see in replay.
 
 Sources (``coba_env.live_sources``): ``EndpointSource`` calls OpenAI-compatible servers (generator, V1
-judge, V2 step judge, V3 verifier); ``PoolReplaySource`` replays a cached pool's episodes, so a live run
+judge, V2 step judge, V3 verifier; several named generators route, ``coba_env.live_route``);
+``PoolReplaySource`` (``RoutePoolReplaySource``: route episodes) replays a cached pool's episodes, so a live run
 can be checked action for action against ``CoBaEnv`` replay.
 
 Hard budgets (``Limits``: tokens, calls, seconds per problem) are checked before every call: an action
@@ -42,6 +43,7 @@ from coba_env.live_sources import (
     Revealed,
     Scored,
 )
+from coba_env.route_replay_source import RoutePoolReplaySource
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.masks import stop_bit
@@ -49,7 +51,8 @@ from coba_env.rules.selection import SelectionRule
 from pools.schema import TIERS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
-           "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
+           "LiveEpisode", "LiveGate", "LiveTasks", "Limits", "PoolReplaySource",
+           "RoutePoolReplaySource", "replay_normalizers"]
 
 #: Seconds below which no new call is started (it could not finish anyway).
 MIN_CALL_SECONDS = 0.01
@@ -163,9 +166,10 @@ class LiveGate(ActionGate):
 
     def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
         """The most a call for ``action`` can use."""
-        if env.layout.is_sample(action):
-            return self.source.sample_bound(env.evidence.n_revealed)
-        t = env.layout.verifier_of(action)
+        layout = env.layout
+        if layout.is_sample(action):
+            return self.source.sample_bound(env.evidence.n_revealed, layout.generator_of(action))
+        t = layout.verifier_of(action)
         return self.source.verify_bound(env.verify_target(t), t)
 
     def blocking_limit(self, bound: CallBound, spent: dict[str, float]) -> str | None:
@@ -233,16 +237,17 @@ class LiveGate(ActionGate):
                 raise CallInterrupted(f"the time budget of {self.limits.seconds:g} s ran out before the "
                                       f"{env.actions[a]} call")
         bound = self.call_bound(env, a)
+        layout = env.layout
         try:
-            if env.layout.is_sample(a):
-                c = env.evidence.n_revealed
-                got = self.source.sample(c, timeout)
-                self.episode.reveal_candidate(c, got)
+            if layout.is_sample(a):
+                c, g = env.evidence.n_revealed, layout.generator_of(a)
+                got = self.source.sample(c, timeout, g)
+                self.episode.reveal_candidate(env.slot_of_next_sample(g), got)
             else:
-                t = env.layout.verifier_of(a)
+                t = layout.verifier_of(a)
                 c = env.verify_target(t)
                 got = self.source.verify(c, t, timeout)
-                self.episode.reveal_score(c, t, got)
+                self.episode.reveal_score(env.slot_of_candidate(c), t, got)
         except CallInterrupted:
             self.abandoned[0] += bound.tokens if math.isfinite(bound.tokens) else 0.0
             self.abandoned[1] += 1
@@ -266,31 +271,22 @@ class LiveGate(ActionGate):
         return f"done: N_max={env.n_max} candidates revealed and nothing left to verify"
 
 
-class LiveEnv(CoBaEnv):
-    """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
+class LiveTasks:
+    """What a live env adds to its env class: the source's tasks as episodes, the gate's budgets, and where
+    the gate puts revealed evidence in the episode's data (``LiveEnv``; ``coba_env.live_route.LiveRouteEnv``)."""
 
-    Arguments as ``CoBaEnv``, plus: ``source``; ``n_max`` (most candidates per problem); ``budget`` (B of the
-    reward and of the ``budget_used`` feature) and ``max_output_tokens`` (normalizer of ``mean_length``),
-    which a learned controller needs equal to its training env's (``replay_normalizers``); ``limits``.
-    Episode i is the source's task i (a problem, or a cached episode); ``info["correct"]`` is None unless
-    the source knows the labels (only ``PoolReplaySource`` does).
-    """
+    source: EvidenceSource
+    limits: Limits
+    gate: LiveGate
 
-    def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
-                 limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
-                 cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
-                 selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
-                 render_mode: str | None = None) -> None:
-        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
+    def _live_gate(self, source: EvidenceSource, limits: Limits | None, slots: int,
+                   max_output_tokens: float) -> LiveGate:
+        """Keep ``source`` and ``limits``; the gate over episodes of ``slots`` candidate slots."""
         max_output_tokens = check_number("max_output_tokens", max_output_tokens, low_open=True)
         self.source = source
         self.limits = limits or Limits()
-        gate = LiveGate(source, self.limits, n_max, max_output_tokens)
-        config = EnvConfig.for_pool(gate.episode.pool, lam=lam, lambda_range=lambda_range, budget=budget,
-                                    cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection,
-                                    max_cost=max_cost)
-        super().__init__(config=config, gate=gate, render_mode=render_mode)
         self._live_cursor = 0
+        return LiveGate(source, self.limits, slots, max_output_tokens)
 
     @property
     def n_episodes(self) -> int:
@@ -305,6 +301,14 @@ class LiveEnv(CoBaEnv):
     def spent(self) -> dict[str, float]:
         """What this episode has used against ``limits`` (abandoned calls included, at their bound)."""
         return self.gate.spent(self)
+
+    def slot_of_next_sample(self, generator: int) -> int:
+        """The slot of the episode's data that generator ``generator``'s next candidate is revealed into."""
+        return self.evidence.n_revealed
+
+    def slot_of_candidate(self, candidate: int) -> int:
+        """The slot of the episode's data holding revealed candidate ``candidate``."""
+        return candidate
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start task ``options["episode"]`` of the source (default: the next one in order)."""
@@ -321,3 +325,31 @@ class LiveEnv(CoBaEnv):
         obs, info = super().reset(seed=seed, options={**options, "episode": 0})
         info["episode"] = ep
         return obs, info
+
+
+class LiveEnv(LiveTasks, CoBaEnv):
+    """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
+
+    Arguments as ``CoBaEnv``, plus: ``source`` (one generator; several: ``coba_env.live_route.LiveRouteEnv``);
+    ``n_max`` (most candidates per problem); ``budget`` (B of the reward and of the ``budget_used`` feature)
+    and ``max_output_tokens`` (normalizer of ``mean_length``), which a learned controller needs equal to its
+    training env's (``replay_normalizers``); ``limits``. Episode i is the source's task i (a problem, or a
+    cached episode); ``info["correct"]`` is None unless the source knows the labels (only
+    ``PoolReplaySource`` does).
+    """
+
+    def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
+                 limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
+                 cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
+                 selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
+                 render_mode: str | None = None) -> None:
+        if len(source.generator_names) != 1:
+            raise ValueError(f"the source has {len(source.generator_names)} generators "
+                             f"{list(source.generator_names)}; route between them with "
+                             "coba_env.live_route.LiveRouteEnv")
+        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
+        gate = self._live_gate(source, limits, n_max, max_output_tokens)
+        config = EnvConfig.for_pool(gate.episode.pool, lam=lam, lambda_range=lambda_range, budget=budget,
+                                    cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection,
+                                    max_cost=max_cost)
+        super().__init__(config=config, gate=gate, render_mode=render_mode)

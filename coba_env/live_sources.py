@@ -1,7 +1,8 @@
 """Evidence sources of ``LiveEnv``: model endpoints (``EndpointSource``) or a cached pool (``PoolReplaySource``).
 
-A source holds tasks (problems, or cached episodes); ``begin(i)`` starts task i, ``sample(c)`` reveals
-candidate c, ``verify(c, t)`` scores candidate c at tier t, and ``*_bound`` give an upper bound on what that
+A source holds tasks (problems, or cached episodes); ``begin(i)`` starts task i, ``sample(c, generator=g)``
+reveals candidate c (from generator g, when the source has several: ``generator_names``), ``verify(c, t)``
+scores candidate c at tier t, and ``*_bound`` give an upper bound on what that
 call can cost before it is made (for the hard budgets). Sources compute nothing the environment computes:
 they return the raw evidence (answer cluster, tokens, cap hit, score, cost in every measure).
 """
@@ -77,6 +78,10 @@ class EvidenceSource(ABC):
     tiers: tuple[str, ...] = ()
     simulated_time: bool = False
     max_candidates: int = 1 << 30
+    #: The generators SAMPLE can draw from, in action order (one: the replay layout's plain SAMPLE).
+    generator_names: tuple[str, ...] = ("",)
+    #: Each generator's parameters in billions, in ``generator_names`` order (label-free, a priori).
+    generator_params: tuple[float, ...] = (0.0,)
 
     @property
     @abstractmethod
@@ -88,16 +93,16 @@ class EvidenceSource(ABC):
         """Start task ``episode``; returns its metadata (dataset, item_id, generator, problem, labels or None)."""
 
     @abstractmethod
-    def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
-        """Reveal candidate ``candidate`` (they come in order 0, 1, ...)."""
+    def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
+        """Reveal candidate ``candidate`` (they come in order 0, 1, ...) from generator index ``generator``."""
 
     @abstractmethod
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
         """Score a revealed candidate at tier index ``tier``."""
 
     @abstractmethod
-    def sample_bound(self, candidate: int) -> CallBound:
-        """Bound on what ``sample(candidate)`` can cost."""
+    def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
+        """Bound on what ``sample(candidate, generator=generator)`` can cost."""
 
     @abstractmethod
     def verify_bound(self, candidate: int, tier: int) -> CallBound:
@@ -133,8 +138,8 @@ class PoolReplaySource(EvidenceSource):
         return {"dataset": p.dataset[e], "item_id": p.item_id[e], "generator": p.generator[e],
                 "labels": p.labels.correct[e].tolist(), "problem": None}
 
-    def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
-        """The stored candidate."""
+    def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
+        """The stored candidate (the pool's episodes have one generator each)."""
         row, c = self._row, candidate
         return Revealed(row.cluster[c], self.compiled.answer[self._e, c], row.output_tokens[c], row.cap_hit[c],
                         row.gen_cost[c], row.has_score[c])
@@ -143,7 +148,7 @@ class PoolReplaySource(EvidenceSource):
         """The stored score."""
         return Scored(self._row.score[candidate][tier], self._row.ver_cost[candidate][tier])
 
-    def sample_bound(self, candidate: int) -> CallBound:
+    def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
         """Exact: the stored cost."""
         cost = self._row.gen_cost[candidate]
         return CallBound(cost[0], cost[3])
@@ -159,7 +164,13 @@ def _bytes(text: str | None) -> int:
 
 
 class EndpointSource(EvidenceSource):
-    """Samples from a generator endpoint and scores with judge endpoints (``pools.client.openai_client``).
+    """Samples from generator endpoints and scores with judge endpoints (``pools.client.openai_client``).
+
+    ``generator``: one endpoint (SAMPLE, the replay layout), or several by name (``{name: endpoint}``, in
+    action order: ``SAMPLE_<name>`` each, a route episode). Every generator's answers of a problem go into
+    the problem's one ``AnswerClusterer``, so answers are clustered across generators by the project's one
+    grading code; a sample costs its tokens x its own generator's parameters. The k-th sample of a generator
+    is seeded by (seed, dataset, item, model, k), so one generator alone draws exactly what it always drew.
 
     Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
     (``pools.generation.generate``, ``pools.generation.verify_calls``); answers are extracted with ``pools.grading`` and clustered
@@ -168,7 +179,8 @@ class EndpointSource(EvidenceSource):
     once the first call has reported it); output at most the request's ``max_tokens``.
     """
 
-    def __init__(self, problems: Sequence[Problem], generator: Endpoint, judges: Mapping[str, Endpoint], *,
+    def __init__(self, problems: Sequence[Problem], generator: Endpoint | Mapping[str, Endpoint],
+                 judges: Mapping[str, Endpoint], *,
                  settings: SamplingSettings | None = None, prompts: Mapping[str, str] | None = None,
                  request_timeout_s: float = 600.0, max_attempts: int = 3, backoff_s: float = 1.0,
                  api_key: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -178,7 +190,16 @@ class EndpointSource(EvidenceSource):
         if not problems:
             raise ValueError("no problem given")
         self.problems = list(problems)
-        self.generator = generator
+        named = dict(generator) if isinstance(generator, Mapping) else {"": generator}
+        if not named or any(not isinstance(ep, Endpoint) for ep in named.values()):
+            raise ValueError("expected a generator endpoint, or several by name")
+        if len(named) > 1 and not all(isinstance(n, str) and n for n in named):
+            raise ValueError(f"several generators need non-empty names, got {list(named)}")
+        #: The generator endpoints in action order (``generator_names``); ``generator`` is the first.
+        self.generators = list(named.values())
+        self.generator = self.generators[0]
+        self.generator_names = tuple(named) if len(named) > 1 else ("",)
+        self.generator_params = tuple(float(ep.params_b) for ep in self.generators)
         self.judges = dict(judges)
         self.tiers = tuple(t for t in TIERS if t in self.judges)
         self.settings = settings or SamplingSettings(n=1)
@@ -203,15 +224,18 @@ class EndpointSource(EvidenceSource):
         self.problem = p
         self._clusters = AnswerClusterer(literal=uses_task_scorer(p.task, p.metadata))
         self._messages = chat_messages(self.gen_spec, problem=p.problem)
-        self._gen_prompt_tokens: int | None = None
+        self._gen_prompt_tokens: list[int | None] = [None] * len(self.generators)
+        self._drawn = [0] * len(self.generators)
         self.records = []
-        return {"dataset": p.dataset, "item_id": p.item_id, "generator": self.generator.model, "labels": None,
+        model = "+".join(self.generator_names) if len(self.generators) > 1 else self.generator.model
+        return {"dataset": p.dataset, "item_id": p.item_id, "generator": model, "labels": None,
                 "problem": {"dataset": p.dataset, "item_id": p.item_id, "problem": p.problem}}
 
     # -- calls --------------------------------------------------------------------------------------
     def check_endpoints(self, timeout_s: float = 10.0) -> None:
         """Raise ``LiveEndpointError`` naming the first endpoint that does not answer GET /v1/models."""
-        for role, ep in [("generator", self.generator), *[(TIER_ROLES[t], self.judges[t]) for t in self.tiers]]:
+        generators = [(self._generator_role(g), ep) for g, ep in enumerate(self.generators)]
+        for role, ep in [*generators, *[(TIER_ROLES[t], self.judges[t]) for t in self.tiers]]:
             client = OpenAIClient(ep.url, ep.model, api_key=self.api_key, timeout_s=timeout_s, max_attempts=1)
             try:
                 client.models()
@@ -256,23 +280,28 @@ class EndpointSource(EvidenceSource):
             raise error
         return outcome["value"]
 
-    def sample(self, candidate: int, timeout_s: float | None) -> Revealed:
-        """One generator call; the answer is extracted and clustered with the earlier ones."""
-        s, p, ep = self.settings, self.problem, self.generator
-        seed = derive_seed(s.seed, p.dataset, p.item_id, ep.model, candidate)
+    def _generator_role(self, generator: int) -> str:
+        """``generator``, or ``generator <name>`` when there are several (for messages)."""
+        return "generator" if len(self.generators) == 1 else f"generator {self.generator_names[generator]}"
+
+    def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
+        """One call to generator ``generator``; the answer is extracted and clustered with the earlier ones."""
+        s, p, ep, role = self.settings, self.problem, self.generators[generator], self._generator_role(generator)
+        k = self._drawn[generator]  # this generator's k-th sample (= candidate with one generator)
+        seed = derive_seed(s.seed, p.dataset, p.item_id, ep.model, k)
         params = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": seed,
                   "extra_body": self.gen_spec.get("request") or None}
-        completion = self._call("generator", ep, lambda c: call_prompt(c, s.api, self._messages, **params),
-                                timeout_s)
+        completion = self._call(role, ep, lambda c: call_prompt(c, s.api, self._messages, **params), timeout_s)
         if not completion.choices:
-            raise LiveEndpointError(f"generator endpoint {ep.url} (model {ep.model}) returned no choices")
+            raise LiveEndpointError(f"{role} endpoint {ep.url} (model {ep.model}) returned no choices")
+        self._drawn[generator] += 1
         choice = completion.choices[0]
         prompt_tokens = completion.prompt_tokens
         estimated = prompt_tokens is None
         if estimated:
             prompt_tokens = sum(estimate_tokens(m["content"]) for m in self._messages)
         else:
-            self._gen_prompt_tokens = prompt_tokens
+            self._gen_prompt_tokens[generator] = prompt_tokens
         output_tokens = completion.completion_tokens
         if output_tokens is None:
             output_tokens = choice.n_tokens if choice.n_tokens is not None else estimate_tokens(choice.text)
@@ -287,7 +316,10 @@ class EndpointSource(EvidenceSource):
                              "latency_s": float(completion.latency_s), "answer": found.answer,
                              "extraction_status": found.status, "incomplete_boxed": found.incomplete_boxed,
                              "cluster": cluster, "seed": seed, "scores": {}})
-        detail = {"model": ep.model, "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
+        detail = {"generator": self.generator_names[generator]} if len(self.generators) > 1 else {}
+        if detail:
+            self.records[-1].update(detail, model=ep.model, params_b=ep.params_b)
+        detail |= {"model": ep.model, "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
                   "latency_s": float(completion.latency_s), "finish_reason": choice.finish_reason,
                   "answer": found.answer, "extraction_status": found.status, "text": choice.text}
         return Revealed(cluster, found.answer, float(output_tokens), cap_hit, cost,
@@ -310,9 +342,9 @@ class EndpointSource(EvidenceSource):
                                     "latency_s": float(out.latency_s), "reply": out.reply[:200]})
 
     # -- bounds -------------------------------------------------------------------------------------
-    def sample_bound(self, candidate: int) -> CallBound:
-        """Prompt tokens (exact once known) + the request's max_tokens."""
-        prompt = self._gen_prompt_tokens
+    def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
+        """Prompt tokens (exact once that generator has reported them) + the request's max_tokens."""
+        prompt = self._gen_prompt_tokens[generator]
         if prompt is None:
             prompt = sum(_bytes(m["content"]) for m in self._messages) + CHAT_TEMPLATE_TOKENS
         return CallBound(float(prompt + self.settings.max_tokens))
