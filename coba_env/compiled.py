@@ -92,6 +92,7 @@ class CompiledPool:
             tiers_present=self.tiers_present,
             verifier_roles=self.verifier_roles,
             verifier_models=self.verifier_models,
+            usd_priced=self.usd_priced,
         )
 
     def episode_rows(self) -> list[EpisodeData]:

@@ -9,6 +9,7 @@ the usable scores of g's candidates per verifier, and the generation cost spent 
 
 from __future__ import annotations
 
+from coba_env.costs import COST_MEASURES
 from coba_env.evidence import Evidence
 
 __all__ = ["RouteEvidence"]
@@ -37,7 +38,7 @@ class RouteEvidence(Evidence):
         self.gen_score_sum = [[0.0] * n_tiers for _ in range(g)]
         self.gen_score_count = [[0] * n_tiers for _ in range(g)]
         #: Generation cost spent on each generator, in every cost measure ([g][measure]).
-        self.gen_spend = [[0.0, 0.0, 0.0, 0.0] for _ in range(g)]
+        self.gen_spend = [[0.0] * len(COST_MEASURES) for _ in range(g)]
         #: The generator of each revealed candidate, in reveal order.
         self.slot_generator: list[int] = []
 
@@ -66,10 +67,8 @@ class RouteEvidence(Evidence):
             if c > self.gen_top_count[generator]:
                 self.gen_top_count[generator] = c
         spend = self.gen_spend[generator]
-        spend[0] += cost[0]
-        spend[1] += cost[1]
-        spend[2] += cost[2]
-        spend[3] += cost[3]
+        for k, c in enumerate(cost):  # every cost measure (coba_env.costs.COST_MEASURES)
+            spend[k] += c
 
     def add_score(self, candidate: int, tier: int, score: float) -> None:
         """``Evidence.add_score``, and a usable score also counts for the candidate's generator."""
