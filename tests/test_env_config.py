@@ -162,3 +162,16 @@ def test_make_vec_vector_entry_point_gives_the_numpy_vector_env(tiny_pool: Compi
 def test_tiers_none_means_every_tier_as_other_none_arguments_mean_the_default(tiny_pool: CompiledPool) -> None:
     assert CoBaEnv(tiny_pool, tiers=None).enabled_tiers == ("V1", "V2", "V3")
     assert CoBaEnv(tiny_pool, tiers=[]).enabled_tiers == ()
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.float64(-2.5), r"^lam must be >= 0 and <= [0-9e+.]+, got -2\.5$"),
+    (np.float64(np.nan), r"^lam must be a finite number, got nan$"),
+    (np.int64(-3), r"^lam must be >= 0 and <= [0-9e+.]+, got -3$"),
+])
+def test_numpy_numbers_are_shown_as_plain_numbers(value, message):
+    """Issue 25: a message never shows Python internals such as ``np.float64(-2.5)``."""
+    from coba_env.rules.config import check_number
+
+    with pytest.raises(ValueError, match=message):
+        check_number("lam", value, high=1e6)

@@ -30,33 +30,42 @@ BUDGET_MAX = 1e15
 RESET_OPTIONS = ("episode", "lam")
 
 
+def _shown(value: Any) -> str:
+    """``value`` as a user wrote it: numpy scalars shown as plain numbers (``2.5``, not ``np.float64(2.5)``)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return repr(int(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return repr(float(value))
+    return repr(value)
+
+
 def check_number(name: str, value: Any, *, low: float = 0.0, high: float = math.inf, low_open: bool = False,
                  allow_inf: bool = False) -> float:
     """``value`` as a float, refusing non-numbers, NaN, infinities (unless ``allow_inf``) and values out of range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise ValueError(f"{name} must be a number, got {_shown(value)}")
     x = float(value)
     if math.isnan(x) or (math.isinf(x) and not allow_inf):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+        raise ValueError(f"{name} must be a finite number, got {_shown(value)}")
     if x < low or (low_open and x == low) or x > high:
         lo = f"> {low:g}" if low_open else f">= {low:g}"
         hi = f" and <= {high:g}" if math.isfinite(high) else ""
-        raise ValueError(f"{name} must be {lo}{hi}, got {value!r}")
+        raise ValueError(f"{name} must be {lo}{hi}, got {_shown(value)}")
     return x
 
 
 def check_int(name: str, value: Any, *, low: int, high: int) -> int:
     """``value`` as an int in low..high, refusing booleans and non-integral numbers such as 2.7."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {_shown(value)}")
     if isinstance(value, numbers.Integral):
         k = int(value)
     elif math.isfinite(float(value)) and float(value).is_integer():
         k = int(value)
     else:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {_shown(value)}")
     if not low <= k <= high:
-        raise ValueError(f"{name} must be in {low}..{high}, got {value!r}")
+        raise ValueError(f"{name} must be in {low}..{high}, got {_shown(value)}")
     return k
 
 
