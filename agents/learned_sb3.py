@@ -27,8 +27,9 @@ from agents.base import Policy
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
+from coba_env.rules.actions import REPLAY_LAYOUT
 from coba_env.rules.config import LAM_MAX
-from coba_env.rules.features import FeatureLayout
+from coba_env.rules.features import PAPER_FEATURE_LAYOUT, FeatureLayout
 
 
 def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
@@ -135,5 +136,7 @@ def _read_policy(model_file: Path) -> tuple[Any, int, int]:
         # A replay layout with V verifiers has V + 2 actions and the feature table of coba_env.rules.features.
         return FeatureLayout(tuple(f"v{k}" for k in range(n_actions - 2)), -1, -1).n_features
 
-    model = read_sb3_model(model_file, n_features=replay_features)
+    paper = f"Box({PAPER_FEATURE_LAYOUT.n_features},) with Discrete({REPLAY_LAYOUT.n_actions})"
+    model = read_sb3_model(model_file, n_features=replay_features,
+                           observation_note=" for its {n_actions} actions (the paper's pool: " + paper + ")")
     return model.policy, int(model.observation_space.shape[0]), int(model.action_space.n)

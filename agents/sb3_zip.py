@@ -85,12 +85,12 @@ def _type_name(entry: Any) -> str:
     return match.group(1).rsplit(".", 1)[-1] if match else text[:60]
 
 
-def _check_spaces(data: dict[str, Any], model_file: Path, n_features: int, n_actions: int) -> None:
+def _check_spaces(data: dict[str, Any], model_file: Path, n_features: int, n_actions: int, note: str = "") -> None:
     """The readable shape / size of the zip's spaces must be the env's (a Box / Discrete or a subclass)."""
     obs, act = data.get("observation_space"), data.get("action_space")
     if not _type_name(obs).endswith("Box") or _space_shape(obs) != (n_features,):
         raise ValueError(f"{model_file}: the model's observation space {_type_name(obs)}(shape={_space_shape(obs)}) "
-                         f"does not fit the pool's Box({n_features},) observations; train it on coba/Replay-v0")
+                         f"does not fit the pool's Box({n_features},) observations{note}; train it on coba/Replay-v0")
     if not _type_name(act).endswith("Discrete") or _discrete_n(act) != n_actions:
         raise ValueError(f"{model_file}: the model's action space {_type_name(act)}(n={_discrete_n(act)}) does not "
                          f"fit the pool's Discrete({n_actions}) actions; train it on coba/Replay-v0")
@@ -153,12 +153,13 @@ def _weights(archive: zipfile.ZipFile, model_file: Path) -> dict[str, Any]:
 
 
 def read_sb3_model(model_file: str | Path, *, n_features: int | Callable[[int], int],
-                   n_actions: int | None = None) -> SB3Model:
+                   n_actions: int | None = None, observation_note: str = "") -> SB3Model:
     """The policy network in SB3 zip ``model_file`` for ``Box(n_features,)`` / ``Discrete(n_actions)``, read
     without unpickling anything; ``ValueError`` naming the file for anything unreadable or refused.
 
     ``n_actions=None`` takes the zip's own (readable) ``Discrete(n)``; ``n_features`` may then be a function of
-    that action count (a replay layout's feature count follows its verifier count)."""
+    that action count (a replay layout's feature count follows its verifier count). ``observation_note`` is
+    added to the message of an observation space that does not fit."""
     import numpy as np
     from gymnasium import spaces
 
@@ -182,7 +183,7 @@ def read_sb3_model(model_file: str | Path, *, n_features: int | Callable[[int], 
                              "is not a readable Discrete(2 + verifiers); train it on coba/Replay-v0")
     if callable(n_features):
         n_features = n_features(n_actions)
-    _check_spaces(data, model_file, n_features, n_actions)
+    _check_spaces(data, model_file, n_features, n_actions, observation_note.format(n_actions=n_actions))
     kwargs = _policy_kwargs(data, model_file)
     policy_class = _policy_class(data, state, model_file)
     obs_space = spaces.Box(-np.inf, np.inf, (n_features,), np.float32)

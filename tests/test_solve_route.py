@@ -178,7 +178,7 @@ def test_routing_policies_sample_the_endpoint_they_choose_on_real_servers(two_se
         spend = result["spend_by_generator"]
         assert spend[chosen]["p_tokens"] == pytest.approx(sum(s["cost"]["p_tokens"] for s in samples))
         assert spend["big" if chosen == "small" else "small"] == {"tokens": 0, "p_tokens": 0, "calls": 0,
-                                                                  "latency": 0}
+                                                                  "latency": 0, "usd": 0}
         assert result["samples_by_generator"][chosen] == len(samples)
         assert result["live"]["spent"]["calls"] <= 4
 
