@@ -44,7 +44,7 @@ class StopGate(Policy):
     batched = True
 
     def __init__(self, model: Any, *, threshold: float, budget: float, max_output_tokens: float,
-                 cost_model: str = "p_tokens", name: str = "stop_gate") -> None:
+                 cost_model: str = "p_tokens", name: str = "stop_gate", actions: tuple[str, ...] = ()) -> None:
         if not (budget > 0 and math.isfinite(budget)) or math.isnan(threshold):
             raise ValueError(f"need budget > 0 and a threshold, got {budget}, {threshold}")
         self.model, self.threshold = model, float(threshold)
@@ -54,9 +54,12 @@ class StopGate(Policy):
         self.optional_tiers = self.strong.optional_tiers
         self.name = name
         self.label = f"Stop gate over Strong (harm threshold {threshold:g})"
+        self.actions = tuple(actions)  # the layout it was fit on: its model's input width follows it
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """Where Strong runs."""
+        """Where Strong runs, in an env with the actions the gate was fit on."""
+        if self.actions and tuple(env.layout.names) != self.actions:
+            return False, f"fit on the actions {list(self.actions)}; the env has {list(env.layout.names)}"
         return self.strong.applicable(env)
 
     def reset(self, env: CoBaEnv) -> None:
@@ -76,7 +79,8 @@ class StopGate(Policy):
             return a_strong
         state = rollout_features(observation, action_mask, evidence, budget=self.budget, cost_model=self.cost_model,
                                  max_output_tokens=self.max_output_tokens)
-        return stop if self.harm(gate_features(state, [a_strong]))[0] <= self.threshold else a_strong
+        rows = gate_features(state, [a_strong], self.layout.n_actions)
+        return stop if self.harm(rows)[0] <= self.threshold else a_strong
 
     def supports_batch(self, venv: Any) -> bool:
         """Where Strong replays batched."""
@@ -101,7 +105,7 @@ class StopGate(Policy):
         states = batch_controller_features(observations, action_masks, venv, budget=self.budget,
                                            cost_model=self.cost_model, max_output_tokens=self.max_output_tokens,
                                            lam=0.0)
-        harm = self.harm(gate_features(states[open_rows], a_strong[open_rows]))
+        harm = self.harm(gate_features(states[open_rows], a_strong[open_rows], action_masks.shape[1]))
         out = a_strong.copy()
         out[open_rows[harm <= self.threshold]] = stop
         return out

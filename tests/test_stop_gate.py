@@ -190,3 +190,30 @@ def test_the_gate_reads_no_label():
     runs = [run_policies([gate], p, progress=False, workers=1).records for p in (pool, permuted_labels(pool))]
     assert runs[0]["actions"].tolist() == runs[1]["actions"].tolist()
     assert runs[0]["correct"].tolist() != runs[1]["correct"].tolist()  # the labels did change
+
+
+@pytest.mark.parametrize("n_verifiers", [2, 5])
+def test_the_gate_fits_and_runs_on_a_pool_with_other_verifiers(tmp_path, n_verifiers):
+    """Verifiers are data: the gate's design follows the env's layout (its action count and the index of
+    budget_used), so it fits on a pool with 2 or 5 verifiers and runs there (the old design read the paper
+    layout's columns: an IndexError with 5 verifiers, budget_used left raw with 2)."""
+    from coba_env import compile_pool
+    from coba_env.env import CoBaEnv
+    from tests.test_many_generators import pool_with_verifiers
+
+    pool = compile_pool(pool_with_verifiers(1, n_verifiers))
+    method = StopGateMethod()
+    fitted = method.fit(pool, pool.episode_ids, budget=cost_unit(pool), seed=0, out_dir=tmp_path, progress=False)
+    env = CoBaEnv(pool)
+    names = env.layout.names
+    assert fitted.actions == tuple(names) and len(names) == n_verifiers + 2
+    rows = [r for r in method.rows(pool, np.arange(pool.n_episodes)) if len(r.d_correct)]
+    x, _ = method._design(rows, 2.0)
+    assert x.shape[1] == rows[0].x.shape[1] + len(names)  # the state's features, then Strong's action one-hot
+    stacked = np.vstack([r.x for r in rows])
+    budget_used = env.features.budget
+    np.testing.assert_allclose(x[:, budget_used], stacked[:, budget_used] / 2.0)  # budget_used in units of B
+    others = [k for k in range(stacked.shape[1]) if k != budget_used]
+    np.testing.assert_array_equal(x[:, others], stacked[:, others])
+    gate = fitted.policy({"alpha": max(method.alphas)})
+    assert gate.applicable(CoBaEnv(as_compiled("tiny")))[1].startswith("fit on the actions")

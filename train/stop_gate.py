@@ -33,7 +33,7 @@ from agents.learned_rollout import StrongFromState, rollout_features
 from agents.stop_gate import StopGate, gate_features
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
-from coba_env.rules.features import PAPER_FEATURE_LAYOUT
+from train.rollout import balanced_weights
 
 #: Stated in advance (docs/LEARNING.md, "Protocol"): the loss levels of the grid, the LTT error rate and the
 #: thresholds on the predicted harm tested in fixed sequence (most cautious first).
@@ -173,12 +173,6 @@ def ltt_threshold(scores: list[np.ndarray], harms: list[np.ndarray], alpha: floa
     return chosen
 
 
-def balanced_weights(datasets: np.ndarray) -> np.ndarray:
-    """Row weights giving every dataset equal total weight (mean weight 1)."""
-    _, index, counts = np.unique(datasets, return_inverse=True, return_counts=True)
-    return len(datasets) / (counts[index] * len(counts))
-
-
 @dataclass
 class FittedGate:
     """The final harm model of one fit, its threshold per alpha, and the cost unit."""
@@ -188,13 +182,15 @@ class FittedGate:
     budget: float
     max_output_tokens: float
     name: str = "stop_gate"
+    #: The action names of the env the gate was fit in (its model's input width follows them).
+    actions: tuple[str, ...] = ()
 
     def policy(self, point: dict[str, float]) -> StopGate:
         """The gate at ``point["alpha"]`` (alpha 0: threshold -infinity, Strong itself)."""
         alpha = float(point["alpha"])
         threshold = -math.inf if alpha == 0 else self.thresholds[alpha]
         return StopGate(self.model, threshold=threshold, budget=self.budget,
-                        max_output_tokens=self.max_output_tokens, name=self.name)
+                        max_output_tokens=self.max_output_tokens, name=self.name, actions=self.actions)
 
 
 @dataclass
@@ -206,6 +202,8 @@ class StopGateMethod:
     delta: float = DELTA
     _rows: dict[int, StopRows] = field(default_factory=dict, repr=False)
     _rows_pool: Any = field(default=None, repr=False)
+    #: (action names, index of budget_used in the features) of the env the rows come from.
+    _layout: tuple[tuple[str, ...], int] = field(default=((), -1), repr=False)
     #: Fits by (training episode ids, budget): the fit is deterministic (no seed enters), so the seeds' fits
     #: of one fold are the same and computed once.
     _fits: dict = field(default_factory=dict, repr=False)
@@ -223,22 +221,22 @@ class StopGateMethod:
         fold)."""
         if self._rows_pool is not compiled:
             self._rows, self._rows_pool, self._fits = {}, compiled, {}
-        env = None
+        env = make_env(compiled)
+        self._layout = (tuple(env.layout.names), env.features.budget)
         for e in episodes:
             key = int(compiled.episode_ids[e])
             if key not in self._rows:
-                env = make_env(compiled) if env is None else env
                 self._rows[key] = stop_rows(env, int(e))
         return [self._rows[int(compiled.episode_ids[e])] for e in episodes]
 
-    @staticmethod
-    def _design(rows: list[StopRows], budget: float) -> tuple[np.ndarray, np.ndarray]:
-        """(features with budget used in units of ``budget``, harm) of ``rows`` stacked."""
-        parts = [gate_features(r.x, r.strong_action) for r in rows if len(r.d_correct)]
+    def _design(self, rows: list[StopRows], budget: float) -> tuple[np.ndarray, np.ndarray]:
+        """(features with budget used in units of ``budget``, harm) of ``rows`` stacked (the rows' env layout)."""
+        actions, budget_index = self._layout
+        parts = [gate_features(r.x, r.strong_action, len(actions)) for r in rows if len(r.d_correct)]
         if not parts:
             return np.zeros((0, 0)), np.zeros(0, dtype=bool)
         x = np.vstack(parts)
-        x[:, PAPER_FEATURE_LAYOUT.budget] /= budget  # the gate runs on the paper layout (Strong's)
+        x[:, budget_index] /= budget
         return x, np.concatenate([r.d_correct for r in rows]) < 0
 
     def _fit_model(self, rows: list[StopRows], datasets: np.ndarray, budget: float) -> HarmModel:
@@ -267,6 +265,6 @@ class StopGateMethod:
         thresholds = {a: ltt_threshold(scores, harms, a, self.delta) for a in self.alphas}
         final = self._fit_model(rows, datasets, budget)
         fitted = FittedGate(final, thresholds, budget=budget, max_output_tokens=float(compiled.max_output_tokens),
-                            name=self.name)
+                            name=self.name, actions=self._layout[0])
         self._fits[key] = fitted
         return fitted

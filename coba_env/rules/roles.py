@@ -109,14 +109,6 @@ class RoleMap:
             lines.append(f"{need} ({NEED_NAMES[need]}): slot {self.names[s]} {self.models[s] or '?'} ({how})")
         return lines
 
-    def first_slot(self, roles: Sequence[str]) -> int | None:
-        """The first slot whose declared role is the first of ``roles`` any slot has (presence aside), or None."""
-        for role in roles:
-            k = next((k for k, r in enumerate(self.roles) if r == role), None)
-            if k is not None:
-                return k
-        return None
-
     def resolve(self, rule: SelectionRule) -> SelectionRule:
         """``rule`` on this pool's slots: fusion weights by each slot's own role, a rule's tier by its need."""
         if rule.axis == self.names and self.names != NEEDS:

@@ -33,6 +33,7 @@ from typing import Any
 from pools.errors import PoolError
 from pools.importers.canonical_records import check_record
 from pools.importers.jsonl import build_pool
+from pools.prices import PRICES_KEY
 from pools.store import Pool
 from pools.tokens import estimate_tokens
 
@@ -49,8 +50,6 @@ ROUTELLM_PRICES_USD: dict[str, float] = {
 }
 #: Worked examples in the source's prompts (``generate_responses.py``: ``k = 8``).
 FEW_SHOT_EXAMPLES = 8
-#: Manifest key of per-model prices (read by the ``usd`` cost measure).
-PRICES_KEY = "prices_usd_per_million_tokens"
 
 _GOLD = re.compile(r"####\s*(-?[\d,]*\.?\d+)\s*$")
 
