@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from coba_env.costs import COST_MEASURES
 from coba_env.evidence import Evidence
 from coba_env.route_pool import RoutePool
@@ -27,6 +25,7 @@ from coba_env.rules.fusion import best_of, rank_list
 from coba_env.rules.masks import legal_actions, mask_bits, stop_bit
 from coba_env.rules.selection import select_candidate
 from coba_env.rules.verify import verify_target_bits
+from train.oracle_model import useful_actions
 
 __all__ = ["RouteEpisode", "RouteOracleModel"]
 
@@ -45,7 +44,6 @@ class RouteEpisode:
     caps: list[int]  # most candidates each generator may reveal (0 when the item has none of it)
     prefix_cost: list[list[float]]  # prefix_cost[g][k]: generation cost of g's first k candidates
     first_correct: list[int]  # first correct k < caps[g] of each generator, or -1
-    feas: dict | None = None  # numpy tables of the fusion feasibility bound (train.route_cost_aware_oracle)
 
 
 class RouteOracleModel:
@@ -164,6 +162,10 @@ class RouteOracleModel:
         return legal_actions(mask_bits(state[0], 0, verify_bits, state[4][self.k] >= self.max_cost,
                                        stop_bit=self._stop_bit, sample_bits=sample_bits), self.layout)
 
+    def search_actions(self, ep: RouteEpisode, state: tuple, r: list[float]) -> list[int]:
+        """The legal actions the oracle's search expands (``train.oracle_model.useful_actions``)."""
+        return useful_actions(self.legal(ep, state, r), self.layout, self.selection)
+
     def selected(self, ep: RouteEpisode, state: tuple, r: list[float] | None = None) -> int:
         """The slot STOP would select in ``state`` (-1 if none)."""
         if self.selection.rule == "fusion":
@@ -198,7 +200,3 @@ class RouteOracleModel:
     def correct_revealed(self, ep: RouteEpisode, state: tuple) -> bool:
         """Whether some revealed candidate is correct (labels: evaluator side)."""
         return any(ep.correct[p] for p in state[5])
-
-    def first_samples(self) -> np.ndarray:
-        """The SAMPLE action ids (one per generator)."""
-        return np.arange(self.n_generators)
