@@ -11,8 +11,9 @@ correct one, and STOP with selection ``last`` (that correct candidate). Which ge
   sequence of the route env under selection ``last``: VERIFY never changes a ``last`` selection, a SAMPLE of
   another generator only adds cost, so the best plan is the cheapest correct prefix above, or, when
   ``lambda * (its cost - the cheapest single sample's) / B`` exceeds 1, one sample of the cheapest first
-  candidate. At lambda = 0 it is the pool oracle. (The replay env's A* under fusion selection,
-  ``train.cost_aware_oracle``, is not extended to route episodes.)
+  candidate. At lambda = 0 it is the pool oracle. The exact search under the env's fusion selection (or any
+  configured rule) is ``train.route_cost_aware_oracle.RouteCostAwareOracle`` (in ``train``: it is the replay
+  oracle's A*; agents may not import train).
 
 Without a correct candidate anywhere, both SAMPLE the cheapest first candidate once and STOP.
 """

@@ -35,6 +35,7 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -94,8 +95,12 @@ class CostAwareOracle:
                  selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
                  tiers: Sequence[str] | None = None, max_cost: float | None = None,
                  node_limit: int = DEFAULT_NODE_LIMIT) -> None:
-        self.model = m = OracleModel(compiled, budget=budget, cost_model=cost_model, selection=selection,
-                                     n_max=n_max, tiers=tiers, max_cost=max_cost)
+        self._use_model(OracleModel(compiled, budget=budget, cost_model=cost_model, selection=selection,
+                                    n_max=n_max, tiers=tiers, max_cost=max_cost), node_limit)
+
+    def _use_model(self, m: Any, node_limit: int) -> None:
+        """Search over ``m``'s states (an ``OracleModel`` or a model with its interface, e.g. a route episode's)."""
+        self.model = m
         self.pool, self.cost_model, self.k, self.n_max = m.pool, m.cost_model, m.k, m.n_max
         self.budget, self.selection, self.weights = m.budget, m.selection, m.weights
         self.tier_on, self.max_cost = m.tier_on, m.max_cost
@@ -161,7 +166,7 @@ class CostAwareOracle:
                 return path, state[4][k]
             r = m.fusion(ep, state)
             best = None
-            for a in m.legal(ep, state, r):
+            for a in m.search_actions(ep, state, r):
                 if a == self.model.stop:
                     continue
                 child = m.apply(ep, state, a, r)
@@ -210,7 +215,7 @@ class CostAwareOracle:
                 if found is not None:
                     best_key, best_tail, best_cost = key, found[0], found[1]
             r = m.fusion(ep, state)
-            for a in m.legal(ep, state, r):
+            for a in m.search_actions(ep, state, r):
                 if a == self.model.stop:
                     continue
                 child = m.apply(ep, state, a, r)
@@ -253,6 +258,14 @@ class CostAwareOracle:
                                                           exact=True, nodes=0, lower=best_cost))
         return result
 
+    def _stop_options(self, ep: Episode, start: tuple) -> list[tuple[list[int], tuple]]:
+        """The cheapest ways to a legal STOP from ``start``: (actions, state) pairs every stopping path passes
+        through one of. STOP itself when legal; before the first candidate, one SAMPLE."""
+        r = self.model.fusion(ep, start)
+        if self.model.stop in self.model.legal(ep, start, r):
+            return [([], start)]
+        return [([self.model.sample], self.model.apply(ep, start, self.model.sample, r))]
+
     # ------------------------------------------------------------------ public
     def start_state(self, episode: int, prefix: Sequence[int] = ()) -> tuple:
         """The compact state after the legal action ``prefix`` (raises ValueError on an illegal action)."""
@@ -276,26 +289,24 @@ class CostAwareOracle:
         ep = self.model.episode(episode)
         start = self.start_state(episode, prefix)
         k, big_b = self.k, self.budget
-        r = self.model.fusion(ep, start)
-        legal = self.model.legal(ep, start, r)
-        if self.model.stop in legal:
-            stop_path: list[int] = []
-            stop_state = start
-        else:  # only reachable at n = 0: the cheapest legal STOP is after one SAMPLE
-            stop_path = [self.model.sample]
-            stop_state = self.model.apply(ep, start, self.model.sample, r)
-        stop_correct = self.model.is_correct(ep, stop_state)
-        if stop_correct:
-            # Every path to a STOP passes through stop_state, so this is the cheapest correct state too.
+        stops = self._stop_options(ep, start)
+        stop_correct = [self.model.is_correct(ep, state) for _, state in stops]
+        if len(stops) == 1 and stop_correct[0]:
+            # Every path to a STOP passes through the one stop state, so it is the cheapest correct state too.
+            stop_path, stop_state = stops[0]
             search = _Search(path=stop_path, goal_cost=stop_state[4][k], cap=math.inf, exact=True, nodes=0,
                              lower=stop_state[4][k])
         else:
             lam_min = min(lams)
-            cap = math.inf if lam_min == 0 else stop_state[4][k] + big_b / lam_min
+            cheapest_stop = min(state[4][k] for _, state in stops)
+            cap = math.inf if lam_min == 0 else cheapest_stop + big_b / lam_min
             search = self._search(episode, start, cap)
         plans = []
         for lam in lams:
-            v_stop = (1.0 if stop_correct else 0.0) - lam * stop_state[4][k] / big_b
+            stop_values = [(1.0 if ok else 0.0) - lam * state[4][k] / big_b
+                           for ok, (_, state) in zip(stop_correct, stops, strict=True)]
+            v_stop = max(stop_values)
+            stop_path = stops[stop_values.index(v_stop)][0]
             v_goal = 1.0 - lam * search.goal_cost / big_b if search.path is not None else -math.inf
             path = search.path if v_goal >= v_stop else stop_path
             plan = self._finish(ep, start, list(path), lam, search.exact, search.nodes)
@@ -310,7 +321,7 @@ class CostAwareOracle:
         for a in path:
             state = self.model.apply(ep, state, a)
         sel = self.model.selected(ep, state) if state[0] > 0 else -1
-        correct = sel >= 0 and ep.correct[sel]
+        correct = self.model.is_correct(ep, state)
         cost = state[4]
         value = (1.0 if correct else 0.0) - lam * cost[self.k] / self.budget
         return OraclePlan(actions=path + [self.model.stop], value=value, correct=bool(correct),

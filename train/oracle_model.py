@@ -28,7 +28,23 @@ from coba_env.rules.masks import legal_actions, mask_bits, stop_bit
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target_bits
 
-__all__ = ["Episode", "OracleModel"]
+__all__ = ["SCORE_FREE_RULES", "Episode", "OracleModel", "useful_actions"]
+
+#: Selection rules that read no verifier score (``coba_env.rules.selection.select_candidate``: ``majority``
+#: picks the top answer's first candidate, ``last`` the newest answered one).
+SCORE_FREE_RULES = frozenset({"majority", "last"})
+
+
+def useful_actions(legal: list[int], layout: ActionLayout, selection: SelectionRule) -> list[int]:
+    """The legal actions a min-cost search needs to expand: all of them, but no VERIFY under a score-free rule.
+
+    Why dropping them is exact: under such a rule a VERIFY changes neither which candidates are revealed nor
+    the selection, only adds cost; removing every VERIFY from a plan keeps each SAMPLE and the STOP legal (their
+    masks read counts and the spend, which only falls) and reaches the same selection for less.
+    """
+    if selection.rule in SCORE_FREE_RULES:
+        return [a for a in legal if not layout.is_verify(a)]
+    return legal
 
 
 @dataclass
@@ -172,6 +188,10 @@ class OracleModel:
                 verify_bits |= 1 << self.layout.verify_action(t)
         return legal_actions(mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost,
                                        stop_bit=self._stop_bit), self.layout)
+
+    def search_actions(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
+        """The legal actions the oracle's search expands (``useful_actions``)."""
+        return useful_actions(self.legal(ep, state, r), self.layout, self.selection)
 
     def selected(self, ep: Episode, state: tuple, r: list[float] | None = None) -> int:
         """The candidate STOP would select in ``state`` (-1 if none)."""

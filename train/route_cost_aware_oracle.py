@@ -1,0 +1,162 @@
+"""The cost-aware oracle over route episodes: exact search over SAMPLE_<g>, VERIFY_<v>, STOP under the env's rules.
+
+Evaluator-side (it reads the correctness labels): an upper bound and a teacher, never a deployable policy.
+It is ``train.cost_aware_oracle.CostAwareOracle``'s search (the same A*, dives, cap and certified bound; see
+that module for why the search is exact) over ``train.route_oracle_model.RouteOracleModel``'s states: which
+candidate of which generator sits in each slot, verified (slot, verifier) pairs, fusion sums and costs, with
+the route env's masks, VERIFY targets, selection (fusion rank by default, or the env's configured rule) and
+costs. What the route adds:
+
+- before the first candidate every stopping path passes through one of the G first SAMPLEs, so the
+  "stop now" alternative is the best of those G one-candidate stops;
+- the lower bound h: a correct candidate must be revealed, so while none is, the least generation cost, over
+  generators, of revealing that generator's candidates up to its first correct one (inf when no generator
+  has one left within N_max);
+- under fusion selection, the replay oracle's relaxed feasibility bound over every final set of revealed
+  candidates: each generator's revealed prefix may grow to any length up to its N_max (the product of those
+  lengths is enumerated, up to ``FEASIBILITY_COMBOS`` sets; beyond, only the bound above is used). For each
+  set, the best fusion rank a correct candidate could reach (adding any subset of its unverified verifiers)
+  against the lowest rank every incorrect one could be pushed to; the bound is the least, over passing sets,
+  of the generation still to pay plus the verifications due. It ignores the forced VERIFY order and the hard
+  budget, so it only drops states that truly cannot lead to a correct selection.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from train.cost_aware_oracle import DEFAULT_NODE_LIMIT, CostAwareOracle
+from train.route_oracle_model import RouteEpisode, RouteOracleModel
+
+__all__ = ["FEASIBILITY_COMBOS", "RouteCostAwareOracle"]
+
+#: Most final candidate sets (products of per-generator prefix lengths) the feasibility bound enumerates.
+FEASIBILITY_COMBOS = 4096
+_EPS = 1e-9
+
+
+class RouteCostAwareOracle(CostAwareOracle):
+    """Plans route episodes with ``RouteEnv``'s exact rules (``for_env``); plans, values and bounds as the
+    replay oracle's (``plan``, ``plan_many``, ``action_values``, ``action``)."""
+
+    def __init__(self, model: RouteOracleModel, node_limit: int = DEFAULT_NODE_LIMIT) -> None:
+        self._use_model(model, node_limit)
+        n_tiers = model.n_tiers
+        self._subsets = np.array([[(s >> t) & 1 for t in range(n_tiers)] for s in range(1 << n_tiers)],
+                                 dtype=np.float64).reshape(1 << n_tiers, n_tiers)
+        self._tables: dict[int, dict[str, Any] | None] = {}
+
+    @classmethod
+    def for_env(cls, env: Any, node_limit: int = DEFAULT_NODE_LIMIT) -> RouteCostAwareOracle:
+        """An oracle with exactly ``env``'s configuration (a ``RouteEnv``: route pool, budget, rule, N_max)."""
+        return cls(RouteOracleModel.for_env(env), node_limit=node_limit)
+
+    # ------------------------------------------------------------------ the route's stops and bounds
+    def _stop_options(self, ep: RouteEpisode, start: tuple) -> list[tuple[list[int], tuple]]:
+        """STOP when legal; before the first candidate, each legal first SAMPLE_<g> (one must come first)."""
+        m = self.model
+        r = m.fusion(ep, start)
+        legal = m.legal(ep, start, r)
+        if m.stop in legal:
+            return [([], start)]
+        return [([a], m.apply(ep, start, a, r)) for a in legal]
+
+    def _lower_bound(self, ep: RouteEpisode, state: tuple) -> float:
+        """Admissible extra cost to a correct selection (inf when provably unreachable)."""
+        if not any(f >= 0 for f in ep.first_correct) and not self.model.correct_revealed(ep, state):
+            return math.inf
+        if self.selection.rule == "fusion":
+            tables = self._feasibility_tables(ep)
+            if tables is not None:
+                combos = math.prod(cap - r + 1 for cap, r in zip(ep.caps, state[6], strict=True))
+                if combos <= FEASIBILITY_COMBOS:
+                    return self._relaxed_cost(tables, ep, state)
+        return self._reveal_bound(ep, state)
+
+    def _reveal_bound(self, ep: RouteEpisode, state: tuple) -> float:
+        """0 once a correct candidate is revealed; else the least cost of revealing one (inf if none is left)."""
+        if self.model.correct_revealed(ep, state):
+            return 0.0
+        best = math.inf
+        for g, first in enumerate(ep.first_correct):
+            r = state[6][g]
+            if first >= r:
+                best = min(best, ep.prefix_cost[g][first + 1] - ep.prefix_cost[g][r])
+        return best
+
+    def _feasibility_tables(self, ep: RouteEpisode) -> dict[str, Any] | None:
+        key = id(ep)
+        if key in self._tables:
+            return self._tables[key]
+        m, n = self.model, self.model.n_per_generator
+        p = np.array([g * n + j for g, cap in enumerate(ep.caps) for j in range(cap)], dtype=np.int64)
+        if len(p) == 0:
+            self._tables[key] = None
+            return None
+        t_n = m.n_tiers
+        cl = np.array(ep.cl)[p]
+        has = np.array(ep.has, dtype=bool).reshape(-1, t_n)[p] & np.array(m.tier_on, dtype=bool)[None, :]
+        score = np.array(ep.score, dtype=np.float64).reshape(-1, t_n)[p]
+        usable = has & ~np.isnan(score)
+        wt = np.array(m.weights[1:], dtype=np.float64)[None, :]
+        ver_cost = np.array([[v[m.k] for v in ep.ver[q]] for q in p], dtype=np.float64).reshape(len(p), t_n)
+        onehot = np.zeros((len(p), max(ep.n_clusters, 1)))
+        onehot[np.flatnonzero(cl >= 0), cl[cl >= 0]] = 1.0
+        correct = np.array(ep.correct)[p]
+        tables = {"p": p, "index": {int(q): i for i, q in enumerate(p)}, "gen": p // n, "k": p % n,
+                  "cl": np.maximum(cl, 0), "answered": cl >= 0, "onehot": onehot,
+                  "gold": correct & (cl >= 0), "rival": ~correct & (cl >= 0),
+                  "wnum": np.where(usable, wt * np.nan_to_num(score), 0.0), "wden": np.where(usable, wt, 0.0),
+                  "ver_cost": np.where(usable, ver_cost, np.inf),
+                  "gen_cost": np.array([ep.gen[q][m.k] for q in p], dtype=np.float64)}
+        self._tables[key] = tables
+        return tables
+
+    def _relaxed_cost(self, t: dict[str, Any], ep: RouteEpisode, state: tuple) -> float:
+        """The replay oracle's relaxed cost (``CostAwareOracle._relaxed_cost``) over every final candidate set."""
+        _, ver, fnum, fden, _, cand, revealed, _ = state
+        t_n, w0 = self.model.n_tiers, self.weights[0]
+        n_p = len(t["p"])
+        base_num, base_den = np.zeros(n_p), np.full(n_p, w0)
+        unver = np.ones((n_p, t_n), dtype=bool)
+        for slot, q in enumerate(cand):
+            i = t["index"][q]
+            base_num[i], base_den[i] = fnum[slot], fden[slot]
+            unver[i] = [not (ver >> (slot * t_n + v)) & 1 for v in range(t_n)]
+        subsets = self._subsets
+        num = base_num[:, None] + (t["wnum"] * unver) @ subsets.T  # [P, 2 ** T]
+        den = base_den[:, None] + (t["wden"] * unver) @ subsets.T
+        lengths = np.array(list(itertools.product(*[range(r, cap + 1) for r, cap in zip(revealed, ep.caps,
+                                                                                          strict=True)])))
+        included = t["k"][None, :] < lengths[:, t["gen"]]  # [S, P]
+        new = included & (t["k"][None, :] >= np.array(revealed)[t["gen"]][None, :])
+        counts = included @ t["onehot"]  # [S, C]
+        total_n = np.maximum(lengths.sum(axis=1), 1)
+        freq = np.where(t["answered"][None, :], w0 * counts[:, t["cl"]] / total_n[:, None], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (freq[:, :, None] + num[None]) / den[None]
+        r = np.where(den[None] > 0, r, 0.0)
+        gold_mask, rival_mask = included & t["gold"][None, :], included & t["rival"][None, :]
+        r_none = r[:, :, 0]
+        gold_best = np.where(gold_mask, r.max(axis=2), -np.inf).max(axis=1)
+        rival_floor = np.where(rival_mask, r.min(axis=2), -np.inf).max(axis=1)
+        feasible = (gold_best > -np.inf) & (gold_best >= rival_floor - _EPS)
+        if not feasible.any():
+            return math.inf
+        vc = np.where(unver, t["ver_cost"], np.inf).min(axis=1)
+        gold_plain = np.where(gold_mask, r_none, -np.inf).max(axis=1)
+        gold_need = np.where(gold_plain >= rival_floor - _EPS, 0.0,
+                             np.where(gold_mask, vc[None], np.inf).min(axis=1))
+        above = rival_mask & (r_none > gold_best[:, None] + _EPS)
+        rival_need = np.where(above, vc[None], 0.0).sum(axis=1)
+        cost = new.astype(np.float64) @ t["gen_cost"] + gold_need + rival_need
+        return float(np.where(feasible, cost, np.inf).min())
+
+    def clear_cache(self) -> None:
+        """Forget cached searches and tables."""
+        super().clear_cache()
+        self._tables.clear()
