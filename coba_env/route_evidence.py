@@ -37,11 +37,11 @@ class RouteEvidence(Evidence):
         #: Per generator, the size of its largest answer cluster.
         self.gen_top_count = [0] * g
         #: gen_score_sum[g][t], gen_score_count[g][t]: usable tier-t scores of g's candidates.
-        generators = range(g)
-        self.gen_score_sum = [[0.0] * n_tiers for _ in generators]
-        self.gen_score_count = [[0] * n_tiers for _ in generators]
+        # g independent rows each (copies of one row: cheaper than a comprehension, once per episode)
+        self.gen_score_sum = list(map(list.copy, [[0.0] * n_tiers] * g))
+        self.gen_score_count = list(map(list.copy, [[0] * n_tiers] * g))
         #: Generation cost spent on each generator, in every cost measure ([g][measure]).
-        self.gen_spend = [[0.0] * len(COST_MEASURES) for _ in generators]
+        self.gen_spend = list(map(list.copy, [[0.0] * len(COST_MEASURES)] * g))
         #: The generator of each revealed candidate, in reveal order.
         self.slot_generator: list[int] = []
 
