@@ -307,9 +307,13 @@ class CoBaEnv(gym.Env):
         self._trace = []
         self._mask = self._compute_mask()
         self._obs = first_observation(lam, self.features)
+        return self._first_observation(lam), {"action_mask": self._mask.copy(), "episode": ep}
+
+    def _first_observation(self, lam: float) -> np.ndarray:
+        """The observation array before anything is revealed (a route env puts its per-generator block first)."""
         first = self._zero_obs.copy()
         first[self._lam_index] = lam
-        return first, {"action_mask": self._mask.copy(), "episode": ep}
+        return first
 
     def _episode_data(self, ep: int) -> EpisodeData:
         """The ``EpisodeData`` step reads for episode ``ep`` (a route episode fills a blank one as it goes)."""

@@ -42,12 +42,12 @@ class EpisodeData:
                    [[False] * n_tiers for _ in range(n)], [[math.nan] * n_tiers for _ in range(n)],
                    [[[0.0] * n_measures for _ in range(n_tiers)] for _ in range(n)], n_clusters)
 
-    def copy_candidate(self, slot: int, source: EpisodeData, candidate: int) -> None:
-        """Put ``source``'s candidate ``candidate`` into slot ``slot`` (the lists are shared, not copied)."""
-        self.cluster[slot] = source.cluster[candidate]
-        self.output_tokens[slot] = source.output_tokens[candidate]
-        self.cap_hit[slot] = source.cap_hit[candidate]
-        self.gen_cost[slot] = source.gen_cost[candidate]
-        self.has_score[slot] = source.has_score[candidate]
-        self.score[slot] = source.score[candidate]
-        self.ver_cost[slot] = source.ver_cost[candidate]
+    def append_candidate(self, source: EpisodeData, candidate: int) -> None:
+        """Put ``source``'s candidate ``candidate`` into the next slot (lists shared, not copied; route episodes)."""
+        self.cluster.append(source.cluster[candidate])
+        self.output_tokens.append(source.output_tokens[candidate])
+        self.cap_hit.append(source.cap_hit[candidate])
+        self.gen_cost.append(source.gen_cost[candidate])
+        self.has_score.append(source.has_score[candidate])
+        self.score.append(source.score[candidate])
+        self.ver_cost.append(source.ver_cost[candidate])

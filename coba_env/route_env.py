@@ -8,7 +8,6 @@ each generator's evidence beside the pooled one (``coba_env.route_evidence.Route
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -123,7 +122,9 @@ class RouteEnv(CoBaEnv):
         #: Most candidates one generator may reveal per episode.
         self.n_max_per_generator = n_max_per_generator
         self._n_per_gen = route.n_per_generator
-        self._caps = np.where(route.available, n_max_per_generator, 0).tolist()
+        self._caps = [tuple(caps) for caps in np.where(route.available, n_max_per_generator, 0).tolist()]
+        #: Per caps pattern: the first observation's per-generator block and the legal SAMPLE bits (built once).
+        self._first_blocks: dict[tuple[int, ...], tuple[list[float], int]] = {}
         self._slot_cand: list[int] = []
 
     @classmethod
@@ -157,11 +158,10 @@ class RouteEnv(CoBaEnv):
     # -- the route episode's data, filled slot by slot -----------------------------------------------
     def _episode_data(self, ep: int) -> EpisodeData:
         source = self._rows[ep]
-        s = len(source.cluster)
         self._source = source
         self._slot_cand = []
-        return EpisodeData([-1] * s, [0.0] * s, [False] * s, [None] * s, [None] * s, [None] * s, [None] * s,
-                           source.n_clusters)
+        # Empty lists: SAMPLE appends the chosen candidate (slots fill in reveal order, slot = n_revealed).
+        return EpisodeData([], [], [], [], [], [], [], source.n_clusters)
 
     def _place(self, action: int, slot: int) -> None:
         g = action  # the layout's SAMPLE ids are the generator indices (ActionLayout.generator_of)
@@ -169,7 +169,7 @@ class RouteEnv(CoBaEnv):
         k = ev.gen_revealed[g]
         p = g * self._n_per_gen + k
         source = self._source
-        self._row.copy_candidate(slot, source, p)
+        self._row.append_candidate(source, p)
         self._slot_cand.append(p)
         ev.add_generator_candidate(g, source.cluster[p], source.gen_cost[p])
         if k + 1 >= ev.gen_cap[g]:
@@ -179,7 +179,7 @@ class RouteEnv(CoBaEnv):
     def _compute_mask(self) -> np.ndarray:
         ev = self._ev
         bits = mask_bits(ev.n_revealed, 0, self._verify_bits, ev.cost[self._cost_k] >= self.max_cost,
-                         sample_bits=self._sample_bits, stop_bit=1 << self._stop)
+                         sample_bits=self._sample_bits, stop_bit=self._stop_bit)
         self._bits = bits
         return self._mask_table[bits]
 
@@ -191,31 +191,34 @@ class RouteEnv(CoBaEnv):
         return [answers[p] for p in self._slot_cand]
 
     # -- reset and step: the replay env's, with the route observation -----------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start the next route episode (options as ``CoBaEnv.reset``)."""
-        _, info = super().reset(seed=seed, options=options)
-        return np.fromiter(chain(self._block, self._obs), np.float32, self._n_obs), info
-
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
         caps = self._caps[self._ep]
         ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps, self.features.strong)
-        self._sample_bits = sum(1 << g for g, cap in enumerate(caps) if cap > 0)
+        first = self._first_blocks.get(caps)
+        if first is None:  # a fresh evidence's block depends on the caps only
+            first = self._first_blocks[caps] = (generator_block(ev, self.n_max_per_generator, self._cost_k,
+                                                                self.budget),
+                                                sum(1 << g for g, cap in enumerate(caps) if cap > 0))
         #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``).
-        self._block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)
+        self._block = first[0].copy()
+        self._sample_bits = first[1]
         return ev
 
+    def _first_observation(self, lam: float) -> np.ndarray:
+        return np.array(self._block + self._obs, np.float32)
+
     def _as_observation(self, obs: list[float]) -> np.ndarray:
-        a, c = self._trace[-1] if self._trace else (-1, -1)
+        a, c = self._trace[-1]  # the step just taken
         if self._n_gen <= a < self._stop:  # a VERIFY: the verified candidate's generator's mean at that tier
             patch_after_verify(self._block, self._ev, self._ev.slot_generator[c], a - self._n_gen)
-        return np.fromiter(chain(self._block, obs), np.float32, self._n_obs)
+        return np.array(self._block + obs, np.float32)  # float64 -> float32 per item, as np.fromiter does
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         info = super()._final_info(selected, correct)
         ev, gens = self._ev, self.layout.generators
-        info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed, strict=True))
-        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s, strict=True))
-                                      for g, s in zip(gens, ev.gen_spend, strict=True)}
+        # The lists have one entry per generator and per cost measure by construction (no strict zip needed).
+        info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed))  # noqa: B905
+        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s)) for g, s in zip(gens, ev.gen_spend)}  # noqa: B905
         info["selected_generator"] = gens[ev.slot_generator[selected]] if selected >= 0 else None
         return info
 

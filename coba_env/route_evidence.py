@@ -18,7 +18,7 @@ __all__ = ["RouteEvidence"]
 class RouteEvidence(Evidence):
     """``Evidence`` over the pooled candidates, plus per-generator state (lists indexed by generator)."""
 
-    __slots__ = ("n_generators", "gen_revealed", "gen_cap", "gen_counts", "gen_top_count", "gen_score_sum",
+    __slots__ = ("n_generators", "n_clusters", "gen_revealed", "gen_cap", "gen_counts", "gen_top_count", "gen_score_sum",
                  "gen_score_count", "gen_spend", "slot_generator")
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
@@ -26,19 +26,22 @@ class RouteEvidence(Evidence):
         super().__init__(n_max, n_tiers, n_clusters, lam, weights, strong)
         g = len(gen_cap)
         self.n_generators = g
+        #: Answer clusters of the episode (the size of each generator's counters).
+        self.n_clusters = max(n_clusters, 1)
         #: Candidates revealed from each generator.
         self.gen_revealed = [0] * g
         #: Most candidates each generator can still have revealed in this episode (0: the item has none from it).
         self.gen_cap = list(gen_cap)
-        #: Per generator, answers per (pooled) cluster among its revealed candidates.
-        self.gen_counts: list[dict[int, int]] = [{} for _ in range(g)]
+        #: Per generator, answers per (pooled) cluster among its revealed candidates, flat: [g * n_clusters + cluster].
+        self.gen_counts = [0] * (g * self.n_clusters)
         #: Per generator, the size of its largest answer cluster.
         self.gen_top_count = [0] * g
         #: gen_score_sum[g][t], gen_score_count[g][t]: usable tier-t scores of g's candidates.
-        self.gen_score_sum = [[0.0] * n_tiers for _ in range(g)]
-        self.gen_score_count = [[0] * n_tiers for _ in range(g)]
+        # g independent rows each (copies of one row: cheaper than a comprehension, once per episode)
+        self.gen_score_sum = list(map(list.copy, [[0.0] * n_tiers] * g))
+        self.gen_score_count = list(map(list.copy, [[0] * n_tiers] * g))
         #: Generation cost spent on each generator, in every cost measure ([g][measure]).
-        self.gen_spend = [[0.0] * len(COST_MEASURES) for _ in range(g)]
+        self.gen_spend = list(map(list.copy, [[0.0] * len(COST_MEASURES)] * g))
         #: The generator of each revealed candidate, in reveal order.
         self.slot_generator: list[int] = []
 
@@ -61,14 +64,21 @@ class RouteEvidence(Evidence):
         self.gen_revealed[generator] += 1
         self.slot_generator.append(generator)
         if cluster >= 0:
-            counts = self.gen_counts[generator]
-            c = counts.get(cluster, 0) + 1
-            counts[cluster] = c
+            at = generator * self.n_clusters + cluster
+            c = self.gen_counts[at] + 1
+            self.gen_counts[at] = c
             if c > self.gen_top_count[generator]:
                 self.gen_top_count[generator] = c
         spend = self.gen_spend[generator]
-        for k, c in enumerate(cost):  # every cost measure (coba_env.costs.COST_MEASURES)
-            spend[k] += c
+        if len(spend) == 5:  # every cost measure (coba_env.costs.COST_MEASURES), unrolled: SAMPLE's hot path
+            spend[0] += cost[0]
+            spend[1] += cost[1]
+            spend[2] += cost[2]
+            spend[3] += cost[3]
+            spend[4] += cost[4]
+        else:
+            for k, c in enumerate(cost):
+                spend[k] += c
 
     def add_score(self, candidate: int, tier: int, score: float) -> None:
         """``Evidence.add_score``, and a usable score also counts for the candidate's generator."""
