@@ -22,16 +22,16 @@ from eval.route_replay import run_route_policies
 from eval.runner import BenchRun
 
 
-def check_route_selection(policies: Sequence[Policy]) -> None:
-    """Refuse (``BenchInputError``) a route bench whose selection holds no policy written for the route env."""
+def route_selection_problem(policies: Sequence[Policy]) -> str | None:
+    """Why a route bench cannot run ``policies`` (none of them is written for the route env), else None."""
     from agents.routing_base import is_route_policy
-    from eval.bench import BenchInputError  # here: eval.bench imports this module lazily
 
     if policies and not any(is_route_policy(p) for p in policies):
         names = ", ".join(p.name for p in policies[:5]) + (", ..." if len(policies) > 5 else "")
-        raise BenchInputError(f"--env route: none of the selected policies ({names}) runs on the route env; "
-                              "expected at least one routing policy or route oracle (give no --policies for "
-                              "all of them, or see docs/POLICIES.md 'Routing between generators')")
+        return (f"--env route: none of the selected policies ({names}) runs on the route env; expected at least "
+                "one routing policy or route oracle (give no --policies for all of them, or see docs/POLICIES.md "
+                "'Routing between generators')")
+    return None
 
 
 def run_route_bench(compiled: CompiledPool, policies: Sequence[Policy], *, cost_model: str, seed: int,
