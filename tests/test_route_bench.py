@@ -237,3 +237,15 @@ def test_model_routing_is_none_when_no_problem_has_both_generators():
     assert len(records) == 4 and no_shared_items(compiled)
     assert model_routing(compiled, records, {"route_cascade": "routing"}) is None
     assert not no_shared_items(compile_pool(three_generator_pool()))  # three generators: not a two-model pool
+
+
+@pytest.mark.parametrize("name", ["route_pool_oracle", "route_cost_aware_oracle", "route_cascade"])
+def test_batched_route_replay_equals_single_when_items_miss_a_generator(name):
+    """Idle rows (placeholders after the last episode) must not SAMPLE generator 0 where it has no candidates."""
+    compiled = compile_pool(disjoint_two_generator_pool())
+    single = replay_route_policy(make_policy(name), compiled, replay="single").records
+    batched = replay_route_policy(make_policy(name), compiled, replay="batched").records
+    assert batched["actions"].tolist() == single["actions"].tolist()
+    assert batched["correct"].tolist() == single["correct"].tolist()
+    if name != "route_cascade":  # the oracles: every problem has a correct candidate (hand-built pool)
+        assert single["correct"].tolist() == [True] * 4
