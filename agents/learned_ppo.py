@@ -5,7 +5,8 @@ selection rule, lambda range); the policy asks the env for the same budget and s
 and reports itself as not applicable to an env with a different cost model, N_max or observation, because
 the ``budget_used`` and ``*_frac`` features would then mean something else than in training.
 
-Lambda: the model reads lambda from observation index 19. ``load(path, lam=0.3)`` fixes it (the policy writes
+Lambda: the model reads lambda from the second-to-last observation feature (index -2, counted from the end:
+``coba_env.rules.features.LAMBDA_FROM_END``). ``load(path, lam=0.3)`` fixes it (the policy writes
 0.3 into the observations it is shown, whatever lambda the env was built with, so ``coba bench``, which
 replays at lam=0, evaluates the controller at 0.3); ``lam=None`` acts on the env's own lambda.
 

@@ -16,9 +16,11 @@ from coba_env.evidence import Evidence
 class PoolOracle(ConfiguredPolicy):
     """Pool oracle (paper Appendix C): selects a correct candidate whenever the pool holds one.
 
-    !!! THIS POLICY READS CORRECTNESS LABELS (``env.pool.labels``) IN ``reset(env)``. It is the ONLY policy
-    that does (``uses_labels = True``, group ``oracle``); it exists to quantify headroom and must never be
-    compared as a deployable method. Every other policy is proven label-free by tests/test_label_leak.py.
+    !!! THIS POLICY READS CORRECTNESS LABELS (``env.pool.labels``) IN ``reset(env)``. It is one of the three
+    oracles that do (``uses_labels = True``, group ``oracle``; the route env's ``route_pool_oracle`` and
+    ``route_cost_aware_oracle`` in ``agents.routing_oracle`` are the others); it exists to quantify headroom and
+    must never be compared as a deployable method. Every other policy is proven label-free by
+    tests/test_label_leak.py.
 
     Rule: SAMPLE until the first correct candidate (within the env's N_max) is revealed, then STOP with
     selection ``last`` (the newest candidate with an answer: the correct one). When the pool holds no

@@ -11,7 +11,7 @@ import math
 
 
 class EpisodeData:
-    """Per-candidate evidence of one episode (N candidates, T tiers, 4 cost measures), label-free."""
+    """Per-candidate evidence of one episode (N candidates, T tiers, 5 cost measures), label-free."""
 
     __slots__ = ("cluster", "output_tokens", "cap_hit", "gen_cost", "has_score", "score", "ver_cost", "n_clusters")
 

@@ -68,15 +68,15 @@ class RouteEnv(CoBaEnv):
 
     ``Discrete(G + V + 1)`` from the layout (``self.layout``, ``coba_env.rules.actions.ActionLayout``):
     ``SAMPLE_<g>`` for the G generators of the pool (ids 0..G-1, in order of first appearance in the pool),
-    ``VERIFY_<v>`` for the verifiers V1, V2, V3 (ids G..G+2), ``STOP`` (id G+3). ``SAMPLE_<g>`` is legal
+    ``VERIFY_<v>`` for the pool's V verifiers (ids G..G+V-1, in the pool's verifier order), ``STOP`` (id G+V). ``SAMPLE_<g>`` is legal
     while g has revealed fewer than ``n_max`` candidates and the item has candidates from g; the VERIFY and
     STOP rules are the replay env's (``coba_env.rules.masks``).
 
     ## Observation Space
 
-    ``Box(shape=(G * (4 + V) + 21,), float32)``: for each generator, revealed / N_max, remaining / N_max,
+    ``Box(shape=(G * (4 + V) + 18 + V,), float32)``: for each generator, revealed / N_max, remaining / N_max,
     agreement (its largest answer's share), its mean score per verifier and its generation spend / B; then the
-    replay env's 21 pooled features (budget used and lambda among them). The table with names per index is
+    replay env's 18 + V pooled features (one verified share per verifier; budget used and lambda among them). The table with names per index is
     ``coba_env.rules.route_features.route_features(env.layout)`` (``env.feature_names``), printed in docs/ENV.md.
 
     ## Rewards

@@ -151,7 +151,7 @@ class RouteVectorEnv(CoBaVectorEnv):
         k = len(block)
         out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
         for i in range(0, k, 7):  # cast a few features at a time, as batch_observe does
-            out[:, i:i + 7] = block[i:i + 7].T
+            out[:, i:min(i + 7, k)] = block[i:i + 7].T  # the last group may be narrower: k is any G * (4 + T)
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 

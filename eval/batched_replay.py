@@ -62,7 +62,8 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
         idle = np.flatnonzero(~real)
         if len(idle):
             stop = venv.layout.stop_action
-            a[idle] = np.where(mask[idle, stop] > 0, stop, venv.layout.sample_action())
+            # STOP, else the first legal action (a route row's generator 0 may have no candidates there).
+            a[idle] = np.where(mask[idle, stop] > 0, stop, np.argmax(mask[idle] > 0, axis=1))
         rows = np.flatnonzero(real)
         log[episode[rows], step_at[rows]] = a[rows]
         step_at += 1

@@ -244,6 +244,12 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError("--ray-address replays replay-env shards; a route bench runs locally")
     # Policies are resolved before the pool so that a typo fails fast, before any pool is built.
     policy_objs = _resolve_policy_objects(policies, specs, env)
+    if env == "route":
+        from eval.route_bench import route_selection_problem
+
+        problem = route_selection_problem(policy_objs)  # before the pool is built
+        if problem:
+            raise BenchInputError(problem)
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
     try:

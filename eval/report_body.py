@@ -100,7 +100,7 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
     if note:
         out.append(note)
     out += list(data.notes)
-    if not tables:
+    if "main" not in tables:  # a route bench's routing tables may be there when no policy ran
         return [*out, "No policy ran on this pool, so there are no results."]
     has = files.get("figures", {})
 

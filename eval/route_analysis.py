@@ -54,13 +54,20 @@ def weak_and_strong(compiled: CompiledPool) -> tuple[int, int] | None:
     return weak, 1 - weak
 
 
+def no_shared_items(compiled: CompiledPool) -> bool:
+    """Whether ``compiled`` has two generators but no item answered by both (nothing for model routing)."""
+    route = compile_route_pool(compiled)
+    return route.n_generators == 2 and not route.available.all(axis=1).any()
+
+
 def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[str, str], *, seed: int = 0,
                   curves: dict[str, pd.DataFrame] | None = None) -> dict[str, Any] | None:
     """CPT(50%), CPT(80%), APGR of the reference routers and each policy's point, on a two-model pool.
 
     ``policies``: name -> group of the policies that ran; ``curves``: a threshold router's swept points
     (columns ``threshold``, ``strong_share``, ``acc``) by policy name. None when the pool has not two
-    generators, or when the strong model is not more accurate than the weak one (no gap to recover).
+    generators, when no item has both (``no_shared_items``) or when the strong model is not more accurate than
+    the weak one (no gap to recover).
     """
     pair = weak_and_strong(compiled)
     if pair is None:
@@ -68,6 +75,8 @@ def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[
     route = compile_route_pool(compiled)
     weak, strong = pair
     both = route.available.all(axis=1)
+    if not both.any():  # no item to compare the two models on (the accuracies would be NaN)
+        return None
     n = route.n_per_generator
     correct = route.pool.labels.correct[both]
     weak_ok, strong_ok = correct[:, weak * n], correct[:, strong * n]

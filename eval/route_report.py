@@ -110,6 +110,8 @@ def route_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any
                       f"generator column names them all), so the tables above average over datasets. Route front "
                       f"(accuracy-cost Pareto front of the routing policies, oracles excluded): {front}.",
                       tables["routing_allocation"]]
+    if routing.get("note"):
+        out.append(routing["note"])
     mr = routing.get("model_routing")
     if mr:
         rnd = mr["random_router"]
@@ -133,6 +135,8 @@ def route_summary_lines(data: BenchData) -> list[str]:
                            for g, v in by_gen.items())
         lines.append(f"allocation {name}: samples/cost {shares}")
     lines.append("route front: " + (", ".join(routing["front"]) or "none"))
+    if routing.get("note"):
+        lines.append(routing["note"])
     mr = routing.get("model_routing")
     if mr:
         curves = {"random router": mr["random_router"], "oracle router": mr["oracle_router"],

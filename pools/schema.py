@@ -15,8 +15,11 @@ FORMAT_VERSION = 1
 #: computed, never stored.
 TIERS: tuple[str, ...] = ("V1", "V2", "V3")
 #: What a verifier name may look like (it becomes part of an action name, ``VERIFY_<name>``, and of a feature
-#: name, ``<name>_verified_frac``).
-VERIFIER_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_.-]{0,31}"
+#: name, ``<name>_verified_frac``). A VERIFY's compact code in the episode records is the verifier's name, so a
+#: name may not be an action name or code (``S``, ``SAMPLE``, ``STOP``) nor look like a route env's
+#: ``SAMPLE_<generator>``. Two names equal up to case are refused too (``pools.validate``): feature names are
+#: lower case.
+VERIFIER_NAME_PATTERN = r"(?!(?:S|SAMPLE|STOP)$|SAMPLE_)[A-Za-z][A-Za-z0-9_.-]{0,31}"
 
 #: What a stored verifier is; the optional manifest key ``verifier_roles`` maps a tier to one of these.
 VERIFIER_ROLES: tuple[str, ...] = ("cheap_judge", "process_judge", "strong_verifier", "reward_model")

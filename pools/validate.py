@@ -250,6 +250,13 @@ def _check_values(ck: _Checker) -> None:
                             for t in names], dtype=bool)
     ck.first_bad("verifications", ~well_formed[codes] if len(codes) else np.zeros(0, bool), "tier",
                  "verifier name {value!r}; expected a name matching " + _braces(VERIFIER_NAME_PATTERN))
+    folded = pd.Series([str(t).casefold() for t in names])
+    clash = folded.duplicated(keep="first").to_numpy()  # a name equal up to case to an earlier one
+    if clash.any():
+        first = names[int(np.flatnonzero(folded == folded[int(np.argmax(clash))])[0])]
+        ck.first_bad("verifications", clash[codes], "tier",
+                     "verifier name {value!r} differs only in case from verifier " + _braces(repr(first)) +
+                     "; expected verifier names that differ beyond case (feature names are lower case)")
     roles = p.manifest.get("verifier_roles") or {}
     has_role = np.array([t in TIERS or t in roles for t in names], dtype=bool)
     ck.first_bad("verifications", ~has_role[codes] if len(codes) else np.zeros(0, bool), "tier",

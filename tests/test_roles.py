@@ -169,3 +169,12 @@ def test_a_live_replay_of_a_pool_maps_roles_as_the_env_does():
     live = LiveEnv(PoolReplaySource(compiled), n_max=8, budget=1e6, max_output_tokens=4000)
     assert live.roles.serving == CoBaEnv(compiled).roles.serving == (0, None, 0)
     assert live.config.weights == (0.20, 0.45, 0.15, 0.45)
+
+
+@pytest.mark.parametrize("verifiers", [("A", "a"), ("V1", "judge", "v1")])
+def test_a_feature_layout_refuses_verifier_names_equal_up_to_case(verifiers):
+    """Feature names are lower case (``a_verified_frac``): "A" and "a" would share one."""
+    from coba_env.rules.features import feature_layout
+
+    with pytest.raises(ValueError, match=r"verifier names .* are equal up to case"):
+        feature_layout(verifiers, ("cheap_judge",) * len(verifiers))

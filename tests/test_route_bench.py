@@ -155,3 +155,97 @@ def test_bad_route_bench_input_is_refused_before_any_work(kwargs, match, tmp_pat
     with pytest.raises(BenchInputError, match=match):
         run_bench("tiny", None, out_dir=tmp_path / "b", progress=False, quiet=True, **kwargs)
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
+
+
+PLAIN_POLICY = '''
+from agents.base import Policy
+
+
+class FirstThenStop(Policy):
+    """Sample one candidate, stop: a replay-env policy (one generator per episode)."""
+
+    def act(self, observation, action_mask, evidence):
+        return self.sample_id if evidence.n_revealed < 1 else self.stop_id
+'''
+
+
+@pytest.mark.parametrize("policies", ["greedy", "greedy,bon4_majority,pool_oracle", "PLUGIN"])
+def test_a_route_bench_with_no_route_policy_is_refused_up_front(policies, tmp_path, capsys):
+    """Nothing selected runs on the route env: one line, exit 2, no output folder (not a KeyError in the report)."""
+    if policies == "PLUGIN":
+        (tmp_path / "plain_rule.py").write_text(PLAIN_POLICY)
+        policies = f"{tmp_path / 'plain_rule.py'}:FirstThenStop"
+    out = tmp_path / "bench"
+    code = main(["bench", "--pool", "tiny", "--env", "route", "--policies", policies, "--out", str(out),
+                 "--no-figures", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--env route: none of the selected policies" in err and "runs on the route env" in err
+    assert not out.exists()
+
+
+def test_a_route_bench_where_no_route_policy_applies_reports_that_nothing_ran(tmp_path):
+    """Route policies that all need a verifier, on a pool with none: the report says so (no KeyError 'main')."""
+    from eval.bench import run_bench
+    from tests.test_many_generators import pool_with_verifiers
+
+    results = run_bench(pool_with_verifiers(2, 0), "route_cheapest_coba,route_largest_coba", out_dir=tmp_path / "b",
+                        env="route", progress=False, figures=False, quiet=True)
+    assert set(results["meta"]["not_applicable"]) == {"route_cheapest_coba", "route_largest_coba"}
+    report = (tmp_path / "b" / "report.md").read_text()
+    assert "No policy ran on this pool, so there are no results." in report
+    assert "## Main results" not in report and "## Routing between generators" not in report
+
+
+def disjoint_two_generator_pool():
+    """Two generators that never answer the same problem: small answers i0, i1; big answers i2, i3."""
+    from tests.factory import Cand, Ep, build_pool
+
+    def ep(item: str, gen: str, ok: bool) -> Ep:
+        return Ep([Cand("1" if ok else "2", ok, scores={"V1": 0.6}), Cand("1", True, scores={"V1": 0.7})],
+                  item_id=item, generator=gen)
+
+    return build_pool([ep("i0", "small", True), ep("i1", "small", False), ep("i2", "big", True),
+                       ep("i3", "big", True)], models={"small": 1.0, "big": 10.0, "J1": 2.0, "J2": 4.0, "J3": 20.0})
+
+
+def test_a_two_generator_pool_with_no_shared_problem_has_no_model_routing_section(tmp_path, capsys):
+    """No item has both generators: accuracies would be NaN; no model-routing section, one note instead."""
+    out = tmp_path / "b"
+    from eval.bench import run_bench
+
+    results = run_bench(disjoint_two_generator_pool(), "route_cascade,model_switch,route_threshold_judge", out_dir=out,
+                        env="route", progress=False, figures=False)
+    routing = results["routing"]
+    assert routing["generators"] == ["small", "big"] and routing["items"] == 4
+    assert routing["model_routing"] is None
+    note = "No model-routing section: no problem has candidates from both small and big"
+    assert routing["note"].startswith(note)
+    report = (out / "report.md").read_text()
+    assert report.count(note) == 1 and "Model-routing metrics" not in report
+    assert not (out / "tables" / "model_routing.md").exists()
+    assert note in capsys.readouterr().out
+
+
+def test_model_routing_is_none_when_no_problem_has_both_generators():
+    """The accuracies over the (zero) shared problems would be NaN, which passed the no-gap guard."""
+    from eval.route_analysis import model_routing, no_shared_items
+
+    compiled = compile_pool(disjoint_two_generator_pool())
+    records = replay_route_policy(make_policy("route_cascade"), compiled).records
+    assert len(records) == 4 and no_shared_items(compiled)
+    assert model_routing(compiled, records, {"route_cascade": "routing"}) is None
+    assert not no_shared_items(compile_pool(three_generator_pool()))  # three generators: not a two-model pool
+
+
+@pytest.mark.parametrize("name", ["route_pool_oracle", "route_cost_aware_oracle", "route_cascade"])
+def test_batched_route_replay_equals_single_when_items_miss_a_generator(name):
+    """Idle rows (placeholders after the last episode) must not SAMPLE generator 0 where it has no candidates."""
+    compiled = compile_pool(disjoint_two_generator_pool())
+    single = replay_route_policy(make_policy(name), compiled, replay="single").records
+    batched = replay_route_policy(make_policy(name), compiled, replay="batched").records
+    assert batched["actions"].tolist() == single["actions"].tolist()
+    assert batched["correct"].tolist() == single["correct"].tolist()
+    if name != "route_cascade":  # the oracles: every problem has a correct candidate (hand-built pool)
+        assert single["correct"].tolist() == [True] * 4

@@ -188,3 +188,17 @@ def test_routing_policies_batched_equal_single_on_the_paper_pool(name):
     params = env.route.generator_params
     chosen = int(np.argmin(params)) if name == "route_cheapest_coba" else int(np.argmax(params))
     assert {a for r in single for a in r["action_ids"] if env.layout.is_sample(a)} == {chosen}
+
+
+@pytest.mark.parametrize("n_verifiers", [0, 1, 5, 6])
+def test_vector_route_env_equals_the_single_one_with_any_number_of_verifiers(n_verifiers):
+    """3 generators and V verifiers: the generator block is 3 * (4 + V) wide, not always a multiple of 7."""
+    from tests.test_many_generators import pool_with_verifiers
+
+    pool = pool_with_verifiers(3, n_verifiers)
+    venv = gym.make_vec("coba/Route-v0", num_envs=2, vectorization_mode="vector_entry_point", pool=pool)
+    obs, _ = venv.reset(seed=0)
+    assert obs.shape == (2, RouteEnv(pool).observation_space.shape[0])
+    vector, single, finished = lockstep_hashes(pool, num_envs=5, n_steps=60, seed=2)
+    assert finished > 10
+    assert vector == single

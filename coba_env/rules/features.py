@@ -75,6 +75,11 @@ class FeatureLayout:
     top_r: int = field(init=False)
 
     def __post_init__(self) -> None:
+        folded = [v.lower() for v in self.verifiers]
+        if len(set(folded)) < len(folded):  # the feature names are lower case: two would share one name
+            twins = [v for v in self.verifiers if folded.count(v.lower()) > 1]
+            raise ValueError(f"verifier names {twins} are equal up to case; expected names that differ beyond case "
+                             "(feature names are lower case)")
         b = V1_FRAC + len(self.verifiers)
         for name, at in (("budget", b), ("mean_len", b + 1), ("step", b + 4), ("lam", b + 5), ("top_r", b + 6)):
             object.__setattr__(self, name, at)
