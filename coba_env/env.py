@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, add_costs
 from coba_env.episode_data import EpisodeData
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
@@ -403,11 +403,7 @@ class CoBaEnv(gym.Env):
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
             refresh_rank_of(ev, c)
-        acc = ev.cost
-        acc[0] += cost[0]
-        acc[1] += cost[1]
-        acc[2] += cost[2]
-        acc[3] += cost[3]
+        acc = ev.cost = add_costs(ev.cost, cost)
         reward = -ev.lam * cost[self._cost_k] / self.budget
         self._trace.append((a, c))
         if a < n_gen:
