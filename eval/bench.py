@@ -251,7 +251,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
     _check_cost_model(pool, compiled, cost_model)
-    estimates = cost_estimates(pool)  # before the candidate table is dropped below
+    estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
     default_set = policies is None or (isinstance(policies, str) and policies.strip() in POLICY_SETS)
     policy_objs = fit_to_pool(policy_objs, compiled.n_candidates, add_best_of_n=default_set)
     notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
