@@ -108,7 +108,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         if unknown:
             raise UsageError(f"--price {unknown[0]}=...: no such model in the pool; its models are "
                              f"{', '.join(pool.models['name'])}")
-        pool.manifest[PRICES_KEY] = prices
+        pool.manifest[PRICES_KEY] = {**(pool.manifest.get(PRICES_KEY) or {}), **prices}  # --price wins per model
     save_pool(pool, dest, overwrite=args.force, inputs=sources)
     print(f"imported {', '.join(sources)} -> {dest}: {_summary(pool)}")
     agreement = pool.manifest["provenance"].get("grader_agreement") or {}

@@ -247,6 +247,12 @@ def run(args: argparse.Namespace) -> int:
     if args.lodo:
         return run_lodo_protocol(args, options, out)
     compiled = as_compiled(args.pool)
+    from coba_env.rules.config import check_cost_model_priced
+
+    try:  # before any work: a usd reward needs the pool's prices
+        check_cost_model_priced(compiled, args.cost)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     lambdas = args.lambdas
     from train.lodo import train_kind
 

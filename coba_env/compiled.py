@@ -16,7 +16,7 @@ import pandas as pd
 from coba_env.costs import COST_MEASURES, PER_MILLION, USD
 from coba_env.episode_data import EpisodeData
 from coba_env.rules.roles import declared_roles
-from pools.prices import PRICES_KEY, unpriced_models
+from pools.prices import PRICES_KEY
 from pools.schema import PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
 
@@ -55,13 +55,28 @@ class CompiledPool:
     verifier_roles: tuple[str, ...] = tuple(PAPER_TIER_ROLES[t] for t in TIERS)
     #: The verifier model of each tier slot ("" when the slot holds no calls; names joined by "+" if several).
     verifier_models: tuple[str, ...] = ("",) * len(TIERS)
-    #: Whether the pool prices every model (manifest ``prices_usd_per_million_tokens``): the usd measure is real.
-    usd_priced: bool = False
+    #: The models the pool's manifest prices (``prices_usd_per_million_tokens``); usd is 0 for any other's calls.
+    priced_models: frozenset[str] = frozenset()
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
     _vector_tables: Any = field(default=None, repr=False)
     _cost_table: np.ndarray | None = field(default=None, repr=False)
     _record_columns: dict | None = field(default=None, repr=False)
+
+    @property
+    def called_models(self) -> list[str]:
+        """The models these episodes call: their generators and every verifier slot's model(s), sorted."""
+        verifiers = {m for models in self.verifier_models for m in models.split("+") if m}
+        return sorted(set(map(str, self.generator.tolist())) | verifiers)
+
+    def unpriced_models(self) -> list[str]:
+        """The called models without a price: the usd measure is real only when there is none (``usd_priced``)."""
+        return [m for m in self.called_models if m not in self.priced_models]
+
+    @property
+    def usd_priced(self) -> bool:
+        """Whether every model these episodes call is priced, so that the usd measure is the dollars spent."""
+        return bool(self.priced_models) and not self.unpriced_models()
 
     @property
     def n_episodes(self) -> int:
@@ -92,7 +107,7 @@ class CompiledPool:
             tiers_present=self.tiers_present,
             verifier_roles=self.verifier_roles,
             verifier_models=self.verifier_models,
-            usd_priced=self.usd_priced,
+            priced_models=self.priced_models,
         )
 
     def episode_rows(self) -> list[EpisodeData]:
@@ -196,8 +211,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
     gen_cost[ei, ci, 2] = 1.0
     gen_cost[ei, ci, 3] = cand["latency_s"].to_numpy(dtype=np.float64)
     prices = pool.manifest.get(PRICES_KEY) or {}
-    usd_priced = bool(prices) and not unpriced_models(prices, pool.models["name"].astype(str))
-    if usd_priced:
+    if prices:  # the calls of a priced model cost dollars; the rest 0 (a pool calling them has no usd measure)
         gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
         gen_cost[ei, ci, USD] = _usd(gen_model, cand["prompt_tokens"], cand["output_tokens"], prices)
 
@@ -216,7 +230,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
         ver_cost[vi, vc, vt, 1] = vtok * _lookup(ver["model"], params, np.float64)
         ver_cost[vi, vc, vt, 2] = 1.0
         ver_cost[vi, vc, vt, 3] = ver["latency_s"].to_numpy(dtype=np.float64)
-        if usd_priced:
+        if prices:
             ver_cost[vi, vc, vt, USD] = _usd(ver["model"].to_numpy(dtype=object), ver["prompt_tokens"],
                                              ver["output_tokens"], prices)
 
@@ -248,15 +262,16 @@ def compile_pool(pool: Pool) -> CompiledPool:
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
         verifier_models=_tier_models(ver, tiers),
-        usd_priced=usd_priced,
+        priced_models=frozenset(map(str, prices)),
         _cost_table=cost_table,
     )
 
 
 def _usd(models: np.ndarray, prompt_tokens: pd.Series, output_tokens: pd.Series, prices: dict) -> np.ndarray:
     """Dollars per call: prompt and output tokens at each call's model's input and output price per million."""
-    price_in = np.array([prices[m]["input"] for m in models], dtype=np.float64)
-    price_out = np.array([prices[m]["output"] for m in models], dtype=np.float64)
+    free = {"input": 0.0, "output": 0.0}  # an unpriced model's calls (such a pool has no usd measure)
+    price_in = np.array([prices.get(m, free)["input"] for m in models], dtype=np.float64)
+    price_out = np.array([prices.get(m, free)["output"] for m in models], dtype=np.float64)
     return (prompt_tokens.to_numpy(dtype=np.float64) * price_in
             + output_tokens.to_numpy(dtype=np.float64) * price_out) * PER_MILLION
 

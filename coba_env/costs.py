@@ -7,6 +7,9 @@ bench then shows no usd figure and refuses ``--cost usd``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import add
+
 #: Cost measures, in the order of the last axis of every cost array.
 COST_MEASURES: tuple[str, ...] = ("tokens", "p_tokens", "calls", "latency", "usd")
 TOKENS, P_TOKENS, CALLS, LATENCY, USD = range(5)
@@ -20,3 +23,12 @@ def cost_index(cost_model: str) -> int:
         return COST_MEASURES.index(cost_model)
     except ValueError:
         raise ValueError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}") from None
+
+
+def add_costs(total: Sequence[float], cost: Sequence[float]) -> tuple[float, ...]:
+    """``total`` plus one action's ``cost``, measure by measure over every measure of ``COST_MEASURES``.
+
+    The one cost-adding rule of the one-episode env, the live envs and the oracle's model (the vector env adds
+    its whole ``[K, B]`` cost array at once, every measure too).
+    """
+    return tuple(map(add, total, cost))

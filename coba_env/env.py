@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, add_costs
 from coba_env.episode_data import EpisodeData
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
@@ -407,19 +407,16 @@ class CoBaEnv(gym.Env):
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
             refresh_rank_of(ev, c)
-        acc = ev.cost
-        acc[0] += cost[0]
-        acc[1] += cost[1]
-        acc[2] += cost[2]
-        acc[3] += cost[3]
-        reward = -ev.lam * cost[self._cost_k] / self.budget
+        ev.cost = add_costs(ev.cost, cost)
+        k, budget = self._cost_k, self.budget
+        reward = -ev.lam * cost[k] / budget
+        spent = ev.cost[k] / budget
         self._trace.append((a, c))
         if a < n_gen:
-            obs = self._obs = observe(ev, acc[self._cost_k] / self.budget, self.max_steps,
-                                      self.pool.max_output_tokens, self._logs, ev.best_r, self.features)
+            obs = self._obs = observe(ev, spent, self.max_steps, self.pool.max_output_tokens, self._logs, ev.best_r,
+                                      self.features)
         else:
-            patch_after_verify(obs, ev, t, c, score, acc[self._cost_k] / self.budget, self.max_steps,
-                               self.features)
+            patch_after_verify(obs, ev, t, c, score, spent, self.max_steps, self.features)
         self._mask = self._compute_mask()
         return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
 

@@ -54,7 +54,7 @@ class Evidence:
         self.best_v3 = 0.0
         self.len_sum = 0.0
         self.cap_count = 0
-        self.cost = [0.0] * len(COST_MEASURES)
+        self.cost: tuple[float, ...] = (0.0,) * len(COST_MEASURES)
         self.steps = 0
         self.lam = lam
         #: Fusion weights (f, w_1..w_T) and, per candidate, the running sums of w_t * s_t and of w_t over

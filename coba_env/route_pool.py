@@ -100,7 +100,7 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
         tiers_present=replay.tiers_present,
         verifier_roles=replay.verifier_roles,
         verifier_models=replay.verifier_models,
-        usd_priced=replay.usd_priced,
+        priced_models=replay.priced_models,
     )
     assert pool.ver_cost.shape[2:] == (t, m)
     route = RoutePool(pool=pool, generators=gens, n_per_generator=n, available=available, source_episode=source,

@@ -23,6 +23,7 @@ from agents.base import Policy
 from agents.sampling import fit_to_pool, sampling_note
 from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
+from coba_env.rules.config import check_cost_model_priced
 from eval import bootstrap, metrics, pareto, report
 from eval.bench_data import COST_METRIC, BenchData
 from eval.cost_notes import CostEstimates, cost_estimates
@@ -30,7 +31,6 @@ from eval.dataset_scope import in_sample_warnings, restrict_datasets
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.default import pool_label, resolve_pool
-from pools.prices import PRICES_KEY, unpriced_models
 from pools.store import Pool
 
 #: What the terminal and the report say instead of a column of zero dollars.
@@ -257,7 +257,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
     _check_cost_model(pool, compiled, cost_model)
-    estimates = cost_estimates(pool)  # before the candidate table is dropped below
+    estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
     default_set = policies is None or (isinstance(policies, str) and policies.strip() in POLICY_SETS)
     policy_objs = fit_to_pool(policy_objs, compiled.n_candidates, add_best_of_n=default_set)
     notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
@@ -305,7 +305,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
 
 def _check_cost_model(pool: Pool, compiled: CompiledPool, cost_model: str) -> None:
     """Refuse a cost model the pool cannot price: p_tokens with a model of size 0 (free), usd without prices."""
-    used = set(compiled.generator.tolist()) | {m for models in compiled.verifier_models for m in models.split("+") if m}
+    used = compiled.called_models
     sizes = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
     if cost_model == "p_tokens":
         free = sorted(m for m in used if not sizes.get(m, 0.0) > 0)
@@ -313,11 +313,10 @@ def _check_cost_model(pool: Pool, compiled: CompiledPool, cost_model: str) -> No
             raise BenchInputError(f"--cost p_tokens weighs tokens by model parameters, but the pool gives "
                                   f"{', '.join(free)} params_b 0 (every call free); re-import with the size, or "
                                   "choose --cost tokens, calls, latency or usd")
-    if cost_model == "usd":
-        unpriced = unpriced_models(pool.manifest.get(PRICES_KEY), sorted(used))
-        if unpriced:
-            raise BenchInputError(f"--cost usd needs a price for every model; the pool has none for "
-                                  f"{', '.join(unpriced)} (import with --price MODEL=IN[,OUT], docs/POOLS.md)")
+    try:
+        check_cost_model_priced(compiled, cost_model)
+    except ValueError as err:
+        raise BenchInputError(f"--cost usd: {err}") from None
 
 
 #: Environment variable naming a stage at which a bench raises KeyboardInterrupt, as Ctrl-C there would:

@@ -125,7 +125,7 @@ def cost_axis_label(cost: str, estimates: CostEstimates | None = None) -> str:
     label = COST_LABEL.get(cost, cost)
     if estimates is None or not estimates.mark(cost):
         return label
-    return f"{label} {estimates.mark(cost)} estimated (see the report's footnote)"
+    return f"{label} {estimates.why(cost)} (see the report's footnote)"
 
 
 def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_tokens",
@@ -204,8 +204,7 @@ def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datase
             ax.set_ylabel("accuracy (%)", fontsize=9)
         if k + ncols >= n:  # nothing below this panel
             ax.set_xlabel(COST_LABEL.get(cost, cost).replace(" per item (log scale)", " (log)")
-                          + (estimates.mark(cost) + " estimated" if estimates is not None and estimates.mark(cost)
-                             else ""), fontsize=9)
+                          + (estimates.why(cost) if estimates is not None else ""), fontsize=9)
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
     fig.suptitle("Accuracy-cost frontiers per dataset (averaged over generators)", fontsize=11)

@@ -2,7 +2,8 @@
 
 The lines carry everything the tables hold about a candidate (its item, generator, audit fields and every
 verifier score with its cost), so ``import_jsonl`` rebuilds the same tables and export -> import -> export
-is byte-identical. What the format does not carry: the manifest's ``generation`` and ``provenance``
+is byte-identical. A priced pool's prices (manifest ``prices_usd_per_million_tokens``) travel as each line's
+``generator_price`` and each score's ``price``. What the format does not carry: the manifest's ``generation`` and ``provenance``
 blocks, items without episodes, and models that neither generate nor verify anything.
 """
 
@@ -19,18 +20,21 @@ import pandas as pd
 
 from pools.atomic_write import atomic_write_text
 from pools.output_paths import check_output_file
+from pools.prices import PRICES_KEY
 from pools.schema import TIERS
 from pools.store import Pool
 
 #: Key order of an exported line.
 LINE_ORDER: tuple[str, ...] = (
     "dataset", "item_id", "problem", "gold", "level", "subject", "task", "metadata",
-    "generator", "generator_params_b", "candidate", "text", "answer", "answer_key", "cluster", "correct",
+    "generator", "generator_params_b", "generator_price", "candidate", "text", "answer", "answer_key", "cluster", "correct",
     "prompt_tokens", "output_tokens", "tokens_estimated", "latency_s", "finish_reason", "cap_hit",
     "extraction_status", "incomplete_boxed", "repetition_score", "scores",
 )
 
 SCORE_ORDER: tuple[str, ...] = ("score", "model", "params_b", "prompt_tokens", "output_tokens", "latency_s")
+#: Keys a line or a score entry carries only when they apply (a non-paper verifier's role, a priced model's price).
+_OPTIONAL = ("generator_price",)
 
 
 def _json_value(value: Any) -> Any:
@@ -58,6 +62,7 @@ def pool_lines(pool: Pool) -> list[dict[str, Any]]:
     verifs = pool.verifications.copy()
     verifs["_tier_order"] = verifs["tier"].map({t: i for i, t in enumerate(pool.tiers)})
     declared = pool.manifest.get("verifier_roles") or {}
+    prices = pool.manifest.get(PRICES_KEY) or {}
     verifs = verifs.sort_values(["episode_id", "candidate", "_tier_order"]).drop(columns="_tier_order")
     for v in _records(verifs):
         entry = {"score": v["score"], "model": v["model"], "params_b": params[v["model"]],
@@ -65,6 +70,8 @@ def pool_lines(pool: Pool) -> list[dict[str, Any]]:
                  "latency_s": v["latency_s"]}
         if v["tier"] not in TIERS and v["tier"] in declared:  # a non-paper name's role travels with its scores
             entry["role"] = declared[v["tier"]]
+        if v["model"] in prices:  # so does a priced model's price
+            entry["price"] = prices[v["model"]]
         scores.setdefault((v["episode_id"], v["candidate"]), {})[v["tier"]] = entry
     lines = []
     for c in _records(pool.candidates.sort_values(["episode_id", "candidate"])):
@@ -76,11 +83,12 @@ def pool_lines(pool: Pool) -> list[dict[str, Any]]:
             "metadata": None if metadata is None else json.loads(metadata),
             "generator": episode["generator"],
             "generator_params_b": params[episode["generator"]],
+            "generator_price": prices.get(episode["generator"]),
             "answer": c["raw_answer"],
             "scores": scores.get((c["episode_id"], c["candidate"]), {}),
             **{k: c[k] for k in LINE_ORDER if k in c},
         }
-        lines.append({k: line[k] for k in LINE_ORDER})
+        lines.append({k: line[k] for k in LINE_ORDER if k not in _OPTIONAL or line[k] is not None})
     return lines
 
 

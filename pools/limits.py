@@ -10,12 +10,14 @@ where float64 sums over a pool lose meaning. Sizes the user asks for (``--resamp
 from __future__ import annotations
 
 __all__ = ["MAX_CANDIDATES", "MAX_CLUSTER", "MAX_CONCURRENCY", "MAX_HIDDEN_UNITS", "MAX_ITEMS", "MAX_LATENCY_S",
-           "MAX_PARAMS_B", "MAX_RESAMPLES", "MAX_SEED", "MAX_TOKENS", "MAX_WORKERS"]
+           "MAX_PARAMS_B", "MAX_PRICE_USD_PER_M", "MAX_RESAMPLES", "MAX_SEED", "MAX_TOKENS", "MAX_WORKERS"]
 
 #: Tokens of one call (prompt or output).
 MAX_TOKENS = 10**9
 #: Model size in billions of parameters.
 MAX_PARAMS_B = 1e5
+#: Dollars per million tokens of one model (input or output): far above any listed price (GPT-4 32k was $120).
+MAX_PRICE_USD_PER_M = 1e4
 #: Seconds of one call.
 MAX_LATENCY_S = 1e7
 #: Candidates per episode (N, N_max).

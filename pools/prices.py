@@ -1,7 +1,7 @@
 """Per-model prices in US dollars per million tokens: the pool manifest's ``prices_usd_per_million_tokens``.
 
-Shape: ``{"<model>": {"input": <float>, "output": <float>}}``, every number finite and >= 0, every model a
-model of the pool. A call of a priced model costs ``(prompt_tokens * input + output_tokens * output) / 1e6``
+Shape: ``{"<model>": {"input": <float>, "output": <float>}}``, every number in 0 .. ``MAX_PRICE_USD_PER_M``
+(``pools.limits``), every model a model of the pool. A call of a priced model costs ``(prompt_tokens * input + output_tokens * output) / 1e6``
 dollars (``coba_env.costs``, measure ``usd``); a pool without this key has no ``usd`` measure, and a pool
 that prices some models but not others cannot be costed in dollars either (``unpriced_models`` names them).
 ``coba pools import --price MODEL=IN[,OUT]`` writes the key (``parse_price``: one number prices input and
@@ -14,7 +14,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["PRICES_KEY", "check_prices", "parse_price", "unpriced_models"]
+from pools.limits import MAX_PRICE_USD_PER_M
+
+__all__ = ["PRICES_KEY", "check_prices", "parse_price", "price_problem", "unpriced_models"]
 
 #: The optional manifest key holding the prices.
 PRICES_KEY = "prices_usd_per_million_tokens"
@@ -36,8 +38,9 @@ def parse_price(text: str) -> tuple[str, dict[str, float]]:
             value = float(part)
         except ValueError:
             raise ValueError(f"expected MODEL=IN[,OUT] with numbers, got {part!r} in {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"expected prices that are finite numbers >= 0, got {part!r} in {text!r}")
+        if not _in_range(value):
+            raise ValueError(f"expected prices that are numbers in 0..{MAX_PRICE_USD_PER_M:g} dollars per million "
+                             f"tokens, got {part!r} in {text!r}")
         values.append(value)
     return model.strip(), {"input": values[0], "output": values[-1]}
 
@@ -50,14 +53,26 @@ def check_prices(prices: Any, models: Iterable[str]) -> str | None:
     for model, entry in prices.items():
         if model not in known:
             return f"prices model {model!r}, which is not a model of the pool; expected some of {sorted(known)}"
-        if not isinstance(entry, dict) or set(entry) != set(_SIDES):
-            return f"gives {model!r} {entry!r}; expected {{\"input\": <number>, \"output\": <number>}}"
-        for side in _SIDES:
-            value = entry[side]
-            if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-                    or value < 0):
-                return f"gives {model!r} {side} price {value!r}; expected a finite number >= 0"
+        problem = price_problem(entry)
+        if problem:
+            return f"gives {model!r} {problem}"
     return None
+
+
+def price_problem(entry: Any) -> str | None:
+    """What is wrong with one model's price ``{"input": $/M, "output": $/M}`` (None when nothing is)."""
+    if not isinstance(entry, dict) or set(entry) != set(_SIDES):
+        return f"{entry!r}; expected {{\"input\": <number>, \"output\": <number>}}"
+    for side in _SIDES:
+        value = entry[side]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _in_range(value):
+            return (f"{side} price {value!r}; expected a number in 0..{MAX_PRICE_USD_PER_M:g} "
+                    "(dollars per million tokens)")
+    return None
+
+
+def _in_range(value: float) -> bool:
+    return math.isfinite(value) and 0 <= value <= MAX_PRICE_USD_PER_M
 
 
 def unpriced_models(prices: Mapping[str, Any] | None, models: Iterable[str]) -> list[str]:

@@ -6,6 +6,7 @@ Expected values come from the one-episode replay (``replay="single"``: ``CoBaEnv
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import numpy as np
@@ -15,18 +16,31 @@ import pytest
 from agents.base import Policy
 from agents.registry import list_policies, make_policy
 from agents.routing_base import is_route_policy
-from coba_env.compiled import CompiledPool, as_compiled
+from coba_env.compiled import CompiledPool, as_compiled, compile_pool
 from eval import runner
 from eval.runner import replay_policy, run_policies
+from pools.default import resolve_pool
+from pools.prices import PRICES_KEY
 
-POOLS = ("tiny", "paper")
+POOLS = ("tiny", "paper", "tiny-priced")
+#: The priced test pool: the tiny pool with $(1 + k) per million prompt tokens and $(2 + k) per million output
+#: tokens for its k-th model, so every record carries a non-zero usd cost.
+PRICED = "tiny-priced"
 POLICIES = [n for n in list_policies() if not is_route_policy(make_policy(n))]  # route: tests/test_routing_policies.py
 
 
 @cache
 def compiled(spec: str) -> CompiledPool:
-    """The simulated pool ``spec``, compiled once per test session."""
-    return as_compiled(spec)
+    """The simulated pool ``spec``, compiled once per test session (``PRICED``: the tiny pool with prices)."""
+    if spec != PRICED:
+        return as_compiled(spec)
+    pool = resolve_pool("tiny")
+    names = pool.models["name"].astype(str).tolist()
+    pool = dataclasses.replace(pool, manifest={**pool.manifest, PRICES_KEY: {
+        m: {"input": 1.0 + k, "output": 2.0 + k} for k, m in enumerate(names)}})
+    priced = compile_pool(pool)
+    assert priced.usd_priced
+    return priced
 
 
 def policy_for(spec: str, name: str) -> Policy:
@@ -72,6 +86,8 @@ def test_batched_replay_equals_one_episode_replay(spec, name, monkeypatch):
     got = batched_run(spec, name, monkeypatch)
     assert len(got) == compiled(spec).n_episodes
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    if spec == PRICED:  # every policy samples at least once, and every call of this pool costs dollars
+        assert (got["usd"] > 0).all()
 
 
 @pytest.mark.parametrize("name", ["coba_strong", "k_stable_strict", "difficulty_adaptive", "pool_oracle",

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from coba_cli.main import main
-from eval.cost_notes import ESTIMATE_MARK, CostEstimates, cost_estimates
+from eval.cost_notes import ESTIMATE_MARK, UNSIZED_MARK, CostEstimates, cost_estimates
 from eval.figures import frontier
 from eval.tables import PolicyInfo
 from pools.store import load_pool
@@ -140,7 +140,7 @@ def test_pool_without_prices_has_no_usd_and_says_so(tmp_path: Path, capsys) -> N
 
 
 @pytest.mark.parametrize(("params", "extra", "message"), [
-    (2.0, ["--cost", "usd"], r"--cost usd needs a price for every model; the pool has none for gen"),
+    (2.0, ["--cost", "usd"], r"--cost usd: cost model .usd. needs a price for every model the pool calls; it has none for gen"),
     (0.0, [], r"--cost p_tokens weighs tokens by model parameters, but the pool gives gen params_b 0"),
 ])
 def test_cost_models_the_pool_cannot_price_are_refused(tmp_path: Path, capsys, params: float, extra: list[str],
@@ -150,3 +150,33 @@ def test_cost_models_the_pool_cannot_price_are_refused(tmp_path: Path, capsys, p
     assert _bench(pool, tmp_path / "out", "--policies", "greedy", *extra) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and len(err.strip().splitlines()) == 1
+
+
+def test_p_tokens_of_a_model_without_a_size_is_marked_not_meaningful(tmp_path: Path, capsys) -> None:
+    """RouteLLM's GPT-4 has no public size (params_b 0): its calls would count as free in p_tokens."""
+    from tests.test_routellm_pool import STRONG, _write
+
+    assert main(["pools", "import", str(_write(tmp_path)), str(tmp_path / "pool"), "--format", "routellm"]) == 0
+    capsys.readouterr()
+    assert _bench(tmp_path / "pool", tmp_path / "out", "--policies", "greedy", "--cost", "usd") == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(line for line in lines if line.startswith("policy")).split()
+    assert head[3:7] == ["p_tokens" + UNSIZED_MARK, "tokens" + ESTIMATE_MARK, "calls", "latency" + UNSIZED_MARK]
+    [note] = [line for line in lines if f"{UNSIZED_MARK} not meaningful:" in line]
+    assert f"{UNSIZED_MARK} not meaningful: {STRONG} has no published size (params_b 0)" in note
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"| P-Tok.{UNSIZED_MARK} ↓ | Latency{UNSIZED_MARK} ↓ |" in report
+    # Benched on the generator that has a size only, nothing is marked not meaningful.
+    pool = load_pool(tmp_path / "pool")
+    sized = [m for m in pool.models["name"] if m != STRONG]
+    assert cost_estimates(pool, sized).unsized == frozenset()
+    assert cost_estimates(pool, [STRONG]).unsized == {"p_tokens", "latency_s"}  # latencies by rule, from the size
+    assert cost_estimates(pool, sized).mark("p_tokens") == ESTIMATE_MARK  # estimated tokens, but meaningful
+
+
+def test_a_pool_whose_models_all_have_sizes_has_no_unsized_mark(tmp_path: Path, capsys) -> None:
+    pool = _import(tmp_path, "sized", _records(tokens=True))  # gen: 2 billion parameters
+    capsys.readouterr()
+    assert _bench(pool, tmp_path / "out", "--policies", "greedy") == 0
+    out = capsys.readouterr().out
+    assert "not meaningful" not in out and UNSIZED_MARK not in next(ln for ln in out.splitlines() if ln.startswith("policy"))

@@ -301,3 +301,22 @@ def test_incremental_observation_equals_a_rebuild_from_the_evidence(selection):
             obs, info = env.reset()
         else:
             np.testing.assert_array_equal(obs, env._observation().astype(np.float32))
+
+
+#: Dollars per million tokens of every model of the hand-made pool (prices_usd_per_million_tokens).
+HAND_PRICES = {"G": {"input": 2.0, "output": 10.0}, "J1": {"input": 1.0, "output": 3.0},
+               "J2": {"input": 1.0, "output": 3.0}, "J3": {"input": 5.0, "output": 5.0}}
+
+
+@pytest.mark.parametrize("cost_model", ["usd", "tokens"])
+def test_usd_is_accumulated_in_the_one_episode_env(pool, cost_model):
+    pool.manifest["prices_usd_per_million_tokens"] = HAND_PRICES
+    budget, lam = 0.01, 0.5
+    env = CoBaEnv(pool, lam=lam, budget=budget, cost_model=cost_model)
+    env.reset(options={"episode": 0})
+    _, r1, *_ = env.step(SAMPLE)  # G: 100 prompt tokens at $2/M + 900 output at $10/M = $0.0092
+    _, r2, *_ = env.step(V1)  # J1: 50 at $1/M + 5 at $3/M = $0.000065
+    *_, info = env.step(STOP)
+    assert info["costs"]["usd"] == pytest.approx(0.0092 + 0.000065)
+    if cost_model == "usd":
+        assert (r1, r2) == pytest.approx((-lam * 0.0092 / budget, -lam * 0.000065 / budget))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from coba_cli.main import main
 from pools.export import LINE_ORDER, export_jsonl, pool_lines
 from pools.importers import import_jsonl, import_pool
+from pools.prices import PRICES_KEY
 from pools.schema import TABLES
 from pools.store import load_pool
 from pools.tokens import estimate_latency_s, estimate_tokens
@@ -18,7 +20,8 @@ from tests.conftest import small_jsonl_records, write_jsonl
 
 
 def _line(**fields):
-    """A complete canonical line: defaults for every field, overridden by ``fields``, in LINE_ORDER."""
+    """A complete canonical line: defaults for every field, overridden by ``fields``, in LINE_ORDER (an optional
+    field such as ``generator_price`` only when given)."""
     base = {
         "dataset": "math", "item_id": "m1", "problem": "What is $1 + 1$?", "gold": "2", "level": "Level 1",
         "subject": "Prealgebra", "task": None, "metadata": None, "generator": "gen-a", "generator_params_b": 7.0,
@@ -28,7 +31,7 @@ def _line(**fields):
         "repetition_score": 0.0, "scores": {},
     }
     base.update(fields)
-    return {k: base[k] for k in LINE_ORDER}
+    return {k: base[k] for k in LINE_ORDER if k in base}
 
 
 def _judge(score, **extra):
@@ -156,3 +159,47 @@ def test_reasoning_gym_items_are_graded_by_their_task_scorer(tmp_path):
     pool = import_pool(str(write_jsonl(tmp_path / "rg.jsonl", records)), "jsonl")
     assert pool.candidates["correct"].tolist() == [True, False, True]
     assert pool.candidates["cluster"].tolist() == [0, 1, 0]  # literal clustering, whitespace aside
+
+
+def _judged(price=None):
+    entry = {"score": 0.9, "model": "judge-8b", "params_b": 8.0, "prompt_tokens": 50, "output_tokens": 5,
+             "latency_s": 1.0}
+    return {"V1": {**entry, "price": price} if price else entry}
+
+
+def test_prices_travel_in_the_lines_and_round_trip(tmp_path):
+    """A priced pool exports each model's price on its lines; import -> export -> import keeps the manifest's."""
+    gen_price, judge_price = {"input": 1.5, "output": 6.0}, {"input": 0.2, "output": 0.2}
+    lines = [_line(candidate=k, generator_price=gen_price, scores=_judged(judge_price)) for k in range(2)]
+    src = tmp_path / "priced.jsonl"
+    src.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    assert main(["pools", "import", str(src), str(tmp_path / "p1")]) == 0
+    assert load_pool(tmp_path / "p1").manifest[PRICES_KEY] == {"gen-a": gen_price, "judge-8b": judge_price}
+    assert main(["pools", "export", str(tmp_path / "p1"), str(tmp_path / "e1.jsonl")]) == 0
+    assert (tmp_path / "e1.jsonl").read_bytes() == src.read_bytes()
+    assert main(["pools", "import", str(tmp_path / "e1.jsonl"), str(tmp_path / "p2")]) == 0
+    assert load_pool(tmp_path / "p2").manifest[PRICES_KEY] == {"gen-a": gen_price, "judge-8b": judge_price}
+
+
+def test_price_given_on_import_is_exported_and_reimported(tmp_path, small_jsonl):
+    assert main(["pools", "import", str(small_jsonl), str(tmp_path / "p1"), "--price", "gen-small=2,8"]) == 0
+    assert main(["pools", "export", str(tmp_path / "p1"), str(tmp_path / "e1.jsonl")]) == 0
+    assert main(["pools", "import", str(tmp_path / "e1.jsonl"), str(tmp_path / "p2")]) == 0
+    assert load_pool(tmp_path / "p2").manifest[PRICES_KEY] == {"gen-small": {"input": 2.0, "output": 8.0}}
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    ({"generator_price": {"input": 1.0, "output": 7.0}}, r"line 2, field 'generator_price': is \{'input': 1.0, "
+     r"'output': 7.0\}; an earlier record priced model 'gen-a' at \{'input': 1.0, 'output': 6.0\}"),
+    ({"generator_price": {"input": 1.0}}, r"line 2, field 'generator_price': is \{'input': 1.0\}; expected"),
+    ({"generator_price": {"input": 1.0, "output": 1e308}}, r"output price 1e\+308; expected a number in 0\.\.10000"),
+    ({"scores": _judged({"input": -1, "output": 0})}, r"field 'scores.V1.price': is input price -1; expected"),
+])
+def test_bad_prices_in_lines_are_one_line(tmp_path, capsys, second, message):
+    lines = [_line(generator_price={"input": 1.0, "output": 6.0}), _line(candidate=1, **second)]
+    src = tmp_path / "bad.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert main(["pools", "import", str(src), str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "p").exists()

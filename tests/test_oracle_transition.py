@@ -3,8 +3,9 @@
 ``train.oracle_model.OracleModel`` keeps the episode state as a hashable tuple (for the search), a second form
 of ``CoBaEnv.step``'s transition. Over pools with 0 to 6 verifiers, selection rules and hard budgets, random
 legal actions are played in both; after every step every output (legal actions, candidates revealed, verified
-(candidate, verifier) pairs, fusion sums, the four costs; at STOP the selected candidate and its correctness)
-is hashed, and the two forms' hashes must agree.
+(candidate, verifier) pairs, fusion sums, the five costs; at STOP the selected candidate and its correctness)
+is hashed, and the two forms' hashes must agree. Every pool is priced (``prices_usd_per_million_tokens``), so
+the usd measure is a non-zero cost like the others.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import numpy as np
 import pytest
 
 from coba_env import compile_pool
+from coba_env.costs import USD
 from coba_env.env import CoBaEnv
+from pools.prices import PRICES_KEY
 from tests.conftest import PAPER_VERIFIERS, make_synthetic_pool
 from tests.test_many_generators import VERIFIERS
 from train.oracle_model import OracleModel
@@ -34,7 +37,16 @@ SETTINGS = [
     {"selection": {"rule": "weighted_vote", "tier": "V1"}},
     {"selection": {"rule": "max_score", "tier": "V3"}, "n_max": 6},
     {"max_cost": 40_000.0, "cost_model": "tokens"},
+    {"cost_model": "usd"},
+    {"max_cost": 0.02, "cost_model": "usd"},
 ]
+
+
+def priced(pool):
+    """``pool`` with a price for every model: $1 per million prompt tokens, $(1 + k) per million output tokens."""
+    names = pool.models["name"].astype(str).tolist()
+    pool.manifest[PRICES_KEY] = {m: {"input": 1.0, "output": 1.0 + k} for k, m in enumerate(names)}
+    return pool
 
 
 def _env_outputs(env: CoBaEnv, mask: np.ndarray) -> tuple:
@@ -61,8 +73,9 @@ def _digest(rows: list) -> str:
 @pytest.mark.parametrize("setting", range(len(SETTINGS)))
 def test_oracle_model_transition_equals_the_env(layout, setting):
     kwargs = SETTINGS[setting]
-    pool = compile_pool(make_synthetic_pool({"d": 6}, {"g-7B": 7.0, "g-72B": 72.0}, n_candidates=8,
-                                            seed=setting, verifiers=LAYOUTS[layout]))
+    pool = compile_pool(priced(make_synthetic_pool({"d": 6}, {"g-7B": 7.0, "g-72B": 72.0}, n_candidates=8,
+                                                   seed=setting, verifiers=LAYOUTS[layout])))
+    assert pool.usd_priced and pool.gen_cost[..., USD].max() > 0
     env = CoBaEnv(pool, lam=0.0, **kwargs)
     model = OracleModel(pool, budget=env.budget, cost_model=env.cost_model, selection=env.selection,
                         n_max=env.n_max, tiers=env.enabled_tiers,

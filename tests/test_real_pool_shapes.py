@@ -148,6 +148,9 @@ def test_dataset_renames_for_every_format(tmp_path: Path) -> None:
     (["--generator-params-b", "8", "--price", "openai/o3-mini=abc"], r"--price: expected MODEL=IN\[,OUT\] with numbers"),
     (["--generator-params-b", "8", "--price", "nobody=1,2"], r"--price nobody=\.\.\.: no such model in the pool"),
     (["--generator-params-b", "8", "--price", "m=1", "--price", "m=2"], r"--price names m twice"),
+    (["--generator-params-b", "8", "--price", "openai/o3-mini=1e308"], r"numbers in 0\.\.10000 dollars per million"),
+    (["--generator-params-b", "8", "--price", "openai/o3-mini=1,10001"], r"got '10001' in"),
+    (["--generator-params-b", "8", "--price", "openai/o3-mini=inf"], r"numbers in 0\.\.10000"),
     (["--generator-params-b", "8", "--generator", "x"], None),  # fine: one model in the file
 ])
 def test_import_option_errors_are_one_line(tmp_path: Path, capsys, args: list[str], message: str | None) -> None:
@@ -212,7 +215,9 @@ def test_dataset_renaming_a_source_of_several_datasets_is_refused(tmp_path: Path
 
 @pytest.mark.parametrize(("prices", "message"), [
     ({"nobody": {"input": 1, "output": 1}}, r"prices model 'nobody', which is not a model of the pool"),
-    ({"openai/o3-mini": {"input": -1, "output": 1}}, r"input price -1; expected a finite number >= 0"),
+    ({"openai/o3-mini": {"input": -1, "output": 1}}, r"input price -1; expected a number in 0..10000"),
+    ({"openai/o3-mini": {"input": 1, "output": 1e308}}, r"output price 1e\+308; expected a number in 0\.\.10000"),
+    ({"openai/o3-mini": {"input": 10000.5, "output": 1}}, r"input price 10000.5; expected a number in 0\.\.10000"),
     ({"openai/o3-mini": {"input": 1}}, r"expected \{\"input\": <number>, \"output\": <number>\}"),
     ([1, 2], r"expected an object of model"),
 ])

@@ -159,3 +159,12 @@ def test_gold_option_reads_the_test_split_from_elsewhere_and_only_for_routellm(t
     assert main(["pools", "import", str(src), str(tmp_path / "other"), "--format", "jsonl", "--gold",
                  str(elsewhere)]) == 2
     assert "--gold only apply to --format routellm" in capsys.readouterr().err
+
+
+def test_a_price_option_overrides_one_model_and_keeps_the_importers_other_prices(tmp_path: Path) -> None:
+    src = _write(tmp_path)
+    assert main(["pools", "import", str(src), str(tmp_path / "pool"), "--format", "routellm",
+                 "--price", f"{STRONG}=10,30"]) == 0
+    assert load_pool(tmp_path / "pool").manifest["prices_usd_per_million_tokens"] == {
+        WEAK: {"input": 0.24, "output": 0.24},  # the importer's (the RouteLLM paper's) price, kept
+        STRONG: {"input": 10.0, "output": 30.0}}  # --price wins for the model it names

@@ -200,3 +200,25 @@ def test_problems_missing_a_generator_are_routed_around(name):
     batched = replay_batched(make_policy(name), venv)
     assert [r["action_ids"] for r in single] == [[a for a in row if a >= 0] for row in batched["actions"].tolist()]
     assert [r["correct"] for r in single] == batched["correct"].tolist()
+
+
+@pytest.mark.parametrize("name", ["route_cascade", "model_switch", "route_pool_oracle"])
+def test_batched_equals_single_on_a_priced_route_pool(name):
+    """Dollars too: on a pool pricing every model, each route episode's usd is the same single and batched."""
+    import dataclasses
+
+    from coba_env.compiled import compile_pool
+    from coba_env.costs import USD
+    from pools.default import resolve_pool
+    from pools.prices import PRICES_KEY
+
+    base = resolve_pool("ladder")
+    prices = {m: {"input": 1.0 + k, "output": 3.0 + k} for k, m in enumerate(base.models["name"].astype(str))}
+    pool = compile_pool(dataclasses.replace(base, manifest={**base.manifest, PRICES_KEY: prices}))
+    policy = make_policy(name)
+    env = RouteEnv(pool, **policy.env_kwargs())
+    single = [run_episode(env, policy, i) for i in range(env.n_episodes)]
+    batched = replay_batched(make_policy(name), RouteVectorEnv(997, pool, **policy.env_kwargs()))
+    single_costs = np.array([list(r["costs"].values()) for r in single])
+    assert (single_costs[:, USD] > 0).all()  # every episode samples at least once, and every call is priced
+    assert np.array_equal(single_costs, batched["costs"])

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, add_costs
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig
@@ -168,7 +168,7 @@ class OracleModel:
         if a == self.sample:
             g = ep.gen[n]
             return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
-                    (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3], cost[4] + g[4]))
+                    add_costs(cost, g))
         t = self.layout.verifier_of(a)
         c = self.target(ep, state, r if r is not None else self.fusion(ep, state), t)
         s = ep.score[c][t]
@@ -178,7 +178,7 @@ class OracleModel:
             fnum = fnum[:c] + (fnum[c] + w * s,) + fnum[c + 1:]
             fden = fden[:c] + (fden[c] + w,) + fden[c + 1:]
         return (n, ver | (1 << (c * self.n_tiers + t)), fnum, fden,
-                (cost[0] + g[0], cost[1] + g[1], cost[2] + g[2], cost[3] + g[3], cost[4] + g[4]))
+                add_costs(cost, g))
 
     def legal(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
         """Legal actions in the env's mask order (STOP last), by the env's mask rule."""

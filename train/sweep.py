@@ -222,6 +222,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     import numpy as np
 
     from coba_env.env import as_compiled
+    from coba_env.rules.config import check_cost_model_priced
     from eval.dataset_scope import in_sample_warnings, restrict_datasets
     from eval.runner import run_policies
     from pools.atomic_write import atomic_dir
@@ -240,6 +241,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         compiled = compiled.select(np.isin(compiled.episode_ids, list(episode_ids)))
     try:
         compiled = restrict_datasets(compiled, datasets)
+        check_cost_model_priced(compiled, cost_model)
         policies = [p.make() for p in points]
     except (ValueError, OSError) as exc:
         raise SweepInputError(str(exc)) from None

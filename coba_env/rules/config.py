@@ -130,6 +130,14 @@ def default_budget(compiled: CompiledPool, cost_model: str, n_max: int) -> float
     return value if value > 0 else 1.0
 
 
+def check_cost_model_priced(pool: CompiledPool, cost_model: str) -> None:
+    """Refuse cost model usd unless the pool prices every model its episodes call (ValueError naming the rest)."""
+    if cost_model == "usd" and (unpriced := pool.unpriced_models()):
+        raise ValueError(f"cost model 'usd' needs a price for every model the pool calls; it has none for "
+                         f"{', '.join(unpriced)} (manifest prices_usd_per_million_tokens: import with "
+                         "--price MODEL=IN[,OUT], docs/POOLS.md)")
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """A validated env configuration over one (restricted) compiled pool; see ``CoBaEnv`` for the arguments."""
@@ -170,6 +178,7 @@ class EnvConfig:
                  order: str = "sequential", max_cost: Any = None) -> EnvConfig:
         """The configuration over ``pool`` as it is (no episode restriction)."""
         k = cost_index(cost_model)
+        check_cost_model_priced(pool, cost_model)
         n_cand = pool.n_candidates
         n = n_cand if n_max is None else check_int("n_max", n_max, low=1, high=n_cand)
         axis = pool.tiers

@@ -17,6 +17,7 @@ from typing import Any
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
 from pools.parse_boundary import parse_problem, refuse_lone_surrogates
+from pools.prices import price_problem
 from pools.safe_names import check_data_name
 from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 
@@ -33,6 +34,7 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "metadata": ("obj?", False),
     "generator": ("str", True),
     "generator_params_b": ("num", True),
+    "generator_price": ("obj", False),  # the generator's $ per million tokens {"input", "output"} (pools.prices)
     "candidate": ("int", True),
     "text": ("str?", False),
     "answer": ("str?", False),
@@ -60,6 +62,7 @@ SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "output_tokens": ("int?", False),
     "latency_s": ("num?", False),
     "role": ("str", False),  # the verifier's role (pools.schema.VERIFIER_ROLES); required for a non-paper name
+    "price": ("obj", False),  # the verifier model's $ per million tokens {"input", "output"} (pools.prices)
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -115,6 +118,12 @@ def _check_range(value: Any, low: float, high: float, where: str, field: str) ->
         raise PoolError(f"is {shown}; expected a value {bounds}", file=where, field=field)
 
 
+def _check_price(entry: Any, where: str, field: str) -> None:
+    problem = None if entry is None else price_problem(entry)
+    if problem:
+        raise PoolError(f"is {problem}", file=where, field=field)
+
+
 def check_record(rec: dict[str, Any], where: str) -> None:
     """Check one canonical candidate record's fields, types and value ranges."""
     check_fields(rec, LINE_FIELDS, where)
@@ -125,6 +134,7 @@ def check_record(rec: dict[str, Any], where: str) -> None:
                             ("output_tokens", 0, MAX_TOKENS), ("latency_s", 0, MAX_LATENCY_S),
                             ("repetition_score", 0, 1)):
         _check_range(rec.get(name), low, high, where, name)
+    _check_price(rec.get("generator_price"), where, "generator_price")
     for tier, entry in rec.get("scores", {}).items():
         if not re.fullmatch(VERIFIER_NAME_PATTERN, tier):
             raise PoolError(f"verifier name {tier!r}; expected a name matching {VERIFIER_NAME_PATTERN} (the paper's "
@@ -136,6 +146,7 @@ def check_record(rec: dict[str, Any], where: str) -> None:
         if "role" in entry and entry["role"] not in VERIFIER_ROLES:
             raise PoolError(f"is {entry['role']!r}; expected one of {list(VERIFIER_ROLES)}", file=where,
                             field=f"scores.{tier}.role")
+        _check_price(entry.get("price"), where, f"scores.{tier}.price")
         _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
         for name, high in (("params_b", MAX_PARAMS_B), ("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS),
                            ("latency_s", MAX_LATENCY_S)):

@@ -33,6 +33,7 @@ from pools.importers.canonical_records import (
     describe_value,
     read_json_lines,
 )
+from pools.prices import PRICES_KEY
 from pools.schema import TABLES, TIERS, VERIFIER_ROLES
 from pools.store import Pool
 from pools.tokens import estimate_latency_s, estimate_tokens
@@ -264,8 +265,9 @@ def build_pool(
             raise PoolError(f"verifier {unnamed[0]!r} has no role; expected scores.{unnamed[0]}.role (one of "
                             f"{list(VERIFIER_ROLES)}) on some record; only the paper's {list(TIERS)} have a "
                             "default role", file=where, field=f"scores.{unnamed[0]}")
+    prices = declared_prices(records)
     pool.refresh_manifest(n_candidates=n, provenance={**report.provenance(), **(provenance or {})},
-                          **({"verifier_roles": roles} if roles else {}),
+                          **({"verifier_roles": roles} if roles else {}), **({PRICES_KEY: prices} if prices else {}),
                           **({"generation": dict(generation)} if generation else {}))
     validate_pool(pool, source=source)
     return pool
@@ -293,6 +295,23 @@ def verifier_sequence(records: Sequence[tuple[str, dict[str, Any]]]) -> list[str
                 after = max(before) + 1 if before else len(order)
             order.insert(after, name)
     return [t for t in TIERS if t in order] if set(order) <= set(TIERS) else order
+
+
+def declared_prices(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """Model -> price from the records' ``generator_price`` and ``scores.<name>.price`` (what ``coba pools
+    export`` writes for a priced pool); PoolError when two records price one model differently."""
+    prices: dict[str, dict[str, float]] = {}
+    for where, rec in records:
+        given = [(rec["generator"], rec.get("generator_price"), "generator_price")]
+        given += [(e["model"], e.get("price"), f"scores.{t}.price") for t, e in rec.get("scores", {}).items()]
+        for model, price, field in given:
+            if price is None:
+                continue
+            price = {side: float(price[side]) for side in ("input", "output")}
+            if prices.setdefault(model, price) != price:
+                raise PoolError(f"is {price}; an earlier record priced model {model!r} at {prices[model]}",
+                                file=where, field=field)
+    return prices
 
 
 def declared_verifier_roles(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, str]:
