@@ -65,9 +65,17 @@ class CompiledPool:
 
     @property
     def called_models(self) -> list[str]:
-        """The models these episodes call: their generators and every verifier slot's model(s), sorted."""
-        verifiers = {m for models in self.verifier_models for m in models.split("+") if m}
-        return sorted(set(map(str, self.generator.tolist())) | verifiers)
+        """The models these episodes call: their generators and every verifier slot's model(s), sorted.
+
+        A route pool's episode names its problem's generators joined by "+" (``coba_env.route_pool``), as a
+        verifier slot names several models; a name that is itself priced is taken whole."""
+        def models(names: Any) -> set[str]:
+            out: set[str] = set()
+            for name in map(str, names):
+                out.update([name] if name in self.priced_models else [m for m in name.split("+") if m])
+            return out
+
+        return sorted(models(set(self.generator.tolist())) | models(self.verifier_models))
 
     def unpriced_models(self) -> list[str]:
         """The called models without a price: the usd measure is real only when there is none (``usd_priced``)."""
