@@ -81,7 +81,35 @@ def action_rows(state: np.ndarray, actions: np.ndarray, strong_action: int, n_ac
     return rows
 
 
-class RolloutController(Policy):
+class OverStrong(Policy):
+    """A learned controller that runs CoBa-Routed-Strong (``self.strong``) and departs from it where its model
+    says so; fit on one action layout (``self.actions``: its model's input width follows it)."""
+
+    strong: StrongFromState
+    actions: tuple[str, ...] = ()
+
+    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
+        """Where Strong runs, on the layout the model was fit on."""
+        if self.actions and tuple(env.layout.names) != self.actions:
+            return False, f"fit on the actions {list(self.actions)}; the env has {list(env.layout.names)}"
+        return self.strong.applicable(env)
+
+    def reset(self, env: CoBaEnv) -> None:
+        """Bind the env's roles for this policy and its Strong."""
+        self.bind(env)
+        self.strong.reset(env)
+
+    def supports_batch(self, venv: Any) -> bool:
+        """Where Strong replays batched."""
+        return self.strong.supports_batch(venv)
+
+    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
+        """Bind the vector env's roles for this policy and its Strong."""
+        super().start_batch(venv, rows)
+        self.strong.start_batch(venv, rows)
+
+
+class RolloutController(OverStrong):
     """Strong, deviating where the predicted advantage at ``lam`` exceeds ``tau`` (label-free)."""
 
     group = "learned"
@@ -103,17 +131,6 @@ class RolloutController(Policy):
         #: The action names of the layout the model was fit on ("" = unknown: only Strong's own check applies).
         self.actions = tuple(actions)
         self.label = f"Rollout over Strong (lambda={lam:g}, tau={tau:g})"
-
-    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """Where Strong runs, on the layout the model was fit on (its one-hot width)."""
-        if self.actions and tuple(env.layout.names) != self.actions:
-            return False, f"fit on the actions {list(self.actions)}; the env has {list(env.layout.names)}"
-        return self.strong.applicable(env)
-
-    def reset(self, env: CoBaEnv) -> None:
-        """Bind the env's roles for this policy and its Strong."""
-        self.bind(env)
-        self.strong.reset(env)
 
     def predictions(self, state: np.ndarray, actions: np.ndarray, strong_action: int,
                     n_actions: int) -> tuple[np.ndarray, ...]:
@@ -143,15 +160,6 @@ class RolloutController(Policy):
         return int(others[best]) if advantage[best] > self.tau else a_strong
 
     batched = True
-
-    def supports_batch(self, venv: Any) -> bool:
-        """Where Strong replays batched."""
-        return self.strong.supports_batch(venv)
-
-    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
-        """Bind the vector env's roles for this policy and its Strong."""
-        super().start_batch(venv, rows)
-        self.strong.start_batch(venv, rows)
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row: one model forward pass over every legal non-Strong action of every row.

@@ -18,10 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import Policy
 from agents.learned_mlp import batch_controller_features
-from agents.learned_rollout import StrongFromState, rollout_features
-from coba_env.env import CoBaEnv
+from agents.learned_rollout import OverStrong, StrongFromState, rollout_features
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import REPLAY_LAYOUT
 
@@ -37,7 +35,7 @@ def gate_features(state: np.ndarray, strong_actions: np.ndarray,
     return rows
 
 
-class StopGate(Policy):
+class StopGate(OverStrong):
     """CoBa-Routed-Strong with a learned early STOP: stop where the predicted harm is <= ``threshold``."""
 
     group = "learned"
@@ -56,17 +54,6 @@ class StopGate(Policy):
         self.label = f"Stop gate over Strong (harm threshold {threshold:g})"
         self.actions = tuple(actions)  # the layout it was fit on: its model's input width follows it
 
-    def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """Where Strong runs, in an env with the actions the gate was fit on."""
-        if self.actions and tuple(env.layout.names) != self.actions:
-            return False, f"fit on the actions {list(self.actions)}; the env has {list(env.layout.names)}"
-        return self.strong.applicable(env)
-
-    def reset(self, env: CoBaEnv) -> None:
-        """Bind the env's roles for this policy and its Strong."""
-        self.bind(env)
-        self.strong.reset(env)
-
     def harm(self, rows: np.ndarray) -> np.ndarray:
         """The model's predicted harm of stopping now, one per row of ``gate_features``."""
         return np.asarray(self.model.predict_harm(rows), dtype=np.float64)
@@ -81,15 +68,6 @@ class StopGate(Policy):
                                  max_output_tokens=self.max_output_tokens)
         rows = gate_features(state, [a_strong], self.layout.n_actions)
         return stop if self.harm(rows)[0] <= self.threshold else a_strong
-
-    def supports_batch(self, venv: Any) -> bool:
-        """Where Strong replays batched."""
-        return self.strong.supports_batch(venv)
-
-    def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
-        """Bind the vector env's roles for this policy and its Strong."""
-        super().start_batch(venv, rows)
-        self.strong.start_batch(venv, rows)
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row: one model call over the rows where the gate may stop."""
