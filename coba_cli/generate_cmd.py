@@ -25,7 +25,7 @@ from coba_cli.arg_types import (
     seed_int,
 )
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
-from coba_cli.out_option import add_out_option, chosen_out
+from coba_cli.out_option import add_out_option, chosen_out, older_form_note
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CONCURRENCY, MAX_TOKENS
@@ -209,6 +209,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     args.dest, given_as = chosen_out(args)
     check_output_dir(args.dest, force=args.force, option=given_as, inputs=[args.workdir], kind="pool")
     _build(args.workdir, args.dest, args)
+    older_form_note(args.dest, given_as)
     return 0
 
 

@@ -7,6 +7,7 @@ both forms work, giving both is refused in one line.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from coba_cli.errors import UsageError
 
@@ -25,3 +26,12 @@ def chosen_out(args: argparse.Namespace) -> tuple[str, str]:
     if args.out is None and args.dest is None:
         raise UsageError("the output is missing: give --out DEST")
     return (args.out, "--out") if args.out is not None else (args.dest, "DEST")
+
+
+def older_form_note(dest: str, given_as: str) -> None:
+    """After a command succeeded with the positional DEST (``given_as``): one line on stderr saying ``--out DEST``
+    is the form every command shares (nothing when ``--out`` was used)."""
+    if given_as != "DEST":
+        return
+    print(f"note: the positional DEST is the older form; `--out {dest}` is the one every command takes",
+          file=sys.stderr)

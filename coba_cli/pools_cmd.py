@@ -10,7 +10,7 @@ from pathlib import Path
 from coba_cli.arg_types import finite_float, positive_float
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
-from coba_cli.out_option import add_out_option, chosen_out
+from coba_cli.out_option import add_out_option, chosen_out, older_form_note
 from pools.errors import PoolError
 from pools.export import export_jsonl
 from pools.importers import IMPORTERS, MULTI_SOURCE_FORMATS, import_pool
@@ -117,6 +117,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
               f"{agreement['compared']} candidates ({100 * agreement['rate']:.2f}%); labels used: {args.labels}")
         for line in disagreement_lines(agreement.get("disagreements") or []):
             print(line)
+    older_form_note(dest_arg, given_as)
     return 0
 
 
@@ -165,6 +166,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     pool = load_pool(args.pool)
     export_jsonl(pool, dest, overwrite=args.force, inputs=[args.pool])
     print(f"exported {args.pool} -> {dest}: {len(pool.candidates)} lines")
+    older_form_note(args.dest, given_as)
     return 0
 
 

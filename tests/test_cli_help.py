@@ -80,12 +80,15 @@ def test_bench_policies_help_names_every_kind_of_item(capsys):
 
 
 @pytest.mark.parametrize("form", ["positional", "--out"])
-def test_pools_import_takes_out_or_the_older_positional_dest(form, small_jsonl, tmp_path):
+def test_pools_import_takes_out_or_the_older_positional_dest(form, small_jsonl, tmp_path, capsys):
     jsonl = small_jsonl
     dest = tmp_path / "pool"
     argv = ["pools", "import", str(jsonl), *([str(dest)] if form == "positional" else ["--out", str(dest)])]
     assert main(argv) == 0
     assert (dest / "manifest.json").is_file()
+    # The older form works, with a note naming the shared form; --out gives none.
+    note = f"note: the positional DEST is the older form; `--out {dest}` is the one every command takes"
+    assert capsys.readouterr().err.strip() == (note if form == "positional" else "")
     assert main(["pools", "export", str(dest), "--out", str(tmp_path / "back.jsonl")]) == 0
     assert (tmp_path / "back.jsonl").read_text().count("\n") == jsonl.read_text().count("\n")
 
