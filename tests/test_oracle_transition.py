@@ -69,6 +69,36 @@ def _digest(rows: list) -> str:
     return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
+def random_walks(env, model, walks: int, rng: np.random.Generator, env_outputs, model_outputs) -> tuple:
+    """``walks`` random legal walks per episode through ``env`` and ``model`` side by side: (the env's outputs,
+    the model's outputs, steps, stops), each output row taken before every action and at the end."""
+    env_rows, model_rows, steps, stops = [], [], 0, 0
+    for e in range(env.n_episodes):
+        for _ in range(walks):
+            _, info = env.reset(options={"episode": e})
+            ep, state = model.episode(e), model.root()
+            while True:
+                mask = info["action_mask"]
+                env_rows.append(env_outputs(env, mask))
+                model_rows.append(model_outputs(model, ep, state))
+                a = int(rng.choice(np.flatnonzero(mask)))
+                _, _, done, _, info = env.step(a)
+                steps += 1
+                if done:
+                    env_rows.append((info["selected_candidate"], bool(info["correct"])))
+                    model_rows.append((model.selected(ep, state), model.is_correct(ep, state)))
+                    stops += 1
+                    break
+                state = model.apply(ep, state, a)
+    return env_rows, model_rows, steps, stops
+
+
+def assert_same_outputs(model_rows: list, env_rows: list) -> None:
+    """Equal digests of every output; on a difference, the first differing row in the message."""
+    assert _digest(model_rows) == _digest(env_rows), next(
+        (i, m, v) for i, (m, v) in enumerate(zip(model_rows, env_rows, strict=True)) if m != v)
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("setting", range(len(SETTINGS)))
 def test_oracle_model_transition_equals_the_env(layout, setting):
@@ -81,24 +111,7 @@ def test_oracle_model_transition_equals_the_env(layout, setting):
                         n_max=env.n_max, tiers=env.enabled_tiers,
                         max_cost=env.max_cost if env.max_cost < float("inf") else None)
     assert model.layout == env.layout
-    rng = np.random.default_rng(setting)
-    env_rows, model_rows, steps = [], [], 0
-    for e in range(env.n_episodes):
-        for _ in range(6):  # six random walks per episode
-            _, info = env.reset(options={"episode": e})
-            ep, state = model.episode(e), model.root()
-            while True:
-                mask = info["action_mask"]
-                env_rows.append(_env_outputs(env, mask))
-                model_rows.append(_model_outputs(model, ep, state))
-                a = int(rng.choice(np.flatnonzero(mask)))
-                _, _, done, _, info = env.step(a)
-                steps += 1
-                if done:
-                    env_rows.append((info["selected_candidate"], bool(info["correct"])))
-                    model_rows.append((model.selected(ep, state), model.is_correct(ep, state)))
-                    break
-                state = model.apply(ep, state, a)
+    env_rows, model_rows, steps, _ = random_walks(env, model, 6, np.random.default_rng(setting), _env_outputs,
+                                                  _model_outputs)
     assert steps > 100
-    assert _digest(model_rows) == _digest(env_rows), next(
-        (i, m, v) for i, (m, v) in enumerate(zip(model_rows, env_rows, strict=True)) if m != v)
+    assert_same_outputs(model_rows, env_rows)

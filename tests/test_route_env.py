@@ -178,12 +178,7 @@ def test_routing_policies_batched_equal_single_on_the_paper_pool(name):
     single = replay(policy, env)
     venv = RouteVectorEnv(997, paper, **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
     batched = replay_batched(make_policy(name), venv)
-    names = env.layout.names
-    assert [[names[a] for a in r["action_ids"]] for r in single] == \
-        [[names[a] for a in row if a >= 0] for row in batched["actions"].tolist()]
-    assert [r["selected_candidate"] for r in single] == batched["selected_candidate"].tolist()
-    assert [r["correct"] for r in single] == batched["correct"].tolist()
-    assert np.array_equal(np.array([list(r["costs"].values()) for r in single]), batched["costs"])
+    assert_batched_equals_single(single, batched, env.layout.names)
     # Every SAMPLE draws from the one chosen generator (by parameters: label-free).
     params = env.route.generator_params
     chosen = int(np.argmin(params)) if name == "route_cheapest_coba" else int(np.argmax(params))
@@ -202,3 +197,12 @@ def test_vector_route_env_equals_the_single_one_with_any_number_of_verifiers(n_v
     vector, single, finished = lockstep_hashes(pool, num_envs=5, n_steps=60, seed=2)
     assert finished > 10
     assert vector == single
+
+
+def assert_batched_equals_single(single: list[dict], batched: dict, names: tuple[str, ...]) -> None:
+    """The batched replay's actions, selections, correctness and costs equal the one-episode replay's records."""
+    assert [[names[a] for a in r["action_ids"]] for r in single] == \
+        [[names[a] for a in row if a >= 0] for row in batched["actions"].tolist()]
+    assert [r["selected_candidate"] for r in single] == batched["selected_candidate"].tolist()
+    assert [r["correct"] for r in single] == batched["correct"].tolist()
+    assert np.array_equal(np.array([list(r["costs"].values()) for r in single]), batched["costs"])

@@ -10,8 +10,6 @@ at STOP the selected slot and its correctness) is hashed, and the two forms' has
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 
@@ -19,6 +17,7 @@ from coba_env import compile_pool
 from coba_env.route_env import RouteEnv
 from tests.conftest import PAPER_VERIFIERS, make_synthetic_pool
 from tests.test_many_generators import VERIFIERS
+from tests.test_oracle_transition import assert_same_outputs, random_walks
 from train.route_oracle_model import RouteOracleModel
 
 POOLS = {
@@ -67,10 +66,6 @@ def _model_outputs(model: RouteOracleModel, ep, state: tuple) -> tuple:
     return legal, revealed, cand, verified, tuple(fnum), tuple(fden), tuple(cost)
 
 
-def _digest(rows: list) -> str:
-    return hashlib.sha256(repr(rows).encode()).hexdigest()
-
-
 #: Every (pool, setting) pair but max_score on V3 over a pool without a V3.
 CASES = [(p, s) for p in POOLS for s in range(len(SETTINGS)) if "tier" not in str(SETTINGS[s]) or "V3" in POOLS[p][1]]
 
@@ -83,25 +78,7 @@ def test_route_oracle_model_transition_equals_the_route_env(pool_name, setting):
     env = RouteEnv(pool, lam=0.0, **kwargs)
     model = RouteOracleModel.for_env(env)
     assert model.layout == env.layout
-    rng = np.random.default_rng(setting)
-    env_rows, model_rows, steps, stops = [], [], 0, 0
-    for e in range(env.n_episodes):
-        for _ in range(10):  # ten random walks per episode
-            _, info = env.reset(options={"episode": e})
-            ep, state = model.episode(e), model.root()
-            while True:
-                mask = info["action_mask"]
-                env_rows.append(_env_outputs(env, mask))
-                model_rows.append(_model_outputs(model, ep, state))
-                a = int(rng.choice(np.flatnonzero(mask)))
-                _, _, done, _, info = env.step(a)
-                steps += 1
-                if done:
-                    env_rows.append((info["selected_candidate"], bool(info["correct"])))
-                    model_rows.append((model.selected(ep, state), model.is_correct(ep, state)))
-                    stops += 1
-                    break
-                state = model.apply(ep, state, a)
+    env_rows, model_rows, steps, stops = random_walks(env, model, 10, np.random.default_rng(setting),
+                                                      _env_outputs, _model_outputs)
     assert steps > 200 and stops == 10 * env.n_episodes
-    assert _digest(model_rows) == _digest(env_rows), next(
-        (i, m, v) for i, (m, v) in enumerate(zip(model_rows, env_rows, strict=True)) if m != v)
+    assert_same_outputs(model_rows, env_rows)

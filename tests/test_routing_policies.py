@@ -15,7 +15,7 @@ from coba_env.route_env import RouteEnv
 from coba_env.route_vector_env import RouteVectorEnv
 from eval.batched_replay import replay_batched
 from tests.factory import Cand, Ep, build_pool
-from tests.test_route_env import MODELS, two_generator_pool
+from tests.test_route_env import MODELS, assert_batched_equals_single, two_generator_pool
 
 #: Every registered route-env policy (routing group and the route oracles).
 ROUTE_POLICIES = [n for n in load_specs() if is_route_policy(make_policy(n))]
@@ -108,12 +108,7 @@ def test_batched_equals_single_on_route_episodes(name, profile):
     single = [run_episode(env, policy, i) for i in range(env.n_episodes)]
     venv = RouteVectorEnv(997, pool, **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
     batched = replay_batched(make_policy(name), venv)
-    names = env.layout.names
-    assert [[names[a] for a in r["action_ids"]] for r in single] == \
-        [[names[a] for a in row if a >= 0] for row in batched["actions"].tolist()]
-    assert [r["selected_candidate"] for r in single] == batched["selected_candidate"].tolist()
-    assert [r["correct"] for r in single] == batched["correct"].tolist()
-    assert np.array_equal(np.array([list(r["costs"].values()) for r in single]), batched["costs"])
+    assert_batched_equals_single(single, batched, env.layout.names)
     if make_policy(name).kind in ("route_cascade", "model_switch", "route_threshold"):  # they do route
         assert len({g for r in single for g, k in r["samples_by_generator"].items() if k}) >= 2
 
