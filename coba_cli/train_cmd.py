@@ -22,7 +22,19 @@ from pools.atomic_write import atomic_dir, mark_output
 from pools.output_paths import check_output_dir
 
 #: Kinds that exist only as protocol methods (``--lodo``), issue 27's with their module.
-PROTOCOL_ONLY_KINDS = ("stop_gate", "coba_search")
+PROTOCOL_ONLY_KINDS = ("stop_gate", "coba_search", "route_search")
+
+#: The protocol's methods per (env, kind): (module, class). Route-env methods run with ``--env route``.
+PROTOCOL_METHODS: dict[tuple[str, str], tuple[str, str]] = {
+    ("replay", "mlp"): ("train.protocol_mlp", "MLPMethod"),
+    ("replay", "ppo"): ("train.ppo_method", "PPOMethod"),
+    ("replay", "rollout"): ("train.rollout", "RolloutMethod"),
+    ("replay", "stop_gate"): ("train.stop_gate", "StopGateMethod"),
+    ("replay", "coba_search"): ("train.coba_search", "CoBaSearchMethod"),
+    ("route", "mlp"): ("train.route_mlp_method", "RouteMLPMethod"),
+    ("route", "ppo"): ("train.route_ppo_method", "RoutePPOMethod"),
+    ("route", "route_search"): ("train.route_search", "RouteSearchMethod"),
+}
 
 #: ``train.ppo.train_ppo``'s default ``total_timesteps`` (not imported: that would load torch for --help).
 PPO_DEFAULT_TIMESTEPS = 200_000
@@ -64,6 +76,10 @@ KIND_HELP: dict[str, tuple[str, str]] = {
     "coba_search": ("Optuna TPE search over CoBa-Routed-Strong's own parameters, nested inside the training "
                     "datasets, under the learning protocol only: needs --lodo (docs/LEARNING.md, 'Protocol').",
                     examples("coba train coba_search --lodo --out runs/protocol-coba-search")),
+    "route_search": ("Optuna TPE search over the hand-made routing policies' own parameters on the route env, "
+                     "nested inside the training datasets, under the learning protocol only: needs --lodo --env "
+                     "route (docs/LEARNING.md, 'Protocol').",
+                     examples("coba train route_search --lodo --env route --out runs/protocol-route-search")),
 }
 #: Options that only one kind takes (their help is hidden under another kind's --help).
 KIND_ONLY_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -88,8 +104,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_kind_help(parser, KIND_HELP, KIND_ONLY_OPTIONS)
     parser.add_argument("kind", choices=tuple(KIND_HELP),
                         help="controller kind: mlp (imitation), ppo (RL), rollout (improvement over Strong), "
-                             "stop_gate (LTT-calibrated early stop over Strong) or coba_search (Optuna TPE over "
-                             "CoBa's parameters); rollout, stop_gate and coba_search run with --lodo only; "
+                             "stop_gate (LTT-calibrated early stop over Strong), coba_search (Optuna TPE over "
+                             "CoBa's parameters) or route_search (Optuna TPE over the routing policies' parameters, "
+                             "--env route); rollout, stop_gate, coba_search and route_search run with --lodo only; "
                              "coba train KIND --help shows that kind's options")
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
@@ -101,6 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "lambda is drawn per episode between their min and max); default: mlp "
                              "0.02,0.05,0.1,0.2,0.3,0.5,1, ppo its own lambda range (train/ppo.py). Under --lodo the "
                              "method's grid, stated in advance, is used")
+    parser.add_argument("--env", default="replay", choices=("replay", "route"),
+                        help="with --lodo: the env the protocol runs on: replay (one generator per episode, judged "
+                             "against CoBa-Routed-Strong) or route (one episode per problem, every generator, judged "
+                             "against the consistency cascade); default: replay")
     parser.add_argument("--seeds", type=seed_list, default=None, metavar="S1,S2,...",
                         help="with --lodo: the protocol's seeds (default: 0,1,2)")
     parser.add_argument("--held-out", default=None, metavar="DS1,DS2",
@@ -153,35 +174,30 @@ def _options(args: argparse.Namespace) -> dict:
     return {k: v for k, v in opts.items() if v is not None}
 
 
-def protocol_method(kind: str) -> object:
-    """The protocol ``Method`` of ``kind`` with the protocol's settings."""
-    if kind == "mlp":
-        from train.protocol_mlp import MLPMethod
+def protocol_method(kind: str, env: str = "replay") -> object:
+    """The protocol ``Method`` of ``kind`` on ``env`` with the protocol's settings (``PROTOCOL_METHODS``)."""
+    import importlib
 
-        return MLPMethod()
-    if kind == "rollout":
-        from train.rollout import RolloutMethod
-
-        return RolloutMethod()
-    if kind == "stop_gate":
-        from train.stop_gate import StopGateMethod
-
-        return StopGateMethod()
-    if kind == "coba_search":
-        from train.coba_search import CoBaSearchMethod
-
-        return CoBaSearchMethod()
+    where = PROTOCOL_METHODS.get((env, kind))
+    if where is None:
+        kinds = ", ".join(k for e, k in PROTOCOL_METHODS if e == env)
+        raise UsageError(f"{kind} has no protocol method on the {env} env; there: {kinds}")
+    module_name, class_name = where
     try:
-        from train.ppo_method import PPOMethod  # provided by the PPO work of issue 19
-    except ModuleNotFoundError:
-        raise UsageError("ppo under the protocol needs train/ppo_method.py, which this checkout does not have") from None
-    return PPOMethod()
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise UsageError(f"{kind} on the {env} env needs {module_name.replace('.', '/')}.py, which this checkout "
+                         "does not have") from None
+    return getattr(module, class_name)()
 
 
 def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int:
     """``--lodo``: run the learning protocol and print its verdict and table."""
     from coba_env.env import as_compiled
     from train.protocol import SEEDS, run_protocol
+    from train.protocol_arena import arena_named
     from train.protocol_stats import stats_markdown
 
     if args.lambdas is not None:
@@ -195,6 +211,7 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
                          "advance (train/protocol_mlp.py, train/ppo_method.py); they cannot be changed per run")
     if args.cost != "p_tokens":
         raise UsageError("--lodo: the protocol's cost model is p_tokens")
+    method = protocol_method(args.kind, args.env)  # before any work: a kind the env has no method for is one line
     fold_map = map
     if args.ray_address is not None:  # every (seed, outer fold) is one Ray task; the results are the local run's
         from functools import partial
@@ -215,14 +232,14 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
         bad = [d for d in held if d not in datasets]
         if bad:
             raise UsageError(f"--held-out: unknown dataset(s) {bad}; the pool has {datasets}")
-    method = protocol_method(args.kind)
     seeds = tuple(args.seeds) if args.seeds is not None else SEEDS
     from pools.default import DEFAULT_SPEC
 
     pool_name = str(args.pool) if args.pool is not None else DEFAULT_SPEC
     result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
                                                         progress=not args.no_progress, held_out=held,
-                                                        fold_map=fold_map, pool_name=pool_name), marker="lodo")
+                                                        fold_map=fold_map, pool_name=pool_name,
+                                                        arena=arena_named(args.env)), marker="lodo")
     print(stats_markdown(result.stats))
     print()
     if held is not None:
@@ -239,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
         raise UsageError("--seeds, --held-out and --ray-address need --lodo")
+    if not args.lodo and args.env != "replay":
+        raise UsageError("--env route needs --lodo: route-env controllers are trained under the protocol")
     require_ray(args.ray_address)
     if args.kind in ("rollout", *PROTOCOL_ONLY_KINDS) and not args.lodo:
         raise UsageError(f"{args.kind} trains under the protocol only: add --lodo")

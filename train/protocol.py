@@ -44,13 +44,14 @@ from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.env import default_budget
 from coba_env.splits import Split, leave_one_dataset_out
-from eval.runner import run_policies
 from pools.safe_names import path_under
+from train.protocol_arena import REPLAY, Arena
 
 #: The protocol's constants, stated before any held-out run (docs/LEARNING.md, "Protocol").
 POOL = "paper"
 SEEDS: tuple[int, ...] = (0, 1, 2)
-REFERENCE = "coba_strong"
+#: The replay env's reference (``train.protocol_arena.REPLAY``); the route env's is ``ROUTE.reference``.
+REFERENCE = REPLAY.reference
 COST_MODEL = "p_tokens"
 #: The selection rule's margins (issue 27), stated before any held-out run: the inner item-pooled difference's
 #: 95% CI lower end >= -SELECT_ITEM_MARGIN points, the inner macro difference >= -SELECT_MACRO_MARGIN points
@@ -114,20 +115,14 @@ def inner_splits(compiled: CompiledPool, train_ids: np.ndarray) -> list[Split]:
     return leave_one_dataset_out(episodes_of(compiled, train_ids))
 
 
-def _replay(policies: list[Policy], compiled: CompiledPool, ids: np.ndarray, progress: bool) -> pd.DataFrame:
-    """Replay ``policies`` and the reference on the episodes ``ids`` (one process: models may hold threads)."""
-    from agents.registry import make_policy
-
-    run = run_policies([make_policy(REFERENCE), *policies], episodes_of(compiled, ids), cost_model=COST_MODEL,
-                       progress=progress, workers=1)
-    missing = run.not_applicable
-    if missing:
-        raise RuntimeError(f"policies not applicable on the fold: {missing}")
-    return run.records
+def _replay(policies: list[Policy], compiled: CompiledPool, ids: np.ndarray, progress: bool,
+            arena: Arena = REPLAY) -> pd.DataFrame:
+    """Replay ``policies`` and the arena's reference on the episodes ``ids``."""
+    return arena.replay(policies, episodes_of(compiled, ids), progress)
 
 
-def validation_summary(records: pd.DataFrame, names: Sequence[str], *,
-                       resamples: int = SELECT_RESAMPLES) -> pd.DataFrame:
+def validation_summary(records: pd.DataFrame, names: Sequence[str], *, resamples: int = SELECT_RESAMPLES,
+                       reference: str = REFERENCE) -> pd.DataFrame:
     """Per point, over the stacked validation datasets against the reference (the selection rule's inputs):
     macro and item-pooled accuracy difference (points), the item-pooled difference's 95% CI lower end, the
     pooled p_tokens ratio and its 95% CI upper end (paired bootstrap over items, ``protocol_stats.compare``)."""
@@ -135,7 +130,7 @@ def validation_summary(records: pd.DataFrame, names: Sequence[str], *,
 
     rows = []
     for name in names:
-        stats = compare(records, name, REFERENCE, resamples=resamples).set_index("scope")
+        stats = compare(records, name, reference, resamples=resamples).set_index("scope")
         rows.append({"policy": name, "macro_diff": float(stats.loc["MACRO", "diff"]),
                      "item_diff": float(stats.loc["ALL", "diff"]), "item_ci_low": float(stats.loc["ALL", "ci_low"]),
                      "cost_ratio": float(stats.loc["ALL", "cost_ratio"]),
@@ -144,16 +139,16 @@ def validation_summary(records: pd.DataFrame, names: Sequence[str], *,
 
 
 def select_point(summary: pd.DataFrame, grid: Sequence[dict[str, float]],
-                 fallback: dict[str, float] | None) -> tuple[int, str]:
+                 fallback: dict[str, float] | None, *, ratio_high_max: float = SELECT_RATIO_HIGH_MAX) -> tuple[int, str]:
     """The selection rule: (index into ``grid``, why). ``summary`` rows are in grid order.
 
     Qualify: item_ci_low >= -SELECT_ITEM_MARGIN, macro_diff >= -SELECT_MACRO_MARGIN and ratio_high <
-    SELECT_RATIO_HIGH_MAX. Among them the highest item_ci_low (ties: lower ratio_high, then the earlier point);
+    ``ratio_high_max`` (the arena's bound). Among them the highest item_ci_low (ties: lower ratio_high, then the earlier point);
     if none qualifies, ``fallback`` (must be a grid point), else the highest item_ci_low."""
     rows = range(len(summary))
     col = {c: summary[c].to_numpy(dtype=float) for c in ("item_ci_low", "macro_diff", "ratio_high")}
     ok = [i for i in rows if col["item_ci_low"][i] >= -SELECT_ITEM_MARGIN
-          and col["macro_diff"][i] >= -SELECT_MACRO_MARGIN and col["ratio_high"][i] < SELECT_RATIO_HIGH_MAX]
+          and col["macro_diff"][i] >= -SELECT_MACRO_MARGIN and col["ratio_high"][i] < ratio_high_max]
     key = lambda i: (-col["item_ci_low"][i], col["ratio_high"][i], i)  # noqa: E731
     if ok:
         return min(ok, key=key), "rule"
@@ -176,9 +171,9 @@ class FoldResult:
 
 
 def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: Method, out_dir: Path,
-                   progress: bool, budget: float | None = None) -> FoldResult:
-    """Steps 3-5 of the protocol for one (seed, outer split): nested selection, refit, held-out replay.
-    Every fit gets ``budget`` (default: the pool's ``cost_unit``)."""
+                   progress: bool, budget: float | None = None, arena: Arena = REPLAY) -> FoldResult:
+    """Steps 3-5 of the protocol for one (seed, outer split): nested selection, refit, held-out replay on the
+    arena's env beside its reference. Every fit gets ``budget`` (default: the pool's ``cost_unit``)."""
     seed, split = task
     budget = cost_unit(compiled) if budget is None else float(budget)
     t0 = time.perf_counter()
@@ -192,17 +187,17 @@ def run_outer_fold(task: tuple[int, Split], *, compiled: CompiledPool, method: M
         policies = [fitted.policy(p) for p in grid]
         for pol, name in zip(policies, names, strict=True):
             pol.name = name
-        frames.append(_replay(policies, compiled, inner.eval_episode_ids, progress))
+        frames.append(_replay(policies, compiled, inner.eval_episode_ids, progress, arena))
     val = pd.concat(frames, ignore_index=True)
-    inner_table = validation_summary(val, names)
-    pick, why = select_point(inner_table, grid, fallback_point(method))
+    inner_table = validation_summary(val, names, reference=arena.reference)
+    pick, why = select_point(inner_table, grid, fallback_point(method), ratio_high_max=arena.ratio_high_max)
     inner_table = inner_table.assign(seed=seed, held_out=split.held_out, chosen=[i == pick for i in range(len(grid))])
     # -- refit on every training dataset (the same cost unit); replay the one chosen point
     fitted = method.fit(compiled, split.train_episode_ids, budget=budget, seed=seed, out_dir=fold_dir / "final",
                         progress=progress)
     policy = fitted.policy(grid[pick])
     policy.name = method.name
-    records = _replay([policy], compiled, split.eval_episode_ids, progress).assign(seed=seed)
+    records = _replay([policy], compiled, split.eval_episode_ids, progress, arena).assign(seed=seed)
     chosen = {"seed": seed, "held_out": split.held_out, "point": names[pick], "how": why, "budget": budget,
               **{f"point_{k}": v if np.isfinite(v) else str(v) for k, v in grid[pick].items()}}
     return FoldResult(seed=seed, held_out=split.held_out, budget=budget, records=records, inner=inner_table,
@@ -222,13 +217,15 @@ class ProtocolResult:
     seconds: float
     cost_unit: float
     timings: dict[str, float] = field(default_factory=dict)
+    arena: Arena = REPLAY
 
 
 def run_protocol(compiled: CompiledPool, method: Method, *, seeds: Sequence[int] = SEEDS, out_dir: str | Path,
                  progress: bool = True, fold_map: FoldMap = map, held_out: Sequence[str] | None = None,
-                 resamples: int | None = None, pool_name: str = "unnamed pool") -> ProtocolResult:
-    """Run the whole protocol for ``method`` on ``compiled`` (named ``pool_name`` in the verdict); write its
-    tables to ``out_dir``.
+                 resamples: int | None = None, pool_name: str = "unnamed pool",
+                 arena: Arena = REPLAY) -> ProtocolResult:
+    """Run the whole protocol for ``method`` on ``compiled`` (named ``pool_name`` in the verdict) in ``arena``
+    (the env, its reference and cost bound: ``train.protocol_arena``); write its tables to ``out_dir``.
 
     ``held_out`` restricts the outer folds: a partial run, whose verdict says so and never beats."""
     from train import protocol_stats
@@ -240,20 +237,21 @@ def run_protocol(compiled: CompiledPool, method: Method, *, seeds: Sequence[int]
     splits = all_splits if held_out is None else [s for s in all_splits if s.held_out in held_out]
     coverage = protocol_stats.Coverage(pool=str(pool_name), seeds=tuple(int(s) for s in seeds),
                                        folds=tuple(s.held_out for s in splits),
-                                       all_folds=tuple(s.held_out for s in all_splits))
+                                       all_folds=tuple(s.held_out for s in all_splits), env=arena.env,
+                                       reference=arena.reference)
     budget = cost_unit(compiled)
     tasks = [(int(seed), split) for seed in seeds for split in splits]
     work = functools.partial(run_outer_fold, compiled=compiled, method=method, out_dir=out, progress=progress,
-                             budget=budget)
+                             budget=budget, arena=arena)
     folds: list[FoldResult] = list(fold_map(work, tasks))
     records = pd.concat([f.records for f in folds], ignore_index=True)
     inner = pd.concat([f.inner for f in folds], ignore_index=True)
     chosen = pd.DataFrame([f.chosen for f in folds])
     kw = {} if resamples is None else {"resamples": resamples}
-    stats = protocol_stats.compare_seeds(records, method.name, REFERENCE, **kw)
-    verdict = protocol_stats.verdict(stats, method.name, coverage)
+    stats = protocol_stats.compare_seeds(records, method.name, arena.reference, **kw)
+    verdict = protocol_stats.verdict(stats, method.name, coverage, ratio_high_max=arena.ratio_high_max)
     result = ProtocolResult(method=method.name, records=records, inner=inner, chosen=chosen, stats=stats,
                             verdict=verdict, seconds=time.perf_counter() - t0, cost_unit=budget,
-                            timings={f"seed{f.seed}_{f.held_out}_s": f.seconds for f in folds})
+                            timings={f"seed{f.seed}_{f.held_out}_s": f.seconds for f in folds}, arena=arena)
     protocol_stats.write_tables(result, out)
     return result

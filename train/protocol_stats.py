@@ -37,10 +37,17 @@ ITEM_CI_LOW_MIN = -0.5  # points
 COST_RATIO_CI_HIGH_MAX = 0.9
 #: Fewer seeds than this make a run partial: its verdict is never "beats".
 MIN_SEEDS = 3
-VERDICT_RULE = (f"beats the reference iff the run is full (every outer fold of the pool, at least {MIN_SEEDS} seeds) "
-                f"and on the seed-mean (hierarchical bootstrap over seeds and items): item-pooled accuracy "
-                f"difference >= 0 and its 95% CI lower end >= {ITEM_CI_LOW_MIN} points, macro difference >= 0, and "
-                f"the item-pooled p_tokens ratio's 95% CI upper end < {COST_RATIO_CI_HIGH_MAX}")
+
+
+def verdict_rule(ratio_high_max: float = COST_RATIO_CI_HIGH_MAX) -> str:
+    """The verdict rule in words, with the arena's cost bound (0.9 on the replay env, 0.8 on the route env)."""
+    return (f"beats the reference iff the run is full (every outer fold of the pool, at least {MIN_SEEDS} seeds) "
+            f"and on the seed-mean (hierarchical bootstrap over seeds and items): item-pooled accuracy "
+            f"difference >= 0 and its 95% CI lower end >= {ITEM_CI_LOW_MIN} points, macro difference >= 0, and "
+            f"the item-pooled p_tokens ratio's 95% CI upper end < {ratio_high_max:g}")
+
+
+VERDICT_RULE = verdict_rule()
 
 
 def item_means(records: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
@@ -135,6 +142,8 @@ class Coverage:
     seeds: tuple[int, ...]
     folds: tuple[str, ...]
     all_folds: tuple[str, ...]
+    env: str = "replay"
+    reference: str = "coba_strong"
 
     @property
     def missing_folds(self) -> list[str]:
@@ -152,20 +161,21 @@ class Coverage:
         return reasons
 
     def describe(self) -> str:
-        """One line: pool, seeds and folds."""
-        return (f"pool {self.pool}; seeds {', '.join(map(str, self.seeds))}; held-out folds "
-                f"{', '.join(self.folds)}")
+        """One line: pool, env, reference, seeds and folds."""
+        return (f"pool {self.pool}; {self.env} env, reference {self.reference}; seeds "
+                f"{', '.join(map(str, self.seeds))}; held-out folds {', '.join(self.folds)}")
 
 
-def verdict(stats: pd.DataFrame, name: str, coverage: Coverage) -> dict[str, Any]:
-    """The protocol's verdict from the seed-mean rows of ``compare_seeds`` (``VERDICT_RULE``) for a run
-    covering ``coverage``; a partial run is reported with its reason and never beats."""
+def verdict(stats: pd.DataFrame, name: str, coverage: Coverage, *,
+            ratio_high_max: float = COST_RATIO_CI_HIGH_MAX) -> dict[str, Any]:
+    """The protocol's verdict from the seed-mean rows of ``compare_seeds`` (``verdict_rule(ratio_high_max)``)
+    for a run covering ``coverage``; a partial run is reported with its reason and never beats."""
     mean = stats[stats["seed"] == "mean"].set_index("scope")
     pooled, macro = mean.loc["ALL"], mean.loc["MACRO"]
     checks = {"item_diff>=0": bool(pooled["diff"] >= 0),
               f"item_ci_low>={ITEM_CI_LOW_MIN}": bool(pooled["ci_low"] >= ITEM_CI_LOW_MIN),
               "macro_diff>=0": bool(macro["diff"] >= 0),
-              f"cost_ratio_ci_high<{COST_RATIO_CI_HIGH_MAX}": bool(pooled["ratio_high"] < COST_RATIO_CI_HIGH_MAX)}
+              f"cost_ratio_ci_high<{ratio_high_max:g}": bool(pooled["ratio_high"] < ratio_high_max)}
     reasons = coverage.partial_reasons()
     met = all(checks.values())
     beats = met and not reasons
@@ -177,12 +187,13 @@ def verdict(stats: pd.DataFrame, name: str, coverage: Coverage) -> dict[str, Any
         text = (f"{name}: partial run, no verdict ({'; '.join(reasons)}); on what it covers it {what}: {numbers} "
                 f"({coverage.describe()})")
     else:
-        text = (f"{name} {'BEATS' if beats else 'does not beat'} the reference: {numbers} (seed-mean, hierarchical "
+        text = (f"{name} {'BEATS' if beats else 'does not beat'} the reference ({coverage.reference}): {numbers} "
+                f"(seed-mean, hierarchical "
                 f"bootstrap over seeds and items; full run: {coverage.describe()})")
     return {"method": name, "beats": beats, "scope": "partial" if reasons else "full",
             "partial_reason": "; ".join(reasons), "pool": coverage.pool, "seeds": list(coverage.seeds),
-            "folds": list(coverage.folds), "missing_folds": coverage.missing_folds, "checks": checks,
-            "rule": VERDICT_RULE, "text": text}
+            "folds": list(coverage.folds), "missing_folds": coverage.missing_folds, "env": coverage.env,
+            "reference": coverage.reference, "checks": checks, "rule": verdict_rule(ratio_high_max), "text": text}
 
 
 def _md(frame: pd.DataFrame) -> str:
@@ -205,8 +216,9 @@ def write_tables(result: Any, out: Path) -> None:
     v = result.verdict
     scope = v["scope"] + (f" ({v['partial_reason']})" if v["partial_reason"] else "")
     atomic_write_text(out / "verdict.md", f"{v['text']}\n\nScope: {scope}\n\nPool: {v['pool']}\n\n"
+                      f"Env: {v['env']}; reference: {v['reference']}\n\n"
                       f"Seeds: {', '.join(map(str, v['seeds']))}\n\nHeld-out folds: {', '.join(v['folds'])}\n\n"
-                      f"Cost unit B (p_tokens, every fit): {result.cost_unit:.1f}\n\nRule: {VERDICT_RULE}\n\n"
+                      f"Cost unit B (p_tokens, every fit): {result.cost_unit:.1f}\n\nRule: {v['rule']}\n\n"
                       f"Checks: {json.dumps(v['checks'])}\n\n{stats_markdown(result.stats)}\n")
     atomic_write_text(out / "protocol.json", strict_dumps({
         "method": result.method, "verdict": v, "cost_unit": result.cost_unit, "seconds": result.seconds,
