@@ -50,6 +50,8 @@ def test_help_shows_examples_that_parse(path, capsys):
     ("rollout", ["--lodo", "CoBa-Routed-Strong", "coba train rollout --lodo"], ["--timesteps", "--rounds"]),
     ("stop_gate", ["--lodo", "Learn-then-Test", "coba train stop_gate --lodo"], ["--timesteps", "--rounds"]),
     ("coba_search", ["--lodo", "Optuna", "coba train coba_search --lodo"], ["--timesteps", "--rounds"]),
+    ("route_search", ["--lodo", "--env", "route", "coba train route_search --lodo --env route"],
+     ["--timesteps", "--rounds"]),
 ])
 def test_train_kind_help_is_that_kinds(kind, shown, hidden, capsys):
     out = _help(["train", kind, "--help"], capsys)
@@ -62,7 +64,8 @@ def test_train_kind_help_is_that_kinds(kind, shown, hidden, capsys):
 
 def test_train_help_without_kind_lists_every_option(capsys):
     out = _help(["train", "--help"], capsys)
-    for text in ("--timesteps", "--rounds", "{mlp,ppo,rollout,stop_gate,coba_search}", "coba train KIND --help"):
+    for text in ("--timesteps", "--rounds", "{mlp,ppo,rollout,stop_gate,coba_search,route_search}",
+                 "--env {replay,route}", "coba train KIND --help"):
         assert text in out, text
 
 
