@@ -156,3 +156,26 @@ def test_the_judge_needs_a_cheap_judge():
     ok, why = LadderCascadePolicy(judge=True).applicable(RouteEnv(pool))
     assert not ok and "V1" in why
     assert LadderCascadePolicy().applicable(RouteEnv(pool)) == (True, "")
+
+
+@pytest.mark.parametrize("params", [{}, {"rung_k": [3], "votes": 3, "early_escalate": True, "final_k": 2,
+                                         "judge": True, "judge_accept": 0.8, "judge_escalate": 0.3,
+                                         "answer": "majority"}])
+def test_actions_ignore_labels(params):
+    """Permuted correctness labels (tests/test_label_leak.py) change the outcome, never an action or a choice."""
+    from agents.runner import replay
+    from coba_env import compile_pool
+    from pools.default import resolve_pool
+    from tests.test_label_leak import permuted_labels
+
+    compiled = compile_pool(resolve_pool("tiny"))
+    runs = []
+    for pool in (compiled, permuted_labels(compiled)):
+        policy = LadderCascadePolicy(**params)
+        env = RouteEnv(pool, **policy.env_kwargs())
+        assert policy.applicable(env) == (True, "")
+        runs.append(replay(policy, env, record=True))
+    before, after = runs
+    assert [r["correct"] for r in before] != [r["correct"] for r in after]  # the labels did change
+    for a, b in zip(before, after, strict=True):
+        assert a["action_ids"] == b["action_ids"] and a["selected_candidate"] == b["selected_candidate"]
