@@ -32,10 +32,11 @@ from agents.routing_ladder import LadderCascadePolicy
 from coba_env.compiled import CompiledPool
 from train import param_search
 
-#: Trials per fit, stated in advance and sized from timing only: on the training side of the outer fold with
-#: aime2025 held out (the most expensive kind of fold: both large datasets train), 4 inner fits + the refit + the
-#: grid replays took 51-57 s at 300 trials on the shared machine (load ~5 on 2 cores), so the 15 (seed, fold)
-#: pairs of the 3-seed run take about 13-14 minutes, inside the 20 minutes allowed on one core.
+#: Trials per fit, stated in advance and sized from timing only (``scripts/time_route_search.py``, the training
+#: side of the outer fold with aime2025 held out, the most expensive kind of fold: both large datasets train):
+#: 4 inner fits + the grid replays + the refit took 24 s of CPU (51-57 s wall at load 5-8 on the 2 shared cores)
+#: at 300 trials, so the 15 (seed, fold) pairs of the 3-seed run take about 6-7 minutes on a free core (about 14
+#: minutes at that load), inside the 20 minutes allowed; TPE's own cost grows faster than linearly with trials.
 N_TRIALS = 300
 #: The required in-sample margins of the grid (points), as ``coba_search``: 0, then asking for a gain.
 SEARCH_MARGINS: tuple[float, ...] = (0.0, 0.5, 1.0)
