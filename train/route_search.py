@@ -36,7 +36,7 @@ from train import param_search
 #: side of the outer fold with aime2025 held out, the most expensive kind of fold: both large datasets train):
 #: 4 inner fits + the grid replays + the refit took 24 s of CPU (51-57 s wall at load 5-8 on the 2 shared cores)
 #: at 300 trials, so the 15 (seed, fold) pairs of the 3-seed run take about 6-7 minutes on a free core (about 14
-#: minutes at that load), inside the 20 minutes allowed; TPE's own cost grows faster than linearly with trials.
+#: minutes at that load), inside the 20 minutes allowed.
 N_TRIALS = 300
 #: The required in-sample margins of the grid (points), as ``coba_search``: 0, then asking for a gain.
 SEARCH_MARGINS: tuple[float, ...] = (0.0, 0.5, 1.0)
