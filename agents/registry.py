@@ -31,6 +31,7 @@ import agents.evaluators  # noqa: F401
 import agents.oracle  # noqa: F401
 import agents.routing  # noqa: F401
 import agents.routing_cascade  # noqa: F401
+import agents.routing_ladder  # noqa: F401
 import agents.routing_model_switch  # noqa: F401
 import agents.routing_oracle  # noqa: F401
 import agents.routing_threshold  # noqa: F401
