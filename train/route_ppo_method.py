@@ -57,10 +57,12 @@ LAMBDA_RANGE: tuple[float, float] = DEFAULT_LAMBDA_RANGE
 SELECTION = "last"
 #: Sub-environments per fit (``train/ppo.py``: 1024 x 16 steps = one rollout of 16,384 transitions).
 N_ENVS = 1024
-#: Timesteps per fit: 4 rollouts of 16,384 transitions, from the throughput measured on the training side of
-#: one outer fold (docs: /work/notes/protocol-rppo.md; ``scripts/time_route_ppo.py``), so that the 75 fits and the
-#: replays of the 3-seed run take about 20 minutes of one free core.
-TOTAL_TIMESTEPS = 65_536
+#: Timesteps per fit: 5 rollouts of 16,384 transitions, from the throughput measured on the training side of the
+#: aime2025 outer fold (``python scripts/time_route_ppo.py``, process CPU time on the shared machine: 9,000 steps
+#: per CPU second; at 81,920 steps a refit took 13.1 CPU s, of which about 4 s warm start and set-up, an inner fit
+#: 11.0 s, the 11 inner replays 0.7 s), so that the 75 fits and the replays of the 3-seed run take about 17
+#: minutes of one free core, under the 20 allowed (65,536 steps: 14 minutes; 98,304: about 20).
+TOTAL_TIMESTEPS = 81_920
 
 
 @dataclass
