@@ -19,7 +19,8 @@ Example::
     records = replay(policy, make_env(policy, "paper"))
 
 Acting never reads labels: the inputs are the observation and the action mask only. A checkpoint trained on the
-route env (``controller.json`` field ``env: "route"``) loads as ``agents.learned_route_ppo.RoutePPOController``.
+route env (``controller.json`` field ``env: "route"``) loads with ``agents.learned_route_ppo.load``
+(``agents.learned.load_checkpoint`` dispatches on that field).
 """
 
 from __future__ import annotations
@@ -151,6 +152,12 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
 
 def load(path: Path, *, lam: float | None = None) -> Policy:
     """The PPO controller saved at ``path`` (checkpoint directory or a snapshot zip), acting at ``lam`` if given."""
+    model, meta, model_file = load_model(path, lam=lam)
+    return PPOController(model, meta, lam=lam, source=str(model_file))
+
+
+def load_model(path: Path, *, lam: float | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """(network, controller.json, model file) of the PPO checkpoint at ``path``, read without unpickling."""
     if lam is not None and not (math.isfinite(lam) and lam >= 0):
         raise ValueError(f"lam must be a finite number >= 0, got {lam}")
     meta, model_file = read_controller(Path(path))
@@ -164,8 +171,4 @@ def load(path: Path, *, lam: float | None = None) -> Policy:
     if model.observation_space.shape != (expected,):
         raise ValueError(f"{model_file}: the model's observation shape {model.observation_space.shape} does not "
                          f"match controller.json's {expected} features")
-    if meta.get("env") == "route":
-        from agents.learned_route_ppo import RoutePPOController
-
-        return RoutePPOController(model, meta, lam=lam, source=str(model_file))
-    return PPOController(model, meta, lam=lam, source=str(model_file))
+    return model, meta, model_file

@@ -13,9 +13,10 @@ episodes, so the batched and the one-episode forms take the same actions.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
-from agents.learned_ppo import PPOController
+from agents.learned_ppo import PPOController, load_model
 from coba_env.env import CoBaEnv
 
 
@@ -51,3 +52,12 @@ class RoutePPOController(PPOController):
         out["kind"] = "route_ppo"
         out["params"]["generators"] = self.meta.get("generators")
         return out
+
+
+def load(path: Path, *, lam: float | None = None) -> RoutePPOController:
+    """The route PPO controller saved at ``path`` (checkpoint directory or snapshot zip), acting at ``lam``."""
+    model, meta, model_file = load_model(path, lam=lam)
+    if meta.get("env") != "route":
+        raise ValueError(f"{model_file}: not a route-env PPO checkpoint (controller.json field 'env' is "
+                         f"{meta.get('env', 'replay')!r}; expected 'route')")
+    return RoutePPOController(model, meta, lam=lam, source=str(model_file))

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from agents.learned import load_checkpoint
-from agents.learned_ppo import load
-from agents.learned_route_ppo import RoutePPOController
+from agents.learned_route_ppo import RoutePPOController, load
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import replay
@@ -203,7 +202,7 @@ def test_a_replay_checkpoint_is_not_a_route_point(tiny, tmp_path):
 
     path = train_ppo(tiny, tmp_path / "replay", total_timesteps=1024, n_envs=64, progress=False, tensorboard=False,
                      warm_start=False)
-    with pytest.raises(ValueError, match="not a route-env PPO checkpoint"):
+    with pytest.raises(ValueError, match=r"not a route-env PPO checkpoint \(controller.json field 'env' is 'replay'"):
         RoutePPOFitted(path).policy({"lam": 0.1})
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
-from agents.learned_route_ppo import RoutePPOController
+from agents.learned_route_ppo import RoutePPOController, load
 from train.ppo import DEFAULT_LAMBDA_RANGE
 from train.ppo_warm_start import ROUTE_TEACHER
 
@@ -81,12 +81,7 @@ class RoutePPOFitted:
         if set(point) != {"lam"}:
             raise ValueError(f"a route PPO operating point is {{'lam': value}} or {CASCADE_POINT}, got {point}")
         if self._controller is None:
-            from agents.learned_ppo import load
-
-            loaded = load(self.path)
-            if not isinstance(loaded, RoutePPOController):
-                raise ValueError(f"{self.path}: not a route-env PPO checkpoint (controller.json has no env 'route')")
-            self._controller = loaded
+            self._controller = load(self.path)
         base = self._controller
         return RoutePPOController(base.model, base.meta, lam=float(point["lam"]), source=base.source)
 
