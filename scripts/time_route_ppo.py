@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     compiled = as_compiled(args.pool)
     budget = cost_unit(compiled)
     outer = next(s for s in leave_one_dataset_out(compiled) if s.held_out == args.held_out)
-    inner = next(s for s in inner_splits(compiled, outer.train_episode_ids) if s.held_out == args.inner)
     if args.inner == args.held_out:
-        raise SystemExit("--inner must be a training dataset of the fold")
+        raise SystemExit("--inner must be a training dataset of the fold, not its held-out dataset")
+    inner = next(s for s in inner_splits(compiled, outer.train_episode_ids) if s.held_out == args.inner)
     method = RoutePPOMethod(total_timesteps=args.timesteps)
     grid = method.grid()
     with tempfile.TemporaryDirectory(prefix="coba-route-ppo-time-") as tmp:
