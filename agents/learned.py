@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.base import Policy
-from agents.checkpoint import checkpoint_kind, split_spec
 from agents.checkpoint import is_checkpoint as is_checkpoint_dir
+from agents.checkpoint import read_config, split_spec
 
 
 def is_checkpoint(spec: str | Path) -> bool:
@@ -32,11 +32,15 @@ def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:
     directory, spec_lam = split_spec(path)
     if lam is None:
         lam = spec_lam
-    kind = checkpoint_kind(directory)
-    if kind == "mlp":
+    config = read_config(directory)
+    if config["kind"] == "mlp":
         from agents import learned_mlp  # torch is imported only when a checkpoint is loaded
 
         return learned_mlp.load(directory, lam=lam)
+    if config.get("env") == "route":  # a PPO controller trained on the route env (train_ppo(..., route=True))
+        from agents import learned_route_ppo
+
+        return learned_route_ppo.load(directory, lam=lam)
     from agents import learned_ppo
 
     return learned_ppo.load(directory, lam=lam)

@@ -18,7 +18,9 @@ Example::
     policy = load(Path("runs/ppo-paper"), lam=0.2)
     records = replay(policy, make_env(policy, "paper"))
 
-Acting never reads labels: the inputs are the observation and the action mask only.
+Acting never reads labels: the inputs are the observation and the action mask only. A checkpoint trained on the
+route env (``controller.json`` field ``env: "route"``) loads with ``agents.learned_route_ppo.load``
+(``agents.learned.load_checkpoint`` dispatches on that field).
 """
 
 from __future__ import annotations
@@ -123,6 +125,14 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
     for key in ("cost_model", "budget", "n_max", "observation", "model"):
         if key not in meta:
             raise ValueError(f"{meta_file}: missing field {key!r}")
+    env = meta.get("env", "replay")
+    if env not in ("replay", "route"):
+        raise ValueError(f"{meta_file}: field 'env' is {str(env)[:60]!r}; expected 'replay' or 'route'")
+    per_generator = meta.get("n_max_per_generator")
+    if env == "route" and not (isinstance(per_generator, int) and not isinstance(per_generator, bool)
+                               and per_generator >= 1):
+        raise ValueError(f"{meta_file}: field 'n_max_per_generator' is {per_generator!r}; expected an integer "
+                         ">= 1 (a route-env checkpoint)")
     if not (isinstance(meta["budget"], int | float) and math.isfinite(meta["budget"]) and meta["budget"] > 0):
         raise ValueError(f"{meta_file}: field 'budget' is {meta['budget']!r}; expected a positive number")
     observation = meta["observation"]
@@ -142,6 +152,12 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
 
 def load(path: Path, *, lam: float | None = None) -> Policy:
     """The PPO controller saved at ``path`` (checkpoint directory or a snapshot zip), acting at ``lam`` if given."""
+    model, meta, model_file = load_model(path, lam=lam)
+    return PPOController(model, meta, lam=lam, source=str(model_file))
+
+
+def load_model(path: Path, *, lam: float | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """(network, controller.json, model file) of the PPO checkpoint at ``path``, read without unpickling."""
     if lam is not None and not (math.isfinite(lam) and lam >= 0):
         raise ValueError(f"lam must be a finite number >= 0, got {lam}")
     meta, model_file = read_controller(Path(path))
@@ -155,4 +171,4 @@ def load(path: Path, *, lam: float | None = None) -> Policy:
     if model.observation_space.shape != (expected,):
         raise ValueError(f"{model_file}: the model's observation shape {model.observation_space.shape} does not "
                          f"match controller.json's {expected} features")
-    return PPOController(model, meta, lam=lam, source=str(model_file))
+    return model, meta, model_file

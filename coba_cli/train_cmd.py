@@ -65,7 +65,8 @@ KIND_HELP: dict[str, tuple[str, str]] = {
             "to --out. With --lodo: the learning protocol (docs/LEARNING.md).",
             examples("coba train ppo --pool tiny --timesteps 20000 --out runs/ppo-tiny",
                      "coba bench --pool tiny --policies main,runs/ppo-tiny@0.1 --out runs/bench-ppo",
-                     "coba train ppo --lodo --out runs/protocol-ppo")),
+                     "coba train ppo --lodo --out runs/protocol-ppo",
+                     "coba train ppo --lodo --env route --out runs/protocol-route-ppo")),
     "rollout": ("One-step improvement over CoBa-Routed-Strong with learned Q^Strong, trained under the learning "
                 "protocol only: needs --lodo (docs/CONTROLLERS.md, 'The rollout controller').",
                 examples("coba train rollout --lodo --out runs/protocol-rollout",

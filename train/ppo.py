@@ -12,6 +12,10 @@ Example::
     ckpt = train_ppo("tiny", "runs/ppo-tiny", total_timesteps=20_000, n_envs=64, seed=0)
     # tensorboard --logdir runs/ppo-tiny/tb
 
+The route env (``route=True``, issue 27 item 3): the same trainer on ``RouteVectorEnv`` (one episode per problem,
+one SAMPLE action per generator), warm-started from the consistency cascade; ``train/route_ppo_method.py``
+runs it under the learning protocol, ``agents.learned_route_ppo`` acts with its checkpoint.
+
 The checkpoint directory holds ``controller.json`` (kind "ppo", lambda range, cost model, budget, seed, training
 episodes, timesteps, hyperparameters, timing), ``model.zip`` (the SB3 model), ``checkpoints/step_*.zip``
 (periodic snapshots) and ``tb/`` (TensorBoard logs: SB3's losses and episode returns, plus
@@ -82,12 +86,14 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.checkpoint import CONFIG_FILE
+from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
+from coba_env.route_env import RouteEnv
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
 from pools.strict_json import strict_dumps
-from train.ppo_warm_start import clone_into, strong_demonstrations
+from train.ppo_warm_start import ROUTE_TEACHER, clone_into, strong_demonstrations, teacher_policy
 from train.sb3_vec_env import BALANCED, CoBaSB3VecEnv
 
 FORMAT_VERSION = 1
@@ -114,7 +120,7 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
 }
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else goes to ``MaskablePPO``).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
-                   "warm_start")
+                   "warm_start", "route")
 #: Episode order of training unless ``order`` is given: each dataset drawn equally often.
 DEFAULT_ORDER = BALANCED
 
@@ -134,6 +140,10 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
     ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
     or the env's "shuffle", "random", "sequential") and ``warm_start`` (default True: clone CoBa-Strong first). Training into a directory
     that holds an earlier run replaces its model, snapshots and controller.json (TensorBoard runs accumulate).
+    ``route=True`` trains on the route env instead (``RouteVectorEnv``: one episode per problem, a SAMPLE per
+    generator; ``env_kwargs["n_max"]`` is then per generator), warm-started from the consistency cascade
+    (``train.ppo_warm_start.ROUTE_TEACHER``); ``episode_ids`` are replay-pool episode ids, and the route episodes
+    are the problems they cover.
     """
     # ---- 0. arguments ------------------------------------------------------------------------------
     out = Path(out_dir)
@@ -166,15 +176,21 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
         env_kwargs["budget"] = float(options["budget"])
     checkpoint_every = int(options.get("checkpoint_every") or max(1, total_timesteps // 5))
     threads = int(options.get("torch_threads", 1))
+    route = bool(options.get("route", False))
+    if route:
+        pool = as_compiled(pool)
+        if episode_ids is not None:
+            # The route env takes no episode ids: its episodes are the problems of the selected replay episodes.
+            pool = pool.select(np.isin(pool.episode_ids, np.asarray(episode_ids)))
 
     # ---- 1. seeding and threads (reproducibility) --------------------------------------------------
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
-        env = CoBaSB3VecEnv(n_envs, pool, episode_ids=episode_ids, datasets=datasets,
-                            lambda_range=(low, high), cost_model=cost_model,
-                            order=options.get("order", DEFAULT_ORDER), **env_kwargs)
+        ids = {} if route else {"episode_ids": episode_ids}
+        env = CoBaSB3VecEnv(n_envs, pool, **ids, datasets=datasets, lambda_range=(low, high), cost_model=cost_model,
+                            order=options.get("order", DEFAULT_ORDER), route=route, **env_kwargs)
         single: CoBaEnv = env.venv.single
 
         # ---- 3. the model (a rerun into the same directory replaces its snapshots and model) --------
@@ -186,8 +202,13 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
                             **hyper)
         warm: dict[str, Any] | None = None
         if options.get("warm_start", True):
-            # Strong replayed in an env of the run's own configuration (budget, lambda range, selection).
-            demos = strong_demonstrations(CoBaEnv.from_config(env.venv.config), seed=seed)
+            # The teacher replayed in an env of the run's own configuration (budget, lambda range, selection).
+            if route:
+                venv = env.venv
+                demos = strong_demonstrations(RouteEnv.from_route(venv.route, venv.n_max_per_generator, venv.config),
+                                              teacher=teacher_policy(ROUTE_TEACHER), seed=seed)
+            else:
+                demos = strong_demonstrations(CoBaEnv.from_config(env.venv.config), seed=seed)
             warm = clone_into(model, demos, seed=seed)
 
         # ---- 4. controller.json first (snapshots are loadable while training runs), then the monitor --
@@ -218,6 +239,11 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequen
             "warm_start": warm,
             "ppo": _jsonable(hyper),
         }
+        if route:  # the route layout: N_max per generator, the generators; ids of the replay episodes trained on
+            meta.update(env="route", observation=list(single.feature_names),
+                        n_max_per_generator=env.venv.n_max_per_generator,
+                        generators=list(env.venv.route.generators), teacher=ROUTE_TEACHER if warm else None,
+                        episode_ids=_summarize_ids(pool.episode_ids, given=episode_ids is not None))
         _write_json(out / CONFIG_FILE, meta)
         monitor = TrainingMonitor(out / CHECKPOINT_DIR, checkpoint_every, timesteps_run, progress=progress)
 

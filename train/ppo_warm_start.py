@@ -12,6 +12,9 @@ matches it (a fresh critic would give the first updates advantages of pure noise
 Why this helps: trained from scratch, PPO learns that an extra sample rarely pays at once and collapses towards
 stopping after one sample (the issue's 1.1 samples per rgym_hard episode); started from Strong, the first
 policy already samples and verifies where Strong does, and PPO only has to find where deviating pays.
+
+On the route env (``train_ppo(..., route=True)``) the same two steps clone the route arena's reference, the
+consistency cascade (``ROUTE_TEACHER``), in a ``RouteEnv`` of the run's configuration.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from coba_env.env import CoBaEnv
 
 #: The policy imitated (registry name): label-free, so cloning it is legitimate on any split.
 TEACHER = "coba_strong"
+#: The policy imitated on the route env (``train_ppo(..., route=True)``): the consistency cascade, the route
+#: arena's reference (``train.protocol_arena.ROUTE``), label-free as well.
+ROUTE_TEACHER = "route_cascade"
 #: Passes over the training episodes when collecting demonstrations (each pass draws new lambdas).
 DEMO_PASSES = 2
 #: Behaviour-cloning optimisation: Adam, these epochs over the demonstrations, this batch size and rate.
@@ -49,11 +55,11 @@ class Demonstrations:
         return len(self.actions)
 
 
-def teacher_policy() -> Policy:
-    """A fresh CoBa-Routed-Strong policy from the registry."""
+def teacher_policy(name: str = TEACHER) -> Policy:
+    """A fresh teacher from the registry (default CoBa-Routed-Strong)."""
     from agents.registry import make_policy
 
-    return make_policy(TEACHER)
+    return make_policy(name)
 
 
 def strong_demonstrations(env: CoBaEnv, *, teacher: Policy | None = None, passes: int = DEMO_PASSES,

@@ -10,7 +10,8 @@ logs ``rollout/ep_rew_mean`` without a Monitor wrapper, and the finished episode
 
 ``order="balanced"`` (this adapter's own order, on top of the env's "sequential"/"shuffle"/"random") draws every
 new episode dataset first: a training dataset uniformly at random, then the next episode of that dataset's own
-shuffled stream (``DatasetBalancedVectorEnv``), so each dataset is drawn equally often however many items it has.
+shuffled stream (``DatasetBalancedVectorEnv``; on the route env, ``route=True``, ``DatasetBalancedRouteVectorEnv``), so
+each dataset is drawn equally often however many items it has.
 The reported objective is the macro accuracy (the mean over datasets), and with "shuffle" a dataset's share of
 the training episodes is its share of the items (MATH-500 is 83% of a leave-rgym_hard-out fold's episodes).
 
@@ -38,6 +39,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from coba_env.costs import COST_MEASURES
+from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 
 #: The adapter's dataset-balanced episode order (``DatasetBalancedVectorEnv``).
@@ -47,16 +49,20 @@ BALANCED = "balanced"
 _FINAL_KEYS = ("correct", "selected_candidate", "final_episode", "final_steps")
 
 
-class DatasetBalancedVectorEnv(CoBaVectorEnv):
-    """``CoBaVectorEnv`` drawing each new episode dataset first: a dataset uniformly, then its next shuffled episode.
+class DatasetBalancedOrder:
+    """Mixin for a ``CoBaVectorEnv`` (or ``RouteVectorEnv``): each new episode drawn dataset first, a dataset
+    uniformly, then its next shuffled episode.
 
     Every dataset of the (restricted) pool is drawn with probability 1/K; within a dataset the episodes follow
     their own permutation, renewed each pass, so a dataset's episodes are all seen once before any repeats.
     ``order`` reads "balanced"; the seed and the random stream are the vector env's (``np_random``).
     """
 
+    pool: Any
+    np_random: np.random.Generator
+
     def __init__(self, num_envs: int, pool: Any = None, **env_kwargs: Any) -> None:
-        super().__init__(num_envs, pool, **env_kwargs)
+        super().__init__(num_envs, pool, **env_kwargs)  # type: ignore[call-arg]
         datasets = np.asarray(self.pool.dataset).astype(str)
         self.datasets = list(dict.fromkeys(datasets.tolist()))
         self._members = [np.flatnonzero(datasets == name) for name in self.datasets]
@@ -71,7 +77,7 @@ class DatasetBalancedVectorEnv(CoBaVectorEnv):
         """As ``CoBaVectorEnv.reset``; a seed also restarts every dataset's stream."""
         if seed is not None:
             self._restart_streams()
-        return super().reset(seed=seed, options=options)
+        return super().reset(seed=seed, options=options)  # type: ignore[misc]
 
     def _next_episodes(self, k: int) -> np.ndarray:
         picks = self.np_random.integers(len(self._members), size=k)
@@ -86,22 +92,37 @@ class DatasetBalancedVectorEnv(CoBaVectorEnv):
         return out
 
 
-class CoBaSB3VecEnv(VecEnv):
-    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (order "shuffle" unless given) or of ``venv``.
+class DatasetBalancedVectorEnv(DatasetBalancedOrder, CoBaVectorEnv):
+    """``CoBaVectorEnv`` in the dataset-balanced order (``DatasetBalancedOrder``)."""
 
-    ``order="balanced"`` builds a ``DatasetBalancedVectorEnv`` (each dataset drawn equally often)."""
+
+class DatasetBalancedRouteVectorEnv(DatasetBalancedOrder, RouteVectorEnv):
+    """``RouteVectorEnv`` in the dataset-balanced order (``DatasetBalancedOrder``): each dataset's problems drawn
+    equally often."""
+
+
+class CoBaSB3VecEnv(VecEnv):
+    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (order "shuffle" unless given) or of ``venv``;
+    with ``route=True`` of ``RouteVectorEnv(num_envs, pool, **env_kwargs)`` (one episode per problem).
+
+    ``order="balanced"`` builds a ``DatasetBalancedVectorEnv`` / ``DatasetBalancedRouteVectorEnv`` (each dataset
+    drawn equally often)."""
 
     def __init__(self, num_envs: int = 1, pool: Any = None, *, venv: CoBaVectorEnv | None = None,
-                 **env_kwargs: Any) -> None:
+                 route: bool = False, **env_kwargs: Any) -> None:
         if venv is not None and env_kwargs:
             raise ValueError(f"pass either a ready venv or env keyword arguments, not both: {sorted(env_kwargs)}")
         if venv is None:
             # Shuffled episodes by default: "sequential" (the env's default) would feed every sub-env the
             # same dataset-blocked stream, so each rollout would see one dataset only.
             env_kwargs.setdefault("order", "shuffle")
-            if env_kwargs["order"] == BALANCED:
-                venv = DatasetBalancedVectorEnv(num_envs, pool, **{**env_kwargs, "order": "shuffle"})
-        self.venv = venv if venv is not None else CoBaVectorEnv(num_envs, pool, **env_kwargs)
+            balanced = env_kwargs["order"] == BALANCED
+            if balanced:
+                env_kwargs["order"] = "shuffle"
+            kind = ((DatasetBalancedRouteVectorEnv if balanced else RouteVectorEnv) if route
+                    else (DatasetBalancedVectorEnv if balanced else CoBaVectorEnv))
+            venv = kind(num_envs, pool, **env_kwargs)
+        self.venv = venv
         single = self.venv.single_observation_space
         n_actions = int(self.venv.single_action_space.n)
         # A plain Discrete: SB3 pickles the action space into every model zip.
