@@ -57,16 +57,13 @@ class RouteMLPController(MLPController):
         """A route env with its layout, N_max per generator and budget B."""
         if route_of(env) is None:
             return False, "needs a route env (coba/Route-v0): trained on the route layout"
-        ok, why = super().applicable(env)
-        if not ok:
-            return ok, why
         unwrapped = getattr(env, "unwrapped", env)
         if unwrapped.n_max_per_generator != self.n_max_per_generator:
             return False, (f"trained with N_max = {self.n_max_per_generator} per generator, the env has "
                            f"{unwrapped.n_max_per_generator}")
         if not math.isclose(float(unwrapped.budget), self.budget, rel_tol=1e-9):
             return False, f"trained with budget B = {self.budget:g}, the env has {float(unwrapped.budget):g}"
-        return True, ""
+        return super().applicable(env)
 
     def describe(self) -> dict[str, Any]:
         """``MLPController.describe`` with the route kind."""

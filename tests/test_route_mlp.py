@@ -58,7 +58,9 @@ def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_
     assert result.inner["policy"].tolist() == ["route_mlp[lam=0.2]", "route_mlp[lam=1]", "route_mlp[lam=inf]"]
     v = result.verdict
     assert (v["env"], v["reference"], v["scope"], v["beats"]) == ("route", "route_cascade", "partial", False)
-    assert json.loads((tmp_path / "protocol.json").read_text())["beats"] is False
+    written = json.loads((tmp_path / "protocol.json").read_text())
+    assert written["verdict"]["beats"] is False and written["verdict"]["scope"] == "partial"
+    assert [c["point"] for c in written["chosen"]] == [result.chosen["point"].iloc[0]]
     assert "partial" in (tmp_path / "verdict.md").read_text()
 
 

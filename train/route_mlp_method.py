@@ -31,9 +31,10 @@ from coba_env.compiled import CompiledPool
 
 #: The operating points (the lambda the controller acts at), stated in advance. On the paper pool the cascade
 #: spends about 0.16 B per problem at 93.1% (item-pooled); a controller reaching its accuracy at 0.8x its cost
-#: trades about 0.03 B for the last points of accuracy, i.e. marginal slopes of roughly 0.2 to 2 accuracy per
-#: B. The grid spans that range geometrically (x ~1.5 per step); lambda = infinity is the fallback.
-ROUTE_MLP_GRID_LAMBDAS: tuple[float, ...] = (0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.5)
+#: trades about 0.03 B for the last points of accuracy, i.e. marginal slopes of roughly 0.1 to 2 accuracy per
+#: B. The grid spans that range geometrically (about x1.7 per step; six points, not more, for the replay time
+#: of the 60 inner validations); lambda = infinity is the fallback.
+ROUTE_MLP_GRID_LAMBDAS: tuple[float, ...] = (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)
 #: Candidates per generator the controller may draw (the route env's default: the pool's N, 16 on paper),
 #: the same env the reference is replayed in.
 ROUTE_N_MAX: int | None = None
@@ -41,7 +42,7 @@ ROUTE_N_MAX: int | None = None
 #: 20 minutes on one core; see /work/notes/protocol-rmlp.md). As the replay MLP's protocol settings
 #: (``train.protocol_mlp``: 2 DAgger rounds, dataset-balanced, Q-regression on rollout targets, 20 epochs)
 #: with fewer episodes per round: a route episode carries every generator of a problem.
-ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 150, "epochs": 20,
+ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 20, "epochs": 20,
                                       "balance_datasets": True, "tensorboard": False}
 #: The fallback point: the reference (the consistency cascade) itself.
 FALLBACK_LAMBDA = math.inf
