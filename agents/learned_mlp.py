@@ -157,8 +157,10 @@ def save(out_dir: str | Path, network: nn.Module, config: dict[str, Any]) -> Pat
     return out
 
 
-def load(path: str | Path, *, lam: float | None = None) -> MLPController:
-    """Load an MLP checkpoint directory as a policy acting at ``lam`` (default: its ``default_lambda``)."""
+def load(path: str | Path, *, lam: float | None = None, controller: type[MLPController] | None = None
+         ) -> MLPController:
+    """Load an MLP checkpoint directory as a policy acting at ``lam`` (default: its ``default_lambda``);
+    ``controller``: the class to build (default ``MLPController``; the route env's is a subclass)."""
     path = Path(path)
     cfg_file = path / CONFIG_FILE
     config = read_config(path, kind="mlp")
@@ -186,4 +188,4 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
     except (RuntimeError, TypeError, AttributeError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{weights}: the weights do not fit the network of {cfg_file} ({first})") from None
-    return MLPController(network, config, lam=lam)
+    return (controller or MLPController)(network, config, lam=lam)

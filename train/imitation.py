@@ -156,15 +156,7 @@ def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Seque
     ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and ``progress.csv`` in
     ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
     """
-    if targets not in TARGETS:
-        raise ValueError(f"unknown targets {targets!r}; expected one of {list(TARGETS)}")
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {list(LOSSES)}")
-    lambdas = [float(v) for v in lambdas]
-    if not lambdas or any(v < 0 for v in lambdas):
-        raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {lambdas}")
-    if dagger_rounds < 0 or epochs < 1:
-        raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {dagger_rounds} and {epochs}")
+    lambdas = _checked(targets, loss, lambdas, dagger_rounds, epochs)
     t0 = time.perf_counter()
     # A small MLP trains fastest on one thread (more threads only contend on a shared machine); it also
     # makes a seeded run bit-reproducible.
@@ -177,6 +169,49 @@ def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Seque
                       beta=beta, lr=lr, batch_size=batch_size, budget=budget, node_limit=node_limit, name=name,
                       targets=targets, keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard,
                       balance_datasets=balance_datasets, t0=t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _checked(targets: str, loss: str, lambdas: Sequence[float], dagger_rounds: int, epochs: int) -> list[float]:
+    """The training lambdas as floats, after checking the settings (ValueError naming the bad one)."""
+    if targets not in TARGETS:
+        raise ValueError(f"unknown targets {targets!r}; expected one of {list(TARGETS)}")
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; expected one of {list(LOSSES)}")
+    values = [float(v) for v in lambdas]
+    if not values or any(v < 0 for v in values):
+        raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {values}")
+    if dagger_rounds < 0 or epochs < 1:
+        raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {dagger_rounds} and {epochs}")
+    return values
+
+
+def train_mlp_in_env(env: CoBaEnv, oracle: Any, out_dir: str | Path, *, budget: float, max_output_tokens: float,
+                     lambdas: Sequence[float], extra_config: dict[str, Any] | None = None, cost_model: str = "p_tokens",
+                     dagger_rounds: int = 4, epochs: int = 20, seed: int = 0, progress: bool = True,
+                     loss: str = "q", hidden: Sequence[int] = (128, 128), episodes_per_round: int | None = 1200,
+                     beta: float = 0.5, lr: float = 3e-3, batch_size: int = 256, name: str = "mlp",
+                     targets: str = "rollout", keep_oracle_rows: bool = False, tensorboard: bool = True,
+                     balance_datasets: bool = False) -> Path:
+    """``train_mlp``'s DAgger loop on a built ``env`` (e.g. a ``RouteEnv`` over the training episodes only) with
+    its teacher ``oracle`` (``plan`` / ``action_values`` over ``env``'s episode indices); returns the checkpoint
+    dir. ``budget`` must be ``env``'s B; ``extra_config`` is stored in ``controller.json``."""
+    values = _checked(targets, loss, lambdas, dagger_rounds, epochs)
+    if float(budget) != float(env.budget):
+        raise ValueError(f"budget {budget} differs from the env's B {env.budget}")
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in train_mlp: one thread, bit-reproducible
+    try:
+        torch.manual_seed(seed)
+        return _dagger(env, oracle, out_dir, budget=float(budget), max_output_tokens=float(max_output_tokens),
+                       lambdas=values, cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
+                       progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round,
+                       beta=beta, lr=lr, batch_size=batch_size, name=name, targets=targets,
+                       keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard,
+                       balance_datasets=balance_datasets, t0=t0, rng=np.random.default_rng(seed),
+                       extra_config=extra_config)
     finally:
         torch.set_num_threads(threads)
 
@@ -196,21 +231,40 @@ def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None,
         budget = default_budget(env.pool, cost_model, full.n_candidates)
         env = CoBaEnv(full, datasets=datasets, episode_ids=episode_ids, cost_model=cost_model, budget=budget)
     oracle = CostAwareOracle.for_env(env, node_limit=node_limit)
+    return _dagger(env, oracle, out_dir, budget=float(budget), max_output_tokens=float(full.max_output_tokens),
+                   lambdas=lambdas, cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
+                   progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round, beta=beta,
+                   lr=lr, batch_size=batch_size, name=name, targets=targets, keep_oracle_rows=keep_oracle_rows,
+                   tensorboard=tensorboard, balance_datasets=balance_datasets, t0=t0, rng=rng)
+
+
+def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, *, budget: float, max_output_tokens: float,
+            lambdas: list[float], cost_model: str, dagger_rounds: int, epochs: int, seed: int, progress: bool,
+            loss: str, hidden: Sequence[int], episodes_per_round: int | None, beta: float, lr: float,
+            batch_size: int, name: str, targets: str, keep_oracle_rows: bool, tensorboard: bool,
+            balance_datasets: bool, t0: float, rng: np.random.Generator,
+            extra_config: dict[str, Any] | None = None) -> Path:
+    """Steps 2-5 on ``env`` (a ``CoBaEnv`` or ``RouteEnv`` over the training episodes) with ``oracle`` (its
+    ``plan`` / ``action_values`` on ``env``'s episode indices); ``extra_config`` goes into the checkpoint."""
     n_eps = env.n_episodes
+    #: The observation's feature names (a route env's: per-generator blocks, then the pooled table).
+    observation = getattr(env, "feature_names", None) or env.features.names
     per_round = n_eps if episodes_per_round is None else min(int(episodes_per_round), n_eps)
     config: dict[str, Any] = {
         "kind": "mlp", "name": name, "hidden": list(hidden), "budget": float(budget), "cost_model": cost_model,
-        "max_output_tokens": float(full.max_output_tokens), "n_max": env.n_max, "lambdas": lambdas,
+        "max_output_tokens": max_output_tokens, "n_max": env.n_max, "lambdas": lambdas,
         "default_lambda": float(np.median(lambdas)), "loss": loss, "targets": targets,
         "keep_oracle_rows": keep_oracle_rows, "dagger_rounds": dagger_rounds,
         "epochs": epochs, "seed": seed, "episodes_per_round": per_round, "beta": beta, "lr": lr,
         "datasets": sorted(set(env.pool.dataset.tolist())), "n_train_episodes": n_eps,
         "train_datasets": sorted(set(env.pool.dataset.tolist())), "balance_datasets": balance_datasets,
-        "actions": list(env.layout.names), "observation": list(env.features.names),
+        "actions": list(env.layout.names), "observation": list(observation),
+        **(extra_config or {}),
     }
-    feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": float(full.max_output_tokens)}
-    network = build_network(tuple(hidden), env.features.n_features, env.layout.n_actions)
-    stop, lam_at, n_actions = env.layout.stop_action, env.features.lam, env.layout.n_actions
+    feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": max_output_tokens}
+    network = build_network(tuple(hidden), len(observation), env.layout.n_actions)
+    stop, n_actions = env.layout.stop_action, env.layout.n_actions
+    lam_at = getattr(env, "lambda_index", env.features.lam)  # a route env's observation has its own index
     _, index, sizes = np.unique(env.pool.dataset, return_inverse=True, return_counts=True)
     episode_probs = 1.0 / (sizes[index] * len(sizes))
     episode_probs /= episode_probs.sum()

@@ -1,0 +1,190 @@
+"""The MLP controller on the route env (issue 27, item 3): the protocol method, the route policy, its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from agents.learned_mlp import load
+from agents.learned_route_mlp import RouteMLPController, load_route
+from agents.registry import make_policy
+from agents.routing_base import is_route_policy
+from coba_env.env import as_compiled
+from coba_env.route_env import RouteEnv
+from eval.route_replay import replay_route_policy
+from train.protocol import cost_unit, run_protocol
+from train.protocol_arena import ROUTE
+from train.route_cost_aware_oracle import RouteCostAwareOracle
+from train.route_mlp_method import ROUTE_MLP_GRID_LAMBDAS, CachedOracle, OracleCache, RouteMLPMethod
+
+#: Small settings for tests (the protocol's own are ``ROUTE_MLP_SETTINGS``).
+QUICK = {"dagger_rounds": 1, "episodes_per_round": 4, "epochs": 2, "balance_datasets": True, "tensorboard": False}
+
+
+@pytest.fixture(scope="module")
+def small_paper():
+    """The paper pool's first 3 problems of every dataset, every generator of each."""
+    paper = as_compiled("paper")
+    keep = np.zeros(paper.n_episodes, dtype=bool)
+    for d in dict.fromkeys(paper.dataset.tolist()):
+        rows = np.flatnonzero(paper.dataset == d)
+        items = list(dict.fromkeys(paper.item_id[rows].tolist()))[:3]
+        keep |= (paper.dataset == d) & np.isin(paper.item_id, items)
+    return paper.select(keep)
+
+
+@pytest.fixture(scope="module")
+def fitted(small_paper, tmp_path_factory):
+    """One fit on the small pool's datasets but aime2025, at the paper pool's cost unit."""
+    method = RouteMLPMethod(lambdas=(0.2, 1.0), settings=QUICK)
+    train_ids = small_paper.episode_ids[small_paper.dataset != "aime2025"]
+    budget = cost_unit(as_compiled("paper"))
+    out = tmp_path_factory.mktemp("route_mlp")
+    return method.fit(small_paper, train_ids, budget=budget, seed=0, out_dir=out, progress=False), budget
+
+
+def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_paper, tmp_path):
+    method = RouteMLPMethod(lambdas=(0.2, 1.0), settings=QUICK)
+    result = run_protocol(small_paper, method, seeds=(0,), held_out=["aime2025"], progress=False, out_dir=tmp_path,
+                          pool_name="paper, 3 problems per dataset", arena=ROUTE)
+    records = result.records
+    assert set(records["policy"]) == {"route_cascade", "route_mlp"}
+    # one record per held-out problem (3 aime2025 problems), for each of the two policies
+    assert len(records) == 6 and set(records["dataset"]) == {"aime2025"}
+    # every grid point (2 lambdas and the fallback) was validated in each of the 4 inner folds' stack
+    assert result.inner["policy"].tolist() == ["route_mlp[lam=0.2]", "route_mlp[lam=1]", "route_mlp[lam=inf]"]
+    v = result.verdict
+    assert (v["env"], v["reference"], v["scope"], v["beats"]) == ("route", "route_cascade", "partial", False)
+    written = json.loads((tmp_path / "protocol.json").read_text())
+    assert written["verdict"]["beats"] is False and written["verdict"]["scope"] == "partial"
+    assert [c["point"] for c in written["chosen"]] == [result.chosen["point"].iloc[0]]
+    assert "partial" in (tmp_path / "verdict.md").read_text()
+
+
+def test_fit_writes_a_route_checkpoint_that_is_a_route_policy(fitted, small_paper):
+    fit, budget = fitted
+    config = json.loads((fit.path / "controller.json").read_text())
+    env = RouteEnv(small_paper, budget=budget)
+    assert config["env"] == "route" and config["n_max_per_generator"] == 16
+    assert config["actions"] == list(env.layout.names) and config["observation"] == list(env.feature_names)
+    # trained on the training datasets only (aime2025 held out)
+    assert config["train_datasets"] == ["aime2024", "amc2023", "math500", "rgym_hard"]
+    policy = fit.policy({"lam": 0.2})
+    assert is_route_policy(policy) and isinstance(policy, RouteMLPController)
+    assert policy.lam == 0.2
+    assert policy.env_kwargs() == {"budget": budget, "n_max": 16}
+    assert policy.applicable(env) == (True, "")
+
+
+def test_fallback_point_is_the_reference_cascade(fitted, small_paper):
+    fit, _ = fitted
+    mine = replay_route_policy(fit.policy({"lam": math.inf}), small_paper).records
+    ref = replay_route_policy(make_policy(ROUTE.reference), small_paper).records
+    assert mine["actions"].tolist() == ref["actions"].tolist()
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.2, 1.0, 5.0])
+def test_batched_replay_equals_single(fitted, small_paper, lam):
+    fit, _ = fitted
+    policy = fit.policy({"lam": lam})
+    batched = replay_route_policy(policy, small_paper, replay="batched").records
+    single = replay_route_policy(policy, small_paper, replay="single").records
+    for column in ("actions", "selected_candidate", "correct", "p_tokens"):
+        assert batched[column].tolist() == single[column].tolist(), column
+
+
+def test_actions_do_not_depend_on_the_labels(fitted, small_paper):
+    """Flipping every correctness label leaves the controller's actions unchanged (labels never reach it)."""
+    fit, _ = fitted
+    policy = fit.policy({"lam": 0.2})
+    flipped = small_paper.select(np.ones(small_paper.n_episodes, dtype=bool))
+    flipped.labels.correct[:] = ~flipped.labels.correct
+    a = replay_route_policy(policy, small_paper).records
+    b = replay_route_policy(policy, flipped).records
+    assert a["actions"].tolist() == b["actions"].tolist()
+    assert (a["correct"] != b["correct"]).any()
+
+
+def test_checkpoint_is_refused_on_a_different_layout_or_env(fitted, small_paper):
+    fit, budget = fitted
+    policy = load_route(fit.path, lam=0.5)
+    two = RouteEnv(small_paper, budget=budget, generators=list(RouteEnv(small_paper).layout.generators[:2]))
+    ok, why = policy.applicable(two)
+    assert not ok and "trained on the actions" in why
+    assert policy.applicable(RouteEnv(small_paper, budget=budget, n_max=8))[1] == \
+        "trained with N_max = 16 per generator, the env has 8"
+    assert "trained with budget B" in policy.applicable(RouteEnv(small_paper, budget=budget / 2))[1]
+    from coba_env.env import CoBaEnv
+
+    assert "needs a route env" in policy.applicable(CoBaEnv(small_paper, budget=budget))[1]
+
+
+def test_replay_checkpoint_is_refused_as_a_route_controller(fitted, tmp_path):
+    fit, _ = fitted
+    config = json.loads((fit.path / "controller.json").read_text())
+    del config["env"]
+    (tmp_path / "controller.json").write_text(json.dumps(config))
+    (tmp_path / "model.pt").write_bytes((fit.path / "model.pt").read_bytes())
+    with pytest.raises(ValueError, match=r"field 'env' is None; expected 'route'"):
+        load_route(tmp_path)
+    assert not is_route_policy(load(tmp_path))  # as a replay MLP it is no route policy
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"n_max_per_generator": 0}, r"field 'n_max_per_generator' is 0; expected an integer >= 1"),
+    ({"n_max_per_generator": 2.5}, r"field 'n_max_per_generator' is 2.5"),
+    ({"budget": -1.0}, r"field 'budget' is -1.0; expected a finite number > 0"),
+    ({"env": "replay"}, r"field 'env' is 'replay'; expected 'route'"),
+])
+def test_bad_controller_config(fitted, change, message):
+    fit, _ = fitted
+    config = {**json.loads((fit.path / "controller.json").read_text()), **change}
+    network = load_route(fit.path)
+    with pytest.raises(ValueError, match=message):
+        RouteMLPController(_network_of(network, config), config)
+
+
+def _network_of(controller, config):
+    from agents.learned_mlp import build_network
+
+    return build_network(tuple(config["hidden"]), len(controller.features), len(controller.actions))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"lambdas": ()}, r"lambdas must be finite numbers >= 0, got \[\]"),
+    ({"lambdas": (0.1, -0.2)}, r"lambdas must be finite numbers >= 0"),
+    ({"lambdas": (math.inf,)}, r"lambdas must be finite numbers >= 0"),
+    ({"n_max": 0}, r"n_max must be an integer >= 1 .* got 0"),
+    ({"n_max": True}, r"n_max must be an integer >= 1 .* got True"),
+])
+def test_bad_method_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        RouteMLPMethod(**kwargs)
+
+
+def test_method_is_built_without_arguments_and_states_its_grid():
+    method = RouteMLPMethod()
+    assert method.grid() == [{"lam": v} for v in ROUTE_MLP_GRID_LAMBDAS] + [{"lam": math.inf}]
+    assert method.fallback() == {"lam": math.inf}
+
+
+def test_cached_oracle_answers_as_the_oracle(small_paper):
+    """Answers through the cache equal a fresh oracle's, also from a second env holding the problems in
+    another order (the cache is keyed by problem, not by env index)."""
+    budget = cost_unit(as_compiled("paper"))
+    env = RouteEnv(small_paper, budget=budget)
+    cache = OracleCache()
+    cached = CachedOracle(RouteCostAwareOracle.for_env(env), env, cache)
+    fresh = RouteCostAwareOracle.for_env(env)
+    for e in range(0, env.n_episodes, 5):
+        assert cached.plan(e, 0.3).actions == fresh.plan(e, 0.3).actions
+        assert np.array_equal(cached.action_values(e, [0.1, 1.0]), fresh.action_values(e, [0.1, 1.0]))
+    later = small_paper.select(small_paper.dataset != "aime2024")  # other problems first: other env indices
+    env2 = RouteEnv(later, budget=budget)
+    cached2 = CachedOracle(RouteCostAwareOracle.for_env(env2), env2, cache)
+    fresh2 = RouteCostAwareOracle.for_env(env2)
+    for e in range(0, env2.n_episodes, 4):
+        assert np.array_equal(cached2.action_values(e, [0.1, 1.0]), fresh2.action_values(e, [0.1, 1.0]))
