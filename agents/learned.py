@@ -1,7 +1,9 @@
 """Load a trained controller checkpoint (MLP or PPO) or an SB3 model zip as a ``Policy``.
 
 A checkpoint is a directory holding ``controller.json`` whose ``"kind"`` is ``"mlp"`` (``agents.learned_mlp``)
-or ``"ppo"`` (``agents.learned_ppo``); any Stable-Baselines3 ``.zip`` is loaded by ``agents.learned_sb3``.
+or ``"ppo"`` (``agents.learned_ppo``), with ``"env": "route"`` for the route env's controllers
+(``agents.learned_route_mlp``, ``agents.learned_route_ppo``); any Stable-Baselines3 ``.zip`` is loaded by
+``agents.learned_sb3``.
 A spec may carry the lambda to act at: ``PATH@0.2``.
 """
 
@@ -33,11 +35,16 @@ def load_checkpoint(path: str | Path, *, lam: float | None = None) -> Policy:
     if lam is None:
         lam = spec_lam
     config = read_config(directory)
+    route = config.get("env") == "route"  # a controller trained on the route env (issue 27, item 3)
     if config["kind"] == "mlp":
+        if route:
+            from agents import learned_route_mlp
+
+            return learned_route_mlp.load_route(directory, lam=lam)
         from agents import learned_mlp  # torch is imported only when a checkpoint is loaded
 
         return learned_mlp.load(directory, lam=lam)
-    if config.get("env") == "route":  # a PPO controller trained on the route env (train_ppo(..., route=True))
+    if route:
         from agents import learned_route_ppo
 
         return learned_route_ppo.load(directory, lam=lam)

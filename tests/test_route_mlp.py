@@ -77,6 +77,11 @@ def test_fit_writes_a_route_checkpoint_that_is_a_route_policy(fitted, small_pape
     assert policy.lam == 0.2
     assert policy.env_kwargs() == {"budget": budget, "n_max": 16}
     assert policy.applicable(env) == (True, "")
+    # the generic loader (coba bench --policies DIR@LAM) dispatches on controller.json's env
+    from agents.learned import load_checkpoint
+
+    loaded = load_checkpoint(f"{fit.path}@0.35")
+    assert isinstance(loaded, RouteMLPController) and is_route_policy(loaded) and loaded.lam == 0.35
 
 
 def test_fallback_point_is_the_reference_cascade(fitted, small_paper):
