@@ -1,12 +1,14 @@
 """CoBaEnv: a candidate pool replayed as a Gymnasium environment in which a policy allocates compute.
 
-Length: about 420 lines, a quarter of them the class docstring (Gymnasium's env reference layout); the step
-loop stays in one method because each call it saves is measured against CartPole (scripts/bench_env.py).
+The class holds the Gymnasium API and the transition (``reset``, ``step``, the masks); the episode order is
+``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages and rendering are
+``coba_env.episode_report.EpisodeReport`` (mixins), the action-id check ``coba_env.action_input.as_action``.
+The step loop stays in one method because each call it saves is measured against CartPole
+(scripts/bench_env.py).
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,9 +16,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from coba_env.action_input import as_action
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.costs import COST_MEASURES, add_costs
+from coba_env.costs import add_costs
 from coba_env.episode_data import EpisodeData
+from coba_env.episode_report import EpisodeReport
+from coba_env.episode_stream import ORDERS, EpisodeStream
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
 from coba_env.rules.actions import ActionLayout, action_names
@@ -36,37 +41,19 @@ from coba_env.rules.features import (
     patch_after_verify,
 )
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
-from coba_env.rules.masks import illegal_reason, mask_bits, mask_table, stop_bit, tier_bits
+from coba_env.rules.masks import mask_bits, mask_table, stop_bit, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
-from coba_env.trace import Trace
 from pools.store import Pool
 
 # Re-exported: CoBaEnv's module is where users and the training code look for them.
-__all__ = ["ORDERS", "CoBaEnv", "action_names", "as_compiled", "default_budget"]
-ORDERS = ("sequential", "shuffle", "random")
+__all__ = ["ORDERS", "CoBaEnv", "action_names", "as_action", "as_compiled", "default_budget"]
 
 
-def as_action(action: Any) -> int:
-    """An action id as an int: integers (Python or numpy) as they are; 2.0 accepted, 2.7 and booleans refused."""
-    if isinstance(action, bool | np.bool_) or getattr(action, "dtype", None) == np.bool_:
-        raise ValueError(f"action must be an integer action id, got {action!r}")  # as the vector env says
-    try:
-        return operator.index(action)
-    except TypeError:
-        pass
-    value = np.asarray(action)
-    if value.size == 1 and value.dtype.kind in "fiu":
-        x = value.item()
-        if isinstance(x, float) and x.is_integer():
-            return int(x)
-        if not isinstance(x, float):
-            return int(x)
-    raise ValueError(f"action must be an integer action id, got {action!r}")
 
 
-class CoBaEnv(gym.Env):
+class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
     """
     ## Description
 
@@ -236,52 +223,6 @@ class CoBaEnv(gym.Env):
         """The env of an already validated configuration."""
         return cls(config=config, render_mode=render_mode)
 
-    def use_pool(self, pool: CompiledPool, rows: list[EpisodeData] | None = None) -> None:
-        """Replay ``pool``'s episodes from the next reset on (its N must be the configuration's pool's).
-
-        ``rows``: the per-episode rows ``step`` reads (default ``pool.episode_rows()``); a live episode passes
-        rows it fills as the evidence arrives (``coba_env.live.LiveEpisode``).
-        """
-        if pool.n_candidates != self.pool.n_candidates:
-            raise ValueError(f"the pool has N={pool.n_candidates} candidates per episode; this env's has "
-                             f"{self.pool.n_candidates}")
-        self.pool = pool
-        self._rows = pool.episode_rows() if rows is None else rows
-        self._cursor, self._perm = 0, None
-
-    # -- episode bookkeeping -------------------------------------------------------------------------
-    @property
-    def n_episodes(self) -> int:
-        """Episodes in this env's subset."""
-        return self.pool.n_episodes
-
-    @property
-    def episode_index(self) -> int:
-        """Index (within this env's subset) of the current episode; -1 before the first reset."""
-        return self._ep
-
-    @property
-    def evidence(self) -> Evidence:
-        """The current episode's revealed evidence, label-free; policies read it and must not modify it."""
-        if self._ev is None:
-            raise RuntimeError("call reset() first")
-        return self._ev
-
-    def _next_episode(self) -> int:
-        if self.order == "sequential":
-            ep = self._cursor % len(self._rows)  # one row per episode of the pool
-            self._cursor += 1
-            return ep
-        n = self.pool.n_episodes
-        if self.order == "random":
-            return int(self.np_random.integers(n))
-        if self._perm is None or self._cursor >= n:  # "shuffle"
-            self._perm = self.np_random.permutation(n)
-            self._cursor = 0
-        ep = int(self._perm[self._cursor])
-        self._cursor += 1
-        return ep
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the next episode (or ``options["episode"]``; ``options["lam"]`` fixes lambda)."""
         super().reset(seed=seed)
@@ -424,62 +365,6 @@ class CoBaEnv(gym.Env):
         """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
         return np.fromiter(obs, np.float32, len(obs))
 
-    def _observation(self) -> np.ndarray:
-        """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
-        ev = self._ev
-        return np.array(observe(ev, ev.cost[self._cost_k] / self.budget, self.max_steps,
-                                self.pool.max_output_tokens, self._logs, ev.best_r, self.features),
-                        dtype=np.float32)
-
-    def _illegal_reason(self, a: int) -> str:
-        if self.gate is not None:
-            why = self.gate.illegal_reason(self, a)
-            if why:
-                return why
-        ev = self._ev
-        return illegal_reason(a, n_actions=self.layout.n_actions, names=self.actions, tiers=self.tiers,
-                              enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,
-                              n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
-                              layout=self.layout)
-
     def _place(self, action: int, slot: int) -> None:
         """Put the candidate SAMPLE ``action`` reveals into ``slot`` of the episode data (route episodes only)."""
         raise NotImplementedError("a one-generator episode reveals its candidates in pool order")
-
-    def _is_correct(self, selected: int) -> bool:
-        """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
-        return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
-
-    def _answers(self) -> list:
-        """The raw answers of the revealed candidates' slots (for the trace and the selected answer)."""
-        return self.pool.answer[self._ep]
-
-    def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
-        ev, ep = self._ev, self._ep
-        ids, datasets, generators, items = self.pool.episode_meta()
-        answers = self._answers()
-        names, cost = self.actions, ev.cost
-        return {
-            "action_mask": self._mask.copy(),
-            "episode": ep,
-            "episode_id": ids[ep],
-            "dataset": datasets[ep],
-            "generator": generators[ep],
-            "item_id": items[ep],
-            "lambda": ev.lam,
-            "trace": Trace(self._trace, self.actions, self.tiers, self._row, answers, selected, self.layout),
-            "actions": [names[a] for a, _ in self._trace],
-            "selected_candidate": selected,
-            "selected_answer": answers[selected] if selected >= 0 else None,
-            "correct": correct,
-            "costs": dict(zip(COST_MEASURES, cost, strict=True)),  # usd is 0 on a pool without prices
-        }
-
-    def render(self) -> str | None:
-        """ANSI text of the current evidence (render_mode="ansi")."""
-        if self.render_mode != "ansi" or self._ev is None:
-            return None
-        ev = self._ev
-        return (f"episode {self._ep}: revealed {ev.n_revealed}/{self.n_max}, clusters {ev.clusters}, "
-                f"top share {ev.top_share():.2f}, cost {ev.cost[self._cost_k]:.4g} {self.cost_model}")
-
