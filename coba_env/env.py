@@ -18,7 +18,6 @@ from gymnasium import spaces
 
 from coba_env.action_input import as_action
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.costs import add_costs
 from coba_env.episode_data import EpisodeData
 from coba_env.episode_report import EpisodeReport
 from coba_env.episode_stream import ORDERS, EpisodeStream
@@ -206,6 +205,11 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self._trace: list[tuple[int, int]] = []
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
+        #: Cost spent in the cost model (``Evidence.cost[cost_k]``, kept apart: masks and rewards read it).
+        self._spent_k = 0.0
+        #: has_score of each revealed slot (VERIFY's target reads it); route: the pool candidate of each slot.
+        self._slot_has: list[list[bool]] = []
+        self._slot_cand: list[int] = []
         self._zero_obs = np.zeros(fl.n_features, dtype=np.float32)
         self._lam_index, self._step_index = fl.lam, fl.step
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
@@ -244,6 +248,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self._ev = self._new_evidence(self.n_max, self._row.n_clusters, lam)
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
+        self._spent_k = 0.0
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
@@ -257,8 +262,13 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         return first
 
     def _episode_data(self, ep: int) -> EpisodeData:
-        """The ``EpisodeData`` step reads for episode ``ep`` (a route episode fills a blank one as it goes)."""
-        return self._rows[ep]
+        """The ``EpisodeData`` step reads for episode ``ep``, by pool candidate (``_place`` maps slots to them).
+
+        ``self._slot_has``: has_score of each revealed slot (VERIFY's target reads it); in replay the row's own.
+        """
+        row = self._rows[ep]
+        self._slot_has = row.has_score
+        return row
 
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> Evidence:
         """A fresh episode's (empty) evidence."""
@@ -268,7 +278,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
     def _compute_mask(self) -> np.ndarray:
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
-        spent = ev.cost[self._cost_k] >= self.max_cost
+        spent = self._spent_k >= self.max_cost
         bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit)
         if self.gate is not None:
             blocked = self.gate.blocked(self, bits & ~self._stop_bit)
@@ -289,7 +299,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
     def verify_target(self, tier: int) -> int:
         """The candidate VERIFY at ``tier`` would score now, or -1 when there is none."""
         ev = self._ev
-        return verify_target(ev.rank, ev.clusters, self._row.has_score, ev.scores, tier)
+        return verify_target(ev.rank, ev.clusters, self._slot_has, ev.scores, tier)
 
     def step(self, action: int):
         """Apply ``action``; see the class docstring for effects, reward and the final ``info``."""
@@ -304,34 +314,20 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
                 self._mask = self._compute_mask()
                 a = applied
         ev = self._ev
-        row = self._row
         ev.steps += 1
-        obs = self._obs
-        n_gen = self._n_gen
         if a == self._stop:
-            self._trace.append((a, -1))
-            self._done = True
-            if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
-                selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
-            else:
-                selected = select_candidate(ev, self.selection)
-            correct = self._is_correct(selected)
-            extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
-            self._mask, self._bits = self._mask_table[0], 0
-            obs[self._step_index] = ev.steps / self.max_steps
-            info = self._final_info(selected, correct)
-            if extra:
-                info.update(extra)
-            return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
+            return self._stop_step()
+        row = self._row
+        n_gen = self._n_gen
         if a < n_gen:  # SAMPLE (from generator a)
             c = ev.n_revealed
-            if self._places:
-                self._place(a, c)  # a route episode puts generator a's next candidate into slot c
-            cluster = row.cluster[c]
-            cost = row.gen_cost[c]
-            ev.add_candidate(cluster, row.output_tokens[c], row.cap_hit[c], self._clogc)
+            # p: the pool candidate revealed into slot c (a route episode's chosen generator's next one)
+            p = self._place(a, c) if self._places else c
+            cluster = row.cluster[p]
+            cost = row.gen_cost[p]
+            ev.add_candidate(cluster, row.output_tokens[p], row.cap_hit[p], self._clogc)
             if cluster >= 0:  # a candidate without an answer can never be selected: never worth judging
-                pending, bits, has = self._pending, self._verify_bits, row.has_score[c]
+                pending, bits, has = self._pending, self._verify_bits, row.has_score[p]
                 for t, bit in self._tier_index_bits:
                     if has[t]:
                         pending[t] += 1
@@ -340,31 +336,52 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
             refresh_rank(ev)
         else:
             t = a - n_gen  # VERIFY at tier t
-            c = verify_target(ev.rank, ev.clusters, row.has_score, ev.scores, t)
-            cost = row.ver_cost[c][t]
-            score = row.score[c][t]
+            c = verify_target(ev.rank, ev.clusters, self._slot_has, ev.scores, t)
+            p = self._slot_cand[c] if self._places else c
+            cost = row.ver_cost[p][t]
+            score = row.score[p][t]
             ev.add_score(c, t, score)
             self._pending[t] -= 1
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
             refresh_rank_of(ev, c)
-        ev.cost = add_costs(ev.cost, cost)
+        ev.cost_rows.append(cost)  # every measure: ``Evidence.cost`` adds them up on read
         k, budget = self._cost_k, self.budget
+        spent_k = self._spent_k = self._spent_k + cost[k]
         reward = -ev.lam * cost[k] / budget
-        spent = ev.cost[k] / budget
         self._trace.append((a, c))
         if a < n_gen:
-            obs = self._obs = observe(ev, spent, self.max_steps, self.pool.max_output_tokens, self._logs, ev.best_r,
-                                      self.features)
+            obs = self._obs = observe(ev, spent_k / budget, self.max_steps, self.pool.max_output_tokens, self._logs,
+                                      ev.best_r, self.features)
         else:
-            patch_after_verify(obs, ev, t, c, score, spent, self.max_steps, self.features)
+            obs = self._obs
+            patch_after_verify(obs, ev, t, c, score, spent_k / budget, self.max_steps, self.features)
         self._mask = self._compute_mask()
         return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
+
+    def _stop_step(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """STOP: select the answer, end the episode, and return the final step's outputs."""
+        ev = self._ev
+        self._trace.append((self._stop, -1))
+        self._done = True
+        if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
+            selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
+        else:
+            selected = select_candidate(ev, self.selection)
+        correct = self._is_correct(selected)
+        extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
+        self._mask, self._bits = self._mask_table[0], 0
+        obs = self._obs
+        obs[self._step_index] = ev.steps / self.max_steps
+        info = self._final_info(selected, correct)
+        if extra:
+            info.update(extra)
+        return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
         """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
         return np.fromiter(obs, np.float32, len(obs))
 
-    def _place(self, action: int, slot: int) -> None:
-        """Put the candidate SAMPLE ``action`` reveals into ``slot`` of the episode data (route episodes only)."""
+    def _place(self, action: int, slot: int) -> int:
+        """The pool candidate SAMPLE ``action`` reveals into ``slot``, recorded in ``_slot_cand`` (route only)."""
         raise NotImplementedError("a one-generator episode reveals its candidates in pool order")

@@ -45,6 +45,10 @@ class EpisodeReport:
                               n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
                               layout=self.layout)
 
+    def _trace_row(self) -> Any:
+        """The episode's data by revealed slot, for the trace (replay: the row itself; slot = candidate)."""
+        return self._row
+
     def _is_correct(self, selected: int) -> bool:
         """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
         return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
@@ -66,7 +70,7 @@ class EpisodeReport:
             "generator": generators[ep],
             "item_id": items[ep],
             "lambda": ev.lam,
-            "trace": Trace(self._trace, self.actions, self.tiers, self._row, answers, selected, self.layout),
+            "trace": Trace(self._trace, self.actions, self.tiers, self._trace_row(), answers, selected, self.layout),
             "actions": [names[a] for a, _ in self._trace],
             "selected_candidate": selected,
             "selected_answer": answers[selected] if selected >= 0 else None,
