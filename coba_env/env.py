@@ -46,6 +46,9 @@ from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
 from pools.store import Pool
 
+#: ``reset`` without options (read only).
+_NO_OPTIONS: dict[str, Any] = {}
+
 # Re-exported: CoBaEnv's module is where users and the training code look for them.
 __all__ = ["ORDERS", "CoBaEnv", "action_names", "as_action", "as_compiled", "default_budget"]
 
@@ -214,6 +217,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self._lam_index, self._step_index = fl.lam, fl.step
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
         self._obs: list[float] = [0.0] * fl.n_features
+        self._first_list = first_observation(0.0, fl)
 
     def _action_layout(self) -> ActionLayout:
         """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
@@ -232,7 +236,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         super().reset(seed=seed)
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             self._cursor, self._perm = 0, None
-        options = check_options(options, RESET_OPTIONS)
+        options = check_options(options, RESET_OPTIONS) if options is not None else _NO_OPTIONS
         if "episode" in options:
             ep = check_int("options['episode']", options["episode"], low=0, high=self.pool.n_episodes - 1)
         else:
@@ -252,7 +256,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
-        self._obs = first_observation(lam, self.features)
+        obs = self._obs = self._first_list.copy()  # ``first_observation(lam)``: every feature 0 but lambda
+        obs[self._lam_index] = lam
         return self._first_observation(lam), {"action_mask": self._mask.copy(), "episode": ep}
 
     def _first_observation(self, lam: float) -> np.ndarray:
