@@ -32,3 +32,19 @@ def add_costs(total: Sequence[float], cost: Sequence[float]) -> tuple[float, ...
     its whole ``[K, B]`` cost array at once, every measure too).
     """
     return tuple(map(add, total, cost))
+
+
+def sum_costs(total: Sequence[float], rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """``total`` plus every cost row of ``rows`` in order: ``add_costs`` row by row, the same float additions."""
+    if len(total) == 5:  # every cost measure of COST_MEASURES, unrolled
+        t0, t1, t2, t3, t4 = total
+        for row in rows:
+            t0 += row[0]
+            t1 += row[1]
+            t2 += row[2]
+            t3 += row[3]
+            t4 += row[4]
+        return (t0, t1, t2, t3, t4)
+    for row in rows:
+        total = add_costs(total, row)
+    return tuple(total)

@@ -1,12 +1,14 @@
 """CoBaEnv: a candidate pool replayed as a Gymnasium environment in which a policy allocates compute.
 
-Length: about 420 lines, a quarter of them the class docstring (Gymnasium's env reference layout); the step
-loop stays in one method because each call it saves is measured against CartPole (scripts/bench_env.py).
+The class holds the Gymnasium API and the transition (``reset``, ``step``, the masks); the episode order is
+``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages and rendering are
+``coba_env.episode_report.EpisodeReport`` (mixins), the action-id check ``coba_env.action_input.as_action``.
+The step loop stays in one method because each call it saves is measured against CartPole
+(scripts/bench_env.py).
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,9 +16,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from coba_env.action_input import as_action
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.costs import COST_MEASURES, add_costs
 from coba_env.episode_data import EpisodeData
+from coba_env.episode_report import EpisodeReport
+from coba_env.episode_stream import ORDERS, EpisodeStream
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
 from coba_env.rules.actions import ActionLayout, action_names
@@ -36,37 +40,22 @@ from coba_env.rules.features import (
     patch_after_verify,
 )
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
-from coba_env.rules.masks import illegal_reason, mask_bits, mask_table, stop_bit, tier_bits
+from coba_env.rules.masks import mask_bits, mask_table, stop_bit, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
-from coba_env.trace import Trace
 from pools.store import Pool
 
+#: ``reset`` without options (read only).
+_NO_OPTIONS: dict[str, Any] = {}
+
 # Re-exported: CoBaEnv's module is where users and the training code look for them.
-__all__ = ["ORDERS", "CoBaEnv", "action_names", "as_compiled", "default_budget"]
-ORDERS = ("sequential", "shuffle", "random")
+__all__ = ["ORDERS", "CoBaEnv", "action_names", "as_action", "as_compiled", "default_budget"]
 
 
-def as_action(action: Any) -> int:
-    """An action id as an int: integers (Python or numpy) as they are; 2.0 accepted, 2.7 and booleans refused."""
-    if isinstance(action, bool | np.bool_) or getattr(action, "dtype", None) == np.bool_:
-        raise ValueError(f"action must be an integer action id, got {action!r}")  # as the vector env says
-    try:
-        return operator.index(action)
-    except TypeError:
-        pass
-    value = np.asarray(action)
-    if value.size == 1 and value.dtype.kind in "fiu":
-        x = value.item()
-        if isinstance(x, float) and x.is_integer():
-            return int(x)
-        if not isinstance(x, float):
-            return int(x)
-    raise ValueError(f"action must be an integer action id, got {action!r}")
 
 
-class CoBaEnv(gym.Env):
+class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
     """
     ## Description
 
@@ -219,10 +208,16 @@ class CoBaEnv(gym.Env):
         self._trace: list[tuple[int, int]] = []
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
+        #: Cost spent in the cost model (``Evidence.cost[cost_k]``, kept apart: masks and rewards read it).
+        self._spent_k = 0.0
+        #: has_score of each revealed slot (VERIFY's target reads it); route: the pool candidate of each slot.
+        self._slot_has: list[list[bool]] = []
+        self._slot_cand: list[int] = []
         self._zero_obs = np.zeros(fl.n_features, dtype=np.float32)
         self._lam_index, self._step_index = fl.lam, fl.step
         #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
         self._obs: list[float] = [0.0] * fl.n_features
+        self._first_list = first_observation(0.0, fl)
 
     def _action_layout(self) -> ActionLayout:
         """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
@@ -236,58 +231,12 @@ class CoBaEnv(gym.Env):
         """The env of an already validated configuration."""
         return cls(config=config, render_mode=render_mode)
 
-    def use_pool(self, pool: CompiledPool, rows: list[EpisodeData] | None = None) -> None:
-        """Replay ``pool``'s episodes from the next reset on (its N must be the configuration's pool's).
-
-        ``rows``: the per-episode rows ``step`` reads (default ``pool.episode_rows()``); a live episode passes
-        rows it fills as the evidence arrives (``coba_env.live.LiveEpisode``).
-        """
-        if pool.n_candidates != self.pool.n_candidates:
-            raise ValueError(f"the pool has N={pool.n_candidates} candidates per episode; this env's has "
-                             f"{self.pool.n_candidates}")
-        self.pool = pool
-        self._rows = pool.episode_rows() if rows is None else rows
-        self._cursor, self._perm = 0, None
-
-    # -- episode bookkeeping -------------------------------------------------------------------------
-    @property
-    def n_episodes(self) -> int:
-        """Episodes in this env's subset."""
-        return self.pool.n_episodes
-
-    @property
-    def episode_index(self) -> int:
-        """Index (within this env's subset) of the current episode; -1 before the first reset."""
-        return self._ep
-
-    @property
-    def evidence(self) -> Evidence:
-        """The current episode's revealed evidence, label-free; policies read it and must not modify it."""
-        if self._ev is None:
-            raise RuntimeError("call reset() first")
-        return self._ev
-
-    def _next_episode(self) -> int:
-        if self.order == "sequential":
-            ep = self._cursor % len(self._rows)  # one row per episode of the pool
-            self._cursor += 1
-            return ep
-        n = self.pool.n_episodes
-        if self.order == "random":
-            return int(self.np_random.integers(n))
-        if self._perm is None or self._cursor >= n:  # "shuffle"
-            self._perm = self.np_random.permutation(n)
-            self._cursor = 0
-        ep = int(self._perm[self._cursor])
-        self._cursor += 1
-        return ep
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the next episode (or ``options["episode"]``; ``options["lam"]`` fixes lambda)."""
         super().reset(seed=seed)
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             self._cursor, self._perm = 0, None
-        options = check_options(options, RESET_OPTIONS)
+        options = check_options(options, RESET_OPTIONS) if options is not None else _NO_OPTIONS
         if "episode" in options:
             ep = check_int("options['episode']", options["episode"], low=0, high=self.pool.n_episodes - 1)
         else:
@@ -303,10 +252,12 @@ class CoBaEnv(gym.Env):
         self._ev = self._new_evidence(self.n_max, self._row.n_clusters, lam)
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
+        self._spent_k = 0.0
         self._done = False
         self._trace = []
         self._mask = self._compute_mask()
-        self._obs = first_observation(lam, self.features)
+        obs = self._obs = self._first_list.copy()  # ``first_observation(lam)``: every feature 0 but lambda
+        obs[self._lam_index] = lam
         return self._first_observation(lam), {"action_mask": self._mask.copy(), "episode": ep}
 
     def _first_observation(self, lam: float) -> np.ndarray:
@@ -316,8 +267,13 @@ class CoBaEnv(gym.Env):
         return first
 
     def _episode_data(self, ep: int) -> EpisodeData:
-        """The ``EpisodeData`` step reads for episode ``ep`` (a route episode fills a blank one as it goes)."""
-        return self._rows[ep]
+        """The ``EpisodeData`` step reads for episode ``ep``, by pool candidate (``_place`` maps slots to them).
+
+        ``self._slot_has``: has_score of each revealed slot (VERIFY's target reads it); in replay the row's own.
+        """
+        row = self._rows[ep]
+        self._slot_has = row.has_score
+        return row
 
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> Evidence:
         """A fresh episode's (empty) evidence."""
@@ -327,7 +283,7 @@ class CoBaEnv(gym.Env):
     def _compute_mask(self) -> np.ndarray:
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
-        spent = ev.cost[self._cost_k] >= self.max_cost
+        spent = self._spent_k >= self.max_cost
         bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit)
         if self.gate is not None:
             blocked = self.gate.blocked(self, bits & ~self._stop_bit)
@@ -348,7 +304,7 @@ class CoBaEnv(gym.Env):
     def verify_target(self, tier: int) -> int:
         """The candidate VERIFY at ``tier`` would score now, or -1 when there is none."""
         ev = self._ev
-        return verify_target(ev.rank, ev.clusters, self._row.has_score, ev.scores, tier)
+        return verify_target(ev.rank, ev.clusters, self._slot_has, ev.scores, tier)
 
     def step(self, action: int):
         """Apply ``action``; see the class docstring for effects, reward and the final ``info``."""
@@ -363,34 +319,20 @@ class CoBaEnv(gym.Env):
                 self._mask = self._compute_mask()
                 a = applied
         ev = self._ev
-        row = self._row
         ev.steps += 1
-        obs = self._obs
-        n_gen = self._n_gen
         if a == self._stop:
-            self._trace.append((a, -1))
-            self._done = True
-            if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
-                selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
-            else:
-                selected = select_candidate(ev, self.selection)
-            correct = self._is_correct(selected)
-            extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
-            self._mask, self._bits = self._mask_table[0], 0
-            obs[self._step_index] = ev.steps / self.max_steps
-            info = self._final_info(selected, correct)
-            if extra:
-                info.update(extra)
-            return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
+            return self._stop_step()
+        row = self._row
+        n_gen = self._n_gen
         if a < n_gen:  # SAMPLE (from generator a)
             c = ev.n_revealed
-            if self._places:
-                self._place(a, c)  # a route episode puts generator a's next candidate into slot c
-            cluster = row.cluster[c]
-            cost = row.gen_cost[c]
-            ev.add_candidate(cluster, row.output_tokens[c], row.cap_hit[c], self._clogc)
+            # p: the pool candidate revealed into slot c (a route episode's chosen generator's next one)
+            p = self._place(a, c) if self._places else c
+            cluster = row.cluster[p]
+            cost = row.gen_cost[p]
+            ev.add_candidate(cluster, row.output_tokens[p], row.cap_hit[p], self._clogc)
             if cluster >= 0:  # a candidate without an answer can never be selected: never worth judging
-                pending, bits, has = self._pending, self._verify_bits, row.has_score[c]
+                pending, bits, has = self._pending, self._verify_bits, row.has_score[p]
                 for t, bit in self._tier_index_bits:
                     if has[t]:
                         pending[t] += 1
@@ -399,87 +341,52 @@ class CoBaEnv(gym.Env):
             refresh_rank(ev)
         else:
             t = a - n_gen  # VERIFY at tier t
-            c = verify_target(ev.rank, ev.clusters, row.has_score, ev.scores, t)
-            cost = row.ver_cost[c][t]
-            score = row.score[c][t]
+            c = verify_target(ev.rank, ev.clusters, self._slot_has, ev.scores, t)
+            p = self._slot_cand[c] if self._places else c
+            cost = row.ver_cost[p][t]
+            score = row.score[p][t]
             ev.add_score(c, t, score)
             self._pending[t] -= 1
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
             refresh_rank_of(ev, c)
-        ev.cost = add_costs(ev.cost, cost)
+        ev.cost_rows.append(cost)  # every measure: ``Evidence.cost`` adds them up on read
         k, budget = self._cost_k, self.budget
+        spent_k = self._spent_k = self._spent_k + cost[k]
         reward = -ev.lam * cost[k] / budget
-        spent = ev.cost[k] / budget
         self._trace.append((a, c))
         if a < n_gen:
-            obs = self._obs = observe(ev, spent, self.max_steps, self.pool.max_output_tokens, self._logs, ev.best_r,
-                                      self.features)
+            obs = self._obs = observe(ev, spent_k / budget, self.max_steps, self.pool.max_output_tokens, self._logs,
+                                      ev.best_r, self.features)
         else:
-            patch_after_verify(obs, ev, t, c, score, spent, self.max_steps, self.features)
+            obs = self._obs
+            patch_after_verify(obs, ev, t, c, score, spent_k / budget, self.max_steps, self.features)
         self._mask = self._compute_mask()
         return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
+
+    def _stop_step(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """STOP: select the answer, end the episode, and return the final step's outputs."""
+        ev = self._ev
+        self._trace.append((self._stop, -1))
+        self._done = True
+        if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
+            selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
+        else:
+            selected = select_candidate(ev, self.selection)
+        correct = self._is_correct(selected)
+        extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
+        self._mask, self._bits = self._mask_table[0], 0
+        obs = self._obs
+        obs[self._step_index] = ev.steps / self.max_steps
+        info = self._final_info(selected, correct)
+        if extra:
+            info.update(extra)
+        return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
         """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
         return np.fromiter(obs, np.float32, len(obs))
 
-    def _observation(self) -> np.ndarray:
-        """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
-        ev = self._ev
-        return np.array(observe(ev, ev.cost[self._cost_k] / self.budget, self.max_steps,
-                                self.pool.max_output_tokens, self._logs, ev.best_r, self.features),
-                        dtype=np.float32)
-
-    def _illegal_reason(self, a: int) -> str:
-        if self.gate is not None:
-            why = self.gate.illegal_reason(self, a)
-            if why:
-                return why
-        ev = self._ev
-        return illegal_reason(a, n_actions=self.layout.n_actions, names=self.actions, tiers=self.tiers,
-                              enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,
-                              n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
-                              layout=self.layout)
-
-    def _place(self, action: int, slot: int) -> None:
-        """Put the candidate SAMPLE ``action`` reveals into ``slot`` of the episode data (route episodes only)."""
+    def _place(self, action: int, slot: int) -> int:
+        """The pool candidate SAMPLE ``action`` reveals into ``slot``, recorded in ``_slot_cand`` (route only)."""
         raise NotImplementedError("a one-generator episode reveals its candidates in pool order")
-
-    def _is_correct(self, selected: int) -> bool:
-        """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
-        return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
-
-    def _answers(self) -> list:
-        """The raw answers of the revealed candidates' slots (for the trace and the selected answer)."""
-        return self.pool.answer[self._ep]
-
-    def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
-        ev, ep = self._ev, self._ep
-        ids, datasets, generators, items = self.pool.episode_meta()
-        answers = self._answers()
-        names, cost = self.actions, ev.cost
-        return {
-            "action_mask": self._mask.copy(),
-            "episode": ep,
-            "episode_id": ids[ep],
-            "dataset": datasets[ep],
-            "generator": generators[ep],
-            "item_id": items[ep],
-            "lambda": ev.lam,
-            "trace": Trace(self._trace, self.actions, self.tiers, self._row, answers, selected, self.layout),
-            "actions": [names[a] for a, _ in self._trace],
-            "selected_candidate": selected,
-            "selected_answer": answers[selected] if selected >= 0 else None,
-            "correct": correct,
-            "costs": dict(zip(COST_MEASURES, cost, strict=True)),  # usd is 0 on a pool without prices
-        }
-
-    def render(self) -> str | None:
-        """ANSI text of the current evidence (render_mode="ansi")."""
-        if self.render_mode != "ansi" or self._ev is None:
-            return None
-        ev = self._ev
-        return (f"episode {self._ep}: revealed {ev.n_revealed}/{self.n_max}, clusters {ev.clusters}, "
-                f"top share {ev.top_share():.2f}, cost {ev.cost[self._cost_k]:.4g} {self.cost_model}")
-

@@ -1,13 +1,16 @@
 """One episode's evidence as plain Python lists with named fields: what the one-episode env's step reads.
 
 The replay env reads candidate ``c``'s fields in reveal order (``cluster[c]``, ``score[c][t]``...). A live
-episode and a route episode fill a blank ``EpisodeData`` slot by slot as candidates are revealed (the live
-source's answer, or the chosen generator's next candidate), so the same step reads them the same way.
+episode fills a blank ``EpisodeData`` slot by slot as candidates are revealed (the live source's answer); a
+route episode reads its problem's row by pool candidate through the slot -> candidate map of the env's
+``_place`` (``SlotView`` gives the slot-ordered view its trace reads).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 
 class EpisodeData:
@@ -42,12 +45,39 @@ class EpisodeData:
                    [[False] * n_tiers for _ in range(n)], [[math.nan] * n_tiers for _ in range(n)],
                    [[[0.0] * n_measures for _ in range(n_tiers)] for _ in range(n)], n_clusters)
 
-    def append_candidate(self, source: EpisodeData, candidate: int) -> None:
-        """Put ``source``'s candidate ``candidate`` into the next slot (lists shared, not copied; route episodes)."""
-        self.cluster.append(source.cluster[candidate])
-        self.output_tokens.append(source.output_tokens[candidate])
-        self.cap_hit.append(source.cap_hit[candidate])
-        self.gen_cost.append(source.gen_cost[candidate])
-        self.has_score.append(source.has_score[candidate])
-        self.score.append(source.score[candidate])
-        self.ver_cost.append(source.ver_cost[candidate])
+
+class SlotView:
+    """``source``'s per-candidate lists read by revealed slot (slot s holds pool candidate ``candidates[s]``).
+
+    A route episode's trace reads its data this way; each list is gathered on first read only (the trace is
+    built on first access, so most replayed episodes never gather anything).
+    """
+
+    def __init__(self, source: EpisodeData, candidates: list[int]) -> None:
+        self._source, self._candidates = source, candidates
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("_"):  # never gather private or special names (copy, pickle)
+            raise AttributeError(name)
+        values = getattr(self._source, name)
+        if isinstance(values, list):
+            values = [values[p] for p in self._candidates]
+        setattr(self, name, values)  # read from the instance from now on
+        return values
+
+
+class SlotSequence(Sequence):
+    """``values`` (per pool candidate) read by revealed slot: item s is ``values[candidates[s]]``."""
+
+    __slots__ = ("_values", "_candidates")
+
+    def __init__(self, values: Sequence[Any], candidates: list[int]) -> None:
+        self._values, self._candidates = values, candidates
+
+    def __getitem__(self, slot):  # type: ignore[override]
+        if isinstance(slot, slice):
+            return [self._values[p] for p in self._candidates[slot]]
+        return self._values[self._candidates[slot]]
+
+    def __len__(self) -> int:
+        return len(self._candidates)

@@ -8,7 +8,7 @@ The rules computed from it (fusion rank, observation features, VERIFY target, ST
 
 from __future__ import annotations
 
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, sum_costs
 from coba_env.rules.fusion import fusion_rank
 
 __all__ = ["Evidence"]
@@ -20,7 +20,7 @@ class Evidence:
     __slots__ = (
         "n_max", "n_tiers", "n_revealed", "clusters", "counts", "n_answered", "top", "n_distinct",
         "clogc_sum", "flips", "scores", "n_verified", "tier_stats", "best_v3",
-        "len_sum", "cap_count", "cost", "steps", "lam", "output_tokens", "weights", "fnum", "fden",
+        "len_sum", "cap_count", "cost_rows", "_cost", "_cost_n", "steps", "lam", "output_tokens", "weights", "fnum", "fden",
         "cap_hits", "top_count", "second_count", "rank", "best", "best_r", "strong",
     )
 
@@ -54,7 +54,10 @@ class Evidence:
         self.best_v3 = 0.0
         self.len_sum = 0.0
         self.cap_count = 0
-        self.cost: tuple[float, ...] = (0.0,) * len(COST_MEASURES)
+        #: Each action's cost row (``COST_MEASURES`` order), in action order; ``cost`` is their running total.
+        self.cost_rows: list[list[float]] = []
+        self._cost: tuple[float, ...] = (0.0,) * len(COST_MEASURES)
+        self._cost_n = 0
         self.steps = 0
         self.lam = lam
         #: Fusion weights (f, w_1..w_T) and, per candidate, the running sums of w_t * s_t and of w_t over
@@ -62,6 +65,14 @@ class Evidence:
         self.weights = weights
         self.fnum: list[float] = []
         self.fden: list[float] = []
+
+    @property
+    def cost(self) -> tuple[float, ...]:
+        """Cost spent so far in every measure (``cost_rows`` added in action order when read)."""
+        rows = self.cost_rows
+        if self._cost_n < len(rows):  # the rows added since the last read, in order: the same float additions
+            self._cost, self._cost_n = sum_costs(self._cost, rows[self._cost_n:]), len(rows)
+        return self._cost
 
     def top_share(self) -> float:
         """Share of revealed candidates in the largest answer cluster (0 before any answer)."""

@@ -15,7 +15,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool, as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.episode_data import EpisodeData
+from coba_env.episode_data import EpisodeData, SlotSequence, SlotView
 from coba_env.route_evidence import RouteEvidence
 from coba_env.route_pool import RoutePool, compile_route_pool
 from coba_env.rules.actions import ActionLayout
@@ -126,6 +126,8 @@ class RouteEnv(CoBaEnv):
         #: Per caps pattern: the first observation's per-generator block and the legal SAMPLE bits (built once).
         self._first_blocks: dict[tuple[int, ...], tuple[list[float], int]] = {}
         self._slot_cand: list[int] = []
+        #: First observations by caps (lambda written per episode), read-only (``_first_observation`` returns copies).
+        self._first_arrays: dict[tuple, np.ndarray] = {}
 
     @classmethod
     def from_route(cls, route: RoutePool, n_max_per_generator: int, config: EnvConfig,
@@ -143,6 +145,8 @@ class RouteEnv(CoBaEnv):
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         low, high = route_observation_bounds(self._action_layout(), self.features)
         self._n_obs = len(low)
+        self._n_block = len(low) - self.features.n_features  # the per-generator features come first
+        self._lam_at = self._n_block + self.features.lam
         return low, high
 
     @property
@@ -157,28 +161,32 @@ class RouteEnv(CoBaEnv):
 
     # -- the route episode's data, filled slot by slot -----------------------------------------------
     def _episode_data(self, ep: int) -> EpisodeData:
-        source = self._rows[ep]
-        self._source = source
+        # The problem's row, read by pool candidate: SAMPLE maps the next slot to the chosen generator's next
+        # candidate (``_place``), VERIFY reads the targeted slot's candidate through ``_slot_cand``.
         self._slot_cand = []
-        # Empty lists: SAMPLE appends the chosen candidate (slots fill in reveal order, slot = n_revealed).
-        return EpisodeData([], [], [], [], [], [], [], source.n_clusters)
+        self._slot_has = []
+        return self._rows[ep]
 
-    def _place(self, action: int, slot: int) -> None:
+    def _place(self, action: int, slot: int) -> int:
         g = action  # the layout's SAMPLE ids are the generator indices (ActionLayout.generator_of)
         ev = self._ev
         k = ev.gen_revealed[g]
         p = g * self._n_per_gen + k
-        source = self._source
-        self._row.append_candidate(source, p)
+        source = self._row
         self._slot_cand.append(p)
+        self._slot_has.append(source.has_score[p])
         ev.add_generator_candidate(g, source.cluster[p], source.gen_cost[p])
         if k + 1 >= ev.gen_cap[g]:
             self._sample_bits &= ~(1 << g)
         patch_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
+        return p
+
+    def _trace_row(self) -> SlotView:
+        return SlotView(self._row, self._slot_cand)
 
     def _compute_mask(self) -> np.ndarray:
         ev = self._ev
-        bits = mask_bits(ev.n_revealed, 0, self._verify_bits, ev.cost[self._cost_k] >= self.max_cost,
+        bits = mask_bits(ev.n_revealed, 0, self._verify_bits, self._spent_k >= self.max_cost,
                          sample_bits=self._sample_bits, stop_bit=self._stop_bit)
         self._bits = bits
         return self._mask_table[bits]
@@ -186,9 +194,8 @@ class RouteEnv(CoBaEnv):
     def _is_correct(self, selected: int) -> bool:
         return bool(selected >= 0 and self.pool.labels.correct[self._ep, self._slot_cand[selected]])
 
-    def _answers(self) -> list:
-        answers = self.pool.answer[self._ep]
-        return [answers[p] for p in self._slot_cand]
+    def _answers(self) -> SlotSequence:
+        return SlotSequence(self.pool.answer[self._ep], self._slot_cand)
 
     # -- reset and step: the replay env's, with the route observation -----------------------------
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
@@ -205,13 +212,25 @@ class RouteEnv(CoBaEnv):
         return ev
 
     def _first_observation(self, lam: float) -> np.ndarray:
-        return np.array(self._block + self._obs, np.float32)
+        # From here on ``self._block`` is the whole observation as Python floats: the per-generator block, patched
+        # in place, then the pooled features, copied in by ``_as_observation``.
+        block = self._block = self._block + self._obs
+        caps = self._caps[self._ep]
+        first = self._first_arrays.get(caps)
+        if first is None:  # depends on the caps (and lambda, written below) only
+            first = self._first_arrays[caps] = np.fromiter(block, np.float32, len(block))
+            first.flags.writeable = False
+        first = first.copy()
+        first[self._lam_at] = lam
+        return first
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
         a, c = self._trace[-1]  # the step just taken
+        full = self._block
         if self._n_gen <= a < self._stop:  # a VERIFY: the verified candidate's generator's mean at that tier
-            patch_after_verify(self._block, self._ev, self._ev.slot_generator[c], a - self._n_gen)
-        return np.array(self._block + obs, np.float32)  # float64 -> float32 per item, as np.fromiter does
+            patch_after_verify(full, self._ev, self._ev.slot_generator[c], a - self._n_gen)
+        full[self._n_block:] = obs
+        return np.fromiter(full, np.float32, len(full))  # float64 -> float32 per item, as np.array does
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         info = super()._final_info(selected, correct)

@@ -14,6 +14,9 @@ from coba_env.evidence import Evidence
 
 __all__ = ["RouteEvidence"]
 
+#: Zero templates by (generators, tiers): rows shared within a template, copied row by row (never modified).
+_ZERO_ROWS: dict[tuple[int, int], tuple[list, list, list]] = {}
+
 
 class RouteEvidence(Evidence):
     """``Evidence`` over the pooled candidates, plus per-generator state (lists indexed by generator)."""
@@ -36,12 +39,17 @@ class RouteEvidence(Evidence):
         self.gen_counts = [0] * (g * self.n_clusters)
         #: Per generator, the size of its largest answer cluster.
         self.gen_top_count = [0] * g
+        # g independent rows each: copies of the rows of a zero template built once per (g, n_tiers), which is
+        # cheaper than building the rows every episode
+        zeros = _ZERO_ROWS.get((g, n_tiers))
+        if zeros is None:
+            zeros = _ZERO_ROWS[(g, n_tiers)] = ([[0.0] * n_tiers] * g, [[0] * n_tiers] * g,
+                                                [[0.0] * len(COST_MEASURES)] * g)
         #: gen_score_sum[g][t], gen_score_count[g][t]: usable tier-t scores of g's candidates.
-        # g independent rows each (copies of one row: cheaper than a comprehension, once per episode)
-        self.gen_score_sum = list(map(list.copy, [[0.0] * n_tiers] * g))
-        self.gen_score_count = list(map(list.copy, [[0] * n_tiers] * g))
+        self.gen_score_sum = list(map(list.copy, zeros[0]))
+        self.gen_score_count = list(map(list.copy, zeros[1]))
         #: Generation cost spent on each generator, in every cost measure ([g][measure]).
-        self.gen_spend = list(map(list.copy, [[0.0] * len(COST_MEASURES)] * g))
+        self.gen_spend = list(map(list.copy, zeros[2]))
         #: The generator of each revealed candidate, in reveal order.
         self.slot_generator: list[int] = []
 

@@ -119,8 +119,9 @@ class RouteVectorEnv(CoBaVectorEnv):
         self.slot_generator.ravel()[at_slot] = g
         revealed[at_gen] = k + 1
         flat = self.ep.take(rows) * self.n_cand + p
-        self.gen_spend.ravel()[at_gen] += self.cost_rows[flat, self.cost_k]
-        cl = self.sample_int[flat, 0].astype(np.int64)
+        # 1-D gathers from the flat tables (cheaper than 2-D fancy indexing): column cost_k and column 0 (cluster)
+        self.gen_spend.ravel()[at_gen] += self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
+        cl = self.sample_int.ravel().take(flat * self.sample_int.shape[1]).astype(np.int64)
         answered = np.flatnonzero(cl >= 0)
         if len(answered):
             ra, ga = rows[answered], g[answered]

@@ -23,9 +23,9 @@ marks the revealed slots unrevealed again (fnum = -inf); the answer counts and p
 zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool says which
 candidate that is). Per-step figures: docs/PERFORMANCE.md and scripts/profile_vector_env.py.
 
-Length: about 500 lines; the batched SAMPLE/VERIFY updates are kept next to the state layout they index (flat
-slot-major arrays and their bookkeeping copies, see ``_alloc``), which a split would separate. The rules
-themselves live in coba_env/rules/ (batched forms).
+The batched SAMPLE/VERIFY updates, the fusion rank and the STOP selection over this state are
+``coba_env.vector_evidence.VectorEvidence`` (a mixin); the rules themselves live in coba_env/rules/ (batched
+forms).
 """
 
 from __future__ import annotations
@@ -47,20 +47,18 @@ from coba_env.rules.features import (
     clogc_table,
     log_table,
 )
-from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.masks import batch_masks
-from coba_env.rules.selection import select_by_rule, tier_columns
-from coba_env.rules.verify import batch_verify_target
 from coba_env.spaces import MaskedDiscrete
+from coba_env.vector_evidence import FEW_SLOTS, VectorEvidence
 from coba_env.vector_tables import VectorTables
 
-#: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``).
-FEW_SLOTS = 4
+__all__ = ["FEW_SLOTS", "VECTOR_RESET_OPTIONS", "CoBaVectorEnv"]
+
 #: Keys ``CoBaVectorEnv.reset(options=...)`` accepts.
 VECTOR_RESET_OPTIONS = ("episodes", "lams")
 
 
-class CoBaVectorEnv(VectorEnv):
+class CoBaVectorEnv(VectorEvidence, VectorEnv):
     """``num_envs`` replay episodes stepped together; takes the same keyword arguments as ``CoBaEnv``."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
@@ -287,43 +285,6 @@ class CoBaVectorEnv(VectorEnv):
             raise ValueError(f"options[{name!r}] must hold one value per sub-env ({self.num_envs}), got {values!r}")
         return items
 
-    def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
-        """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N].
-
-        Only a candidate with a tier-t call can be verified, so verified = revealed, has the call and not open.
-        """
-        revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
-        has = self.has_t[:, t * self.pool.n_episodes + self.ep[rows]]
-        return (has & ~self.open_t[:, t * self.num_envs + rows]).T & revealed
-
-    @property
-    def verified(self) -> np.ndarray:
-        """Whether each revealed candidate is verified, [T, B, N]."""
-        return np.stack([self._verified(t, self.rows) for t in range(self.n_tiers)])
-
-    @property
-    def scores(self) -> np.ndarray:
-        """Revealed scores [B, N, T]: NaN where not verified (or verified without a usable score)."""
-        return np.where(self.verified.transpose(1, 2, 0), self.pool.score[self.ep], np.nan)
-
-    # -- evidence arithmetic (mirrors coba_env.evidence.Evidence) ------------------------------------
-    def _fusion(self) -> np.ndarray:
-        """Update and return ``self.rank_t``: R for every candidate slot [N, B]; -inf where unrevealed; -2 without an answer.
-
-        (``Evidence.rank`` uses -1 for no answer; -2 here makes the row max the observation's top R exactly
-        as before. VERIFY and STOP only read the R of revealed candidates with an answer.) SAMPLE sets a
-        revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
-        fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
-        """
-        # Only the first k = max(n) slots can hold a revealed candidate in any row: the rest stay -inf (rows
-        # that were computed at an earlier step are set back to -inf once k shrinks).
-        k = max(int(self.n.max()), 1) if self.num_envs else 1
-        if k < self._rank_rows:
-            self.rank_t[k:self._rank_rows] = -np.inf
-        self._rank_rows = k
-        batch_fusion(self.rank_t[:k], self.count_t[:k], self.n, self.fnum_t[:k], self.fden_t[:k], self.weights[0])
-        return self.rank_t
-
     def _masks(self) -> np.ndarray:
         return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
 
@@ -331,153 +292,11 @@ class CoBaVectorEnv(VectorEnv):
         """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current)."""
         return batch_observe(self, self._obs_t, self.features)
 
-    def _select(self, rows: np.ndarray) -> np.ndarray:
-        """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
-        rule = self.selection
-        none = self.n_answered[rows] == 0  # no revealed candidate has an answer
-        if rule.rule == "fusion":
-            # R of revealed candidates with an answer; -2 for the others (unrevealed ones have -inf).
-            sel = np.empty(len(rows), dtype=np.int64)
-            for part, k in self._slot_groups(rows):  # slot-major [k, len(part)]
-                sel[part] = batch_best(self.rank_t[:k].take(rows[part], axis=1), none[part],
-                                       hidden=k < self.n_cand)
-            return sel
-        ep = self.ep[rows]
-        tier_scores = tier_verified = None
-        if rule.rule in ("max_score", "weighted_vote"):
-            tier_scores, tier_verified = tier_columns(rule, self.pool.score[ep], lambda t: self._verified(t, rows))
-        sel = select_by_rule(rule, self.pool.cluster[ep], self.n[rows], self.top[rows], tier_scores, tier_verified)
-        return np.where(none, -1, sel)
-
-    def _slot_groups(self, rows: np.ndarray) -> list[tuple[Any, int]]:
-        """``rows`` split as [(positions in rows, k)]: each group's revealed candidates are in its first k slots.
-
-        Unrevealed slots have R = -inf, so VERIFY and STOP need only a group's first k slots; most episodes
-        reveal few candidates (under random actions about 90% of the rows have at most 4).
-        """
-        k = min(FEW_SLOTS, self.n_cand)
-        n = self.n.take(rows)
-        many = n > k
-        if not many.any():
-            return [(slice(None), k)]
-        return [(np.flatnonzero(~many), k), (np.flatnonzero(many), int(n.max()))]
-
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
         # A fresh episode has revealed nothing: every feature is 0 but lambda.
         obs.view(self._obs_row)[:, 0][rows] = self._zero_obs
         obs[rows, self.lambda_index] = self.lams[rows]
-
-    # -- stepping ------------------------------------------------------------------------------------
-    def _sample(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
-        """SAMPLE for ``rows``: reveal each row's next candidate (Evidence.add_candidate)."""
-        t_n = self.n_tiers
-        b = self.num_envs
-        c = self.n.take(rows)
-        flat = self._sample_flat(rows, a, c)
-        table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
-        cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
-        cl = table[:, 0]
-        self.n[rows] = c + 1
-        self.cap_count[rows] += table[:, 1]
-        at_tier = self._tier_b[:, None] + rows  # pending[t, rows], flat [T, B]: one scatter for every tier
-        pending = self._pending.ravel()
-        pending[at_tier] = pending.take(at_tier) + table[:, 2:2 + t_n].T
-        self.len_sum[rows] += self.output_tokens.take(flat)
-        slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
-        # The revealed slot is open at each tier whose call the pool holds.
-        self.open_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = table[:, 2:2 + t_n].T != 0
-        answered = cl >= 0
-        # The revealed slot's fusion terms: count 0, fnum -2, fden 1 without an answer (R = -2).
-        self.fnum_t.ravel()[slot] = np.where(answered, 0.0, -2.0)
-        self.fden_t.ravel()[slot] = np.where(answered, self.weights[0], 1.0)
-        self.cluster_t.ravel()[slot] = cl
-        count = np.zeros(len(rows), dtype=self.count_t.dtype)
-        ans = np.flatnonzero(answered)
-        if len(ans):
-            r, cc = rows[ans], cl[ans]
-            at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
-            counts = self.counts.ravel()
-            old_f = counts.take(at)
-            if self._pool_order:
-                first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
-                old_f[first] = 0.0
-                self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
-            else:  # counts and statistics were zeroed on reset
-                first = old_f == 0.0
-            new_f = old_f + 1.0
-            counts[at] = new_f
-            count[ans] = new_f
-            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too).
-            added = self._added
-            added[r] = cc
-            np.add(self.count_t, self.cluster_t == added, out=self.count_t)
-            added[r] = -2
-            old = old_f.astype(np.int64)
-            new = old + 1
-            self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
-            self.n_distinct[r] += first
-            self.n_answered[r] += 1
-            # The top answer and the runner-up's count, updated as Evidence.add_candidate does.
-            top, top_count, second = self.top.take(r), self.top_count.take(r), self.second.take(r)
-            new_top = top < 0
-            same = cc == top
-            flip = ~new_top & ~same & ((new > top_count) | ((new == top_count) & (cc < top)))
-            self.second[r] = np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second))
-            self.top_count[r] = np.where(new_top | same | flip, new, top_count)
-            self.top[r] = np.where(new_top | flip, cc, top)
-            self.flips[r] += flip
-            moved = np.flatnonzero(new_top | flip)  # the new answer's cluster is the top now
-            self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
-        self.count_t.ravel()[slot] = count
-
-    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                                     np.ndarray]:
-        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate).
-
-        Returns (slot verified, tier, score) per row of ``rows``.
-        """
-        t_n = self.n_tiers
-        b = self.num_envs
-        t = self.layout.verifier_of(a)  # works on arrays too
-        # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
-        # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
-        at_tier = t * b + rows  # columns of ``open_t``
-        c = np.empty(len(rows), dtype=np.int64)
-        for part, k in self._slot_groups(rows):
-            c[part] = batch_verify_target(self.open_t[:k].take(at_tier[part], axis=1),
-                                          self.rank_t[:k].take(rows[part], axis=1))
-        flat = self._pool_flat(rows, c) * t_n + t
-        s = self.score_flat.take(flat)
-        cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
-        self.open_t.ravel()[c * (t_n * b) + at_tier] = False
-        self._verified_n.ravel()[at_tier] += 1  # n_verified[t, rows] and pending[t, rows] (flat [T, B])
-        self._pending.ravel()[at_tier] -= 1
-        usable = ~np.isnan(s)
-        ru, cu, su, tu = rows[usable], c[usable], s[usable], t[usable]
-        w = self.weights[tu + 1]
-        slot = cu * b + ru
-        self.fnum_t.ravel()[slot] += w * su
-        self.fden_t.ravel()[slot] += w
-        cheap, strong = self.features.cheap, self.features.strong
-        v3 = tu == strong
-        r3 = ru[v3]
-        self.best_v3[r3] = np.maximum(self.best_v3.take(r3), su[v3])
-        cl = self.cluster_t.ravel().take(slot).astype(np.int64)  # >= 0: only answered ones are eligible
-        at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
-        stats = self.top_stats.ravel()
-        k = tu == cheap  # the cheap judge: sum, count, max
-        s1, a1 = su[k], at[k] * 5
-        stats[a1] += s1
-        stats[a1 + 1] += 1
-        stats[a1 + 2] = np.maximum(stats.take(a1 + 2), s1)
-        k = tu == strong  # the strong verifier: sum, count
-        a3 = at[k] * 5
-        stats[a3 + 3] += su[k]
-        stats[a3 + 4] += 1
-        on_top = np.flatnonzero(cl == self.top.take(ru))
-        self._top_items[ru.take(on_top)] = self._stats_items.take(at.take(on_top))
-        return c, t, s
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

@@ -1,0 +1,87 @@
+"""What a one-episode env reports besides the observation: the final info, illegal-action messages, rendering.
+
+A mixin of ``CoBaEnv`` (it reads the env's state; ``RouteEnv`` overrides ``_is_correct``, ``_answers`` and
+``_final_info``). The correctness label is read here, at STOP only, never for an observation or a mask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from coba_env.costs import COST_MEASURES
+from coba_env.rules.features import observe
+from coba_env.rules.masks import illegal_reason
+from coba_env.trace import Trace
+
+__all__ = ["EpisodeReport"]
+
+
+class EpisodeReport:
+    """The final ``info`` of an episode, the reason an action is illegal, the ANSI rendering (``CoBaEnv``'s)."""
+
+    # The attributes read here are set by ``CoBaEnv.__init__`` / ``reset`` / ``step``.
+    _ev: Any
+    _ep: int
+    _mask: np.ndarray
+    _trace: list[tuple[int, int]]
+
+    def _observation(self) -> np.ndarray:
+        """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
+        ev = self._ev
+        return np.array(observe(ev, ev.cost[self._cost_k] / self.budget, self.max_steps,
+                                self.pool.max_output_tokens, self._logs, ev.best_r, self.features),
+                        dtype=np.float32)
+
+    def _illegal_reason(self, a: int) -> str:
+        if self.gate is not None:
+            why = self.gate.illegal_reason(self, a)
+            if why:
+                return why
+        ev = self._ev
+        return illegal_reason(a, n_actions=self.layout.n_actions, names=self.actions, tiers=self.tiers,
+                              enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,
+                              n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
+                              layout=self.layout)
+
+    def _trace_row(self) -> Any:
+        """The episode's data by revealed slot, for the trace (replay: the row itself; slot = candidate)."""
+        return self._row
+
+    def _is_correct(self, selected: int) -> bool:
+        """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
+        return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+
+    def _answers(self) -> list:
+        """The raw answers of the revealed candidates' slots (for the trace and the selected answer)."""
+        return self.pool.answer[self._ep]
+
+    def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
+        ev, ep = self._ev, self._ep
+        ids, datasets, generators, items = self.pool.episode_meta()
+        answers = self._answers()
+        names, cost = self.actions, ev.cost
+        return {
+            "action_mask": self._mask.copy(),
+            "episode": ep,
+            "episode_id": ids[ep],
+            "dataset": datasets[ep],
+            "generator": generators[ep],
+            "item_id": items[ep],
+            "lambda": ev.lam,
+            "trace": Trace(self._trace, self.actions, self.tiers, self._trace_row(), answers, selected, self.layout),
+            "actions": [names[a] for a, _ in self._trace],
+            "selected_candidate": selected,
+            "selected_answer": answers[selected] if selected >= 0 else None,
+            "correct": correct,
+            "costs": dict(zip(COST_MEASURES, cost)),  # noqa: B905 (Evidence.cost has every measure, by construction)  # usd is 0 on a pool without prices
+        }
+
+    def render(self) -> str | None:
+        """ANSI text of the current evidence (render_mode="ansi")."""
+        if self.render_mode != "ansi" or self._ev is None:
+            return None
+        ev = self._ev
+        return (f"episode {self._ep}: revealed {ev.n_revealed}/{self.n_max}, clusters {ev.clusters}, "
+                f"top share {ev.top_share():.2f}, cost {ev.cost[self._cost_k]:.4g} {self.cost_model}")
