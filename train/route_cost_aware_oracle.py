@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ __all__ = ["FEASIBILITY_COMBOS", "RouteCostAwareOracle"]
 
 #: Most final candidate sets (products of per-generator prefix lengths) the feasibility bound enumerates.
 FEASIBILITY_COMBOS = 4096
+#: Final-set tables (per revealed counts) the bound keeps for the episode being searched, least recent dropped.
+SETS_KEPT = 64
 _EPS = 1e-9
 
 
@@ -49,6 +52,8 @@ class RouteCostAwareOracle(CostAwareOracle):
         self._subsets = np.array([[(s >> t) & 1 for t in range(n_tiers)] for s in range(1 << n_tiers)],
                                  dtype=np.float64).reshape(1 << n_tiers, n_tiers)
         self._tables: dict[int, dict[str, Any] | None] = {}
+        self._heavy_key: int | None = None
+        self._heavy: dict[str, Any] = {}
 
     @classmethod
     def for_env(cls, env: Any, node_limit: int = DEFAULT_NODE_LIMIT) -> RouteCostAwareOracle:
@@ -126,7 +131,7 @@ class RouteCostAwareOracle(CostAwareOracle):
         t_n = self.model.n_tiers
         key = (revealed, tuple(sorted((q, fnum[slot], fden[slot], (ver >> (slot * t_n)) & ((1 << t_n) - 1))
                                       for slot, q in enumerate(cand))))
-        bounds = t.setdefault("bounds", {})
+        bounds = self._episode_cache(ep).setdefault("bounds", {})
         bound = bounds.get(key)
         if bound is None:
             bound = bounds[key] = self._relaxed_cost_of(t, ep, key)
@@ -135,9 +140,10 @@ class RouteCostAwareOracle(CostAwareOracle):
     def _final_sets(self, t: dict[str, Any], ep: RouteEpisode, revealed: tuple) -> dict[str, Any]:
         """Every final candidate set from ``revealed`` (each generator's prefix grown up to its N_max): which
         candidates each set includes, which it adds, its generation cost, and each candidate's cluster count."""
-        sets = t.setdefault("sets", {})
+        sets = self._episode_cache(ep).setdefault("sets", OrderedDict())
         found = sets.get(revealed)
         if found is not None:
+            sets.move_to_end(revealed)
             return found
         lengths = np.array(list(itertools.product(*[range(r, cap + 1) for r, cap in zip(revealed, ep.caps,
                                                                                           strict=True)])))
@@ -146,15 +152,25 @@ class RouteCostAwareOracle(CostAwareOracle):
         counts = included @ t["onehot"]  # [S, C]
         total_n = np.maximum(lengths.sum(axis=1), 1)
         found = sets[revealed] = {
-            "included": included, "gen_cost": new.astype(np.float64) @ t["gen_cost"], "total_n": total_n,
-            "count": counts[:, t["cl"]].astype(np.int64), "counts": counts,
+            "gen_cost": new.astype(np.float64) @ t["gen_cost"], "total_n": total_n,
+            "count": counts[:, t["cl"]].astype(np.int8), "counts": counts,
             "gold": included & t["gold"][None, :], "rival": included & t["rival"][None, :]}
+        if len(sets) > SETS_KEPT:
+            sets.popitem(last=False)
         return found
 
-    def _rank_tables(self, t: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _episode_cache(self, ep: RouteEpisode) -> dict[str, Any]:
+        """The bound's caches (bounds, final sets, rank tables) of the episode searched last; a new episode
+        replaces them, so memory stays that of one episode however many are planned."""
+        if self._heavy_key != id(ep):
+            self._heavy_key, self._heavy = id(ep), {}
+        return self._heavy
+
+    def _rank_tables(self, t: dict[str, Any], ep: RouteEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a candidate never verified: its best, worst and plain fusion rank (any subset of its verifiers
         added) at every cluster count and total, ``[P, count, total]``, computed as ``_relaxed_cost_of`` does."""
-        if "rank_tables" not in t:
+        cache = self._episode_cache(ep)
+        if "rank_tables" not in cache:
             w0, n_p, t_n = self.weights[0], len(t["p"]), self.model.n_tiers
             unver = np.ones((n_p, t_n), dtype=bool)
             num = np.zeros(n_p)[:, None] + (t["wnum"] * unver) @ self._subsets.T  # [P, 2 ** T]
@@ -166,8 +182,8 @@ class RouteCostAwareOracle(CostAwareOracle):
             with np.errstate(divide="ignore", invalid="ignore"):
                 r = (freq[None, :, :, None] + num[:, None, None, :]) / den[:, None, None, :]
             r = np.where(den[:, None, None, :] > 0, r, 0.0)
-            t["rank_tables"] = (r.max(axis=3), r.min(axis=3), r[..., 0])
-        return t["rank_tables"]
+            cache["rank_tables"] = (r.max(axis=3), r.min(axis=3), r[..., 0])
+        return cache["rank_tables"]
 
     def _relaxed_cost_of(self, t: dict[str, Any], ep: RouteEpisode, key: tuple) -> float:
         """The relaxed cost of the evidence ``key`` (revealed counts; per revealed candidate its fusion sums
@@ -191,7 +207,7 @@ class RouteCostAwareOracle(CostAwareOracle):
         sets = self._final_sets(t, ep, revealed)
         total_n, count = sets["total_n"], sets["count"]
         # Ranks of never-verified candidates from the tables; verified ones computed for this state.
-        best_table, worst_table, plain_table = self._rank_tables(t)
+        best_table, worst_table, plain_table = self._rank_tables(t, ep)
         cols = np.arange(n_p)[None, :]
         best, worst, plain = (best_table[cols, count, total_n[:, None]], worst_table[cols, count, total_n[:, None]],
                               plain_table[cols, count, total_n[:, None]])
@@ -221,3 +237,4 @@ class RouteCostAwareOracle(CostAwareOracle):
         """Forget cached searches and tables."""
         super().clear_cache()
         self._tables.clear()
+        self._heavy_key, self._heavy = None, {}
