@@ -110,3 +110,64 @@ def test_near_miss_clusters(answers: list[str], clusters: list[int]) -> None:
 def test_a_false_equation_does_not_match_its_right_side(answer: str, expected: bool) -> None:
     # (6 - 4) * 5 is 10: "= 24" is false, so it does not state 24; "(6-4)*5 = 10" states 10, not 24.
     assert answers_match_gold(answer, "24") is expected
+
+
+# The five responses of the RouteLLM GSM8K pool (../shared/data/pools/routellm-gsm8k, gsm8k_responses.csv,
+# test.jsonl) the grader once read wrong, quoted from their ends; the gold is the data's "#### n", and each
+# expected answer is read by hand from the response.
+ROUTELLM_RESPONSES = [
+    # item 43, GPT-4; gold 48: a unit glued to the number ("48g")
+    ("Since a 300g bag has 5 servings, each serving is 300g / 5 = 60g.\n\nTherefore, you can eat 0.8 * 60g = 48g "
+     "of chips to stay within your daily calorie target.", "48", "48"),
+    # item 207, GPT-4; gold 2600
+    ("There are 80 candied apples, so they weigh 80 * 20g = 1600g.\nThe total weight of Joe's bag of candy is the "
+     "weight of the chocolate bars plus the weight of the candied apples, which is 1000g + 1600g = 2600g.",
+     "2600", "2600"),
+    # item 339, Mixtral; gold 160: an answer sentence ending in its one number
+    ("Adding these together, the total number of legs is 80 (cow legs) + 80 (chicken legs) = 160 legs.\n\n"
+     "Answer: The animals have a total of 160 legs.", "160", "160"),
+    # item 464, GPT-4; gold 6: an ordinal place after ####
+    ("Lastly, she jumped ahead 1 spot to finish the race, which would put her in 7 - 1 = 6th place.\n"
+     "#### 6th place", "6", "6"),
+    # item 659, GPT-4; gold 3: the asked amount, then the question's fractions restated
+    ("The difference in cost between the two mixtures is $10 (first mixture) - $7 (second mixture) = $3.\n\n"
+     "So, it costs $3 more for a mixture of 1/2 pound almonds and 1/3 pound walnuts than a mixture of 1/5 "
+     "pound almonds and 1/3 pound walnuts.", "3", "3"),
+]
+
+
+@pytest.mark.parametrize(("text", "answer", "gold"), ROUTELLM_RESPONSES)
+def test_routellm_responses_the_grader_once_misread(text: str, answer: str, gold: str) -> None:
+    found = extract_answer(text)
+    assert found.answer == answer
+    assert answers_match_gold(found.answer, gold)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "near_gold"),
+    [
+        # a glued unit gives its number, never a longer one, and "6th" is not 60
+        ("So you can eat 0.8 * 60g = 48g of chips.", "48", "480"),
+        ("which would put her in 7 - 1 = 6th place.\n#### 6th place", "6", "60"),
+        # an ordinal is no number in running text, and "2x" is a variable: the answer is the last number
+        ("Half of them is 6, so she finished 6th", "6", "66"),
+        ("Half is 3 + 3 = 6, so the total is 2x", "6", "2"),
+        # "#### 6th Step" is a heading, not an answer
+        ("#### 6th Step\nSo 3 + 4 = 7.", "7", "6"),
+        # answer sentences whose number is qualified or not at the end stay sentences
+        ("Answer: She has more than 5 apples", "She has more than 5 apples", "5"),
+        ("Answer: There are 5 thousand", "There are 5 thousand", "5"),
+        ("Answer: Move disk 1 from A to C", "Move disk 1 from A to C", "1"),
+        # an amount of money earlier in the sentence wins only over a restated fraction with nothing computed
+        # between: the count of tickets, a computed total (item 36 of the RouteLLM pool), 1 more movie (item 926)
+        ("Each ticket costs $5, so she buys 4 tickets.", "4", "5"),
+        ("Therefore, over 30 days, Terry will spend 60 * $1.25 = $<<60*1.25=75>>75 on yogurt.", "75", "1.25"),
+        ("Since it's a Friday, a movie ticket costs $10, so he can afford to see 1 more movie with the "
+         "remaining money.", "1", "10"),
+        ("It costs $3 for 1/2 dollars.", "1/2", "3"),
+    ],
+)
+def test_routellm_near_misses(text: str, answer: str, near_gold: str) -> None:
+    found = extract_answer(text)
+    assert found.answer == answer
+    assert not answers_match_gold(found.answer, near_gold)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ __all__ = ["FEASIBILITY_COMBOS", "RouteCostAwareOracle"]
 
 #: Most final candidate sets (products of per-generator prefix lengths) the feasibility bound enumerates.
 FEASIBILITY_COMBOS = 4096
+#: Final-set tables (per revealed counts) the bound keeps for the episode being searched, least recent dropped.
+SETS_KEPT = 64
 _EPS = 1e-9
 
 
@@ -49,6 +52,8 @@ class RouteCostAwareOracle(CostAwareOracle):
         self._subsets = np.array([[(s >> t) & 1 for t in range(n_tiers)] for s in range(1 << n_tiers)],
                                  dtype=np.float64).reshape(1 << n_tiers, n_tiers)
         self._tables: dict[int, dict[str, Any] | None] = {}
+        self._heavy_key: int | None = None
+        self._heavy: dict[str, Any] = {}
 
     @classmethod
     def for_env(cls, env: Any, node_limit: int = DEFAULT_NODE_LIMIT) -> RouteCostAwareOracle:
@@ -117,46 +122,119 @@ class RouteCostAwareOracle(CostAwareOracle):
         return tables
 
     def _relaxed_cost(self, t: dict[str, Any], ep: RouteEpisode, state: tuple) -> float:
-        """The replay oracle's relaxed cost (``CostAwareOracle._relaxed_cost``) over every final candidate set."""
+        """The replay oracle's relaxed cost (``CostAwareOracle._relaxed_cost``) over every final candidate set.
+
+        It reads only the revealed count per generator and each revealed candidate's fusion sums and verified
+        verifiers, not the slot order, so it is cached by those (the interleavings of one set share it).
+        """
         _, ver, fnum, fden, _, cand, revealed, _ = state
-        t_n, w0 = self.model.n_tiers, self.weights[0]
-        n_p = len(t["p"])
-        base_num, base_den = np.zeros(n_p), np.full(n_p, w0)
-        unver = np.ones((n_p, t_n), dtype=bool)
-        for slot, q in enumerate(cand):
-            i = t["index"][q]
-            base_num[i], base_den[i] = fnum[slot], fden[slot]
-            unver[i] = [not (ver >> (slot * t_n + v)) & 1 for v in range(t_n)]
-        subsets = self._subsets
-        num = base_num[:, None] + (t["wnum"] * unver) @ subsets.T  # [P, 2 ** T]
-        den = base_den[:, None] + (t["wden"] * unver) @ subsets.T
+        t_n = self.model.n_tiers
+        key = (revealed, tuple(sorted((q, fnum[slot], fden[slot], (ver >> (slot * t_n)) & ((1 << t_n) - 1))
+                                      for slot, q in enumerate(cand))))
+        bounds = self._episode_cache(ep).setdefault("bounds", {})
+        bound = bounds.get(key)
+        if bound is None:
+            bound = bounds[key] = self._relaxed_cost_of(t, ep, key)
+        return bound
+
+    def _final_sets(self, t: dict[str, Any], ep: RouteEpisode, revealed: tuple) -> dict[str, Any]:
+        """Every final candidate set from ``revealed`` (each generator's prefix grown up to its N_max): which
+        candidates each set includes, which it adds, its generation cost, and each candidate's cluster count."""
+        sets = self._episode_cache(ep).setdefault("sets", OrderedDict())
+        found = sets.get(revealed)
+        if found is not None:
+            sets.move_to_end(revealed)
+            return found
         lengths = np.array(list(itertools.product(*[range(r, cap + 1) for r, cap in zip(revealed, ep.caps,
                                                                                           strict=True)])))
         included = t["k"][None, :] < lengths[:, t["gen"]]  # [S, P]
         new = included & (t["k"][None, :] >= np.array(revealed)[t["gen"]][None, :])
         counts = included @ t["onehot"]  # [S, C]
         total_n = np.maximum(lengths.sum(axis=1), 1)
-        freq = np.where(t["answered"][None, :], w0 * counts[:, t["cl"]] / total_n[:, None], 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = (freq[:, :, None] + num[None]) / den[None]
-        r = np.where(den[None] > 0, r, 0.0)
-        gold_mask, rival_mask = included & t["gold"][None, :], included & t["rival"][None, :]
-        r_none = r[:, :, 0]
-        gold_best = np.where(gold_mask, r.max(axis=2), -np.inf).max(axis=1)
-        rival_floor = np.where(rival_mask, r.min(axis=2), -np.inf).max(axis=1)
+        found = sets[revealed] = {
+            "gen_cost": new.astype(np.float64) @ t["gen_cost"], "total_n": total_n,
+            "count": counts[:, t["cl"]].astype(np.int8), "counts": counts,
+            "gold": included & t["gold"][None, :], "rival": included & t["rival"][None, :]}
+        if len(sets) > SETS_KEPT:
+            sets.popitem(last=False)
+        return found
+
+    def _episode_cache(self, ep: RouteEpisode) -> dict[str, Any]:
+        """The bound's caches (bounds, final sets, rank tables) of the episode searched last; a new episode
+        replaces them, so memory stays that of one episode however many are planned."""
+        if self._heavy_key != id(ep):
+            self._heavy_key, self._heavy = id(ep), {}
+        return self._heavy
+
+    def _rank_tables(self, t: dict[str, Any], ep: RouteEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For a candidate never verified: its best, worst and plain fusion rank (any subset of its verifiers
+        added) at every cluster count and total, ``[P, count, total]``, computed as ``_relaxed_cost_of`` does."""
+        cache = self._episode_cache(ep)
+        if "rank_tables" not in cache:
+            w0, n_p, t_n = self.weights[0], len(t["p"]), self.model.n_tiers
+            unver = np.ones((n_p, t_n), dtype=bool)
+            num = np.zeros(n_p)[:, None] + (t["wnum"] * unver) @ self._subsets.T  # [P, 2 ** T]
+            den = np.full(n_p, w0)[:, None] + (t["wden"] * unver) @ self._subsets.T
+            most = n_p + 1
+            count = np.arange(most, dtype=np.float64)[:, None]
+            total = np.maximum(np.arange(most), 1)[None, :]
+            freq = w0 * count / total  # [count, total]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = (freq[None, :, :, None] + num[:, None, None, :]) / den[:, None, None, :]
+            r = np.where(den[:, None, None, :] > 0, r, 0.0)
+            cache["rank_tables"] = (r.max(axis=3), r.min(axis=3), r[..., 0])
+        return cache["rank_tables"]
+
+    def _relaxed_cost_of(self, t: dict[str, Any], ep: RouteEpisode, key: tuple) -> float:
+        """The relaxed cost of the evidence ``key`` (revealed counts; per revealed candidate its fusion sums
+        and verified bits): the least, over final sets where a correct candidate can win, of the generation
+        still to pay plus the verifications due (see ``CostAwareOracle._relaxed_cost``)."""
+        revealed, slots = key
+        t_n, w0 = self.model.n_tiers, self.weights[0]
+        n_p = len(t["p"])
+        base_num, base_den = np.zeros(n_p), np.full(n_p, w0)
+        unver = np.ones((n_p, t_n), dtype=bool)
+        touched = []
+        for q, num_q, den_q, bits in slots:
+            i = t["index"][q]
+            base_num[i], base_den[i] = num_q, den_q
+            unver[i] = [not (bits >> v) & 1 for v in range(t_n)]
+            if bits or num_q != 0.0 or den_q != w0:
+                touched.append(i)
+        subsets = self._subsets
+        num = base_num[:, None] + (t["wnum"] * unver) @ subsets.T  # [P, 2 ** T]
+        den = base_den[:, None] + (t["wden"] * unver) @ subsets.T
+        sets = self._final_sets(t, ep, revealed)
+        total_n, count = sets["total_n"], sets["count"]
+        # Ranks of never-verified candidates from the tables; verified ones computed for this state.
+        best_table, worst_table, plain_table = self._rank_tables(t, ep)
+        cols = np.arange(n_p)[None, :]
+        best, worst, plain = (best_table[cols, count, total_n[:, None]], worst_table[cols, count, total_n[:, None]],
+                              plain_table[cols, count, total_n[:, None]])
+        if touched:
+            idx = np.array(touched)
+            freq = w0 * sets["counts"][:, t["cl"][idx]] / total_n[:, None]  # [S, touched]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = (freq[:, :, None] + num[idx][None]) / den[idx][None]
+            r = np.where(den[idx][None] > 0, r, 0.0)
+            best[:, idx], worst[:, idx], plain[:, idx] = r.max(axis=2), r.min(axis=2), r[:, :, 0]
+        gold_mask, rival_mask = sets["gold"], sets["rival"]
+        gold_best = np.where(gold_mask, best, -np.inf).max(axis=1)
+        rival_floor = np.where(rival_mask, worst, -np.inf).max(axis=1)
         feasible = (gold_best > -np.inf) & (gold_best >= rival_floor - _EPS)
         if not feasible.any():
             return math.inf
         vc = np.where(unver, t["ver_cost"], np.inf).min(axis=1)
-        gold_plain = np.where(gold_mask, r_none, -np.inf).max(axis=1)
+        gold_plain = np.where(gold_mask, plain, -np.inf).max(axis=1)
         gold_need = np.where(gold_plain >= rival_floor - _EPS, 0.0,
                              np.where(gold_mask, vc[None], np.inf).min(axis=1))
-        above = rival_mask & (r_none > gold_best[:, None] + _EPS)
+        above = rival_mask & (plain > gold_best[:, None] + _EPS)
         rival_need = np.where(above, vc[None], 0.0).sum(axis=1)
-        cost = new.astype(np.float64) @ t["gen_cost"] + gold_need + rival_need
+        cost = sets["gen_cost"] + gold_need + rival_need
         return float(np.where(feasible, cost, np.inf).min())
 
     def clear_cache(self) -> None:
         """Forget cached searches and tables."""
         super().clear_cache()
         self._tables.clear()
+        self._heavy_key, self._heavy = None, {}

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pools.grading.units import GLUED_UNITS, MULTIPLIER_WORDS
+
 __all__ = ["Extraction", "extract_answer", "find_boxed"]
 
 STATUSES: tuple[str, ...] = ("answer_tag", "boxed", "final_answer", "last_expression", "none")
@@ -95,14 +97,40 @@ def find_boxed(text: str) -> tuple[str | None, bool]:
     return last, unclosed_at is not None
 
 
+# GSM8K's "#### 18": only when the rest of the line is one number (or an ordinal place, "#### 6th place"),
+# never a "#### Step 2" heading.
+_GSM8K_ANSWER = re.compile(
+    r"(?:^|\n)[ \t]*####(?=[ \t]*[-+]?(?:\\?\$)?[ \t]*(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?"
+    r"(?:(?<=\d)(?:st|nd|rd|th)(?:[ \t]+place)?)?[ \t.]*(?:\n|$))")
+# "6th place" -> "6": the place is the number.
+_ORDINAL_PLACE = re.compile(r"(?<=\d)(?:st|nd|rd|th)(?:\s+place)?$", re.IGNORECASE)
+# A sentence stated as the answer that ends in its one number and at most one word after it ("Answer: The
+# animals have a total of 160 legs"): the number is the answer. Words that change the quantity ("5 more",
+# "10 thousand", "more than 5", "not 5") keep the sentence.
+_PROSE_ONE_NUMBER = re.compile(
+    r"^([A-Za-z][A-Za-z',]*(?:\s+[A-Za-z][A-Za-z',]*)+)\s+\$?(-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s+([A-Za-z]+))?$")
+_QUALIFIERS = frozenset({"than", "not", "least", "most", "over", "under", "nearly", "almost", "per", "every"})
+
+
+def _prose_number(answer: str) -> str:
+    """The number of a prose answer ending in it ("...a total of 160 legs" -> "160"); else ``answer``."""
+    match = _PROSE_ONE_NUMBER.match(answer)
+    if match is None:
+        return answer
+    before = {w.strip("',").lower() for w in match.group(1).split()}
+    after = (match.group(3) or "").lower()
+    if before & _QUALIFIERS or after in MULTIPLIER_WORDS or before & MULTIPLIER_WORDS:
+        return answer
+    return match.group(2)
+
+
 # Prefixes only: the answer is what follows on the same line. Matching just the prefix keeps a later
 # statement findable ("Final Answer: The final answer is 42" ends with "42", not the whole sentence).
 _FINAL_PREFIXES: tuple[re.Pattern[str], ...] = (
     re.compile(r"final\s+answer\s*(?:is|:|=)\s*:?", re.IGNORECASE),
     re.compile(r"\bthe\s+(?:correct\s+)?answer\s+is\s*:?", re.IGNORECASE),
     re.compile(r"(?:^|\n)[ \t>#*_]*answer[*_]*\s*[:：]", re.IGNORECASE),
-    # GSM8K's "#### 18": only when the rest of the line is one number, never a "#### Step 2" heading.
-    re.compile(r"(?:^|\n)[ \t]*####(?=[ \t]*[-+]?(?:\\?\$)?[ \t]*(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?[ \t.]*(?:\n|$))"),
+    _GSM8K_ANSWER,
 )
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _WORD_OR_NUMBER = re.compile(r"[A-Za-z0-9]")
@@ -137,13 +165,46 @@ def _final_answer_statement(text: str) -> str | None:
             line_end = text.find("\n", match.end())
             rest = text[match.end() : len(text) if line_end < 0 else line_end]
             answer = _clean_statement(rest)
+            if answer is not None:
+                answer = _ORDINAL_PLACE.sub("", answer) if pattern is _GSM8K_ANSWER else _prose_number(answer)
             if answer is not None and (best is None or match.end() > best[0]):
                 best = (match.end(), answer)
     return None if best is None else best[1]
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\$([^$]+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:/\d+)?(?![\w])")
+# A number standing alone, or with a unit glued to it ("48g" is 48; "6th" and "2x" are no number).
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:/\d+)?"
+                     r"(?:(?![\w])|(?=(?:" + "|".join(GLUED_UNITS) + r")(?![\w])))")
+# An amount of money ("$3") and where a sentence ends (".", "!", "?" before a space, or a line break).
+_MONEY = re.compile(r"\$\s?(\d+(?:,\d{3})*(?:\.\d+)?)(?![\d/])")
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s)|\n")
+_COUNTED_FRACTION = re.compile(r"-?\d+/\d+\s+([A-Za-z]+)")
+_MONEY_WORDS = frozenset({"dollar", "dollars", "cent", "cents", "usd"})
+
+
+def _money_of_sentence(text: str, number_start: int) -> str | None:
+    """The one amount of money in the sentence of the last number, when that number is a fraction restated after it.
+
+    "So, it costs $3 more for a mixture of 1/2 pound almonds and 1/3 pound walnuts.": the amount asked for is
+    the $3; the numbers after it restate the question's quantities.
+    """
+    start = 0
+    for brk in _SENTENCE_BREAK.finditer(text, 0, number_start):
+        start = brk.end()
+    end_match = _SENTENCE_BREAK.search(text, number_start)
+    end = len(text) if end_match is None else end_match.start()
+    amounts = list(_MONEY.finditer(text, start, end))
+    if len(amounts) != 1 or amounts[0].end() > number_start:
+        return None
+    # Only when the last number is a fraction of something else ("1/3 pound") restated after the amount, with
+    # no computation between them: "...$2 each, so she buys 4 tickets." keeps 4, "60 * $1.25 = 75" keeps 75.
+    counted = _COUNTED_FRACTION.match(text, number_start)
+    if counted is None or "=" in text[amounts[0].end():number_start]:
+        return None
+    if counted.group(1).lower() in _MONEY_WORDS | MULTIPLIER_WORDS:
+        return None
+    return amounts[0].group(1)
 
 
 def _last_expression(text: str) -> str | None:
@@ -155,6 +216,11 @@ def _last_expression(text: str) -> str | None:
     number: tuple[int, str] | None = None
     for match in _NUMBER.finditer(text):
         number = (match.end(), match.group(0))
+        number_start = match.start()
+    if number is not None:
+        money = _money_of_sentence(text, number_start)
+        if money is not None:
+            number = (number[0], money)
     if segment is not None and (number is None or segment[0] >= number[0]):
         content = segment[1]
         if "=" in content:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MULTIPLIER_WORDS", "UNIT_WORDS", "strip_text_words_suffix", "strip_unit_suffix"]
+__all__ = ["GLUED_UNITS", "MULTIPLIER_WORDS", "UNIT_WORDS", "strip_text_words_suffix", "strip_unit_suffix"]
 
 UNIT_WORDS: tuple[str, ...] = (
     "degrees?",
@@ -42,6 +42,11 @@ UNIT_WORDS: tuple[str, ...] = (
     "years?",
     "pounds?",
     "ounces?",
+)
+#: Unit abbreviations written glued to a number in running text ("60g", "2.5kg", "3pm"): the number is the
+#: quantity. Ordinals ("6th") and variables ("2x") are not here, so they stay no number.
+GLUED_UNITS: tuple[str, ...] = (
+    "g", "kg", "mg", "lbs?", "oz", "ml", "cm", "mm", "km", "m", "ft", "mph", "hrs?", "mins?", "secs?", "am", "pm",
 )
 # "m" and "in" double as variables ("2m" is two m), so those two need a space before them.
 _UNIT_SUFFIX = re.compile(
