@@ -227,6 +227,11 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
     if len(datasets) < 3:
         raise UsageError(f"--lodo needs a pool with at least 3 datasets (nested leave-one-dataset-out); "
                          f"the pool has {datasets}")
+    arena = arena_named(args.env)
+    try:  # before any work: a pool the env cannot run the protocol on is one line
+        arena.check(compiled)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     held = None
     if args.held_out is not None:
         held = [d.strip() for d in args.held_out.split(",") if d.strip()]
@@ -240,7 +245,7 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
     result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
                                                         progress=not args.no_progress, held_out=held,
                                                         fold_map=fold_map, pool_name=pool_name,
-                                                        arena=arena_named(args.env)), marker="lodo")
+                                                        arena=arena), marker="lodo")
     print(stats_markdown(result.stats))
     print()
     if held is not None:

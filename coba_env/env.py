@@ -53,8 +53,6 @@ _NO_OPTIONS: dict[str, Any] = {}
 __all__ = ["ORDERS", "CoBaEnv", "action_names", "as_action", "as_compiled", "default_budget"]
 
 
-
-
 class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
     """
     ## Description

@@ -75,7 +75,8 @@ class EpisodeReport:
             "selected_candidate": selected,
             "selected_answer": answers[selected] if selected >= 0 else None,
             "correct": correct,
-            "costs": dict(zip(COST_MEASURES, cost)),  # noqa: B905 (Evidence.cost has every measure, by construction)  # usd is 0 on a pool without prices
+            # every measure by construction (Evidence.cost); usd is 0 on a pool without prices
+            "costs": dict(zip(COST_MEASURES, cost)),  # noqa: B905
         }
 
     def render(self) -> str | None:

@@ -108,3 +108,23 @@ def test_bad_env_kind_pairs_exit_2_before_any_work(argv, message, tmp_path, caps
     assert len(err.strip().splitlines()) == 1
     assert __import__("re").search(message, err), err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("cut, message", [
+    ("one generator", r"--env route routes between 2 or more generators; the pool has \['Qwen3-8B'\]"),
+    ("a dataset without Qwen3-14B", r"--env route needs every generator in every dataset; dataset 'aime2024' has no "
+                                    r"candidates of \['Qwen3-14B'\]"),
+])
+def test_route_arena_refuses_a_pool_it_cannot_route_before_any_fit(small_paper, cut, message, tmp_path):
+    gen, ds = small_paper.generator, small_paper.dataset
+    keep = (gen == "Qwen3-8B") if cut == "one generator" else ~((ds == "aime2024") & (gen == "Qwen3-14B"))
+    pool = small_paper.select(keep)
+
+    class Unfit(CascadeK):
+        def fit(self, *args, **kwargs):
+            raise AssertionError("no fit may start")
+
+    with pytest.raises(ValueError, match=message):
+        run_protocol(pool, Unfit(), seeds=(0,), progress=False, out_dir=tmp_path / "out", arena=ROUTE)
+    assert not (tmp_path / "out").exists()
+    REPLAY.check(pool)  # the replay env runs on any pool

@@ -18,7 +18,7 @@ from eval.route_replay import replay_route_policy
 from train.protocol import cost_unit, run_protocol
 from train.protocol_arena import ROUTE
 from train.route_cost_aware_oracle import RouteCostAwareOracle
-from train.route_mlp_method import ROUTE_MLP_GRID_LAMBDAS, CachedOracle, OracleCache, RouteMLPMethod
+from train.route_mlp_method import CachedOracle, OracleCache, RouteMLPMethod
 
 #: Small settings for tests (the protocol's own are ``ROUTE_MLP_SETTINGS``).
 QUICK = {"dagger_rounds": 1, "episodes_per_round": 4, "epochs": 2, "balance_datasets": True, "tensorboard": False}
@@ -164,6 +164,7 @@ def _network_of(controller, config):
     ({"lambdas": (math.inf,)}, r"lambdas must be finite numbers >= 0"),
     ({"n_max": 0}, r"n_max must be an integer >= 1 .* got 0"),
     ({"n_max": True}, r"n_max must be an integer >= 1 .* got True"),
+    ({"settings": {"dagger_round": 2}}, r"settings: unknown training option\(s\) \['dagger_round'\]"),
 ])
 def test_bad_method_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -172,7 +173,8 @@ def test_bad_method_arguments(kwargs, message):
 
 def test_method_is_built_without_arguments_and_states_its_grid():
     method = RouteMLPMethod()
-    assert method.grid() == [{"lam": v} for v in ROUTE_MLP_GRID_LAMBDAS] + [{"lam": math.inf}]
+    # the grid stated in docs/LEARNING.md (route MLP paragraph), written out
+    assert method.grid() == [{"lam": v} for v in (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)] + [{"lam": math.inf}]
     assert method.fallback() == {"lam": math.inf}
 
 

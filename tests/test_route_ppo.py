@@ -24,7 +24,7 @@ from tests.test_route_env import assert_batched_equals_single
 from train.ppo_warm_start import ROUTE_TEACHER, strong_demonstrations, teacher_policy
 from train.protocol import run_protocol
 from train.protocol_arena import ROUTE
-from train.route_ppo_method import CASCADE_POINT, GRID_LAMBDAS, SELECTION, RoutePPOFitted, RoutePPOMethod
+from train.route_ppo_method import CASCADE_POINT, SELECTION, RoutePPOFitted, RoutePPOMethod
 from train.sb3_vec_env import DatasetBalancedRouteVectorEnv
 
 #: A short fit: 2 rollouts of 64 sub-envs x 16 steps (enough to write a checkpoint and act).
@@ -79,7 +79,8 @@ def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_
 
 def test_grid_is_the_stated_lambdas_then_the_cascade_fallback(fitted):
     method = RoutePPOMethod()
-    assert method.grid() == [{"lam": x} for x in GRID_LAMBDAS] + [CASCADE_POINT]
+    # the grid stated in docs/LEARNING.md (route PPO paragraph), written out
+    assert method.grid() == [{"lam": x} for x in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)] + [{"cascade": 1}]
     assert method.fallback() == CASCADE_POINT and method.fallback() in method.grid()
     reference = fitted.policy(CASCADE_POINT)
     assert reference.name == "route_cascade" and type(reference) is type(make_policy("route_cascade"))

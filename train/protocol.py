@@ -24,6 +24,10 @@ Reads top to bottom:
    hierarchical bootstrap over seeds and items) and gives the verdict of ``protocol_stats.VERDICT_RULE``,
    "partial" unless every outer fold and at least 3 seeds ran.
 
+Where it replays is its *arena* (``train.protocol_arena``): the replay env against ``REFERENCE`` (CoBa-Strong)
+with the cost bound 0.9 by default, or the route env against the consistency cascade with the bound 0.8
+(``run_protocol(..., arena=ROUTE)``, ``coba train KIND --lodo --env route``). Steps 1-6 are the same in both.
+
 The outer folds are independent tasks run through ``fold_map`` (builtin ``map`` by default; a parallel map
 such as ``coba_env.parallel.map_tasks`` has the same signature).
 """
@@ -230,6 +234,7 @@ def run_protocol(compiled: CompiledPool, method: Method, *, seeds: Sequence[int]
     ``held_out`` restricts the outer folds: a partial run, whose verdict says so and never beats."""
     from train import protocol_stats
 
+    arena.check(compiled)
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,22 @@ class Arena:
     reference: str
     ratio_high_max: float
 
+    def check(self, compiled: CompiledPool) -> None:
+        """A ValueError naming what the pool lacks for this arena, before any fit: the route env needs at least
+        two generators and the same generators in every dataset (each fold's route episodes then have the
+        reference's layout)."""
+        if self.env != "route":
+            return
+        dataset, generator = compiled.dataset.tolist(), compiled.generator.tolist()
+        everyone = sorted(set(generator))
+        if len(everyone) < 2:
+            raise ValueError(f"--env route routes between 2 or more generators; the pool has {everyone}")
+        for d in dict.fromkeys(dataset):
+            missing = sorted(set(everyone) - {g for g, dd in zip(generator, dataset, strict=True) if dd == d})
+            if missing:
+                raise ValueError(f"--env route needs every generator in every dataset; dataset {d!r} has no "
+                                 f"candidates of {missing}")
+
     def replay(self, policies: Sequence[Policy], episodes: CompiledPool, progress: bool) -> pd.DataFrame:
         """Records of the reference and ``policies`` on ``episodes`` (one process: models may hold threads)."""
         from agents.registry import make_policy

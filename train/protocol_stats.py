@@ -32,9 +32,11 @@ import pandas as pd
 from eval.bootstrap import CI, RESAMPLES, bootstrap_means, resample_counts, summary
 from pools.atomic_write import atomic_write_text
 from pools.strict_json import strict_dumps
+from train.protocol_arena import REPLAY
 
 ITEM_CI_LOW_MIN = -0.5  # points
-COST_RATIO_CI_HIGH_MAX = 0.9
+#: The replay env's cost bound (``train.protocol_arena.REPLAY``); the route env's is 0.8 (``ROUTE``).
+COST_RATIO_CI_HIGH_MAX = REPLAY.ratio_high_max
 #: Fewer seeds than this make a run partial: its verdict is never "beats".
 MIN_SEEDS = 3
 
@@ -142,8 +144,8 @@ class Coverage:
     seeds: tuple[int, ...]
     folds: tuple[str, ...]
     all_folds: tuple[str, ...]
-    env: str = "replay"
-    reference: str = "coba_strong"
+    env: str = REPLAY.env
+    reference: str = REPLAY.reference
 
     @property
     def missing_folds(self) -> list[str]:

@@ -62,7 +62,8 @@ class CachedOracle:
     def __init__(self, oracle: Any, env: Any, cache: OracleCache) -> None:
         self.oracle, self.cache = oracle, cache
         pool = env.pool
-        self._keys = [(float(env.budget), int(env.n_max_per_generator), str(d), str(i))
+        layout = tuple(env.layout.names)  # action ids mean the same only under the same layout
+        self._keys = [(float(env.budget), int(env.n_max_per_generator), layout, str(d), str(i))
                       for d, i in zip(pool.dataset.tolist(), pool.item_id.tolist(), strict=True)]
 
     def plan(self, episode: int, lam: float, prefix: Any = ()) -> Any:
@@ -115,6 +116,16 @@ class RouteMLPMethod:
         self.lambdas = tuple(values)
         self.n_max = n_max
         self.settings = dict(ROUTE_MLP_SETTINGS if settings is None else settings)
+        import inspect
+
+        from train.imitation import train_mlp_in_env
+
+        fixed = {"env", "oracle", "out_dir", "budget", "max_output_tokens", "lambdas", "extra_config", "seed",
+                 "progress", "name"}
+        known = set(inspect.signature(train_mlp_in_env).parameters) - fixed
+        unknown = sorted(set(self.settings) - known)
+        if unknown:
+            raise ValueError(f"settings: unknown training option(s) {unknown}; expected some of {sorted(known)}")
         self.oracle_cache = OracleCache()
 
     def grid(self) -> list[dict[str, float]]:

@@ -57,14 +57,22 @@ def rung_param(r: int) -> str:
     return f"k_rung{r + 1}"
 
 
-def route_space(n_rungs: int) -> param_search.Space:
-    """The search space for a ladder of ``n_rungs`` rungs below the largest generator."""
+def judge_available(compiled: CompiledPool) -> bool:
+    """Whether the pool has a verifier serving the cheap judge's need (V1), the one the ladder's judge calls."""
+    from coba_env.rules.roles import pool_role_map
+
+    return pool_role_map(compiled).slot("V1") is not None
+
+
+def route_space(n_rungs: int, judge: bool = True) -> param_search.Space:
+    """The search space for a ladder of ``n_rungs`` rungs below the largest generator; without a cheap judge in
+    the pool (``judge`` False) the judge stays off."""
     return {
         **{rung_param(r): ("int", 0, MAX_RUNG_SAMPLES, 1) for r in range(n_rungs)},
         "votes": ("int", 2, MAX_RUNG_SAMPLES, 1),
         "final_k": ("int", 1, MAX_FINAL_SAMPLES, 1),
         "early_escalate": ("cat", (False, True)),
-        "judge": ("cat", (False, True)),
+        "judge": ("cat", (False, True) if judge else (False,)),
         "judge_accept": ("float", *JUDGE_ACCEPT_RANGE, 0.05),
         "judge_escalate": ("float", *JUDGE_ESCALATE_RANGE, 0.05),
         "answer": ("cat", ("last", "majority")),
@@ -184,7 +192,8 @@ class RouteSearchMethod:
         if self._cache is None or self._cache.compiled is not compiled:
             self._cache = RouteItemCache(compiled)
         datasets = param_search.whole_training_datasets(compiled, train_ids, self.name)
-        trials = param_search.search(self._cache, route_space(n_rungs), cascade_point(n_rungs), datasets, seed=seed,
+        space = route_space(n_rungs, judge=judge_available(compiled))
+        trials = param_search.search(self._cache, space, cascade_point(n_rungs), datasets, seed=seed,
                                      n_trials=self.n_trials, canonical=canonical)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
