@@ -10,8 +10,11 @@ Strategies, strongest first; the first that finds something wins:
    ``\\boxed 5`` without braces too).
 2. ``final_answer``: the last "final answer is ...", "the answer is ...", "Answer: ..." statement, or a
    GSM8K-style ``#### n`` line (the rest of the line one number; a ``#### Step 2`` heading is no answer).
+   A prose statement gives its number only when it says what the thing is or has ("The animals have a total
+   of 160 legs" is 160); "the number of divisors of 12" or "no combination equals 24" stay sentences.
 3. ``last_expression``: the last inline math segment (``$...$``, ``\\(...\\)``, ``\\[...\\]``) or the last
-   number, whichever ends later; for a segment ``x = 5`` the part after the last ``=``.
+   number (a unit glued to it counts, "48g" is 48; a variable does not, "2m" is no number), whichever ends
+   later; for a segment ``x = 5`` the part after the last ``=``.
 4. ``none``: nothing usable.
 
 A ``\\boxed{`` that is opened and never closed (the text was cut at the token cap) sets
@@ -104,24 +107,36 @@ _GSM8K_ANSWER = re.compile(
     r"(?:(?<=\d)(?:st|nd|rd|th)(?:[ \t]+place)?)?[ \t.]*(?:\n|$))")
 # "6th place" -> "6": the place is the number.
 _ORDINAL_PLACE = re.compile(r"(?<=\d)(?:st|nd|rd|th)(?:\s+place)?$", re.IGNORECASE)
-# A sentence stated as the answer that ends in its one number and at most one word after it ("Answer: The
-# animals have a total of 160 legs"): the number is the answer. Words that change the quantity ("5 more",
-# "10 thousand", "more than 5", "not 5") keep the sentence.
-_PROSE_ONE_NUMBER = re.compile(
-    r"^([A-Za-z][A-Za-z',]*(?:\s+[A-Za-z][A-Za-z',]*)+)\s+\$?(-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s+([A-Za-z]+))?$")
-_QUALIFIERS = frozenset({"than", "not", "least", "most", "over", "under", "nearly", "almost", "per", "every"})
+# A sentence stated as the answer whose number is what the sentence says the thing is or has ("Answer: The
+# animals have a total of 160 legs", "the number of ways is 12"): a subject, then is/are/was/were/be/equals/
+# has/have/had (optionally "a total of"), then the one number ending the sentence, at most one word (a unit or
+# a noun) after it. A number that is the argument of a description ("the number of divisors of 12", "the sum
+# of the first 10 primes", "2 more than x") has no such verb before it, so the sentence stays the answer.
+_PROSE_ANSWER = re.compile(
+    r"^(?P<subject>[A-Za-z][A-Za-z',]*(?:\s+[A-Za-z][A-Za-z',]*)*)"
+    r"\s+(?:is|are|was|were|be|equals|has|have|had)(?:\s+(?:a\s+)?total\s+of)?"
+    r"\s+\$?(?P<number>-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s+(?P<unit>[A-Za-z]+))?$",
+    re.IGNORECASE,
+)
+# Words that make the number not the answer: a comparison or bound ("more than 5", "at least 5"), a negation
+# ("no combination ... equals 24", "cannot be 24") or a condition ("the value of x when y is 3").
+_NOT_THE_ANSWER = frozenset({
+    "than", "least", "most", "over", "under", "nearly", "almost", "about", "approximately", "per", "every",
+    "not", "no", "cannot", "can't", "never", "none", "unable", "without",
+    "when", "if", "where", "whenever", "unless", "until", "such", "that", "which", "whose",
+})
 
 
 def _prose_number(answer: str) -> str:
-    """The number of a prose answer ending in it ("...a total of 160 legs" -> "160"); else ``answer``."""
-    match = _PROSE_ONE_NUMBER.match(answer)
+    """The number a prose answer says the thing is ("...have a total of 160 legs" -> "160"); else ``answer``."""
+    match = _PROSE_ANSWER.match(answer)
     if match is None:
         return answer
-    before = {w.strip("',").lower() for w in match.group(1).split()}
-    after = (match.group(3) or "").lower()
-    if before & _QUALIFIERS or after in MULTIPLIER_WORDS or before & MULTIPLIER_WORDS:
+    subject = {word.strip("',").lower() for word in match.group("subject").split()}
+    unit = (match.group("unit") or "").lower()
+    if subject & (_NOT_THE_ANSWER | MULTIPLIER_WORDS) or unit in MULTIPLIER_WORDS | _NOT_THE_ANSWER:
         return answer
-    return match.group(2)
+    return match.group("number")
 
 
 # Prefixes only: the answer is what follows on the same line. Matching just the prefix keeps a later

@@ -44,9 +44,10 @@ UNIT_WORDS: tuple[str, ...] = (
     "ounces?",
 )
 #: Unit abbreviations written glued to a number in running text ("60g", "2.5kg", "3pm"): the number is the
-#: quantity. Ordinals ("6th") and variables ("2x") are not here, so they stay no number.
+#: quantity. Ordinals ("6th") and variables ("2x") are not here, so they stay no number; nor are "m" and
+#: "in", which double as variables ("Thus n = 2m" is two m, no number).
 GLUED_UNITS: tuple[str, ...] = (
-    "g", "kg", "mg", "lbs?", "oz", "ml", "cm", "mm", "km", "m", "ft", "mph", "hrs?", "mins?", "secs?", "am", "pm",
+    "g", "kg", "mg", "lbs?", "oz", "ml", "cm", "mm", "km", "ft", "mph", "hrs?", "mins?", "secs?", "am", "pm",
 )
 # "m" and "in" double as variables ("2m" is two m), so those two need a space before them.
 _UNIT_SUFFIX = re.compile(
