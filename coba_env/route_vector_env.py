@@ -20,7 +20,14 @@ from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import check_int
 from coba_env.rules.features import batch_observe
 from coba_env.rules.masks import batch_masks
-from coba_env.rules.route_features import batch_generator_block, route_lambda_index, route_observation_bounds
+from coba_env.rules.route_features import (
+    batch_fresh_block,
+    batch_patch_after_sample,
+    batch_patch_after_verify,
+    generator_block_size,
+    route_lambda_index,
+    route_observation_bounds,
+)
 from coba_env.vector_env import CoBaVectorEnv
 
 __all__ = ["RouteVectorEnv"]
@@ -64,19 +71,26 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _alloc(self) -> None:
         super()._alloc()
         g, t, b, s = self.n_generators, self.n_tiers, self.num_envs, self.pool.n_candidates
-        self.gen_revealed = np.zeros((g, b), dtype=np.int64)
+        # The counters a reset zeroes, in two blocks (integers [G * (2 + T), B], floats [G * (1 + T), B]) so that
+        # a reset is one scatter per block; each named array is a contiguous view of its block.
+        self._gen_ints = np.zeros((g * (2 + t), b), dtype=np.int64)
+        self._gen_floats = np.zeros((g * (1 + t), b))
+        self.gen_revealed, self.gen_top_count = self._gen_ints[:g], self._gen_ints[g:2 * g]
+        self.gen_score_count = self._gen_ints[2 * g:].reshape(g, t, b)
+        self.gen_spend, self.gen_score_sum = self._gen_floats[:g], self._gen_floats[g:].reshape(g, t, b)
         self.gen_cap = np.zeros((g, b), dtype=np.int64)
-        self.gen_top_count = np.zeros((g, b), dtype=np.int64)
-        self.gen_score_sum = np.zeros((g, t, b))
-        self.gen_score_count = np.zeros((g, t, b), dtype=np.int64)
-        self.gen_spend = np.zeros((g, b))
+        #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
+        #: (``coba_env.rules.route_features``: the rows that sampled, verified or reset) instead of recomputed.
+        self.generator_block = np.zeros((b, g * generator_block_size(self.layout)), dtype=np.float32)
         #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)].
         self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=np.int64)
         #: The pool candidate and the generator of each revealed slot, slot-major [S, B] (stale beyond n).
         self.slot_candidate = np.zeros((s, b), dtype=np.int64)
         self.slot_generator = np.zeros((s, b), dtype=np.int64)
         self._gen_b = np.arange(g) * b
-        self._gen_tier_b = np.arange(g * t) * b
+        self._gen_ints_b = np.arange(len(self._gen_ints)) * b
+        self._gen_floats_b = np.arange(len(self._gen_floats)) * b
+        self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
         # Only the clusters of the revealed slots hold counts and statistics: zero those (flat indices of the
@@ -96,13 +110,10 @@ class RouteVectorEnv(CoBaVectorEnv):
             self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
         super()._reset_rows(rows, episodes)
         # Row-major blocks written through flat indices: one plain 1-D scatter per array.
-        at = (self._gen_b[:, None] + rows).ravel()  # (generator, row) in [G, B]
-        for name in ("gen_revealed", "gen_top_count", "gen_spend"):
-            getattr(self, name).ravel()[at] = 0
-        self.gen_cap.ravel()[at] = self._caps[episodes].T.ravel()
-        at = (self._gen_tier_b[:, None] + rows).ravel()  # (generator, tier, row) in [G, T, B]
-        self.gen_score_sum.ravel()[at] = 0.0
-        self.gen_score_count.ravel()[at] = 0
+        self._gen_ints.ravel()[self._gen_ints_b[:, None] + rows] = 0
+        self._gen_floats.ravel()[self._gen_floats_b[:, None] + rows] = 0.0
+        self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
+        batch_fresh_block(self.generator_block, self, rows)
 
     def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
         return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
@@ -131,6 +142,7 @@ class RouteVectorEnv(CoBaVectorEnv):
             top = self.gen_top_count.ravel()
             at_top = ga * b + ra
             top[at_top] = np.maximum(top.take(at_top), count)
+        batch_patch_after_sample(self.generator_block, self, rows, g, at_gen)
         return flat
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray):
@@ -141,6 +153,7 @@ class RouteVectorEnv(CoBaVectorEnv):
         at = (g * self.n_tiers + tu) * self.num_envs + ru
         self.gen_score_sum.ravel()[at] += s[usable]
         self.gen_score_count.ravel()[at] += 1
+        batch_patch_after_verify(self.generator_block, self, ru, g, tu, at)
         return c, t, s
 
     def _masks(self) -> np.ndarray:
@@ -148,20 +161,15 @@ class RouteVectorEnv(CoBaVectorEnv):
                            can_sample=self.gen_revealed < self.gen_cap)
 
     def _observations(self) -> np.ndarray:
-        block = batch_generator_block(self)  # feature-major [G * (4 + T), B]
-        k = len(block)
+        k = self.generator_block.shape[1]
         out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
-        for i in range(0, k, 7):  # cast a few features at a time, as batch_observe does
-            out[:, i:min(i + 7, k)] = block[i:i + 7].T  # the last group may be narrower: k is any G * (4 + T)
+        out[:, :k] = self.generator_block  # kept current by the steps (see ``_alloc``)
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         super()._fresh_observations(obs, rows)
-        # A fresh episode's block: every feature 0 but remaining = the generator's cap / N_max.
-        size = 4 + self.n_tiers
-        cols = np.arange(self.n_generators) * size + 1
-        obs[rows[:, None], cols] = self.gen_cap[:, rows].T / float(self.n_max_per_generator)
+        obs[rows, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)  # fresh since reset
 
     # -- slot-order reads (the base class reads pool order) -------------------------------------------
     def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -142,7 +142,11 @@ class VectorEvidence:
             # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too).
             added = self._added
             added[r] = cc
-            np.add(self.count_t, self.cluster_t == added, out=self.count_t)
+            # Only slots below the largest n of a sampling row can match (added is -2 elsewhere, never a cluster
+            # id), and slots at or past a row's n are unrevealed (their count is rewritten when revealed).
+            k = int(c.max()) + 1
+            count_k = self.count_t[:k]
+            np.add(count_k, self.cluster_t[:k] == added, out=count_k)
             added[r] = -2
             old = old_f.astype(np.int64)
             new = old + 1

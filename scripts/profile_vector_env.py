@@ -4,7 +4,7 @@ Steps the vector env with the same uniform random legal actions as scripts/bench
 (SAMPLE, VERIFY, fusion ranks, observations, masks, resets, STOP selection) with ``time.perf_counter``
 wrappers. Wall-clock figures on a shared machine are noisy: compare versions back to back.
 
-Usage: python scripts/profile_vector_env.py [--pool paper] [--num-envs 16384] [--steps 300]
+Usage: python scripts/profile_vector_env.py [--pool paper] [--env replay|route] [--num-envs 16384] [--steps 300]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from bench_env import legal_action_table  # scripts/ is sys.path[0] when run as a script
 
 from coba_env import compile_pool
+from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 from pools.default import resolve_pool
 
@@ -27,10 +28,13 @@ def main() -> None:
     """Print ms per batched step for each section of CoBaVectorEnv.step."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pool", default="paper", help="pool directory or simulator profile (default: paper)")
+    parser.add_argument("--env", choices=("replay", "route"), default="replay",
+                        help="CoBaVectorEnv (replay) or RouteVectorEnv (route); default: replay")
     parser.add_argument("--num-envs", type=int, default=16384, help="sub-envs (default: 16384)")
     parser.add_argument("--steps", type=int, default=300, help="timed batched steps after 20 warm-up steps")
     args = parser.parse_args()
-    venv = CoBaVectorEnv(args.num_envs, compile_pool(resolve_pool(args.pool)))
+    vector_env = RouteVectorEnv if args.env == "route" else CoBaVectorEnv
+    venv = vector_env(args.num_envs, compile_pool(resolve_pool(args.pool)))
     spent: dict[str, float] = collections.defaultdict(float)
     for name in SECTIONS:
         method = getattr(venv, name)
