@@ -18,6 +18,22 @@ from agents.routing_base import RoutePolicy, unanimous, unanimous_batch
 from coba_env.evidence import Evidence
 
 
+def top_rung_action(policy: Any, evidence: Any, action_mask: np.ndarray) -> int:
+    """The cascade's last rung: SAMPLE the largest generator until it has ``policy.final_k`` candidates, then STOP."""
+    top = policy.ladder[-1]
+    sample = policy.layout.sample_action(top)
+    if evidence.gen_revealed[top] < policy.final_k and can(action_mask, sample):
+        return sample
+    return policy.stop_id
+
+
+def top_rung_batch(policy: Any, venv: Any, action_masks: np.ndarray, todo: np.ndarray, out: np.ndarray) -> None:
+    """``top_rung_action`` for the rows ``todo`` still climbing: writes their SAMPLE into ``out`` (STOP stays)."""
+    top = policy.ladder[-1]
+    sample = policy.layout.sample_action(top)
+    out[todo & (venv.gen_revealed[top] < policy.final_k) & legal(action_masks, sample)] = sample
+
+
 @register("route_cascade")
 class CascadePolicy(RoutePolicy):
     """Consistency cascade over the generators ordered by size; answers with the newest candidate.
@@ -45,17 +61,13 @@ class CascadePolicy(RoutePolicy):
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """The next SAMPLE of the current rung of the ladder, or STOP."""
         ev: Any = evidence
-        *lower, top = self.ladder
-        for g in lower:
+        for g in self.ladder[:-1]:
             sample = self.layout.sample_action(g)
             if ev.gen_revealed[g] < self.k and can(action_mask, sample):
                 return sample
             if unanimous(ev, g):
                 return self.stop_id
-        sample = self.layout.sample_action(top)
-        if ev.gen_revealed[top] < self.final_k and can(action_mask, sample):
-            return sample
-        return self.stop_id
+        return top_rung_action(self, ev, action_mask)
 
     batched = True
 
@@ -63,12 +75,10 @@ class CascadePolicy(RoutePolicy):
         """``act`` for every row: each rung claims the rows still climbing, in ``act``'s order."""
         out = np.full(venv.num_envs, self.stop_id, dtype=np.int64)
         todo = np.ones(venv.num_envs, dtype=bool)
-        *lower, top = self.ladder
-        for g in lower:
+        for g in self.ladder[:-1]:
             sample = self.layout.sample_action(g)
             draw = todo & (venv.gen_revealed[g] < self.k) & legal(action_masks, sample)
             out[draw] = sample
             todo &= ~draw & ~unanimous_batch(venv, g)  # unanimous rows keep STOP
-        sample = self.layout.sample_action(top)
-        out[todo & (venv.gen_revealed[top] < self.final_k) & legal(action_masks, sample)] = sample
+        top_rung_batch(self, venv, action_masks, todo, out)
         return out

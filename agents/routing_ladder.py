@@ -19,6 +19,7 @@ from agents.batch_evidence import legal
 from agents.configured import can, register
 from agents.routing import route_of
 from agents.routing_base import RoutePolicy, score_mean_batch, unanimous, unanimous_batch
+from agents.routing_cascade import top_rung_action, top_rung_batch
 from coba_env.evidence import Evidence
 
 #: The answer rules at STOP: the newest answered candidate (the cascade's) or the majority over every one.
@@ -100,7 +101,7 @@ class LadderCascadePolicy(RoutePolicy):
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """The next action of the ladder: judge, SAMPLE the current rung, leave it, or STOP."""
         ev: Any = evidence
-        *lower, top = self.ladder
+        lower = self.ladder[:-1]
         judged = self.judged_rung()
         for r, k in enumerate(self.rung_samples()):
             if k == 0:
@@ -125,10 +126,7 @@ class LadderCascadePolicy(RoutePolicy):
                 return sample
             if unanimous(ev, g):
                 return self.stop_id
-        sample = self.layout.sample_action(top)
-        if ev.gen_revealed[top] < self.final_k and can(action_mask, sample):
-            return sample
-        return self.stop_id
+        return top_rung_action(self, ev, action_mask)
 
     batched = True
 
@@ -136,7 +134,7 @@ class LadderCascadePolicy(RoutePolicy):
         """``act`` for every row: each rung claims the rows still climbing, step by step in ``act``'s order."""
         out = np.full(venv.num_envs, self.stop_id, dtype=np.int64)
         todo = np.ones(venv.num_envs, dtype=bool)  # rows not decided yet (STOP stays in ``out``)
-        *lower, top = self.ladder
+        lower = self.ladder[:-1]
         judged = self.judged_rung()
         for r, k in enumerate(self.rung_samples()):
             if k == 0:
@@ -161,8 +159,7 @@ class LadderCascadePolicy(RoutePolicy):
             out[draw] = self.layout.sample_action(g)
             todo &= ~draw
             todo &= ~(here & ~can_draw & unanimous_batch(venv, g))
-        sample = self.layout.sample_action(top)
-        out[todo & (venv.gen_revealed[top] < self.final_k) & legal(action_masks, sample)] = sample
+        top_rung_batch(self, venv, action_masks, todo, out)
         return out
 
 
