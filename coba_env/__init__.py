@@ -22,14 +22,19 @@ if "coba/Replay-v0" not in registry:
     # only inspects the first reset/step and then forwards every call (a per-step cost in a replay env
     # stepped millions of times); the tests run gymnasium's and SB3's full check_env on CoBaEnv instead.
     # gymnasium.make("coba/Replay-v0", disable_env_checker=False) puts the passive checker back.
+    # order_enforce=False leaves out gymnasium's OrderEnforcing wrapper (another Python call on every step): the
+    # env enforces the order itself (step before reset or after STOP raises RuntimeError; render before reset
+    # returns None).
     # vector_entry_point: gymnasium.make_vec(..., vectorization_mode="vector_entry_point") builds the numpy
     # CoBaVectorEnv (as CartPole-v1 does with its CartPoleVectorEnv), not a SyncVectorEnv of single envs.
     register(id="coba/Replay-v0", entry_point="coba_env.env:CoBaEnv",
-             vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True)
+             vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True,
+             order_enforce=False)
 if "coba/Route-v0" not in registry:
     # One episode per (dataset, item), one SAMPLE per generator (coba_env.route_env); same registration choices.
     register(id="coba/Route-v0", entry_point="coba_env.route_env:RouteEnv",
-             vector_entry_point="coba_env.route_vector_env:RouteVectorEnv", disable_env_checker=True)
+             vector_entry_point="coba_env.route_vector_env:RouteVectorEnv", disable_env_checker=True,
+             order_enforce=False)
 
 __all__ = [
     "COST_MEASURES",

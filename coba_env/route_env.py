@@ -181,6 +181,10 @@ class RouteEnv(CoBaEnv):
         patch_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
         return p
 
+    def _after_verify(self, slot: int, tier: int) -> None:
+        ev = self._ev
+        patch_after_verify(self._block, ev, ev.slot_generator[slot], tier)
+
     def _trace_row(self) -> SlotView:
         return SlotView(self._row, self._slot_cand)
 
@@ -212,25 +216,19 @@ class RouteEnv(CoBaEnv):
         return ev
 
     def _first_observation(self, lam: float) -> np.ndarray:
-        # From here on ``self._block`` is the whole observation as Python floats: the per-generator block, patched
-        # in place, then the pooled features, copied in by ``_as_observation``.
-        block = self._block = self._block + self._obs
+        # ``self._block`` (the per-generator features as Python floats, patched in place) goes before the pooled
+        # features ``self._obs`` in every observation (``_as_observation``).
         caps = self._caps[self._ep]
         first = self._first_arrays.get(caps)
         if first is None:  # depends on the caps (and lambda, written below) only
-            first = self._first_arrays[caps] = np.fromiter(block, np.float32, len(block))
+            first = self._first_arrays[caps] = self._as_observation(self._obs)
             first.flags.writeable = False
         first = first.copy()
         first[self._lam_at] = lam
         return first
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
-        a, c = self._trace[-1]  # the step just taken
-        full = self._block
-        if self._n_gen <= a < self._stop:  # a VERIFY: the verified candidate's generator's mean at that tier
-            patch_after_verify(full, self._ev, self._ev.slot_generator[c], a - self._n_gen)
-        full[self._n_block:] = obs
-        return np.fromiter(full, np.float32, len(full))  # float64 -> float32 per item, as np.array does
+        return np.frombuffer(bytearray(self._pack_observation(*self._block, *obs)), np.float32)
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         info = super()._final_info(selected, correct)

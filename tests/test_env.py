@@ -207,6 +207,18 @@ def test_step_after_episode_end_raises(pool):
         env.step(SAMPLE)
 
 
+@pytest.mark.parametrize("env_id", ["coba/Replay-v0", "coba/Route-v0"])
+def test_gym_make_env_enforces_reset_before_step_itself(env_id):
+    """gymnasium.make adds no OrderEnforcing wrapper (a call per step): the env itself refuses a step before reset."""
+    env = gym.make(env_id, pool="tiny")
+    assert not isinstance(env, gym.Wrapper)
+    assert env.render() is None
+    with pytest.raises(RuntimeError, match=r"step\(\) called before reset\(\); call reset\(\) first"):
+        env.step(0)
+    env.reset(seed=0)
+    env.step(0)  # a SAMPLE is legal at the start of every episode
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"cost_model": "dollars"}, "unknown cost model 'dollars'"),
     ({"n_max": 9}, r"n_max must be in 1\.\.4"),
