@@ -194,7 +194,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
         # Python floats -> float32 bytes in one C loop: native "f" is C's double -> float cast, numpy's own (an
         # out-of-range value gives inf as numpy does); several times cheaper per value than np.fromiter.
-        self._pack_observation = struct.Struct(f"{len(low)}f").pack
+        self._pack_observation = struct.Struct(f"{len(low)}f").pack_into
+        self._n_obs = len(low)
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps
@@ -391,7 +392,9 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
         """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
-        return np.frombuffer(bytearray(self._pack_observation(*obs)), np.float32)  # writable: owns its bytearray
+        out = np.empty(self._n_obs, np.float32)
+        self._pack_observation(out, 0, *obs)
+        return out
 
     def _place(self, action: int, slot: int) -> int:
         """The pool candidate SAMPLE ``action`` reveals into ``slot``, recorded in ``_slot_cand`` (route only)."""

@@ -123,11 +123,10 @@ class RouteEnv(CoBaEnv):
         self.n_max_per_generator = n_max_per_generator
         self._n_per_gen = route.n_per_generator
         self._caps = [tuple(caps) for caps in np.where(route.available, n_max_per_generator, 0).tolist()]
-        #: Per caps pattern: the first observation's per-generator block and the legal SAMPLE bits (built once).
-        self._first_blocks: dict[tuple[int, ...], tuple[list[float], int]] = {}
+        #: Per caps pattern: the first per-generator block, the legal SAMPLE bits and the first observation (lambda
+        #: written per episode; read-only, ``_first_observation`` returns copies), built once.
+        self._fresh: dict[tuple[int, ...], tuple[list[float], int, np.ndarray]] = {}
         self._slot_cand: list[int] = []
-        #: First observations by caps (lambda written per episode), read-only (``_first_observation`` returns copies).
-        self._first_arrays: dict[tuple, np.ndarray] = {}
 
     @classmethod
     def from_route(cls, route: RoutePool, n_max_per_generator: int, config: EnvConfig,
@@ -144,7 +143,6 @@ class RouteEnv(CoBaEnv):
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         low, high = route_observation_bounds(self._action_layout(), self.features)
-        self._n_obs = len(low)
         self._n_block = len(low) - self.features.n_features  # the per-generator features come first
         self._lam_at = self._n_block + self.features.lam
         return low, high
@@ -205,30 +203,29 @@ class RouteEnv(CoBaEnv):
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
         caps = self._caps[self._ep]
         ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps, self.features.strong)
-        first = self._first_blocks.get(caps)
-        if first is None:  # a fresh evidence's block depends on the caps only
-            first = self._first_blocks[caps] = (generator_block(ev, self.n_max_per_generator, self._cost_k,
-                                                                self.budget),
-                                                sum(1 << g for g, cap in enumerate(caps) if cap > 0))
-        #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``).
-        self._block = first[0].copy()
-        self._sample_bits = first[1]
+        fresh = self._fresh.get(caps)
+        if fresh is None:  # a fresh episode's per-generator block, SAMPLE bits and observation depend on the caps only
+            block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)
+            first = np.empty(self._n_obs, np.float32)
+            self._pack_observation(first, 0, *block, *self._first_list)  # lambda is written per episode
+            first.flags.writeable = False
+            fresh = self._fresh[caps] = (block, sum(1 << g for g, cap in enumerate(caps) if cap > 0), first)
+        #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``); every
+        #: observation is this block, then the pooled features ``self._obs`` (``_as_observation``).
+        self._block = fresh[0].copy()
+        self._sample_bits = fresh[1]
+        self._first = fresh[2]
         return ev
 
     def _first_observation(self, lam: float) -> np.ndarray:
-        # ``self._block`` (the per-generator features as Python floats, patched in place) goes before the pooled
-        # features ``self._obs`` in every observation (``_as_observation``).
-        caps = self._caps[self._ep]
-        first = self._first_arrays.get(caps)
-        if first is None:  # depends on the caps (and lambda, written below) only
-            first = self._first_arrays[caps] = self._as_observation(self._obs)
-            first.flags.writeable = False
-        first = first.copy()
+        first = self._first.copy()
         first[self._lam_at] = lam
         return first
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
-        return np.frombuffer(bytearray(self._pack_observation(*self._block, *obs)), np.float32)
+        out = np.empty(self._n_obs, np.float32)
+        self._pack_observation(out, 0, *self._block, *obs)
+        return out
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         info = super()._final_info(selected, correct)

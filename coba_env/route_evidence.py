@@ -14,23 +14,23 @@ from coba_env.evidence import Evidence
 
 __all__ = ["RouteEvidence"]
 
-#: Zero templates by (generators, tiers): rows shared within a template, copied row by row (never modified).
-_ZERO_ROWS: dict[tuple[int, int], tuple[list, list, list]] = {}
+#: Zero spend rows by generator count: rows shared within a template, copied row by row (never modified).
+_ZERO_SPEND: dict[int, list[list[float]]] = {}
 
 
 class RouteEvidence(Evidence):
     """``Evidence`` over the pooled candidates, plus per-generator state (lists indexed by generator)."""
 
-    __slots__ = ("n_generators", "n_clusters", "gen_revealed", "gen_cap", "gen_counts", "gen_top_count", "gen_score_sum",
-                 "gen_score_count", "gen_spend", "slot_generator")
+    __slots__ = ("n_generators", "n_clusters", "gen_revealed", "gen_cap", "gen_counts", "gen_top_count", "score_sums",
+                 "score_counts", "gen_spend", "slot_generator")
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
                  weights: tuple[float, ...], gen_cap: list[int], strong: int = 2) -> None:
-        super().__init__(n_max, n_tiers, n_clusters, lam, weights, strong)
+        Evidence.__init__(self, n_max, n_tiers, n_clusters, lam, weights, strong)
         g = len(gen_cap)
         self.n_generators = g
         #: Answer clusters of the episode (the size of each generator's counters).
-        self.n_clusters = max(n_clusters, 1)
+        self.n_clusters = n_clusters if n_clusters > 1 else 1
         #: Candidates revealed from each generator.
         self.gen_revealed = [0] * g
         #: Most candidates each generator can still have revealed in this episode (0: the item has none from it).
@@ -39,17 +39,16 @@ class RouteEvidence(Evidence):
         self.gen_counts = [0] * (g * self.n_clusters)
         #: Per generator, the size of its largest answer cluster.
         self.gen_top_count = [0] * g
-        # g independent rows each: copies of the rows of a zero template built once per (g, n_tiers), which is
-        # cheaper than building the rows every episode
-        zeros = _ZERO_ROWS.get((g, n_tiers))
+        #: Sum and count of the usable tier-t scores of generator g's candidates, flat: [g * n_tiers + t]
+        #: (``score_mean`` reads them; flat lists are built per episode at a fraction of nested ones' cost).
+        self.score_sums = [0.0] * (g * n_tiers)
+        self.score_counts = [0] * (g * n_tiers)
+        # g independent rows: copies of the rows of a zero template built once per g (cheaper than new rows)
+        zeros = _ZERO_SPEND.get(g)
         if zeros is None:
-            zeros = _ZERO_ROWS[(g, n_tiers)] = ([[0.0] * n_tiers] * g, [[0] * n_tiers] * g,
-                                                [[0.0] * len(COST_MEASURES)] * g)
-        #: gen_score_sum[g][t], gen_score_count[g][t]: usable tier-t scores of g's candidates.
-        self.gen_score_sum = list(map(list.copy, zeros[0]))
-        self.gen_score_count = list(map(list.copy, zeros[1]))
+            zeros = _ZERO_SPEND[g] = [[0.0] * len(COST_MEASURES)] * g
         #: Generation cost spent on each generator, in every cost measure ([g][measure]).
-        self.gen_spend = list(map(list.copy, zeros[2]))
+        self.gen_spend = list(map(list.copy, zeros))
         #: The generator of each revealed candidate, in reveal order.
         self.slot_generator: list[int] = []
 
@@ -64,8 +63,9 @@ class RouteEvidence(Evidence):
 
     def score_mean(self, generator: int, tier: int) -> float | None:
         """Mean usable tier-``tier`` score over ``generator``'s verified candidates, or None if there is none."""
-        k = self.gen_score_count[generator][tier]
-        return self.gen_score_sum[generator][tier] / k if k else None
+        at = generator * self.n_tiers + tier
+        k = self.score_counts[at]
+        return self.score_sums[at] / k if k else None
 
     def add_generator_candidate(self, generator: int, cluster: int, cost: list[float]) -> None:
         """Count the candidate just revealed from ``generator`` (its pooled answer cluster and generation cost)."""
@@ -90,8 +90,8 @@ class RouteEvidence(Evidence):
 
     def add_score(self, candidate: int, tier: int, score: float) -> None:
         """``Evidence.add_score``, and a usable score also counts for the candidate's generator."""
-        super().add_score(candidate, tier, score)
+        Evidence.add_score(self, candidate, tier, score)
         if score == score:  # NaN is no evidence
-            g = self.slot_generator[candidate]
-            self.gen_score_sum[g][tier] += score
-            self.gen_score_count[g][tier] += 1
+            at = self.slot_generator[candidate] * self.n_tiers + tier
+            self.score_sums[at] += score
+            self.score_counts[at] += 1

@@ -84,8 +84,9 @@ def generator_block(ev: RouteEvidence, n_max: int, cost_k: int, budget: float) -
         out.append(n / n_max)
         out.append((ev.gen_cap[g] - n) / n_max)
         out.append(ev.gen_top_count[g] / n if n else 0.0)
-        sums, counts = ev.gen_score_sum[g], ev.gen_score_count[g]
-        out += [sums[t] / counts[t] if counts[t] else 0.0 for t in range(ev.n_tiers)]
+        for t in range(ev.n_tiers):
+            mean = ev.score_mean(g, t)
+            out.append(0.0 if mean is None else mean)
         out.append(ev.gen_spend[g][cost_k] / budget)
     return out
 
@@ -103,8 +104,9 @@ def patch_after_sample(block: list[float], ev: RouteEvidence, g: int, n_max: int
 
 def patch_after_verify(block: list[float], ev: RouteEvidence, g: int, tier: int) -> None:
     """``block`` after a VERIFY of one of generator ``g``'s candidates at ``tier``: only that mean changes."""
-    k = ev.gen_score_count[g][tier]
-    block[g * (4 + ev.n_tiers) + 3 + tier] = ev.gen_score_sum[g][tier] / k if k else 0.0
+    at = g * ev.n_tiers + tier
+    k = ev.score_counts[at]
+    block[g * (4 + ev.n_tiers) + 3 + tier] = ev.score_sums[at] / k if k else 0.0
 
 
 def batch_generator_block(s: Any) -> np.ndarray:
