@@ -168,6 +168,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self.cost_model, self._cost_k, self.n_max = config.cost_model, config.cost_k, config.n_max
         self.lam, self.lambda_range, self.budget = config.lam, config.lambda_range, config.budget
         self.max_cost, self.selection, self._weights = config.max_cost, config.selection, config.weights
+        self._fusion_stop = self.selection.rule == "fusion"  # STOP reads ``Evidence.best``
         # The verifier axis is the pool's (``coba_env.compiled.verifier_axis``: V1..V3 on every pool of
         # paper-named verifiers, so their action ids are stable); a disabled or absent tier is never legal.
         self.tiers, self.n_tiers = config.pool.tiers, len(config.pool.tiers)
@@ -236,8 +237,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the next episode (or ``options["episode"]``; ``options["lam"]`` fixes lambda)."""
-        super().reset(seed=seed)
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
+            super().reset(seed=seed)  # gymnasium.Env.reset only seeds ``self.np_random``
             self._cursor, self._perm = 0, None
         options = check_options(options, RESET_OPTIONS) if options is not None else _NO_OPTIONS
         if "episode" in options:
@@ -325,8 +326,6 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
                 a = applied
         ev = self._ev
         ev.steps += 1
-        if a == self._stop:
-            return self._stop_step()
         row = self._row
         n_gen = self._n_gen
         if a < n_gen:  # SAMPLE (from generator a)
@@ -344,6 +343,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
                         bits |= bit
                 self._verify_bits = bits
             refresh_rank(ev)
+        elif a == self._stop:
+            return self._stop_step()
         else:
             t = a - n_gen  # VERIFY at tier t
             c = verify_target(ev.rank, ev.clusters, self._slot_has, ev.scores, t)
@@ -376,7 +377,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         ev = self._ev
         self._trace.append((self._stop, -1))
         self._done = True
-        if self.selection.rule == "fusion" and (ev.n_answered == 0 or ev.best_r >= 0.0):
+        if self._fusion_stop and (ev.n_answered == 0 or ev.best_r >= 0.0):
             selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
         else:
             selected = select_candidate(ev, self.selection)

@@ -3,14 +3,12 @@
 The replay env reads candidate ``c``'s fields in reveal order (``cluster[c]``, ``score[c][t]``...). A live
 episode fills a blank ``EpisodeData`` slot by slot as candidates are revealed (the live source's answer); a
 route episode reads its problem's row by pool candidate through the slot -> candidate map of the env's
-``_place`` (``SlotView`` gives the slot-ordered view its trace reads).
+``_place`` (its trace reads the row through the same map).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
 
 
 class EpisodeData:
@@ -44,40 +42,3 @@ class EpisodeData:
         return cls([-1] * n, [0.0] * n, [False] * n, [[0.0] * n_measures for _ in range(n)],
                    [[False] * n_tiers for _ in range(n)], [[math.nan] * n_tiers for _ in range(n)],
                    [[[0.0] * n_measures for _ in range(n_tiers)] for _ in range(n)], n_clusters)
-
-
-class SlotView:
-    """``source``'s per-candidate lists read by revealed slot (slot s holds pool candidate ``candidates[s]``).
-
-    A route episode's trace reads its data this way; each list is gathered on first read only (the trace is
-    built on first access, so most replayed episodes never gather anything).
-    """
-
-    def __init__(self, source: EpisodeData, candidates: list[int]) -> None:
-        self._source, self._candidates = source, candidates
-
-    def __getattr__(self, name: str) -> object:
-        if name.startswith("_"):  # never gather private or special names (copy, pickle)
-            raise AttributeError(name)
-        values = getattr(self._source, name)
-        if isinstance(values, list):
-            values = [values[p] for p in self._candidates]
-        setattr(self, name, values)  # read from the instance from now on
-        return values
-
-
-class SlotSequence(Sequence):
-    """``values`` (per pool candidate) read by revealed slot: item s is ``values[candidates[s]]``."""
-
-    __slots__ = ("_values", "_candidates")
-
-    def __init__(self, values: Sequence[Any], candidates: list[int]) -> None:
-        self._values, self._candidates = values, candidates
-
-    def __getitem__(self, slot):  # type: ignore[override]
-        if isinstance(slot, slice):
-            return [self._values[p] for p in self._candidates[slot]]
-        return self._values[self._candidates[slot]]
-
-    def __len__(self) -> int:
-        return len(self._candidates)

@@ -1,6 +1,6 @@
 """What a one-episode env reports besides the observation: the final info, illegal-action messages, rendering.
 
-A mixin of ``CoBaEnv`` (it reads the env's state; ``RouteEnv`` overrides ``_is_correct``, ``_answers`` and
+A mixin of ``CoBaEnv`` (it reads the env's state; ``RouteEnv`` overrides ``_is_correct``, ``_slots`` and
 ``_final_info``). The correctness label is read here, at STOP only, never for an observation or a mask.
 """
 
@@ -45,22 +45,19 @@ class EpisodeReport:
                               n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
                               layout=self.layout)
 
-    def _trace_row(self) -> Any:
-        """The episode's data by revealed slot, for the trace (replay: the row itself; slot = candidate)."""
-        return self._row
-
     def _is_correct(self, selected: int) -> bool:
         """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
         return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
 
-    def _answers(self) -> list:
-        """The raw answers of the revealed candidates' slots (for the trace and the selected answer)."""
-        return self.pool.answer[self._ep]
+    def _slots(self) -> list[int] | None:
+        """The pool candidate of each revealed slot (a route episode's), or None when slot = candidate (replay)."""
+        return None
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         ev, ep = self._ev, self._ep
         ids, datasets, generators, items = self.pool.episode_meta()
-        answers = self._answers()
+        answers = self.pool.answer[ep]  # by pool candidate
+        slots = self._slots()
         names, cost = self.actions, ev.cost
         return {
             "action_mask": self._mask.copy(),
@@ -70,10 +67,10 @@ class EpisodeReport:
             "generator": generators[ep],
             "item_id": items[ep],
             "lambda": ev.lam,
-            "trace": Trace(self._trace, self.actions, self.tiers, self._trace_row(), answers, selected, self.layout),
+            "trace": Trace(self._trace, names, self.tiers, self._row, answers, selected, self.layout, slots),
             "actions": [names[a] for a, _ in self._trace],
             "selected_candidate": selected,
-            "selected_answer": answers[selected] if selected >= 0 else None,
+            "selected_answer": None if selected < 0 else answers[selected if slots is None else slots[selected]],
             "correct": correct,
             # every measure by construction (Evidence.cost); usd is 0 on a pool without prices
             "costs": dict(zip(COST_MEASURES, cost)),  # noqa: B905

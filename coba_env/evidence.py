@@ -13,6 +13,9 @@ from coba_env.rules.fusion import fusion_rank
 
 __all__ = ["Evidence"]
 
+#: Nothing spent yet, in every cost measure.
+_NO_COST: tuple[float, ...] = (0.0,) * len(COST_MEASURES)
+
 
 class Evidence:
     """The label-free state of one episode: revealed candidates, their clusters, scores, costs."""
@@ -34,7 +37,7 @@ class Evidence:
         self.clusters: list[int] = []
         self.output_tokens: list[float] = []
         self.cap_hits: list[bool] = []
-        self.counts = [0] * max(n_clusters, 1)
+        self.counts = [0] * (n_clusters if n_clusters > 1 else 1)
         self.n_answered = 0
         self.top = -1
         self.top_count = 0
@@ -56,7 +59,7 @@ class Evidence:
         self.cap_count = 0
         #: Each action's cost row (``COST_MEASURES`` order), in action order; ``cost`` is their running total.
         self.cost_rows: list[list[float]] = []
-        self._cost: tuple[float, ...] = (0.0,) * len(COST_MEASURES)
+        self._cost: tuple[float, ...] = _NO_COST
         self._cost_n = 0
         self.steps = 0
         self.lam = lam

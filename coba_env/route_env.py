@@ -15,7 +15,7 @@ import numpy as np
 from coba_env.compiled import CompiledPool, as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.episode_data import EpisodeData, SlotSequence, SlotView
+from coba_env.episode_data import EpisodeData
 from coba_env.route_evidence import RouteEvidence
 from coba_env.route_pool import RoutePool, compile_route_pool
 from coba_env.rules.actions import ActionLayout
@@ -127,6 +127,7 @@ class RouteEnv(CoBaEnv):
         #: written per episode; read-only, ``_first_observation`` returns copies), built once.
         self._fresh: dict[tuple[int, ...], tuple[list[float], int, np.ndarray]] = {}
         self._slot_cand: list[int] = []
+        self._no_spend = dict.fromkeys(COST_MEASURES, 0.0)
 
     @classmethod
     def from_route(cls, route: RoutePool, n_max_per_generator: int, config: EnvConfig,
@@ -183,8 +184,8 @@ class RouteEnv(CoBaEnv):
         ev = self._ev
         patch_after_verify(self._block, ev, ev.slot_generator[slot], tier)
 
-    def _trace_row(self) -> SlotView:
-        return SlotView(self._row, self._slot_cand)
+    def _slots(self) -> list[int]:
+        return self._slot_cand
 
     def _compute_mask(self) -> np.ndarray:
         ev = self._ev
@@ -195,9 +196,6 @@ class RouteEnv(CoBaEnv):
 
     def _is_correct(self, selected: int) -> bool:
         return bool(selected >= 0 and self.pool.labels.correct[self._ep, self._slot_cand[selected]])
-
-    def _answers(self) -> SlotSequence:
-        return SlotSequence(self.pool.answer[self._ep], self._slot_cand)
 
     # -- reset and step: the replay env's, with the route observation -----------------------------
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
@@ -232,7 +230,9 @@ class RouteEnv(CoBaEnv):
         ev, gens = self._ev, self.layout.generators
         # The lists have one entry per generator and per cost measure by construction (no strict zip needed).
         info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed))  # noqa: B905
-        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s)) for g, s in zip(gens, ev.gen_spend)}  # noqa: B905
+        zero = self._no_spend  # a generator never sampled spent nothing: a copy of the zero record
+        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s)) if k else zero.copy()  # noqa: B905
+                                      for g, k, s in zip(gens, ev.gen_revealed, ev.gen_spend)}  # noqa: B905
         info["selected_generator"] = gens[ev.slot_generator[selected]] if selected >= 0 else None
         return info
 

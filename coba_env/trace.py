@@ -13,29 +13,33 @@ from coba_env.rules.actions import REPLAY_LAYOUT, ActionLayout
 class Trace(Sequence):
     """A list of step records, built on first access so that replaying many episodes stays cheap.
 
+    ``row`` and ``answers`` hold the episode's data by pool candidate; ``slots`` maps each revealed slot (a
+    step's ``candidate``) to its pool candidate (a route episode), None when they are the same (replay).
+
     Each record: ``{"action", "candidate", "cost": {measure: value}, "evidence": {...}}``. SAMPLE reveals
     ``answer, cluster, output_tokens, cap_hit`` (and ``generator`` in a route episode); VERIFY reveals ``tier, score`` (None when unusable);
     STOP reveals ``selected_candidate``.
     """
 
-    __slots__ = ("_steps", "_names", "_tiers", "_row", "_answers", "_selected", "_records", "_layout")
+    __slots__ = ("_steps", "_names", "_tiers", "_row", "_answers", "_selected", "_records", "_layout", "_slots")
 
     def __init__(self, steps: list[tuple[int, int]], action_names: Sequence[str], tiers: Sequence[str],
                  row: EpisodeData, answers: Sequence[Any], selected: int,
-                 layout: ActionLayout = REPLAY_LAYOUT) -> None:
+                 layout: ActionLayout = REPLAY_LAYOUT, slots: Sequence[int] | None = None) -> None:
         self._steps, self._names, self._tiers, self._layout = steps, action_names, tiers, layout
-        self._row, self._answers, self._selected = row, answers, selected
+        self._row, self._answers, self._selected, self._slots = row, answers, selected, slots
         self._records: list[dict[str, Any]] | None = None
 
     def _build(self) -> list[dict[str, Any]]:
         if self._records is None:
-            row, records, layout = self._row, [], self._layout
+            row, records, layout, slots = self._row, [], self._layout, self._slots
             generators = None if layout.generators == ("",) else layout.generators
             for a, c in self._steps:
+                p = slots[c] if slots is not None and c >= 0 else c  # ``row`` and ``answers`` by pool candidate
                 if layout.is_sample(a):
-                    cost = row.gen_cost[c]
-                    evidence = {"answer": self._answers[c], "cluster": row.cluster[c],
-                                "output_tokens": row.output_tokens[c], "cap_hit": row.cap_hit[c]}
+                    cost = row.gen_cost[p]
+                    evidence = {"answer": self._answers[p], "cluster": row.cluster[p],
+                                "output_tokens": row.output_tokens[p], "cap_hit": row.cap_hit[p]}
                     if generators is not None:
                         evidence["generator"] = layout.generators[layout.generator_of(a)]
                 elif layout.is_stop(a):
@@ -43,8 +47,8 @@ class Trace(Sequence):
                     evidence = {"selected_candidate": self._selected}
                 else:
                     t = layout.verifier_of(a)
-                    cost = row.ver_cost[c][t]
-                    s = row.score[c][t]
+                    cost = row.ver_cost[p][t]
+                    s = row.score[p][t]
                     evidence = {"tier": self._tiers[t], "score": None if s != s else s}
                 records.append({"action": self._names[a], "candidate": int(c),
                                 "cost": dict(zip(COST_MEASURES, cost, strict=True)), "evidence": evidence})
