@@ -81,9 +81,34 @@ def test_hand_worked_two_generator_episode():
     assert [step["action"] for step in info["trace"]] == ["SAMPLE_big", "SAMPLE_small", "SAMPLE_small",
                                                           "VERIFY_V1", "VERIFY_V1", "STOP"]
     assert info["trace"][0]["evidence"]["generator"] == "big"
+    # The trace reads each slot's pool candidate: slot 0 big's 1/2, slots 1-2 small's 0.5 and 7.
+    assert [step["evidence"].get("answer") for step in info["trace"][:3]] == ["\\frac{1}{2}", "0.5", "7"]
+    assert [step["evidence"]["generator"] for step in info["trace"][:3]] == ["big", "small", "small"]
+    assert [(step["candidate"], step["evidence"]["score"], step["cost"]["p_tokens"])
+            for step in info["trace"][3:5]] == [(0, 0.8, 110.0), (1, 0.2, 110.0)]
+    assert info["trace"][5]["evidence"] == {"selected_candidate": 0}
+    rewards_by_trace = [-0.1 * step["cost"]["p_tokens"] / 1000.0 for step in info["trace"][:5]]
+    assert rewards == pytest.approx(rewards_by_trace)
     assert rewards == pytest.approx([-0.2, -0.01, -0.01, -0.011, -0.011])
     assert r == 1.0
     assert sum(rewards) + r == pytest.approx(1 - 0.1 * 2420 / 1000)
+
+
+def test_a_generator_never_sampled_spent_nothing():
+    """The final info names every generator; one never sampled has a zero record of its own every episode."""
+    env = RouteEnv(two_generator_pool(), budget=1000.0, lam=0.1)
+    spends = []
+    for _ in range(2):
+        env.reset()
+        env.step(env.layout.action_id("SAMPLE_small"))
+        _, _, _, _, info = env.step(env.layout.stop_action)
+        assert info["samples_by_generator"] == {"small": 1, "big": 0}
+        assert info["spend_by_generator"]["big"] == {"tokens": 0.0, "p_tokens": 0.0, "calls": 0.0, "latency": 0.0,
+                                                     "usd": 0.0}
+        assert info["spend_by_generator"]["small"]["p_tokens"] == 100.0
+        spends.append(info["spend_by_generator"]["big"])
+    spends[0]["p_tokens"] = 1.0  # a caller's edit of one episode's record reaches no other
+    assert spends[1]["p_tokens"] == 0.0
 
 
 def test_route_observation_table_comes_from_the_layout():
