@@ -207,6 +207,18 @@ def test_step_after_episode_end_raises(pool):
         env.step(SAMPLE)
 
 
+@pytest.mark.parametrize("value", [0.1, 1 / 3, -0.0, 1e-46, 3.4028235e38, 3.4028236e38, 1e300, math.inf, math.nan])
+def test_observation_float32_cast_is_numpys(value):
+    """The step's float32 packing of its feature list gives numpy's own cast, bit for bit (overflow -> inf)."""
+    env = CoBaEnv("tiny")
+    features = [value] * env.features.n_features
+    with np.errstate(over="ignore"):
+        expected = np.array(features, dtype=np.float64).astype(np.float32)
+    got = env._as_observation(features)
+    assert got.dtype == np.float32 and got.flags.writeable and got.flags.owndata
+    assert got.tobytes() == expected.tobytes()
+
+
 @pytest.mark.parametrize("env_id", ["coba/Replay-v0", "coba/Route-v0"])
 def test_gym_make_env_enforces_reset_before_step_itself(env_id):
     """gymnasium.make adds no OrderEnforcing wrapper (a call per step): the env itself refuses a step before reset."""
