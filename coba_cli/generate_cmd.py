@@ -219,7 +219,7 @@ def _add_call_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per call before it is retried "
                    "(default: 600)")
     g.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per call on timeouts, connection "
-                   "errors and 5xx, with exponential backoff (default: 5)")
+                   "errors, HTTP 408, 409, 429 and 5xx, with exponential backoff (default: 5)")
     g.add_argument("--backoff", type=non_negative_float, default=1.0, help="first backoff in seconds, doubled per attempt "
                    "(default: 1)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat",

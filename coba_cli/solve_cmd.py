@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--timeout", type=positive_float, default=600.0,
                    help="seconds per request before it is retried (default: 600; --max-seconds cuts it shorter)")
     g.add_argument("--max-attempts", type=positive_int, default=3,
-                   help="attempts per call on timeouts, connection errors, 429 and 5xx (default: 3)")
+                   help="attempts per call on timeouts, connection errors, HTTP 408, 409, 429 and 5xx (default: 3)")
     b = p.add_argument_group("hard budgets per problem (never exceeded)")
     b.add_argument("--max-tokens", type=positive_float, metavar="N",
                    help="prompt + output tokens of all calls (a call counts at its bound: prompt bound + its max_tokens)")

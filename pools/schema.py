@@ -66,7 +66,7 @@ CANDIDATES_COLUMNS: dict[str, str] = {
     "latency_s": "float",
     "finish_reason": "str",  # "stop", "length", ...
     "cap_hit": "bool",  # token cap reached (finish_reason == "length")
-    "extraction_status": "str",  # "boxed", "final_answer", "last_expression", "none", "given"
+    "extraction_status": "str",  # pools.grading.extract.STATUSES: "boxed", "answer_tag", "final_answer", ...
     "incomplete_boxed": "bool",
     "repetition_score": "float",  # 0 = no repetition, 1 = fully repetitive
 }

@@ -4,7 +4,7 @@ Standard library only (``urllib``). Each call returns its choices (text, finish 
 log-probabilities, per-choice token count when the server sends token log-probabilities), the server's
 ``usage`` (prompt and completion tokens) and the wall-clock latency of the successful attempt.
 
-Retries: timeouts, refused or reset connections, HTTP 429 and 5xx are retried with exponential backoff
+Retries: timeouts, refused or reset connections, HTTP 408, 409, 429 and 5xx are retried with exponential backoff
 (``backoff_s * 2**attempt``, capped at ``max_backoff_s``, with +-25 % jitter) up to ``max_attempts`` attempts
 in all; then ``EndpointError`` says what failed and where. Other 4xx answers (a bad model name, a bad
 parameter) fail at once with the server's message, since asking again cannot help.
