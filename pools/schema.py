@@ -66,7 +66,7 @@ CANDIDATES_COLUMNS: dict[str, str] = {
     "latency_s": "float",
     "finish_reason": "str",  # "stop", "length", ...
     "cap_hit": "bool",  # token cap reached (finish_reason == "length")
-    "extraction_status": "str",  # pools.grading.extract.STATUSES: "boxed", "answer_tag", "final_answer", ...
+    "extraction_status": "str",  # one of pools.grading.extract.STATUSES, or "given" (an importer's own answer)
     "incomplete_boxed": "bool",
     "repetition_score": "float",  # 0 = no repetition, 1 = fully repetitive
 }
