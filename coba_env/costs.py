@@ -48,3 +48,14 @@ def sum_costs(total: Sequence[float], rows: Sequence[Sequence[float]]) -> tuple[
     for row in rows:
         total = add_costs(total, row)
     return tuple(total)
+
+
+def cost_record(cost: Sequence[float]) -> dict[str, float]:
+    """One cost row as ``{measure: value}`` over ``COST_MEASURES`` (a new dict: callers may keep or edit it).
+
+    The five measures are spelt out (a dict display is about twice as fast as ``dict(zip(...))``, and every final
+    info builds several); a row of another length is refused.
+    """
+    if len(cost) != 5:
+        raise ValueError(f"a cost row has one value per measure {list(COST_MEASURES)}; got {len(cost)} values")
+    return {"tokens": cost[0], "p_tokens": cost[1], "calls": cost[2], "latency": cost[3], "usd": cost[4]}

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import cost_record
 from coba_env.rules.features import observe
 from coba_env.rules.masks import illegal_reason
 from coba_env.trace import Trace
@@ -73,7 +73,7 @@ class EpisodeReport:
             "selected_answer": None if selected < 0 else answers[selected if slots is None else slots[selected]],
             "correct": correct,
             # every measure by construction (Evidence.cost); usd is 0 on a pool without prices
-            "costs": dict(zip(COST_MEASURES, cost)),  # noqa: B905
+            "costs": cost_record(cost),
         }
 
     def render(self) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool, Labels
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, cost_record
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.gate import ActionGate
@@ -255,7 +255,7 @@ class LiveGate(ActionGate):
             self.calls.append({"action": env.actions[a], "abandoned": True, "token_bound": bound.tokens})
             raise
         self.calls.append({"action": env.actions[a], "candidate": c, "token_bound": bound.tokens,
-                           **dict(zip(COST_MEASURES, got.cost, strict=True)), **got.detail})
+                           **cost_record(got.cost), **got.detail})
 
     def stop_reason(self, env: CoBaEnv, legal: int) -> str:
         """Why the episode stops now, given the actions that were ``legal`` when STOP was chosen."""

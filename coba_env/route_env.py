@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, cost_record
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.route_evidence import RouteEvidence
@@ -231,7 +231,7 @@ class RouteEnv(CoBaEnv):
         # The lists have one entry per generator and per cost measure by construction (no strict zip needed).
         info["samples_by_generator"] = dict(zip(gens, ev.gen_revealed))  # noqa: B905
         zero = self._no_spend  # a generator never sampled spent nothing: a copy of the zero record
-        info["spend_by_generator"] = {g: dict(zip(COST_MEASURES, s)) if k else zero.copy()  # noqa: B905
+        info["spend_by_generator"] = {g: cost_record(s) if k else zero.copy()
                                       for g, k, s in zip(gens, ev.gen_revealed, ev.gen_spend)}  # noqa: B905
         info["selected_generator"] = gens[ev.slot_generator[selected]] if selected >= 0 else None
         return info

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, cost_record
 from coba_env.episode_data import EpisodeData
 from coba_env.rules.actions import REPLAY_LAYOUT, ActionLayout
 
@@ -51,7 +51,7 @@ class Trace(Sequence):
                     s = row.score[p][t]
                     evidence = {"tier": self._tiers[t], "score": None if s != s else s}
                 records.append({"action": self._names[a], "candidate": int(c),
-                                "cost": dict(zip(COST_MEASURES, cost, strict=True)), "evidence": evidence})
+                                "cost": cost_record(cost), "evidence": evidence})
             self._records = records
         return self._records
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import cost_record
 from coba_env.env import CoBaEnv
 from coba_env.rules.selection import SelectionRule
 from train.oracle_model import Episode, OracleModel
@@ -325,7 +325,7 @@ class CostAwareOracle:
         cost = state[4]
         value = (1.0 if correct else 0.0) - lam * cost[self.k] / self.budget
         return OraclePlan(actions=path + [self.model.stop], value=value, correct=bool(correct),
-                          costs=dict(zip(COST_MEASURES, cost, strict=True)), exact=exact, nodes=nodes,
+                          costs=cost_record(cost), exact=exact, nodes=nodes,
                           selected=sel)
 
     def action_values(self, episode: int, lams: Sequence[float], prefix: Sequence[int] = ()) -> np.ndarray:

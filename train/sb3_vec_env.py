@@ -38,7 +38,7 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import cost_record
 from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 
@@ -189,7 +189,7 @@ class CoBaSB3VecEnv(VecEnv):
                 for key, values in finals.items():
                     record[key] = values[j]
                 if costs is not None:
-                    record["costs"] = dict(zip(COST_MEASURES, costs[j], strict=True))
+                    record["costs"] = cost_record(costs[j])
             self._returns[done_rows] = 0.0
             self._lengths[done_rows] = 0
             self._lams[done_rows] = self.venv.lams[done_rows]
