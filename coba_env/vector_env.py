@@ -205,8 +205,8 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
-        #: Slots ``_fusion`` last computed (every later slot's R is -inf).
-        self._rank_rows = n
+        #: Each row's largest R after the last ``_fusion`` [B].
+        self.top_rank = np.full(b, -np.inf)
 
     @property
     def rank(self) -> np.ndarray:
@@ -246,10 +246,11 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         ends = np.cumsum(revealed)
         if len(ends) and ends[-1]:
             slot = np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)
-            self.fnum_t.ravel()[slot * b + np.repeat(rows, revealed)] = -np.inf
+            at = slot * b + np.repeat(rows, revealed)
+            self.fnum_t.ravel()[at] = -np.inf
+            self.rank_t.ravel()[at] = -np.inf  # ``_fusion`` recomputes later slots only where revealed
         if self._reset_fden:
             self.fden_t[:, rows] = 1.0
-        # self.rank_t[:, rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
         if self.lambda_range is not None:
             self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
         else:
@@ -289,7 +290,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
 
     def _observations(self) -> np.ndarray:
-        """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current)."""
+        """Observations [B, N_FEATURES] of the current state (``self._fusion`` must be current)."""
         return batch_observe(self, self._obs_t, self.features)
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:

@@ -16,10 +16,12 @@ from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.selection import select_by_rule, tier_columns
 from coba_env.rules.verify import batch_verify_target
 
-__all__ = ["FEW_SLOTS", "VectorEvidence"]
+__all__ = ["FEW_SLOTS", "FUSION_SLOTS", "VectorEvidence"]
 
 #: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``).
 FEW_SLOTS = 4
+#: Candidate slots whose R ``_fusion`` computes for every row (later ones only where revealed).
+FUSION_SLOTS = 8
 
 
 class VectorEvidence:
@@ -58,14 +60,25 @@ class VectorEvidence:
         as before. VERIFY and STOP only read the R of revealed candidates with an answer.) SAMPLE sets a
         revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
         fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
+        Also sets ``self.top_rank`` [B], each row's largest R (-inf before any candidate).
         """
-        # Only the first k = max(n) slots can hold a revealed candidate in any row: the rest stay -inf (rows
-        # that were computed at an earlier step are set back to -inf once k shrinks).
-        k = max(int(self.n.max()), 1) if self.num_envs else 1
-        if k < self._rank_rows:
-            self.rank_t[k:self._rank_rows] = -np.inf
-        self._rank_rows = k
-        batch_fusion(self.rank_t[:k], self.count_t[:k], self.n, self.fnum_t[:k], self.fden_t[:k], self.weights[0])
+        # The first FUSION_SLOTS slots of every row, as whole rows; the later slots only where revealed (few rows
+        # reveal that many), through flat indices. Unrevealed slots keep R = -inf: written on reset.
+        k, b, wf = min(FUSION_SLOTS, self.n_cand), self.num_envs, self.weights[0]
+        n = self.n
+        top = batch_fusion(self.rank_t[:k], self.count_t[:k], n, self.fnum_t[:k], self.fden_t[:k], wf).max(axis=0)
+        cols = np.flatnonzero(n > k)
+        if len(cols):
+            m = n.take(cols) - k
+            ends = np.cumsum(m)
+            col = np.repeat(cols, m)
+            starts = ends - m
+            at = (np.arange(ends[-1]) - np.repeat(starts, m) + k) * b + col
+            r = batch_fusion(np.empty(len(at)), self.count_t.ravel().take(at), n.take(col), self.fnum_t.ravel().take(at),
+                             self.fden_t.ravel().take(at), wf)
+            self.rank_t.ravel()[at] = r
+            top[cols] = np.maximum(top.take(cols), np.maximum.reduceat(r, starts))
+        self.top_rank = top
         return self.rank_t
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
