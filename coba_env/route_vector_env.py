@@ -82,11 +82,11 @@ class RouteVectorEnv(CoBaVectorEnv):
         #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
         #: (``coba_env.rules.route_features``: the rows that sampled, verified or reset) instead of recomputed.
         self.generator_block = np.zeros((b, g * generator_block_size(self.layout)), dtype=np.float32)
-        #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)].
-        self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=np.int64)
-        #: The pool candidate and the generator of each revealed slot, slot-major [S, B] (stale beyond n).
-        self.slot_candidate = np.zeros((s, b), dtype=np.int64)
-        self.slot_generator = np.zeros((s, b), dtype=np.int64)
+        #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)] (<= S: the dtype of ``counts``).
+        self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=self.counts.dtype)
+        #: The pool candidate of each revealed slot, slot-major [S, B] (stale beyond n), small so that SAMPLE's
+        #: scatter and the gathers stay in cache; its generator is candidate // N (``_slot_generator``).
+        self.slot_candidate = np.zeros((s, b), dtype=np.int8 if s < 127 else np.int64)
         self._gen_b = np.arange(g) * b
         self._gen_ints_b = np.arange(len(self._gen_ints)) * b
         self._gen_floats_b = np.arange(len(self._gen_floats)) * b
@@ -103,7 +103,7 @@ class RouteVectorEnv(CoBaVectorEnv):
             cl = self.cluster_t.ravel().take(at).astype(np.int64)
             answered = cl >= 0
             row, cl = row[answered], cl[answered]
-            g = self.slot_generator.ravel().take(at[answered])
+            g = self._slot_generator(at[answered])
             c1 = self.n_clusters + 1
             self.counts.ravel()[row * c1 + cl] = 0.0
             self._stats_items[row * c1 + cl] = self._zero_stats
@@ -114,6 +114,10 @@ class RouteVectorEnv(CoBaVectorEnv):
         self._gen_floats.ravel()[self._gen_floats_b[:, None] + rows] = 0.0
         self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
         batch_fresh_block(self.generator_block, self, rows)
+
+    def _slot_generator(self, at: np.ndarray) -> np.ndarray:
+        """The generator of the revealed slots at flat [S, B] indices ``at``."""
+        return np.floor_divide(self.slot_candidate.ravel().take(at), self.route.n_per_generator, dtype=np.int64)
 
     def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
         return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
@@ -127,7 +131,6 @@ class RouteVectorEnv(CoBaVectorEnv):
         p = g * self.route.n_per_generator + k
         at_slot = slots * b + rows
         self.slot_candidate.ravel()[at_slot] = p
-        self.slot_generator.ravel()[at_slot] = g
         revealed[at_gen] = k + 1
         flat = self.ep.take(rows) * self.n_cand + p
         # 1-D gathers from the flat tables (cheaper than 2-D fancy indexing): column cost_k and column 0 (cluster)
@@ -149,7 +152,7 @@ class RouteVectorEnv(CoBaVectorEnv):
         c, t, s = super()._verify(rows, a, cost_at)
         usable = ~np.isnan(s)
         ru, tu = rows[usable], t[usable]
-        g = self.slot_generator.ravel().take(c[usable] * self.num_envs + ru)
+        g = self._slot_generator(c[usable] * self.num_envs + ru)
         at = (g * self.n_tiers + tu) * self.num_envs + ru
         self.gen_score_sum.ravel()[at] += s[usable]
         self.gen_score_count.ravel()[at] += 1

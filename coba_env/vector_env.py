@@ -178,9 +178,9 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._stats_items = self.top_stats.reshape(-1, 5).view(item)[:, 0]
         self._top_items = self.top_record.view(item)[:, 0]
         self._zero_stats = np.zeros(5).view(item)[0]
-        # Answers per cluster (whole numbers, float64 for the fusion arithmetic), zeroed when the cluster first
-        # appears in an episode.
-        self.counts = np.zeros((b, c + 1))
+        # Answers per cluster (<= N: the small dtype of ``count_t``), zeroed when the cluster first appears in an
+        # episode.
+        self.counts = np.zeros((b, c + 1), dtype=np.int8 if n < 127 else np.int64)
         # Per candidate slot, slot-major [N, B] so that the fusion arithmetic and its row max run over
         # contiguous rows (see ``_fusion``): the fusion terms, the count of the slot's answer cluster (int8: a
         # count <= N, or a wrapped stale one) and the slot's cluster. They are written when the slot is revealed;

@@ -142,16 +142,16 @@ class VectorEvidence:
             r, cc = rows[ans], cl[ans]
             at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
             counts = self.counts.ravel()
-            old_f = counts.take(at)
+            old = counts.take(at)
             if self._pool_order:
                 first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
-                old_f[first] = 0.0
+                old[first] = 0
                 self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
             else:  # counts and statistics were zeroed on reset
-                first = old_f == 0.0
-            new_f = old_f + 1.0
-            counts[at] = new_f
-            count[ans] = new_f
+                first = old == 0
+            new = old + 1  # <= N: no wrap in the small dtype
+            counts[at] = new
+            count[ans] = new
             # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too).
             added = self._added
             added[r] = cc
@@ -161,8 +161,6 @@ class VectorEvidence:
             count_k = self.count_t[:k]
             np.add(count_k, self.cluster_t[:k] == added, out=count_k)
             added[r] = -2
-            old = old_f.astype(np.int64)
-            new = old + 1
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
             self.n_distinct[r] += first
             self.n_answered[r] += 1
