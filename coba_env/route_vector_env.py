@@ -183,7 +183,7 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
         revealed = np.arange(self.n_cand)[None, :] < self.n[rows, None]
         has = self._slot_table(self.pool.has_score[:, :, t], rows) & (self._slot_table(self.pool.cluster, rows) >= 0)
-        return has & ~self.open_t[:, t * self.num_envs + rows].T & revealed
+        return has & ~self.open_t[:, rows * self.n_tiers + t].T & revealed
 
     @property
     def scores(self) -> np.ndarray:

@@ -191,9 +191,14 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self.cluster_t = np.full((n, b), -1, dtype=self._cluster_dtype)
         self._added = np.full(b, -2, dtype=self._cluster_dtype)
         # Which slots VERIFY at tier t may still pick: answered, with a tier-t call in the pool, not verified at t.
-        # Slot-major [N, T * B] (column t * B + row), like the R that VERIFY compares it with: written from the
+        # Slot-major [N, B * T] (column row * T + t), like the R that VERIFY compares it with: written from the
         # pool when the slot is revealed, cleared when verified (stale for unrevealed slots, whose R is -inf).
-        self.open_t = np.zeros((n, t * b), dtype=bool)
+        # A slot's T flags of one row are adjacent, so SAMPLE writes them as one T-byte item from ``_open_items``.
+        self.open_t = np.zeros((n, b * t), dtype=bool)
+        if t:
+            item = np.dtype((np.void, t))
+            self._open_view = self.open_t.view(item).ravel()  # [N * B] items, index slot * B + row
+            self._open_items = np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0).view(item)[:, 0]  # [E * N]
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask

@@ -40,7 +40,7 @@ class VectorEvidence:
         """
         revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
         has = self.has_t[:, t * self.pool.n_episodes + self.ep[rows]]
-        return (has & ~self.open_t[:, t * self.num_envs + rows]).T & revealed
+        return (has & ~self.open_t[:, rows * self.n_tiers + t]).T & revealed
 
     @property
     def verified(self) -> np.ndarray:
@@ -129,8 +129,8 @@ class VectorEvidence:
         pending[at_tier] = pending.take(at_tier) + table[:, 2:2 + t_n].T
         self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
-        # The revealed slot is open at each tier whose call the pool holds.
-        self.open_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = table[:, 2:2 + t_n].T != 0
+        if t_n:  # the revealed slot is open at each tier whose call the pool holds
+            self._open_view[slot] = self._open_items.take(flat)
         answered = cl >= 0
         # The revealed slot's fusion terms: count 0, fnum -2, fden 1 without an answer (R = -2).
         self.fnum_t.ravel()[slot] = np.where(answered, 0.0, -2.0)
@@ -188,15 +188,16 @@ class VectorEvidence:
         t = self.layout.verifier_of(a)  # works on arrays too
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
-        at_tier = t * b + rows  # columns of ``open_t``
+        at_open = rows * t_n + t  # columns of ``open_t``
         c = np.empty(len(rows), dtype=np.int64)
         for part, k in self._slot_groups(rows):
-            c[part] = batch_verify_target(self.open_t[:k].take(at_tier[part], axis=1),
+            c[part] = batch_verify_target(self.open_t[:k].take(at_open[part], axis=1),
                                           self.rank_t[:k].take(rows[part], axis=1))
         flat = self._pool_flat(rows, c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
-        self.open_t.ravel()[c * (t_n * b) + at_tier] = False
+        self.open_t.ravel()[c * (t_n * b) + at_open] = False
+        at_tier = t * b + rows
         self._verified_n.ravel()[at_tier] += 1  # n_verified[t, rows] and pending[t, rows] (flat [T, B])
         self._pending.ravel()[at_tier] -= 1
         usable = ~np.isnan(s)
@@ -210,17 +211,18 @@ class VectorEvidence:
         r3 = ru[v3]
         self.best_v3[r3] = np.maximum(self.best_v3.take(r3), su[v3])
         cl = self.cluster_t.ravel().take(slot).astype(np.int64)  # >= 0: only answered ones are eligible
-        at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of ``top_stats`` as [B * (C + 1), 5]
-        stats = self.top_stats.ravel()
+        at = ru * (self.n_clusters + 1) + cl  # flat (row, cluster) index of the 40-byte records
+        # Each row's record gathered once, updated in place, written back (and to the top copy) whole.
+        items = self._stats_items.take(at)
+        rec = items.view(np.float64).reshape(-1, 5)
         k = tu == cheap  # the cheap judge: sum, count, max
-        s1, a1 = su[k], at[k] * 5
-        stats[a1] += s1
-        stats[a1 + 1] += 1
-        stats[a1 + 2] = np.maximum(stats.take(a1 + 2), s1)
+        np.add(rec[:, 0], su, out=rec[:, 0], where=k)
+        np.add(rec[:, 1], 1.0, out=rec[:, 1], where=k)
+        np.maximum(rec[:, 2], su, out=rec[:, 2], where=k)
         k = tu == strong  # the strong verifier: sum, count
-        a3 = at[k] * 5
-        stats[a3 + 3] += su[k]
-        stats[a3 + 4] += 1
-        on_top = np.flatnonzero(cl == self.top.take(ru))
-        self._top_items[ru.take(on_top)] = self._stats_items.take(at.take(on_top))
+        np.add(rec[:, 3], su, out=rec[:, 3], where=k)
+        np.add(rec[:, 4], 1.0, out=rec[:, 4], where=k)
+        self._stats_items[at] = items
+        on_top = cl == self.top.take(ru)
+        self._top_items[ru[on_top]] = items[on_top]
         return c, t, s
