@@ -19,7 +19,7 @@ from coba_env.rules.verify import batch_verify_target
 __all__ = ["FEW_SLOTS", "FUSION_SLOTS", "VectorEvidence"]
 
 #: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``).
-FEW_SLOTS = 4
+FEW_SLOTS = 8
 #: Candidate slots whose R ``_fusion`` computes for every row (later ones only where revealed).
 FUSION_SLOTS = 8
 
@@ -103,7 +103,8 @@ class VectorEvidence:
         """``rows`` split as [(positions in rows, k)]: each group's revealed candidates are in its first k slots.
 
         Unrevealed slots have R = -inf, so VERIFY and STOP need only a group's first k slots; most episodes
-        reveal few candidates (under random actions about 90% of the rows have at most 4).
+        reveal few candidates (under random actions about 91% of route rows have at most 8; a split at 4 instead
+        measured about 25% slower for VERIFY's target choice).
         """
         k = min(FEW_SLOTS, self.n_cand)
         n = self.n.take(rows)

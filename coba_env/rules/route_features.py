@@ -156,4 +156,5 @@ def batch_fresh_block(block: np.ndarray, s: Any, rows: np.ndarray) -> None:
     """``block`` for ``rows`` whose episodes just started: every feature 0 but remaining = the generator's cap."""
     fresh = np.zeros((len(rows), block.shape[1]), dtype=block.dtype)
     fresh[:, 1::4 + s.n_tiers] = s.gen_cap.take(rows, axis=1).T / float(s.n_max_per_generator)
-    block[rows] = fresh
+    item = np.dtype((np.void, block.shape[1] * block.itemsize))  # whole rows as single items: one 1-D scatter
+    block.view(item)[:, 0][rows] = fresh.view(item)[:, 0]
