@@ -92,22 +92,20 @@ class RouteVectorEnv(CoBaVectorEnv):
         self._gen_floats_b = np.arange(len(self._gen_floats)) * b
         self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
 
+    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
+        super()._clear_slots(at, row)
+        # Only the clusters of the revealed slots hold counts and statistics: zero those.
+        cl = self.cluster_t.ravel().take(at).astype(np.int64)
+        answered = cl >= 0
+        row, cl = row[answered], cl[answered]
+        g = self._slot_generator(at[answered])
+        c1 = self.n_clusters + 1
+        at = row * c1 + cl
+        self.counts.ravel()[at] = 0
+        self._stats_items[at] = self._zero_stats
+        self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
+
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
-        # Only the clusters of the revealed slots hold counts and statistics: zero those (flat indices of the
-        # revealed slots, as the base class does for the fusion terms) before the counters are reset.
-        b, revealed = self.num_envs, self.n.take(rows)
-        ends = np.cumsum(revealed)
-        if len(ends) and ends[-1]:
-            row = np.repeat(rows, revealed)
-            at = (np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row
-            cl = self.cluster_t.ravel().take(at).astype(np.int64)
-            answered = cl >= 0
-            row, cl = row[answered], cl[answered]
-            g = self._slot_generator(at[answered])
-            c1 = self.n_clusters + 1
-            self.counts.ravel()[row * c1 + cl] = 0.0
-            self._stats_items[row * c1 + cl] = self._zero_stats
-            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
         super()._reset_rows(rows, episodes)
         # Row-major blocks written through flat indices: one plain 1-D scatter per array.
         self._gen_ints.ravel()[self._gen_ints_b[:, None] + rows] = 0
@@ -131,10 +129,13 @@ class RouteVectorEnv(CoBaVectorEnv):
         p = g * self.route.n_per_generator + k
         at_slot = slots * b + rows
         self.slot_candidate.ravel()[at_slot] = p
-        revealed[at_gen] = k + 1
+        k += 1
+        revealed[at_gen] = k
         flat = self.ep.take(rows) * self.n_cand + p
         # 1-D gathers from the flat tables (cheaper than 2-D fancy indexing): column cost_k and column 0 (cluster)
-        self.gen_spend.ravel()[at_gen] += self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
+        spend = self.gen_spend.ravel()
+        new_spend = spend.take(at_gen) + self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
+        spend[at_gen] = new_spend
         cl = self.sample_int.ravel().take(flat * self.sample_int.shape[1]).astype(np.int64)
         answered = np.flatnonzero(cl >= 0)
         if len(answered):
@@ -145,7 +146,7 @@ class RouteVectorEnv(CoBaVectorEnv):
             top = self.gen_top_count.ravel()
             at_top = ga * b + ra
             top[at_top] = np.maximum(top.take(at_top), count)
-        batch_patch_after_sample(self.generator_block, self, rows, g, at_gen)
+        batch_patch_after_sample(self.generator_block, self, rows, g, at_gen, k, new_spend)
         return flat
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray):
@@ -154,9 +155,10 @@ class RouteVectorEnv(CoBaVectorEnv):
         ru, tu = rows[usable], t[usable]
         g = self._slot_generator(c[usable] * self.num_envs + ru)
         at = (g * self.n_tiers + tu) * self.num_envs + ru
-        self.gen_score_sum.ravel()[at] += s[usable]
-        self.gen_score_count.ravel()[at] += 1
-        batch_patch_after_verify(self.generator_block, self, ru, g, tu, at)
+        sums, counts = self.gen_score_sum.ravel(), self.gen_score_count.ravel()
+        new_sums, new_counts = sums.take(at) + s[usable], counts.take(at) + 1
+        sums[at], counts[at] = new_sums, new_counts
+        batch_patch_after_verify(self.generator_block, self, ru, g, tu, new_sums, new_counts)
         return c, t, s
 
     def _masks(self) -> np.ndarray:
@@ -170,9 +172,9 @@ class RouteVectorEnv(CoBaVectorEnv):
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 
-    def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
-        super()._fresh_observations(obs, rows)
-        obs[rows, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)  # fresh since reset
+    def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
+        super()._fresh_rows(fresh, rows)
+        fresh[:, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)  # fresh since reset
 
     # -- slot-order reads (the base class reads pool order) -------------------------------------------
     def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -205,7 +205,6 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
         self._obs_row = np.dtype((np.void, self.n_obs * 4))
-        self._zero_obs = np.zeros(self.n_obs, dtype=np.float32).view(self._obs_row)[0]
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
         self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
@@ -236,30 +235,34 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         return out
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
-        self.ep[rows] = episodes
+        b = self.num_envs
+        # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
         revealed = self.n.take(rows)  # before the counters are zeroed
+        ends = np.cumsum(revealed)
+        if len(ends) and ends[-1]:
+            row = np.repeat(rows, revealed)
+            self._clear_slots((np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row, row)
+        self.ep[rows] = episodes
         keep = np.ones(self.num_envs, dtype=np.int64)
         keep[rows] = 0
         self._ints *= keep  # every counter 0 ...
         self.top[rows] = -1  # ... but top
         self._top_items[rows] = self._zero_stats
-        b = self.num_envs
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
         self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0
-        # Every slot unrevealed: R = -inf. Only the revealed slots (slot < n) hold fusion terms, the others still
-        # have fnum = -inf; most episodes reveal a few of the N slots, so writing only those saves most writes.
-        ends = np.cumsum(revealed)
-        if len(ends) and ends[-1]:
-            slot = np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)
-            at = slot * b + np.repeat(rows, revealed)
-            self.fnum_t.ravel()[at] = -np.inf
-            self.rank_t.ravel()[at] = -np.inf  # ``_fusion`` recomputes later slots only where revealed
         if self._reset_fden:
             self.fden_t[:, rows] = 1.0
         if self.lambda_range is not None:
             self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
         else:
             self.lams[rows] = self.lam
+
+    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
+        """Mark the revealed slots at flat [N, B] indices ``at`` (of rows ``row``) unrevealed, before a reset."""
+        # R = -inf; the other slots still have fnum = -inf. Most episodes reveal a few of the N slots, so writing
+        # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
+        self.fnum_t.ravel()[at] = -np.inf
+        self.rank_t.ravel()[at] = -np.inf
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset every sub-env; ``options["episodes"]`` (length num_envs) picks the episodes."""
@@ -300,9 +303,13 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
-        # A fresh episode has revealed nothing: every feature is 0 but lambda.
-        obs.view(self._obs_row)[:, 0][rows] = self._zero_obs
-        obs[rows, self.lambda_index] = self.lams[rows]
+        fresh = np.zeros((len(rows), self.n_obs), dtype=np.float32)
+        self._fresh_rows(fresh, rows)
+        obs.view(self._obs_row)[:, 0][rows] = fresh.view(self._obs_row)[:, 0]  # whole rows as single items
+
+    def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
+        """Fill the zeroed first observations ``fresh`` [len(rows), F] of the episodes ``rows`` just started."""
+        fresh[:, self.lambda_index] = self.lams.take(rows)  # a fresh episode has revealed nothing: all 0 but lambda
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

@@ -153,15 +153,25 @@ class VectorEvidence:
             new = old + 1  # <= N: no wrap in the small dtype
             counts[at] = new
             count[ans] = new
-            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too).
+            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too): the
+            # first slots as whole rows (added is -2 outside the answering rows, never a cluster id), the later
+            # revealed ones of the rows that have them through flat indices. Slots at or past a row's n are
+            # unrevealed (their count is rewritten when revealed).
             added = self._added
             added[r] = cc
-            # Only slots below the largest n of a sampling row can match (added is -2 elsewhere, never a cluster
-            # id), and slots at or past a row's n are unrevealed (their count is rewritten when revealed).
-            k = int(c.max()) + 1
+            k = min(int(c.max()) + 1, FUSION_SLOTS)
             count_k = self.count_t[:k]
             np.add(count_k, self.cluster_t[:k] == added, out=count_k)
             added[r] = -2
+            c_ans = c.take(ans)
+            deep = np.flatnonzero(c_ans > k)
+            if len(deep):
+                m = c_ans.take(deep) - k
+                ends = np.cumsum(m)
+                at_deep = (np.arange(ends[-1]) - np.repeat(ends - m, m) + k) * b + np.repeat(r.take(deep), m)
+                at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(cc.take(deep), m)]
+                count_t = self.count_t.ravel()
+                count_t[at_deep] = count_t.take(at_deep) + 1
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
             self.n_distinct[r] += first
             self.n_answered[r] += 1
