@@ -120,7 +120,7 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
         return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
 
-    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b, g_n = self.num_envs, self.n_generators
         g = self.layout.generator_of(actions)
         at_gen = g * b + rows  # flat [G, B]
@@ -132,11 +132,12 @@ class RouteVectorEnv(CoBaVectorEnv):
         k += 1
         revealed[at_gen] = k
         flat = self.ep.take(rows) * self.n_cand + p
-        # 1-D gathers from the flat tables (cheaper than 2-D fancy indexing): column cost_k and column 0 (cluster)
+        # A 1-D gather from the flat cost table (cheaper than 2-D fancy indexing): column cost_k
         spend = self.gen_spend.ravel()
         new_spend = spend.take(at_gen) + self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
         spend[at_gen] = new_spend
-        cl = self.sample_int.ravel().take(flat * self.sample_int.shape[1]).astype(np.int64)
+        table = self.sample_int.take(flat, axis=0)
+        cl = table[:, 0]
         answered = np.flatnonzero(cl >= 0)
         if len(answered):
             ra, ga = rows[answered], g[answered]
@@ -147,7 +148,7 @@ class RouteVectorEnv(CoBaVectorEnv):
             at_top = ga * b + ra
             top[at_top] = np.maximum(top.take(at_top), count)
         batch_patch_after_sample(self.generator_block, self, rows, g, at_gen, k, new_spend)
-        return flat
+        return flat, table
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray):
         c, t, s = super()._verify(rows, a, cost_at)

@@ -133,9 +133,10 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
         return self.ep.take(rows) * self.n_cand + slots
 
-    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        """Flat pool index of the candidate each SAMPLE of ``rows`` reveals into slot ``slots``."""
-        return self.ep.take(rows) * self.n_cand + slots
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(flat pool index, ``sample_int`` row) of the candidate each SAMPLE of ``rows`` reveals into ``slots``."""
+        flat = self.ep.take(rows) * self.n_cand + slots
+        return flat, self.sample_int.take(flat, axis=0)
 
     @property
     def single(self) -> CoBaEnv:
@@ -160,6 +161,10 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
         self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
+        # Flat row starts of the counters a SAMPLE changes (n, cap_count, pending[T]), and of those an answer
+        # changes (n_distinct, flips, top_count, n_answered, top, second): one gather and one scatter each.
+        self._sampled_at = np.array([0, 5, *range(k + t, k + 2 * t)]) * b
+        self._answered_at = np.array([1, 2, 4, k + 2 * t, k + 2 * t + 1, k + 2 * t + 2]) * b
         # Float sums, feature-major [K + 3, B] (fresh = all zeros): the K cost measures, clogc_sum, best_v3, len_sum.
         k_costs = len(COST_MEASURES)
         self._floats = np.zeros((k_costs + 3, b))
@@ -206,7 +211,6 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
         self._obs_row = np.dtype((np.void, self.n_obs * 4))
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
-        self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
         #: Each row's largest R after the last ``_fusion`` [B].

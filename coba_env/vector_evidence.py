@@ -119,15 +119,17 @@ class VectorEvidence:
         t_n = self.n_tiers
         b = self.num_envs
         c = self.n.take(rows)
-        flat = self._sample_flat(rows, a, c)
-        table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
+        # table: cluster (-1: none), cap_hit, has_score with an answer [T], first
+        flat, table = self._sample_flat(rows, a, c)
         cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
         cl = table[:, 0]
-        self.n[rows] = c + 1
-        self.cap_count[rows] += table[:, 1]
-        at_tier = self._tier_b[:, None] + rows  # pending[t, rows], flat [T, B]: one scatter for every tier
-        pending = self._pending.ravel()
-        pending[at_tier] = pending.take(at_tier) + table[:, 2:2 + t_n].T
+        ints = self._ints.ravel()
+        at_ints = self._sampled_at[:, None] + rows
+        counters = ints.take(at_ints)  # n, cap_count, pending[T] of each row
+        counters[0] = c + 1
+        counters[1] += table[:, 1]
+        counters[2:] += table[:, 2:2 + t_n].T
+        ints[at_ints] = counters
         self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
         if t_n:  # the revealed slot is open at each tier whose call the pool holds
@@ -173,18 +175,22 @@ class VectorEvidence:
                 count_t = self.count_t.ravel()
                 count_t[at_deep] = count_t.take(at_deep) + 1
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
-            self.n_distinct[r] += first
-            self.n_answered[r] += 1
+            at_ints = self._answered_at[:, None] + r
+            counters = ints.take(at_ints)
+            _, _, top_count, _, top, second = counters  # rows of ``counters``, read before they are rewritten
             # The top answer and the runner-up's count, updated as Evidence.add_candidate does.
-            top, top_count, second = self.top.take(r), self.top_count.take(r), self.second.take(r)
             new_top = top < 0
             same = cc == top
             flip = ~new_top & ~same & ((new > top_count) | ((new == top_count) & (cc < top)))
-            self.second[r] = np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second))
-            self.top_count[r] = np.where(new_top | same | flip, new, top_count)
-            self.top[r] = np.where(new_top | flip, cc, top)
-            self.flips[r] += flip
-            moved = np.flatnonzero(new_top | flip)  # the new answer's cluster is the top now
+            moved = new_top | flip  # the new answer's cluster is the top now
+            counters[5] = np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second))
+            counters[2] = np.where(moved | same, new, top_count)
+            counters[4] = np.where(moved, cc, top)
+            counters[0] += first  # n_distinct
+            counters[1] += flip
+            counters[3] += 1  # n_answered
+            ints[at_ints] = counters
+            moved = np.flatnonzero(moved)
             self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
 
