@@ -37,6 +37,7 @@ class RouteVectorEnv(CoBaVectorEnv):
     """``num_envs`` route episodes stepped together; takes the same keyword arguments as ``RouteEnv``."""
 
     _pool_order = False
+    _few_slots = 8  # route episodes reveal more slots (see ``VectorEvidence._slot_groups``)
 
     def __init__(self, num_envs: int, pool: Any = None, *, render_mode: str | None = None,
                  **env_kwargs: Any) -> None:
