@@ -72,14 +72,21 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _alloc(self) -> None:
         super()._alloc()
         g, t, b, s = self.n_generators, self.n_tiers, self.num_envs, self.pool.n_candidates
-        # The counters a reset zeroes, in two blocks (integers [G * (2 + T), B], floats [G * (1 + T), B]) so that
-        # a reset is one scatter per block; each named array is a contiguous view of its block.
-        self._gen_ints = np.zeros((g * (2 + t), b), dtype=np.int64)
-        self._gen_floats = np.zeros((g * (1 + t), b))
-        self.gen_revealed, self.gen_top_count = self._gen_ints[:g], self._gen_ints[g:2 * g]
-        self.gen_score_count = self._gen_ints[2 * g:].reshape(g, t, b)
-        self.gen_spend, self.gen_score_sum = self._gen_floats[:g], self._gen_floats[g:].reshape(g, t, b)
+        # The counters a SAMPLE changes, feature-major (integers revealed, top_count [2G, B]; floats spend [G, B]) so
+        # that the masks and the block patches read contiguous rows; a reset is one scatter per block.
+        self._gen_ints, self._gen_floats = np.zeros((2 * g, b), dtype=np.int64), np.zeros((g, b))
+        self.gen_revealed, self.gen_top_count = self._gen_ints[:g], self._gen_ints[g:]
+        self.gen_spend = self._gen_floats
         self.gen_cap = np.zeros((g, b), dtype=np.int64)
+        # VERIFY's per-(generator, tier) sums and counts, row-major [B, G * T]: only VERIFY (one entry per row) reads
+        # them, and a reset zeroes a row's as one item; the [G, T, B] names are views.
+        self._score_count, self._score_sum = np.zeros((b, g * t), dtype=np.int64), np.zeros((b, g * t))
+        self.gen_score_count = self._score_count.reshape(b, g, t).transpose(1, 2, 0)
+        self.gen_score_sum = self._score_sum.reshape(b, g, t).transpose(1, 2, 0)
+        if t:
+            item = np.dtype((np.void, 8 * g * t))
+            self._score_items = (self._score_count.view(item)[:, 0], self._score_sum.view(item)[:, 0])
+            self._zero_scores = np.zeros(g * t).view(item)[0]
         #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
         #: (``coba_env.rules.route_features``: the rows that sampled, verified or reset) instead of recomputed.
         self.generator_block = np.zeros((b, g * generator_block_size(self.layout)), dtype=np.float32)
@@ -90,7 +97,6 @@ class RouteVectorEnv(CoBaVectorEnv):
         self.slot_candidate = np.zeros((s, b), dtype=np.int8 if s < 127 else np.int64)
         self._gen_b = np.arange(g) * b
         self._gen_ints_b = np.arange(len(self._gen_ints)) * b
-        self._gen_floats_b = np.arange(len(self._gen_floats)) * b
         self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
 
     def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
@@ -110,7 +116,10 @@ class RouteVectorEnv(CoBaVectorEnv):
         super()._reset_rows(rows, episodes)
         # Row-major blocks written through flat indices: one plain 1-D scatter per array.
         self._gen_ints.ravel()[self._gen_ints_b[:, None] + rows] = 0
-        self._gen_floats.ravel()[self._gen_floats_b[:, None] + rows] = 0.0
+        self._gen_floats.ravel()[self._gen_b[:, None] + rows] = 0.0
+        if self.n_tiers:
+            for items in self._score_items:
+                items[rows] = self._zero_scores
         self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
         batch_fresh_block(self.generator_block, self, rows)
 
@@ -156,8 +165,8 @@ class RouteVectorEnv(CoBaVectorEnv):
         usable = ~np.isnan(s)
         ru, tu = rows[usable], t[usable]
         g = self._slot_generator(c[usable] * self.num_envs + ru)
-        at = (g * self.n_tiers + tu) * self.num_envs + ru
-        sums, counts = self.gen_score_sum.ravel(), self.gen_score_count.ravel()
+        at = ru * self._score_sum.shape[1] + g * self.n_tiers + tu  # (row, g, tier) in the row-major [B, G * T]
+        sums, counts = self._score_sum.ravel(), self._score_count.ravel()
         new_sums, new_counts = sums.take(at) + s[usable], counts.take(at) + 1
         sums[at], counts[at] = new_sums, new_counts
         batch_patch_after_verify(self.generator_block, self, ru, g, tu, new_sums, new_counts)
