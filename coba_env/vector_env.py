@@ -10,11 +10,12 @@ Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) i
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
 computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
 still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. State
-is laid out feature-major: the integer counters are one [K, B] block and the float sums (costs included) one
-[7, B] block, each named array a contiguous row; the per-slot fusion terms, each slot's cluster count, the
-slots VERIFY may still pick and R are slot-major ([N, B], [N, T * B]), so the fusion arithmetic, VERIFY's
-target choice and the STOP selection read whole rows (and only the first few slots for the rows that revealed
-few candidates). The observation is built feature by feature in a [F, B] buffer and cast into its [B, F]
+is laid out feature-major: the integer counters are one [K, B] block and the float sums one [3, B] block,
+each named array a contiguous row (the cost sums are row-major [B, K], like the cost rows a step adds); the
+per-slot fusion terms, each slot's cluster count, the slots VERIFY may still pick and R are slot-major
+([N, B], [N, B * T]), so the fusion arithmetic, VERIFY's target choice and the STOP selection read whole rows
+(and only the first few slots for the rows that revealed few candidates; R of later slots is computed only
+where revealed). The observation is built feature by feature in a [F, B] buffer and cast into its [B, F]
 result a few features at a time. Per answer cluster it keeps only the score statistics that the observation
 reads (one 40-byte record per row and cluster), plus a copy of each row's top-answer record rewritten when it
 changes. A step's costs are one gather from a table of every cost a step can add. A reset zeroes the counters
@@ -165,12 +166,16 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         # changes (n_distinct, flips, top_count, n_answered, top, second): one gather and one scatter each.
         self._sampled_at = np.array([0, 5, *range(k + t, k + 2 * t)]) * b
         self._answered_at = np.array([1, 2, 4, k + 2 * t, k + 2 * t + 1, k + 2 * t + 2]) * b
-        # Float sums, feature-major [K + 3, B] (fresh = all zeros): the K cost measures, clogc_sum, best_v3, len_sum.
+        # Float sums, feature-major [3, B] (fresh = all zeros): clogc_sum, best_v3, len_sum.
+        self._floats = np.zeros((3, b))
+        self.clogc_sum, self.best_v3, self.len_sum = self._floats
+        # The K cost measures, row-major [B, K] like a step's gathered cost rows (one contiguous add per step; a
+        # reset zeroes a row as one item); ``_cost`` is the [K, B] view.
         k_costs = len(COST_MEASURES)
-        self._floats = np.zeros((k_costs + 3, b))
-        self._cost = self._floats[:k_costs]
-        self.cost = self._cost.T  # [B, K] view
-        self.clogc_sum, self.best_v3, self.len_sum = self._floats[k_costs:]
+        self.cost = np.zeros((b, k_costs))
+        self._cost = self.cost.T
+        self._cost_items = self.cost.view(np.dtype((np.void, 8 * k_costs)))[:, 0]
+        self._zero_cost = np.zeros(k_costs).view(self._cost_items.dtype)[0]
         # Per answer cluster (Evidence.tier_stats keeps all tiers): the feature layout's cheap judge's sum, count,
         # max and strong verifier's sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
@@ -254,6 +259,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._top_items[rows] = self._zero_stats
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
         self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0
+        self._cost_items[rows] = self._zero_cost
         if self._reset_fden:
             self.fden_t[:, rows] = 1.0
         if self.lambda_range is not None:
@@ -349,7 +355,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
 
         terminated = a == self._stop
         step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, K]
-        self._cost += step_cost.T
+        self.cost += step_cost
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         stop_rows = np.flatnonzero(terminated)
         infos: dict[str, Any] = {}
@@ -369,7 +375,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
             infos.update({
                 "final_observation": full_final, "_final_observation": terminated.copy(),
                 "selected_candidate": sel_full, "correct": corr_full, "final_episode": self.ep.copy(),
-                "final_costs": self.cost.copy(order="K"), "final_steps": self.steps.copy(),
+                "final_costs": self.cost.copy(), "final_steps": self.steps.copy(),
             })
             self._reset_rows(stop_rows, self._next_episodes(len(stop_rows)))
             self._fresh_observations(obs, stop_rows)
