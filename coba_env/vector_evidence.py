@@ -67,8 +67,12 @@ class VectorEvidence:
         """
         # The first FUSION_SLOTS slots of every row, as whole rows; the later slots only where revealed (few rows
         # reveal that many), through flat indices. Unrevealed slots keep R = -inf: written on reset.
-        k, b, wf = min(FUSION_SLOTS, self.n_cand), self.num_envs, self.weights[0]
-        n = self.n
+        n, b, wf = self.n, self.num_envs, self.weights[0]
+        # Slots at or past every row's n are unrevealed everywhere: their R is -inf already. While no row reveals
+        # many more than FUSION_SLOTS, whole rows are cheaper than the flat indices' setup.
+        k = max(min(self.n_cand, int(n.max()) if b else 0), 1)
+        if k > FUSION_SLOTS + 4:
+            k = FUSION_SLOTS
         top = batch_fusion(self.rank_t[:k], self.count_t[:k], n, self.fnum_t[:k], self.fden_t[:k], wf).max(axis=0)
         cols = np.flatnonzero(n > k)
         if len(cols):
