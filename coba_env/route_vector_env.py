@@ -101,7 +101,8 @@ class RouteVectorEnv(CoBaVectorEnv):
 
     def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
         super()._clear_slots(at, row)
-        # Only the clusters of the revealed slots hold counts and statistics: zero those.
+        # Only the clusters of the revealed slots hold counts: zero those (the statistics are zeroed when the cluster
+        # first appears, as the base class does).
         cl = self.cluster_t.ravel().take(at).astype(np.int64)
         answered = cl >= 0
         row, cl = row[answered], cl[answered]
@@ -109,7 +110,6 @@ class RouteVectorEnv(CoBaVectorEnv):
         c1 = self.n_clusters + 1
         at = row * c1 + cl
         self.counts.ravel()[at] = 0
-        self._stats_items[at] = self._zero_stats
         self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:

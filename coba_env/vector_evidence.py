@@ -156,9 +156,9 @@ class VectorEvidence:
             if self._pool_order:
                 first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
                 old[first] = 0
-                self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
-            else:  # counts and statistics were zeroed on reset
+            else:  # counts were zeroed on reset
                 first = old == 0
+            self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
             new = old + 1  # <= N: no wrap in the small dtype
             counts[at] = new
             count[ans] = new
