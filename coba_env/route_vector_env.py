@@ -37,6 +37,7 @@ class RouteVectorEnv(CoBaVectorEnv):
     """``num_envs`` route episodes stepped together; takes the same keyword arguments as ``RouteEnv``."""
 
     _pool_order = False
+    _few_slots = 8  # route episodes reveal more slots (see ``VectorEvidence._slot_groups``)
 
     def __init__(self, num_envs: int, pool: Any = None, *, render_mode: str | None = None,
                  **env_kwargs: Any) -> None:
@@ -71,54 +72,65 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _alloc(self) -> None:
         super()._alloc()
         g, t, b, s = self.n_generators, self.n_tiers, self.num_envs, self.pool.n_candidates
-        # The counters a reset zeroes, in two blocks (integers [G * (2 + T), B], floats [G * (1 + T), B]) so that
-        # a reset is one scatter per block; each named array is a contiguous view of its block.
-        self._gen_ints = np.zeros((g * (2 + t), b), dtype=np.int64)
-        self._gen_floats = np.zeros((g * (1 + t), b))
-        self.gen_revealed, self.gen_top_count = self._gen_ints[:g], self._gen_ints[g:2 * g]
-        self.gen_score_count = self._gen_ints[2 * g:].reshape(g, t, b)
-        self.gen_spend, self.gen_score_sum = self._gen_floats[:g], self._gen_floats[g:].reshape(g, t, b)
+        # The counters a SAMPLE changes, feature-major (integers revealed, top_count [2G, B]; floats spend [G, B]) so
+        # that the masks and the block patches read contiguous rows; a reset is one scatter per block.
+        self._gen_ints, self._gen_floats = np.zeros((2 * g, b), dtype=np.int64), np.zeros((g, b))
+        self.gen_revealed, self.gen_top_count = self._gen_ints[:g], self._gen_ints[g:]
+        self.gen_spend = self._gen_floats
         self.gen_cap = np.zeros((g, b), dtype=np.int64)
+        # VERIFY's per-(generator, tier) sums and counts, row-major [B, G * T]: only VERIFY (one entry per row) reads
+        # them, and a reset zeroes a row's as one item; the [G, T, B] names are views.
+        self._score_count, self._score_sum = np.zeros((b, g * t), dtype=np.int64), np.zeros((b, g * t))
+        self.gen_score_count = self._score_count.reshape(b, g, t).transpose(1, 2, 0)
+        self.gen_score_sum = self._score_sum.reshape(b, g, t).transpose(1, 2, 0)
+        if t:
+            item = np.dtype((np.void, 8 * g * t))
+            self._score_items = (self._score_count.view(item)[:, 0], self._score_sum.view(item)[:, 0])
+            self._zero_scores = np.zeros(g * t).view(item)[0]
         #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
         #: (``coba_env.rules.route_features``: the rows that sampled, verified or reset) instead of recomputed.
         self.generator_block = np.zeros((b, g * generator_block_size(self.layout)), dtype=np.float32)
-        #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)].
-        self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=np.int64)
-        #: The pool candidate and the generator of each revealed slot, slot-major [S, B] (stale beyond n).
-        self.slot_candidate = np.zeros((s, b), dtype=np.int64)
-        self.slot_generator = np.zeros((s, b), dtype=np.int64)
+        #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)] (<= S: the dtype of ``counts``).
+        self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=self.counts.dtype)
+        #: The pool candidate of each revealed slot, slot-major [S, B] (stale beyond n), small so that SAMPLE's
+        #: scatter and the gathers stay in cache; its generator is candidate // N (``_slot_generator``).
+        self.slot_candidate = np.zeros((s, b), dtype=np.int8 if s < 127 else np.int64)
         self._gen_b = np.arange(g) * b
         self._gen_ints_b = np.arange(len(self._gen_ints)) * b
-        self._gen_floats_b = np.arange(len(self._gen_floats)) * b
         self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
 
+    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
+        super()._clear_slots(at, row)
+        # Only the clusters of the revealed slots hold counts: zero those (the statistics are zeroed when the cluster
+        # first appears, as the base class does).
+        cl = self.cluster_t.ravel().take(at).astype(np.int64)
+        answered = cl >= 0
+        row, cl = row[answered], cl[answered]
+        g = self._slot_generator(at[answered])
+        c1 = self.n_clusters + 1
+        at = row * c1 + cl
+        self.counts.ravel()[at] = 0
+        self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
+
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
-        # Only the clusters of the revealed slots hold counts and statistics: zero those (flat indices of the
-        # revealed slots, as the base class does for the fusion terms) before the counters are reset.
-        b, revealed = self.num_envs, self.n.take(rows)
-        ends = np.cumsum(revealed)
-        if len(ends) and ends[-1]:
-            row = np.repeat(rows, revealed)
-            at = (np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row
-            cl = self.cluster_t.ravel().take(at).astype(np.int64)
-            answered = cl >= 0
-            row, cl = row[answered], cl[answered]
-            g = self.slot_generator.ravel().take(at[answered])
-            c1 = self.n_clusters + 1
-            self.counts.ravel()[row * c1 + cl] = 0.0
-            self._stats_items[row * c1 + cl] = self._zero_stats
-            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
         super()._reset_rows(rows, episodes)
         # Row-major blocks written through flat indices: one plain 1-D scatter per array.
         self._gen_ints.ravel()[self._gen_ints_b[:, None] + rows] = 0
-        self._gen_floats.ravel()[self._gen_floats_b[:, None] + rows] = 0.0
+        self._gen_floats.ravel()[self._gen_b[:, None] + rows] = 0.0
+        if self.n_tiers:
+            for items in self._score_items:
+                items[rows] = self._zero_scores
         self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
         batch_fresh_block(self.generator_block, self, rows)
+
+    def _slot_generator(self, at: np.ndarray) -> np.ndarray:
+        """The generator of the revealed slots at flat [S, B] indices ``at``."""
+        return np.floor_divide(self.slot_candidate.ravel().take(at), self.route.n_per_generator, dtype=np.int64)
 
     def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
         return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
 
-    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b, g_n = self.num_envs, self.n_generators
         g = self.layout.generator_of(actions)
         at_gen = g * b + rows  # flat [G, B]
@@ -127,12 +139,15 @@ class RouteVectorEnv(CoBaVectorEnv):
         p = g * self.route.n_per_generator + k
         at_slot = slots * b + rows
         self.slot_candidate.ravel()[at_slot] = p
-        self.slot_generator.ravel()[at_slot] = g
-        revealed[at_gen] = k + 1
+        k += 1
+        revealed[at_gen] = k
         flat = self.ep.take(rows) * self.n_cand + p
-        # 1-D gathers from the flat tables (cheaper than 2-D fancy indexing): column cost_k and column 0 (cluster)
-        self.gen_spend.ravel()[at_gen] += self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
-        cl = self.sample_int.ravel().take(flat * self.sample_int.shape[1]).astype(np.int64)
+        # A 1-D gather from the flat cost table (cheaper than 2-D fancy indexing): column cost_k
+        spend = self.gen_spend.ravel()
+        new_spend = spend.take(at_gen) + self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
+        spend[at_gen] = new_spend
+        table = self.sample_int.take(flat, axis=0)
+        cl = table[:, 0]
         answered = np.flatnonzero(cl >= 0)
         if len(answered):
             ra, ga = rows[answered], g[answered]
@@ -142,18 +157,19 @@ class RouteVectorEnv(CoBaVectorEnv):
             top = self.gen_top_count.ravel()
             at_top = ga * b + ra
             top[at_top] = np.maximum(top.take(at_top), count)
-        batch_patch_after_sample(self.generator_block, self, rows, g, at_gen)
-        return flat
+        batch_patch_after_sample(self.generator_block, self, rows, g, at_gen, k, new_spend)
+        return flat, table
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray):
         c, t, s = super()._verify(rows, a, cost_at)
         usable = ~np.isnan(s)
         ru, tu = rows[usable], t[usable]
-        g = self.slot_generator.ravel().take(c[usable] * self.num_envs + ru)
-        at = (g * self.n_tiers + tu) * self.num_envs + ru
-        self.gen_score_sum.ravel()[at] += s[usable]
-        self.gen_score_count.ravel()[at] += 1
-        batch_patch_after_verify(self.generator_block, self, ru, g, tu, at)
+        g = self._slot_generator(c[usable] * self.num_envs + ru)
+        at = ru * self._score_sum.shape[1] + g * self.n_tiers + tu  # (row, g, tier) in the row-major [B, G * T]
+        sums, counts = self._score_sum.ravel(), self._score_count.ravel()
+        new_sums, new_counts = sums.take(at) + s[usable], counts.take(at) + 1
+        sums[at], counts[at] = new_sums, new_counts
+        batch_patch_after_verify(self.generator_block, self, ru, g, tu, new_sums, new_counts)
         return c, t, s
 
     def _masks(self) -> np.ndarray:
@@ -167,9 +183,9 @@ class RouteVectorEnv(CoBaVectorEnv):
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 
-    def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
-        super()._fresh_observations(obs, rows)
-        obs[rows, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)  # fresh since reset
+    def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
+        super()._fresh_rows(fresh, rows)
+        fresh[:, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)  # fresh since reset
 
     # -- slot-order reads (the base class reads pool order) -------------------------------------------
     def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -180,7 +196,7 @@ class RouteVectorEnv(CoBaVectorEnv):
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
         revealed = np.arange(self.n_cand)[None, :] < self.n[rows, None]
         has = self._slot_table(self.pool.has_score[:, :, t], rows) & (self._slot_table(self.pool.cluster, rows) >= 0)
-        return has & ~self.open_t[:, t * self.num_envs + rows].T & revealed
+        return has & ~self.open_t[:, rows * self.n_tiers + t].T & revealed
 
     @property
     def scores(self) -> np.ndarray:

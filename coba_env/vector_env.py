@@ -10,11 +10,12 @@ Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) i
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
 computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
 still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. State
-is laid out feature-major: the integer counters are one [K, B] block and the float sums (costs included) one
-[7, B] block, each named array a contiguous row; the per-slot fusion terms, each slot's cluster count, the
-slots VERIFY may still pick and R are slot-major ([N, B], [N, T * B]), so the fusion arithmetic, VERIFY's
-target choice and the STOP selection read whole rows (and only the first few slots for the rows that revealed
-few candidates). The observation is built feature by feature in a [F, B] buffer and cast into its [B, F]
+is laid out feature-major: the integer counters are one [K, B] block and the float sums one [3, B] block,
+each named array a contiguous row (the cost sums are row-major [B, K], like the cost rows a step adds); the
+per-slot fusion terms, each slot's cluster count, the slots VERIFY may still pick and R are slot-major
+([N, B], [N, B * T]), so the fusion arithmetic, VERIFY's target choice and the STOP selection read whole rows
+(and only the first few slots for the rows that revealed few candidates; R of later slots is computed only
+where revealed). The observation is built feature by feature in a [F, B] buffer and cast into its [B, F]
 result a few features at a time. Per answer cluster it keeps only the score statistics that the observation
 reads (one 40-byte record per row and cluster), plus a copy of each row's top-answer record rewritten when it
 changes. A step's costs are one gather from a table of every cost a step can add. A reset zeroes the counters
@@ -133,9 +134,10 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
         return self.ep.take(rows) * self.n_cand + slots
 
-    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        """Flat pool index of the candidate each SAMPLE of ``rows`` reveals into slot ``slots``."""
-        return self.ep.take(rows) * self.n_cand + slots
+    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(flat pool index, ``sample_int`` row) of the candidate each SAMPLE of ``rows`` reveals into ``slots``."""
+        flat = self.ep.take(rows) * self.n_cand + slots
+        return flat, self.sample_int.take(flat, axis=0)
 
     @property
     def single(self) -> CoBaEnv:
@@ -160,12 +162,20 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
         self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
-        # Float sums, feature-major [K + 3, B] (fresh = all zeros): the K cost measures, clogc_sum, best_v3, len_sum.
+        # Flat row starts of the counters a SAMPLE changes (n, cap_count, pending[T]), and of those an answer
+        # changes (n_distinct, flips, top_count, n_answered, top, second): one gather and one scatter each.
+        self._sampled_at = np.array([0, 5, *range(k + t, k + 2 * t)]) * b
+        self._answered_at = np.array([1, 2, 4, k + 2 * t, k + 2 * t + 1, k + 2 * t + 2]) * b
+        # Float sums, feature-major [3, B] (fresh = all zeros): clogc_sum, best_v3, len_sum.
+        self._floats = np.zeros((3, b))
+        self.clogc_sum, self.best_v3, self.len_sum = self._floats
+        # The K cost measures, row-major [B, K] like a step's gathered cost rows (one contiguous add per step; a
+        # reset zeroes a row as one item); ``_cost`` is the [K, B] view.
         k_costs = len(COST_MEASURES)
-        self._floats = np.zeros((k_costs + 3, b))
-        self._cost = self._floats[:k_costs]
-        self.cost = self._cost.T  # [B, K] view
-        self.clogc_sum, self.best_v3, self.len_sum = self._floats[k_costs:]
+        self.cost = np.zeros((b, k_costs))
+        self._cost = self.cost.T
+        self._cost_items = self.cost.view(np.dtype((np.void, 8 * k_costs)))[:, 0]
+        self._zero_cost = np.zeros(k_costs).view(self._cost_items.dtype)[0]
         # Per answer cluster (Evidence.tier_stats keeps all tiers): the feature layout's cheap judge's sum, count,
         # max and strong verifier's sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
@@ -178,9 +188,9 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._stats_items = self.top_stats.reshape(-1, 5).view(item)[:, 0]
         self._top_items = self.top_record.view(item)[:, 0]
         self._zero_stats = np.zeros(5).view(item)[0]
-        # Answers per cluster (whole numbers, float64 for the fusion arithmetic), zeroed when the cluster first
-        # appears in an episode.
-        self.counts = np.zeros((b, c + 1))
+        # Answers per cluster (<= N: the small dtype of ``count_t``), zeroed when the cluster first appears in an
+        # episode.
+        self.counts = np.zeros((b, c + 1), dtype=np.int8 if n < 127 else np.int64)
         # Per candidate slot, slot-major [N, B] so that the fusion arithmetic and its row max run over
         # contiguous rows (see ``_fusion``): the fusion terms, the count of the slot's answer cluster (int8: a
         # count <= N, or a wrapped stale one) and the slot's cluster. They are written when the slot is revealed;
@@ -191,22 +201,25 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self.cluster_t = np.full((n, b), -1, dtype=self._cluster_dtype)
         self._added = np.full(b, -2, dtype=self._cluster_dtype)
         # Which slots VERIFY at tier t may still pick: answered, with a tier-t call in the pool, not verified at t.
-        # Slot-major [N, T * B] (column t * B + row), like the R that VERIFY compares it with: written from the
+        # Slot-major [N, B * T] (column row * T + t), like the R that VERIFY compares it with: written from the
         # pool when the slot is revealed, cleared when verified (stale for unrevealed slots, whose R is -inf).
-        self.open_t = np.zeros((n, t * b), dtype=bool)
+        # A slot's T flags of one row are adjacent, so SAMPLE writes them as one T-byte item from ``_open_items``.
+        self.open_t = np.zeros((n, b * t), dtype=bool)
+        if t:
+            item = np.dtype((np.void, t))
+            self._open_view = self.open_t.view(item).ravel()  # [N * B] items, index slot * B + row
+            self._open_items = np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0).view(item)[:, 0]  # [E * N]
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
         self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
         # One observation row as a single opaque item, for copying whole rows (see ``step``).
         self._obs_row = np.dtype((np.void, self.n_obs * 4))
-        self._zero_obs = np.zeros(self.n_obs, dtype=np.float32).view(self._obs_row)[0]
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
-        self._tier_b = np.arange(t) * b
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
-        #: Slots ``_fusion`` last computed (every later slot's R is -inf).
-        self._rank_rows = n
+        #: Each row's largest R after the last ``_fusion`` [B].
+        self.top_rank = np.full(b, -np.inf)
 
     @property
     def rank(self) -> np.ndarray:
@@ -231,29 +244,35 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         return out
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
-        self.ep[rows] = episodes
+        b = self.num_envs
+        # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
         revealed = self.n.take(rows)  # before the counters are zeroed
+        ends = np.cumsum(revealed)
+        if len(ends) and ends[-1]:
+            row = np.repeat(rows, revealed)
+            self._clear_slots((np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row, row)
+        self.ep[rows] = episodes
         keep = np.ones(self.num_envs, dtype=np.int64)
         keep[rows] = 0
         self._ints *= keep  # every counter 0 ...
         self.top[rows] = -1  # ... but top
         self._top_items[rows] = self._zero_stats
-        b = self.num_envs
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
         self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0
-        # Every slot unrevealed: R = -inf. Only the revealed slots (slot < n) hold fusion terms, the others still
-        # have fnum = -inf; most episodes reveal a few of the N slots, so writing only those saves most writes.
-        ends = np.cumsum(revealed)
-        if len(ends) and ends[-1]:
-            slot = np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)
-            self.fnum_t.ravel()[slot * b + np.repeat(rows, revealed)] = -np.inf
+        self._cost_items[rows] = self._zero_cost
         if self._reset_fden:
             self.fden_t[:, rows] = 1.0
-        # self.rank_t[:, rows] is stale until the next step's _fusion; a fresh row cannot VERIFY before then.
         if self.lambda_range is not None:
             self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
         else:
             self.lams[rows] = self.lam
+
+    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
+        """Mark the revealed slots at flat [N, B] indices ``at`` (of rows ``row``) unrevealed, before a reset."""
+        # R = -inf; the other slots still have fnum = -inf. Most episodes reveal a few of the N slots, so writing
+        # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
+        self.fnum_t.ravel()[at] = -np.inf
+        self.rank_t.ravel()[at] = -np.inf
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset every sub-env; ``options["episodes"]`` (length num_envs) picks the episodes."""
@@ -289,14 +308,18 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
 
     def _observations(self) -> np.ndarray:
-        """Observations [B, N_FEATURES] of the current state (``self.rank_t`` must be current)."""
+        """Observations [B, N_FEATURES] of the current state (``self._fusion`` must be current)."""
         return batch_observe(self, self._obs_t, self.features)
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
-        # A fresh episode has revealed nothing: every feature is 0 but lambda.
-        obs.view(self._obs_row)[:, 0][rows] = self._zero_obs
-        obs[rows, self.lambda_index] = self.lams[rows]
+        fresh = np.zeros((len(rows), self.n_obs), dtype=np.float32)
+        self._fresh_rows(fresh, rows)
+        obs.view(self._obs_row)[:, 0][rows] = fresh.view(self._obs_row)[:, 0]  # whole rows as single items
+
+    def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
+        """Fill the zeroed first observations ``fresh`` [len(rows), F] of the episodes ``rows`` just started."""
+        fresh[:, self.lambda_index] = self.lams.take(rows)  # a fresh episode has revealed nothing: all 0 but lambda
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
@@ -332,7 +355,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
 
         terminated = a == self._stop
         step_cost = self.cost_rows.take(cost_at, axis=0)  # [B, K]
-        self._cost += step_cost.T
+        self.cost += step_cost
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         stop_rows = np.flatnonzero(terminated)
         infos: dict[str, Any] = {}
@@ -352,7 +375,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
             infos.update({
                 "final_observation": full_final, "_final_observation": terminated.copy(),
                 "selected_candidate": sel_full, "correct": corr_full, "final_episode": self.ep.copy(),
-                "final_costs": self.cost.copy(order="K"), "final_steps": self.steps.copy(),
+                "final_costs": self.cost.copy(), "final_steps": self.steps.copy(),
             })
             self._reset_rows(stop_rows, self._next_episodes(len(stop_rows)))
             self._fresh_observations(obs, stop_rows)

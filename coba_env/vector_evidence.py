@@ -16,15 +16,20 @@ from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.selection import select_by_rule, tier_columns
 from coba_env.rules.verify import batch_verify_target
 
-__all__ = ["FEW_SLOTS", "VectorEvidence"]
+__all__ = ["FEW_SLOTS", "FUSION_SLOTS", "VectorEvidence"]
 
-#: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``).
+#: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``); a
+#: route env's episodes reveal more (``RouteVectorEnv._few_slots``).
 FEW_SLOTS = 4
+#: Candidate slots whose R ``_fusion`` computes for every row (later ones only where revealed).
+FUSION_SLOTS = 8
 
 
 class VectorEvidence:
     """SAMPLE / VERIFY updates, the fusion rank and the STOP selection of a ``CoBaVectorEnv`` state (batched)."""
 
+    #: The split of ``_slot_groups``.
+    _few_slots = FEW_SLOTS
     # Set by ``CoBaVectorEnv.__init__`` / ``_alloc`` (the state layout is described there).
     num_envs: int
     n: np.ndarray
@@ -38,7 +43,7 @@ class VectorEvidence:
         """
         revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
         has = self.has_t[:, t * self.pool.n_episodes + self.ep[rows]]
-        return (has & ~self.open_t[:, t * self.num_envs + rows]).T & revealed
+        return (has & ~self.open_t[:, rows * self.n_tiers + t]).T & revealed
 
     @property
     def verified(self) -> np.ndarray:
@@ -58,14 +63,29 @@ class VectorEvidence:
         as before. VERIFY and STOP only read the R of revealed candidates with an answer.) SAMPLE sets a
         revealed slot's terms to count 0, fnum -2 and fden 1 without an answer, else to its cluster's count,
         fnum 0 and fden wf, as ``Evidence.add_candidate`` does; the count follows its cluster's later answers.
+        Also sets ``self.top_rank`` [B], each row's largest R (-inf before any candidate).
         """
-        # Only the first k = max(n) slots can hold a revealed candidate in any row: the rest stay -inf (rows
-        # that were computed at an earlier step are set back to -inf once k shrinks).
-        k = max(int(self.n.max()), 1) if self.num_envs else 1
-        if k < self._rank_rows:
-            self.rank_t[k:self._rank_rows] = -np.inf
-        self._rank_rows = k
-        batch_fusion(self.rank_t[:k], self.count_t[:k], self.n, self.fnum_t[:k], self.fden_t[:k], self.weights[0])
+        # The first FUSION_SLOTS slots of every row, as whole rows; the later slots only where revealed (few rows
+        # reveal that many), through flat indices. Unrevealed slots keep R = -inf: written on reset.
+        n, b, wf = self.n, self.num_envs, self.weights[0]
+        # Slots at or past every row's n are unrevealed everywhere: their R is -inf already. While no row reveals
+        # many more than FUSION_SLOTS, whole rows are cheaper than the flat indices' setup.
+        k = max(min(self.n_cand, int(n.max()) if b else 0), 1)
+        if k > FUSION_SLOTS + 4:
+            k = FUSION_SLOTS
+        top = batch_fusion(self.rank_t[:k], self.count_t[:k], n, self.fnum_t[:k], self.fden_t[:k], wf).max(axis=0)
+        cols = np.flatnonzero(n > k)
+        if len(cols):
+            m = n.take(cols) - k
+            ends = np.cumsum(m)
+            col = np.repeat(cols, m)
+            starts = ends - m
+            at = (np.arange(ends[-1]) - np.repeat(starts, m) + k) * b + col
+            r = batch_fusion(np.empty(len(at)), self.count_t.ravel().take(at), n.take(col), self.fnum_t.ravel().take(at),
+                             self.fden_t.ravel().take(at), wf)
+            self.rank_t.ravel()[at] = r
+            top[cols] = np.maximum(top.take(cols), np.maximum.reduceat(r, starts))
+        self.top_rank = top
         return self.rank_t
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
@@ -90,9 +110,10 @@ class VectorEvidence:
         """``rows`` split as [(positions in rows, k)]: each group's revealed candidates are in its first k slots.
 
         Unrevealed slots have R = -inf, so VERIFY and STOP need only a group's first k slots; most episodes
-        reveal few candidates (under random actions about 90% of the rows have at most 4).
+        reveal few candidates (under random actions about 95% of replay rows have at most 4 and 91% of route rows at
+        most 8; a route split at 4 measured about 25% slower for VERIFY's target choice).
         """
-        k = min(FEW_SLOTS, self.n_cand)
+        k = min(self._few_slots, self.n_cand)
         n = self.n.take(rows)
         many = n > k
         if not many.any():
@@ -105,19 +126,21 @@ class VectorEvidence:
         t_n = self.n_tiers
         b = self.num_envs
         c = self.n.take(rows)
-        flat = self._sample_flat(rows, a, c)
-        table = self.sample_int.take(flat, axis=0)  # cluster (-1: none), cap_hit, has_score with an answer [T], first
+        # table: cluster (-1: none), cap_hit, has_score with an answer [T], first
+        flat, table = self._sample_flat(rows, a, c)
         cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
         cl = table[:, 0]
-        self.n[rows] = c + 1
-        self.cap_count[rows] += table[:, 1]
-        at_tier = self._tier_b[:, None] + rows  # pending[t, rows], flat [T, B]: one scatter for every tier
-        pending = self._pending.ravel()
-        pending[at_tier] = pending.take(at_tier) + table[:, 2:2 + t_n].T
+        ints = self._ints.ravel()
+        at_ints = self._sampled_at[:, None] + rows
+        counters = ints.take(at_ints)  # n, cap_count, pending[T] of each row
+        counters[0] = c + 1
+        counters[1] += table[:, 1]
+        counters[2:] += table[:, 2:2 + t_n].T
+        ints[at_ints] = counters
         self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
-        # The revealed slot is open at each tier whose call the pool holds.
-        self.open_t.ravel()[self._tier_b[:, None] + (c * (t_n * b) + rows)] = table[:, 2:2 + t_n].T != 0
+        if t_n:  # the revealed slot is open at each tier whose call the pool holds
+            self._open_view[slot] = self._open_items.take(flat)
         answered = cl >= 0
         # The revealed slot's fusion terms: count 0, fnum -2, fden 1 without an answer (R = -2).
         self.fnum_t.ravel()[slot] = np.where(answered, 0.0, -2.0)
@@ -129,40 +152,52 @@ class VectorEvidence:
             r, cc = rows[ans], cl[ans]
             at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
             counts = self.counts.ravel()
-            old_f = counts.take(at)
+            old = counts.take(at)
             if self._pool_order:
                 first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
-                old_f[first] = 0.0
-                self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
-            else:  # counts and statistics were zeroed on reset
-                first = old_f == 0.0
-            new_f = old_f + 1.0
-            counts[at] = new_f
-            count[ans] = new_f
-            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too).
+                old[first] = 0
+            else:  # counts were zeroed on reset
+                first = old == 0
+            self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
+            new = old + 1  # <= N: no wrap in the small dtype
+            counts[at] = new
+            count[ans] = new
+            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too): the
+            # first slots as whole rows (added is -2 outside the answering rows, never a cluster id), the later
+            # revealed ones of the rows that have them through flat indices. Slots at or past a row's n are
+            # unrevealed (their count is rewritten when revealed).
             added = self._added
             added[r] = cc
-            # Only slots below the largest n of a sampling row can match (added is -2 elsewhere, never a cluster
-            # id), and slots at or past a row's n are unrevealed (their count is rewritten when revealed).
-            k = int(c.max()) + 1
+            k = min(int(c.max()) + 1, FUSION_SLOTS)
             count_k = self.count_t[:k]
             np.add(count_k, self.cluster_t[:k] == added, out=count_k)
             added[r] = -2
-            old = old_f.astype(np.int64)
-            new = old + 1
+            c_ans = c.take(ans)
+            deep = np.flatnonzero(c_ans > k)
+            if len(deep):
+                m = c_ans.take(deep) - k
+                ends = np.cumsum(m)
+                at_deep = (np.arange(ends[-1]) - np.repeat(ends - m, m) + k) * b + np.repeat(r.take(deep), m)
+                at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(cc.take(deep), m)]
+                count_t = self.count_t.ravel()
+                count_t[at_deep] = count_t.take(at_deep) + 1
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
-            self.n_distinct[r] += first
-            self.n_answered[r] += 1
+            at_ints = self._answered_at[:, None] + r
+            counters = ints.take(at_ints)
+            _, _, top_count, _, top, second = counters  # rows of ``counters``, read before they are rewritten
             # The top answer and the runner-up's count, updated as Evidence.add_candidate does.
-            top, top_count, second = self.top.take(r), self.top_count.take(r), self.second.take(r)
             new_top = top < 0
             same = cc == top
             flip = ~new_top & ~same & ((new > top_count) | ((new == top_count) & (cc < top)))
-            self.second[r] = np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second))
-            self.top_count[r] = np.where(new_top | same | flip, new, top_count)
-            self.top[r] = np.where(new_top | flip, cc, top)
-            self.flips[r] += flip
-            moved = np.flatnonzero(new_top | flip)  # the new answer's cluster is the top now
+            moved = new_top | flip  # the new answer's cluster is the top now
+            counters[5] = np.where(flip, top_count, np.where(~new_top & ~same & (new > second), new, second))
+            counters[2] = np.where(moved | same, new, top_count)
+            counters[4] = np.where(moved, cc, top)
+            counters[0] += first  # n_distinct
+            counters[1] += flip
+            counters[3] += 1  # n_answered
+            ints[at_ints] = counters
+            moved = np.flatnonzero(moved)
             self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
 
@@ -177,15 +212,16 @@ class VectorEvidence:
         t = self.layout.verifier_of(a)  # works on arrays too
         # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
-        at_tier = t * b + rows  # columns of ``open_t``
+        at_open = rows * t_n + t  # columns of ``open_t``
         c = np.empty(len(rows), dtype=np.int64)
         for part, k in self._slot_groups(rows):
-            c[part] = batch_verify_target(self.open_t[:k].take(at_tier[part], axis=1),
+            c[part] = batch_verify_target(self.open_t[:k].take(at_open[part], axis=1),
                                           self.rank_t[:k].take(rows[part], axis=1))
         flat = self._pool_flat(rows, c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``
-        self.open_t.ravel()[c * (t_n * b) + at_tier] = False
+        self.open_t.ravel()[c * (t_n * b) + at_open] = False
+        at_tier = t * b + rows
         self._verified_n.ravel()[at_tier] += 1  # n_verified[t, rows] and pending[t, rows] (flat [T, B])
         self._pending.ravel()[at_tier] -= 1
         usable = ~np.isnan(s)

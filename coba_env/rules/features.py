@@ -246,7 +246,7 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
                   out: np.ndarray | None = None) -> np.ndarray:
     """The observations [B, F] of a ``CoBaVectorEnv`` state ``s`` (batched form of ``observe``).
 
-    ``o`` is a feature-major float64 scratch buffer [F, B]; ``s.rank_t`` must be current. Before the first
+    ``o`` is a feature-major float64 scratch buffer [F, B]; ``s.top_rank`` must be current. Before the first
     candidate every count and sum is 0, and without an answer the top-cluster counts and statistics are 0, so
     dividing by max(n, 1) (or max(count, 1)) gives the scalar form's 0 features. ``s._ints`` rows: n,
     n_distinct, flips, steps, top_count, cap_count, then n_verified per verifier. ``out``: a float32 [B, F]
@@ -279,8 +279,7 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
     np.divide(s._cost[s.cost_k], s.budget, out=o[b])
     np.divide(s.len_sum / n_safe, s.max_output_tokens, out=o[b + 1])
     o[b + 5] = s.lams
-    # slot-major: a reduction across rows, over the slots the last fusion computed (the others are -inf)
-    o[b + 6] = np.where(na > 0, s.rank_t[:s._rank_rows].max(axis=0), 0.0)
+    o[b + 6] = np.where(na > 0, s.top_rank, 0.0)  # each row's largest R, kept by the fusion
     f = fl.n_features
     if out is None:
         out = np.empty((o.shape[1], f), dtype=np.float32)

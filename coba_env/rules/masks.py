@@ -93,7 +93,10 @@ def batch_masks(n: np.ndarray, n_max: int, pending: np.ndarray, tier_on: np.ndar
         m[:, k] = can_sample[k]
         anything |= can_sample[k]
     for k in range(t):
-        m[:, g + k] = verify = (pending[k] > 0) & tier_on[k]
+        verify = pending[k] > 0
+        if not tier_on[k]:
+            verify[:] = False
+        m[:, g + k] = verify
         anything |= verify
     m[:, g + t] = (n > 0) | ~anything
     if spent.any():

@@ -127,35 +127,36 @@ def batch_generator_block(s: Any) -> np.ndarray:
 
 
 
-def batch_patch_after_sample(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray,
-                             at_gen: np.ndarray) -> None:
+def batch_patch_after_sample(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray, at_gen: np.ndarray,
+                             n: np.ndarray, spend: np.ndarray) -> None:
     """``block`` [B, G * (4 + T)] after SAMPLEs of ``rows`` from generators ``g`` (batched ``patch_after_sample``).
 
-    ``s`` is a ``RouteVectorEnv`` state already updated; ``at_gen`` = g * B + rows, the flat [G, B] index. The
-    values are the ones ``batch_generator_block`` computes (float64, then cast to the block's dtype).
+    ``s`` is a ``RouteVectorEnv`` state already updated; ``at_gen`` = g * B + rows, the flat [G, B] index; ``n``
+    and ``spend``: the updated gen_revealed (>= 1) and gen_spend of each (g, row). The values are the ones
+    ``batch_generator_block`` computes (float64, then cast to the block's dtype).
     """
     n_max = float(s.n_max_per_generator)
-    n = s.gen_revealed.ravel().take(at_gen)  # >= 1 after a SAMPLE
     at = rows * block.shape[1] + g * (4 + s.n_tiers)
     flat = block.ravel()
     flat[at] = n / n_max
     flat[at + 1] = (s.gen_cap.ravel().take(at_gen) - n) / n_max
     flat[at + 2] = s.gen_top_count.ravel().take(at_gen) / n
-    flat[at + 3 + s.n_tiers] = s.gen_spend.ravel().take(at_gen) / s.budget
+    flat[at + 3 + s.n_tiers] = spend / s.budget
 
 
 def batch_patch_after_verify(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray, tier: np.ndarray,
-                             at_score: np.ndarray) -> None:
+                             sums: np.ndarray, counts: np.ndarray) -> None:
     """``block`` after usable scores at ``tier`` for candidates of generators ``g`` (batched ``patch_after_verify``).
 
-    ``at_score`` = (g * T + tier) * B + rows, the flat [G, T, B] index of the updated sums and counts (>= 1).
+    ``sums`` / ``counts``: the updated gen_score_sum / gen_score_count (>= 1) of each (g, tier, row).
     """
     at = rows * block.shape[1] + g * (4 + s.n_tiers) + 3 + tier
-    block.ravel()[at] = s.gen_score_sum.ravel().take(at_score) / s.gen_score_count.ravel().take(at_score)
+    block.ravel()[at] = sums / counts
 
 
 def batch_fresh_block(block: np.ndarray, s: Any, rows: np.ndarray) -> None:
     """``block`` for ``rows`` whose episodes just started: every feature 0 but remaining = the generator's cap."""
     fresh = np.zeros((len(rows), block.shape[1]), dtype=block.dtype)
     fresh[:, 1::4 + s.n_tiers] = s.gen_cap.take(rows, axis=1).T / float(s.n_max_per_generator)
-    block[rows] = fresh
+    item = np.dtype((np.void, block.shape[1] * block.itemsize))  # whole rows as single items: one 1-D scatter
+    block.view(item)[:, 0][rows] = fresh.view(item)[:, 0]
