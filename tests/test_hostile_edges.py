@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pools.atomic_write import OUTPUT_MARKER
 from tests.conftest import REPO_ROOT, small_jsonl_records, write_jsonl
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.hostile_harness import run_coba, snapshot
@@ -110,9 +111,23 @@ def _start_bench(pool: Path, dest: Path) -> subprocess.Popen:
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for_temporary(proc: subprocess.Popen, dest: Path) -> None:
+def _wait_for_temporary(proc: subprocess.Popen, dest: Path, *, marked: bool = False) -> None:
+    """Wait until ``dest``'s temporary sibling exists (``marked``: and holds the project's in-progress marker,
+    which is what lets a later run recognise it as its own; a kill between the folder and its marker leaves a
+    folder no run may delete)."""
     deadline = time.monotonic() + 300
-    while not any(p.name.startswith(f".{dest.name}.tmp-") for p in dest.parent.iterdir()):
+
+    def ready(p: Path) -> bool:
+        if not p.name.startswith(f".{dest.name}.tmp-"):
+            return False
+        if not marked:
+            return True
+        try:
+            return b'"written_by": "coba-env"' in (p / OUTPUT_MARKER).read_bytes()
+        except OSError:
+            return False
+
+    while not any(ready(p) for p in dest.parent.iterdir()):
         assert proc.poll() is None, f"bench ended before writing: {proc.communicate()}"
         assert time.monotonic() < deadline, "the temporary folder never appeared"
         time.sleep(0.005)
@@ -138,7 +153,7 @@ def test_a_temporary_left_by_kill_9_is_cleaned_by_the_next_run(pool_dir, tmp_pat
     dest = tmp_path / "out"
     proc = _start_bench(pool_dir, dest)
     try:
-        _wait_for_temporary(proc, dest)
+        _wait_for_temporary(proc, dest, marked=True)
         proc.kill()  # SIGKILL: no handler runs
         proc.communicate(timeout=60)
     finally:
