@@ -56,6 +56,10 @@ def cost_record(cost: Sequence[float]) -> dict[str, float]:
     The five measures are spelt out (a dict display is about twice as fast as ``dict(zip(...))``, and every final
     info builds several); a row of another length is refused.
     """
-    if len(cost) != 5:
+    if len(cost) != len(COST_MEASURES):
         raise ValueError(f"a cost row has one value per measure {list(COST_MEASURES)}; got {len(cost)} values")
     return {"tokens": cost[0], "p_tokens": cost[1], "calls": cost[2], "latency": cost[3], "usd": cost[4]}
+
+
+if tuple(cost_record(range(len(COST_MEASURES)))) != COST_MEASURES:  # the spelt-out names follow COST_MEASURES
+    raise ImportError("coba_env.costs.cost_record names other measures than COST_MEASURES")

@@ -2,14 +2,14 @@
 
 The class holds the Gymnasium API and the transition (``reset``, ``step``, the masks); the episode order is
 ``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages and rendering are
-``coba_env.episode_report.EpisodeReport`` (mixins), the action-id check ``coba_env.action_input.as_action``.
+``coba_env.episode_report.EpisodeReport``, the float32 observation arrays ``coba_env.observation_packing``
+(mixins), the action-id check ``coba_env.action_input.as_action``.
 The step loop stays in one method because each call it saves is measured against CartPole
 (scripts/bench_env.py).
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +24,7 @@ from coba_env.episode_report import EpisodeReport
 from coba_env.episode_stream import ORDERS, EpisodeStream
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
+from coba_env.observation_packing import ObservationPacking
 from coba_env.rules.actions import ActionLayout, action_names
 from coba_env.rules.config import (
     RESET_OPTIONS,
@@ -45,6 +46,7 @@ from coba_env.rules.masks import mask_bits, mask_table, stop_bit, tier_bits
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
+from coba_env.step_order import StepBeforeReset
 from pools.store import Pool
 
 #: ``reset`` without options (read only).
@@ -54,7 +56,7 @@ _NO_OPTIONS: dict[str, Any] = {}
 __all__ = ["ORDERS", "CoBaEnv", "action_names", "as_action", "as_compiled", "default_budget"]
 
 
-class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
+class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
     """
     ## Description
 
@@ -193,10 +195,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         self.action_space = MaskedDiscrete(layout.n_actions, mask_provider=self._current_mask)
         low, high = self._observation_bounds()
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        # Python floats -> float32 bytes in one C loop: native "f" is C's double -> float cast, numpy's own (an
-        # out-of-range value gives inf as numpy does); several times cheaper per value than np.fromiter.
-        self._pack_observation = struct.Struct(f"{len(low)}f").pack_into
-        self._n_obs = len(low)
+        self._init_packing(len(low))
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps
@@ -314,7 +313,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         """Apply ``action``; see the class docstring for effects, reward and the final ``info``."""
         if self._done:
             if self._ev is None:
-                raise RuntimeError("step() called before reset(); call reset() first")
+                raise StepBeforeReset("step() called before reset(); call reset() first")
             raise RuntimeError("step() called after the episode ended; call reset() first")
         a = action if type(action) is int else as_action(action)
         if a < 0 or not (self._bits >> a) & 1:
@@ -390,12 +389,6 @@ class CoBaEnv(EpisodeStream, EpisodeReport, gym.Env):
         if extra:
             info.update(extra)
         return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
-
-    def _as_observation(self, obs: list[float]) -> np.ndarray:
-        """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
-        out = np.empty(self._n_obs, np.float32)
-        self._pack_observation(out, 0, *obs)
-        return out
 
     def _place(self, action: int, slot: int) -> int:
         """The pool candidate SAMPLE ``action`` reveals into ``slot``, recorded in ``_slot_cand`` (route only)."""

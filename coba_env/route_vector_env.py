@@ -123,6 +123,11 @@ class RouteVectorEnv(CoBaVectorEnv):
         self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
         batch_fresh_block(self.generator_block, self, rows)
 
+    @property
+    def slot_generator(self) -> np.ndarray:
+        """The generator of each revealed slot, slot-major [S, B] int64 (stale beyond each row's n)."""
+        return np.floor_divide(self.slot_candidate, self.route.n_per_generator, dtype=np.int64)
+
     def _slot_generator(self, at: np.ndarray) -> np.ndarray:
         """The generator of the revealed slots at flat [S, B] indices ``at``."""
         return np.floor_divide(self.slot_candidate.ravel().take(at), self.route.n_per_generator, dtype=np.int64)

@@ -256,6 +256,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         keep[rows] = 0
         self._ints *= keep  # every counter 0 ...
         self.top[rows] = -1  # ... but top
+        self.top_rank[rows] = -np.inf  # nothing revealed (``_fusion`` recomputes it every step)
         self._top_items[rows] = self._zero_stats
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
         self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0

@@ -227,8 +227,26 @@ def test_gym_make_env_enforces_reset_before_step_itself(env_id):
     assert env.render() is None
     with pytest.raises(RuntimeError, match=r"step\(\) called before reset\(\); call reset\(\) first"):
         env.step(0)
+    with pytest.raises(gym.error.ResetNeeded):  # what gymnasium's OrderEnforcing wrapper raised
+        env.step(0)
     env.reset(seed=0)
     env.step(0)  # a SAMPLE is legal at the start of every episode
+
+
+@pytest.mark.parametrize("env_id", ["coba/Replay-v0", "coba/Route-v0"])
+def test_a_pickled_env_steps_as_the_original(env_id):
+    """An env sent to another process (pickled mid-episode) returns the same bytes as the one that stayed."""
+    import pickle
+
+    env = gym.make(env_id, pool="tiny")
+    env.reset(seed=0)
+    env.step(0)
+    twin = pickle.loads(pickle.dumps(env))
+    for action in (0, env.unwrapped.layout.stop_action):
+        outs = [e.step(action) for e in (env, twin)]
+        assert outs[0][0].tobytes() == outs[1][0].tobytes() and outs[0][1:4] == outs[1][1:4]
+        assert outs[0][4]["action_mask"].tolist() == outs[1][4]["action_mask"].tolist()
+    assert outs[0][4]["costs"] == outs[1][4]["costs"] and outs[0][4]["actions"] == outs[1][4]["actions"]
 
 
 @pytest.mark.parametrize("kwargs, match", [
