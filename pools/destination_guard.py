@@ -10,8 +10,8 @@
   operating system drops the lock when the process ends, however it ends.
 - **Stale temporaries.** ``clean_stale_siblings`` removes temporary siblings (``.NAME.tmp-PID-HEX``) whose
   process is gone (a ``kill -9``), only when the name has that exact form and, for a folder, it holds the
-  project's marker file; a moved-aside previous result (``.NAME.old-PID-HEX``) is put back when the
-  destination is missing.
+  project's marker file or nothing else (a run killed before it wrote the marker); a moved-aside previous
+  result (``.NAME.old-PID-HEX``) is put back when the destination is missing.
 
 Standard library only.
 """
@@ -206,6 +206,10 @@ def _is_ours(path: Path) -> bool:
     if path.is_dir():
         marker = path / _MARKER
         try:
+            # A run killed between making the folder and writing its marker leaves the folder empty, or holding
+            # only a marker cut short: nothing anyone could lose, so it goes too.
+            if set(os.listdir(path)) <= {_MARKER} and not marker.is_symlink():
+                return True
             return marker.is_file() and b'"written_by": "coba-env"' in marker.read_bytes()
         except OSError:
             return False

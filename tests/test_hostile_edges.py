@@ -170,6 +170,28 @@ def test_a_temporary_left_by_kill_9_is_cleaned_by_the_next_run(pool_dir, tmp_pat
     assert (lookalike / "mine.txt").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("contents, cleaned", [
+    ({}, True),                                                 # killed between the folder and its marker
+    ({OUTPUT_MARKER: b'{\n "written_by": "coba-'}, True),       # killed while writing the marker
+    ({"mine.txt": b"mine\n"}, False),                           # not the project's: never removed
+    ({OUTPUT_MARKER: b"{}", "mine.txt": b"mine\n"}, False),
+])
+def test_an_unmarked_temporary_of_a_dead_run_goes_only_when_empty(pool_dir, tmp_path, capsys, contents, cleaned):
+    """A temporary of the project's name form whose process is gone holds nothing to lose when it is empty (or
+    holds only a cut-short marker): the next run removes it; anything else in it keeps it."""
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])  # a process id that is no longer running
+    finished.wait()
+    stale = tmp_path / f".out.tmp-{finished.pid}-0123abcd"
+    stale.mkdir()
+    for name, data in contents.items():
+        (stale / name).write_bytes(data)
+    code, _, err = run_coba([*BENCH, "--pool", str(pool_dir), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    assert stale.exists() is not cleaned
+    if not cleaned:
+        assert {p.name: p.read_bytes() for p in stale.iterdir()} == contents
+
+
 # ------------------------------------------------------------------------------------ server replies
 @pytest.fixture
 def server():
