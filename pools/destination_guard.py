@@ -208,7 +208,8 @@ def _is_ours(path: Path) -> bool:
         try:
             # A run killed between making the folder and writing its marker leaves the folder empty, or holding
             # only a marker cut short: nothing anyone could lose, so it goes too.
-            if set(os.listdir(path)) <= {_MARKER} and not marker.is_symlink():
+            names = os.listdir(path)
+            if not names or (names == [_MARKER] and not marker.is_symlink() and marker.is_file()):
                 return True
             return marker.is_file() and b'"written_by": "coba-env"' in marker.read_bytes()
         except OSError:

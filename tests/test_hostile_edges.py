@@ -175,6 +175,7 @@ def test_a_temporary_left_by_kill_9_is_cleaned_by_the_next_run(pool_dir, tmp_pat
     ({OUTPUT_MARKER: b'{\n "written_by": "coba-'}, True),       # killed while writing the marker
     ({"mine.txt": b"mine\n"}, False),                           # not the project's: never removed
     ({OUTPUT_MARKER: b"{}", "mine.txt": b"mine\n"}, False),
+    ({f"{OUTPUT_MARKER}/mine.txt": b"mine\n"}, False),         # a folder named like the marker is no marker
 ])
 def test_an_unmarked_temporary_of_a_dead_run_goes_only_when_empty(pool_dir, tmp_path, capsys, contents, cleaned):
     """A temporary of the project's name form whose process is gone holds nothing to lose when it is empty (or
@@ -184,12 +185,13 @@ def test_an_unmarked_temporary_of_a_dead_run_goes_only_when_empty(pool_dir, tmp_
     stale = tmp_path / f".out.tmp-{finished.pid}-0123abcd"
     stale.mkdir()
     for name, data in contents.items():
+        (stale / name).parent.mkdir(exist_ok=True)
         (stale / name).write_bytes(data)
     code, _, err = run_coba([*BENCH, "--pool", str(pool_dir), "--out", str(tmp_path / "out")], capsys)
     assert code == 0, err
     assert stale.exists() is not cleaned
     if not cleaned:
-        assert {p.name: p.read_bytes() for p in stale.iterdir()} == contents
+        assert {str(p.relative_to(stale)): p.read_bytes() for p in stale.rglob("*") if p.is_file()} == contents
 
 
 # ------------------------------------------------------------------------------------ server replies
