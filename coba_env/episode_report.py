@@ -1,7 +1,7 @@
 """What a one-episode env reports besides the observation: the final info, illegal-action messages, rendering.
 
-A mixin of ``CoBaEnv`` (it reads the env's state; ``RouteEnv`` overrides ``_is_correct``, ``_slots`` and
-``_final_info``). The correctness label is read here, at STOP only, never for an observation or a mask.
+A mixin of ``CoBaEnv`` (it reads the env's state; ``RouteEnv`` overrides ``_slots`` and ``_final_info``). The
+correctness label is read here, at STOP only, never for an observation or a mask.
 """
 
 from __future__ import annotations
@@ -46,12 +46,17 @@ class EpisodeReport:
                               layout=self.layout)
 
     def _is_correct(self, selected: int) -> bool:
-        """Whether revealed candidate ``selected`` is correct (evaluator side: the labels, at STOP only)."""
-        return bool(selected >= 0 and self.pool.labels.correct[self._ep, selected])
+        """Whether revealed slot ``selected`` holds a correct candidate (evaluator side: the labels, at STOP only)."""
+        return bool(selected >= 0 and self.pool.labels.correct[self._ep, self._candidate(selected)])
 
     def _slots(self) -> list[int] | None:
         """The pool candidate of each revealed slot (a route episode's), or None when slot = candidate (replay)."""
         return None
+
+    def _candidate(self, slot: int) -> int:
+        """The pool candidate revealed into ``slot`` (``_slots``)."""
+        slots = self._slots()
+        return slot if slots is None else slots[slot]
 
     def _final_info(self, selected: int, correct: bool) -> dict[str, Any]:
         ev, ep = self._ev, self._ep
@@ -70,7 +75,7 @@ class EpisodeReport:
             "trace": Trace(self._trace, names, self.tiers, self._row, answers, selected, self.layout, slots),
             "actions": [names[a] for a, _ in self._trace],
             "selected_candidate": selected,
-            "selected_answer": None if selected < 0 else answers[selected if slots is None else slots[selected]],
+            "selected_answer": None if selected < 0 else answers[self._candidate(selected)],
             "correct": correct,
             # every measure by construction (Evidence.cost); usd is 0 on a pool without prices
             "costs": cost_record(cost),

@@ -194,9 +194,6 @@ class RouteEnv(CoBaEnv):
         self._bits = bits
         return self._mask_table[bits]
 
-    def _is_correct(self, selected: int) -> bool:
-        return bool(selected >= 0 and self.pool.labels.correct[self._ep, self._slot_cand[selected]])
-
     # -- reset and step: the replay env's, with the route observation -----------------------------
     def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
         caps = self._caps[self._ep]
