@@ -50,7 +50,7 @@ from coba_env.rules.features import (
 )
 from coba_env.rules.masks import batch_masks
 from coba_env.spaces import MaskedDiscrete
-from coba_env.vector_evidence import FEW_SLOTS, VectorEvidence
+from coba_env.vector_evidence import FEW_SLOTS, VectorEvidence, slot_spans
 from coba_env.vector_tables import VectorTables
 
 __all__ = ["FEW_SLOTS", "VECTOR_RESET_OPTIONS", "CoBaVectorEnv"]
@@ -247,10 +247,9 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         b = self.num_envs
         # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
         revealed = self.n.take(rows)  # before the counters are zeroed
-        ends = np.cumsum(revealed)
-        if len(ends) and ends[-1]:
-            row = np.repeat(rows, revealed)
-            self._clear_slots((np.arange(ends[-1]) - np.repeat(ends - revealed, revealed)) * b + row, row)
+        if revealed.any():
+            at, row, _ = slot_spans(rows, 0, revealed, b)
+            self._clear_slots(at, row)
         self.ep[rows] = episodes
         keep = np.ones(self.num_envs, dtype=np.int64)
         keep[rows] = 0

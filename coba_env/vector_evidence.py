@@ -16,13 +16,22 @@ from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.selection import select_by_rule, tier_columns
 from coba_env.rules.verify import batch_verify_target
 
-__all__ = ["FEW_SLOTS", "FUSION_SLOTS", "VectorEvidence"]
+__all__ = ["FEW_SLOTS", "FUSION_SLOTS", "VectorEvidence", "slot_spans"]
 
 #: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``); a
 #: route env's episodes reveal more (``RouteVectorEnv._few_slots``).
 FEW_SLOTS = 4
 #: Candidate slots whose R ``_fusion`` computes for every row (later ones only where revealed).
 FUSION_SLOTS = 8
+
+
+def slot_spans(rows: np.ndarray, first: int, lengths: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat [N, B] indices of slots ``first`` .. ``first + lengths[i] - 1`` of each row ``rows[i]``, row after row;
+    with the row of each index and where each row's run starts among them (``lengths`` sums to more than 0)."""
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    row = np.repeat(rows, lengths)
+    return (np.arange(ends[-1]) - np.repeat(starts, lengths) + first) * b + row, row, starts
 
 
 class VectorEvidence:
@@ -76,11 +85,7 @@ class VectorEvidence:
         top = batch_fusion(self.rank_t[:k], self.count_t[:k], n, self.fnum_t[:k], self.fden_t[:k], wf).max(axis=0)
         cols = np.flatnonzero(n > k)
         if len(cols):
-            m = n.take(cols) - k
-            ends = np.cumsum(m)
-            col = np.repeat(cols, m)
-            starts = ends - m
-            at = (np.arange(ends[-1]) - np.repeat(starts, m) + k) * b + col
+            at, col, starts = slot_spans(cols, k, n.take(cols) - k, b)
             r = batch_fusion(np.empty(len(at)), self.count_t.ravel().take(at), n.take(col), self.fnum_t.ravel().take(at),
                              self.fden_t.ravel().take(at), wf)
             self.rank_t.ravel()[at] = r
@@ -176,8 +181,7 @@ class VectorEvidence:
             deep = np.flatnonzero(c_ans > k)
             if len(deep):
                 m = c_ans.take(deep) - k
-                ends = np.cumsum(m)
-                at_deep = (np.arange(ends[-1]) - np.repeat(ends - m, m) + k) * b + np.repeat(r.take(deep), m)
+                at_deep, _, _ = slot_spans(r.take(deep), k, m, b)
                 at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(cc.take(deep), m)]
                 count_t = self.count_t.ravel()
                 count_t[at_deep] = count_t.take(at_deep) + 1
