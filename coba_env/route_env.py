@@ -8,7 +8,7 @@ each generator's evidence beside the pooled one (``coba_env.route_evidence.Route
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,6 +32,17 @@ from coba_env.rules.route_features import (
 from pools.store import Pool
 
 __all__ = ["RouteEnv", "route_config"]
+
+
+class FreshEpisode(NamedTuple):
+    """What a route episode starts from, the same for every problem with the same generator caps."""
+
+    #: The per-generator features before anything is revealed (copied per episode: SAMPLE and VERIFY patch it).
+    block: list[float]
+    #: The mask bits of the SAMPLE actions of the generators the problem has candidates from.
+    sample_bits: int
+    #: The first observation, lambda aside (read-only; ``_first_observation`` copies it and writes lambda).
+    observation: np.ndarray
 
 
 def route_config(pool: Pool | CompiledPool | str | None = None, *, datasets: Any = None, generators: Any = None,
@@ -125,7 +136,7 @@ class RouteEnv(CoBaEnv):
         self._caps = [tuple(caps) for caps in np.where(route.available, n_max_per_generator, 0).tolist()]
         #: Per caps pattern: the first per-generator block, the legal SAMPLE bits and the first observation (lambda
         #: written per episode; read-only, ``_first_observation`` returns copies), built once.
-        self._fresh: dict[tuple[int, ...], tuple[list[float], int, np.ndarray]] = {}
+        self._fresh: dict[tuple[int, ...], FreshEpisode] = {}
         self._slot_cand: list[int] = []
         self._no_spend = dict.fromkeys(COST_MEASURES, 0.0)
 
@@ -204,12 +215,12 @@ class RouteEnv(CoBaEnv):
             first = np.empty(self._n_obs, np.float32)
             self._pack_observation(first, 0, *block, *self._first_list)  # lambda is written per episode
             first.flags.writeable = False
-            fresh = self._fresh[caps] = (block, sum(1 << g for g, cap in enumerate(caps) if cap > 0), first)
+            fresh = self._fresh[caps] = FreshEpisode(block, sum(1 << g for g, cap in enumerate(caps) if cap > 0), first)
         #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``); every
         #: observation is this block, then the pooled features ``self._obs`` (``_as_observation``).
-        self._block = fresh[0].copy()
-        self._sample_bits = fresh[1]
-        self._first = fresh[2]
+        self._block = fresh.block.copy()
+        self._sample_bits = fresh.sample_bits
+        self._first = fresh.observation
         return ev
 
     def _first_observation(self, lam: float) -> np.ndarray:
