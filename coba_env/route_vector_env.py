@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.route_env import RouteEnv, route_config
+from coba_env.row_items import row_items, zero_item
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import check_int
 from coba_env.rules.features import batch_observe
@@ -84,9 +85,8 @@ class RouteVectorEnv(CoBaVectorEnv):
         self.gen_score_count = self._score_count.reshape(b, g, t).transpose(1, 2, 0)
         self.gen_score_sum = self._score_sum.reshape(b, g, t).transpose(1, 2, 0)
         if t:
-            item = np.dtype((np.void, 8 * g * t))
-            self._score_items = (self._score_count.view(item)[:, 0], self._score_sum.view(item)[:, 0])
-            self._zero_scores = np.zeros(g * t).view(item)[0]
+            self._score_items = (row_items(self._score_count), row_items(self._score_sum))
+            self._zero_scores = zero_item(g * t)  # all-zero bytes: zero counts and zero sums alike
         #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
         #: (``coba_env.rules.route_features``: the rows that sampled, verified or reset) instead of recomputed.
         self.generator_block = np.zeros((b, g * generator_block_size(self.layout)), dtype=np.float32)

@@ -41,6 +41,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
+from coba_env.row_items import row_items, zero_item
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
@@ -174,8 +175,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         k_costs = len(COST_MEASURES)
         self.cost = np.zeros((b, k_costs))
         self._cost = self.cost.T
-        self._cost_items = self.cost.view(np.dtype((np.void, 8 * k_costs)))[:, 0]
-        self._zero_cost = np.zeros(k_costs).view(self._cost_items.dtype)[0]
+        self._cost_items, self._zero_cost = row_items(self.cost), zero_item(k_costs)
         # Per answer cluster (Evidence.tier_stats keeps all tiers): the feature layout's cheap judge's sum, count,
         # max and strong verifier's sum, count, adjacent
         # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
@@ -184,10 +184,9 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         # record changes (SAMPLE, VERIFY, reset), so that the observation reads it without a gather from all rows'
         # records; records are moved as single 40-byte items.
         self.top_record = np.zeros((b, 5))
-        item = np.dtype((np.void, 5 * 8))
-        self._stats_items = self.top_stats.reshape(-1, 5).view(item)[:, 0]
-        self._top_items = self.top_record.view(item)[:, 0]
-        self._zero_stats = np.zeros(5).view(item)[0]
+        self._stats_items = row_items(self.top_stats.reshape(-1, 5))
+        self._top_items = row_items(self.top_record)
+        self._zero_stats = zero_item(5)
         # Answers per cluster (<= N: the small dtype of ``count_t``), zeroed when the cluster first appears in an
         # episode.
         self.counts = np.zeros((b, c + 1), dtype=np.int8 if n < 127 else np.int64)
@@ -206,15 +205,12 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         # A slot's T flags of one row are adjacent, so SAMPLE writes them as one T-byte item from ``_open_items``.
         self.open_t = np.zeros((n, b * t), dtype=bool)
         if t:
-            item = np.dtype((np.void, t))
-            self._open_view = self.open_t.view(item).ravel()  # [N * B] items, index slot * B + row
-            self._open_items = np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0).view(item)[:, 0]  # [E * N]
+            self._open_view = row_items(self.open_t.reshape(n * b, t))  # [N * B] items, index slot * B + row
+            self._open_items = row_items(np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0))  # [E * N]
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
         self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
-        # One observation row as a single opaque item, for copying whole rows (see ``step``).
-        self._obs_row = np.dtype((np.void, self.n_obs * 4))
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
@@ -315,7 +311,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
         fresh = np.zeros((len(rows), self.n_obs), dtype=np.float32)
         self._fresh_rows(fresh, rows)
-        obs.view(self._obs_row)[:, 0][rows] = fresh.view(self._obs_row)[:, 0]  # whole rows as single items
+        row_items(obs)[rows] = row_items(fresh)  # whole rows as single items
 
     def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
         """Fill the zeroed first observations ``fresh`` [len(rows), F] of the episodes ``rows`` just started."""
@@ -366,8 +362,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
             correct = (sel >= 0) & self._correct_flat.take(self._pool_flat(stop_rows, np.maximum(sel, 0)))
             reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
             full_final = np.zeros((b, self.n_obs), dtype=np.float32)
-            obs_rows = obs.view(self._obs_row)[:, 0]  # each observation one item: row copies become memcpys
-            full_final.view(self._obs_row)[:, 0][stop_rows] = obs_rows.take(stop_rows)
+            row_items(full_final)[stop_rows] = row_items(obs).take(stop_rows)  # row copies become memcpys
             sel_full = np.full(b, -1, dtype=np.int64)
             sel_full[stop_rows] = sel
             corr_full = np.zeros(b, dtype=bool)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from coba_env.row_items import row_items
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.features import FeatureLayout, feature_layout
 from pools.schema import PAPER_TIER_ROLES
@@ -158,5 +159,4 @@ def batch_fresh_block(block: np.ndarray, s: Any, rows: np.ndarray) -> None:
     """``block`` for ``rows`` whose episodes just started: every feature 0 but remaining = the generator's cap."""
     fresh = np.zeros((len(rows), block.shape[1]), dtype=block.dtype)
     fresh[:, 1::4 + s.n_tiers] = s.gen_cap.take(rows, axis=1).T / float(s.n_max_per_generator)
-    item = np.dtype((np.void, block.shape[1] * block.itemsize))  # whole rows as single items: one 1-D scatter
-    block.view(item)[:, 0][rows] = fresh.view(item)[:, 0]
+    row_items(block)[rows] = row_items(fresh)  # whole rows as single items: one 1-D scatter
