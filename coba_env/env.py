@@ -137,6 +137,14 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
+    def __new__(cls, *args: Any, config: EnvConfig | None = None, grouping: str = "pair", **kwargs: Any) -> CoBaEnv:
+        # Transitional: an "item"-grouped configuration is served by the route env until the two are one class.
+        if cls is CoBaEnv and (grouping == "item" or (config is not None and config.grouping == "item")):
+            from coba_env.route_env import RouteEnv
+
+            return super().__new__(RouteEnv)
+        return super().__new__(cls)
+
     def __init__(
         self,
         pool: Pool | CompiledPool | str | None = None,
@@ -156,11 +164,13 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         render_mode: str | None = None,
         config: EnvConfig | None = None,
         gate: ActionGate | None = None,
+        grouping: str = "pair",
     ) -> None:
         if config is None:
             config = EnvConfig.build(pool, datasets=datasets, generators=generators, episode_ids=episode_ids,
                                      lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                                     n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+                                     n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost,
+                                     grouping=grouping)
         elif pool is not None:
             raise ValueError("pass either config= or a pool with its arguments, not both")
         #: The composed gate (``coba_env.gate.ActionGate``), e.g. a live env's evidence fetching; None in replay.

@@ -12,14 +12,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from coba_env.compiled import CompiledPool, as_compiled
+from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES, cost_record
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.route_evidence import RouteEvidence
-from coba_env.route_pool import RoutePool, compile_route_pool
+from coba_env.route_pool import RoutePool
 from coba_env.rules.actions import ActionLayout
-from coba_env.rules.config import EnvConfig, check_int, default_budget, episode_subset
+from coba_env.rules.config import EnvConfig
 from coba_env.rules.masks import mask_bits
 from coba_env.rules.route_features import (
     generator_block,
@@ -45,24 +45,10 @@ class FreshEpisode(NamedTuple):
     observation: np.ndarray
 
 
-def route_config(pool: Pool | CompiledPool | str | None = None, *, datasets: Any = None, generators: Any = None,
-                 lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
-                 n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
-                 max_cost: Any = None) -> tuple[RoutePool, int, EnvConfig]:
-    """(route pool, N_max per generator, validated config over the route episodes) of a route env's arguments.
-
-    ``n_max`` is per generator (default: the pool's N); the default budget B is the replay env's on the same
-    pool (the mean cost of drawing ``n_max`` candidates from one generator), so a route policy that samples
-    one generator only is charged as the replay env charges it.
-    """
-    replay = episode_subset(as_compiled(pool), datasets, generators)
-    n_max_g = replay.n_candidates if n_max is None else check_int("n_max", n_max, low=1, high=replay.n_candidates)
-    route = compile_route_pool(replay)
-    b = default_budget(replay, cost_model, n_max_g) if budget is None else budget
-    config = EnvConfig.for_pool(route.pool, lam=lam, lambda_range=lambda_range, budget=b, cost_model=cost_model,
-                                n_max=route.n_generators * n_max_g, tiers=tiers, selection=selection, order=order,
-                                max_cost=max_cost)
-    return route, n_max_g, config
+def route_config(pool: Pool | CompiledPool | str | None = None, **kwargs: Any) -> tuple[RoutePool, int, EnvConfig]:
+    """(route pool, N_max per generator, validated config over the route episodes) of a route env's arguments."""
+    config = EnvConfig.build(pool, grouping="item", **kwargs)
+    return config.route, config.n_max_per_generator, config
 
 
 class RouteEnv(CoBaEnv):
@@ -118,11 +104,16 @@ class RouteEnv(CoBaEnv):
                  lambda_range: tuple[float, float] | None = None, budget: float | None = None,
                  cost_model: str = "p_tokens", n_max: int | None = None, tiers: Sequence[str] | None = None,
                  selection: Any = None, order: str = "sequential", max_cost: float | None = None,
-                 render_mode: str | None = None) -> None:
-        route, n_max_g, config = route_config(pool, datasets=datasets, generators=generators, lam=lam,
-                                              lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                                              n_max=n_max, tiers=tiers, selection=selection, order=order,
-                                              max_cost=max_cost)
+                 render_mode: str | None = None, config: EnvConfig | None = None, grouping: str = "item") -> None:
+        if config is None:
+            route, n_max_g, config = route_config(pool, datasets=datasets, generators=generators, lam=lam,
+                                                  lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                                  n_max=n_max, tiers=tiers, selection=selection, order=order,
+                                                  max_cost=max_cost)
+        elif pool is not None:
+            raise ValueError("pass either config= or a pool with its arguments, not both")
+        else:
+            route, n_max_g = config.route, config.n_max_per_generator
         self._init_route(route, n_max_g)
         super().__init__(config=config, render_mode=render_mode)
         self._places = True

@@ -40,10 +40,16 @@ class RouteVectorEnv(CoBaVectorEnv):
     _pool_order = False
     _few_slots = 8  # route episodes reveal more slots (see ``VectorEvidence._slot_groups``)
 
-    def __init__(self, num_envs: int, pool: Any = None, *, render_mode: str | None = None,
+    def __init__(self, num_envs: int, pool: Any = None, *, config: Any = None, render_mode: str | None = None,
                  **env_kwargs: Any) -> None:
         num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
-        route, n_max_g, config = route_config(pool, **env_kwargs)
+        env_kwargs.pop("grouping", None)
+        if config is None:
+            route, n_max_g, config = route_config(pool, **env_kwargs)
+        elif pool is not None or env_kwargs:
+            raise ValueError("pass either config= or the pool and env arguments, not both")
+        else:
+            route, n_max_g = config.route, config.n_max_per_generator
         #: The route episodes (``coba_env.route_pool.RoutePool``).
         self.route = route
         #: Most candidates one generator may reveal per episode.

@@ -22,6 +22,9 @@ from coba_env.rules.roles import RoleMap, map_roles
 from coba_env.rules.selection import SelectionRule
 
 ORDERS = ("sequential", "shuffle", "random")
+#: How a pool's candidates group into episodes: "pair", one episode per (item, generator) (``coba/Replay-v0``);
+#: "item", one episode per item with all its generators (``coba/Route-v0``; ``n_max`` is then per generator).
+GROUPINGS = ("pair", "item")
 #: Largest cost weight lambda accepted (far above any useful trade-off; keeps rewards finite).
 LAM_MAX = 1e6
 #: Largest budget B accepted (far above any pool's cost per episode; keeps costs / B meaningful).
@@ -159,18 +162,47 @@ class EnvConfig:
     roles: RoleMap
     #: The feature table of the pool's verifiers (``coba_env.rules.features.FeatureLayout``).
     features: FeatureLayout
+    #: The episode grouping (``GROUPINGS``).
+    grouping: str = "pair"
+    #: "item" grouping: the route episodes (``coba_env.route_pool.RoutePool``) and N_max per generator.
+    route: Any = None
+    n_max_per_generator: int | None = None
 
     @classmethod
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
               lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
               n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
-              max_cost: Any = None) -> EnvConfig:
+              max_cost: Any = None, grouping: str = "pair") -> EnvConfig:
         """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument."""
         from coba_env.compiled import as_compiled
 
+        if grouping not in GROUPINGS:
+            raise ValueError(f"unknown grouping {grouping!r}; expected one of {list(GROUPINGS)}")
         sub = episode_subset(as_compiled(pool), datasets, generators, episode_ids)
+        if grouping == "item":
+            return cls._by_item(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
         return cls.for_pool(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
                             n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+
+    @classmethod
+    def _by_item(cls, replay: CompiledPool, *, n_max: Any = None, budget: Any = None, cost_model: str = "p_tokens",
+                 **kwargs: Any) -> EnvConfig:
+        """The "item" grouping over ``replay``'s (item, generator) episodes: one episode per item.
+
+        ``n_max`` is per generator (default: the pool's N); the default budget B is the pair grouping's on the same
+        pool (the mean cost of drawing ``n_max`` candidates from one generator), so a policy that samples one
+        generator only is charged as the pair grouping charges it.
+        """
+        from dataclasses import replace
+
+        from coba_env.route_pool import compile_route_pool
+
+        n_max_g = replay.n_candidates if n_max is None else check_int("n_max", n_max, low=1, high=replay.n_candidates)
+        route = compile_route_pool(replay)
+        b = default_budget(replay, cost_model, n_max_g) if budget is None else budget
+        config = cls.for_pool(route.pool, budget=b, cost_model=cost_model, n_max=route.n_generators * n_max_g, **kwargs)
+        return replace(config, grouping="item", route=route, n_max_per_generator=n_max_g)
 
     @classmethod
     def for_pool(cls, pool: CompiledPool, *, lam: Any = 0.1, lambda_range: Any = None, budget: Any = None,
