@@ -33,6 +33,7 @@ from pools.importers.canonical_records import (
     describe_value,
     read_json_lines,
 )
+from pools.importers.import_format import DATASET, ImportFormat
 from pools.prices import PRICES_KEY
 from pools.schema import TABLES, TIERS, VERIFIER_ROLES
 from pools.store import Pool
@@ -397,3 +398,7 @@ def import_jsonl(src: str | os.PathLike[str]) -> Pool:
         records.append((where, obj))
     return build_pool(records, source=src, provenance={"importer": "jsonl", "source": src,
                                                        "lines": len(records)})
+
+
+FORMAT = ImportFormat("jsonl", import_jsonl, "canonical JSONL, one candidate per line (what coba pools export writes)",
+                      options=(DATASET.for_format("renames the source's one dataset"),))
