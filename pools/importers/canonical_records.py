@@ -2,7 +2,9 @@
 
 Every importer converts its source into these records and checks each with ``check_record`` before
 ``pools.importers.jsonl.build_pool`` turns them into a pool; ``read_json_lines`` reads any JSONL source with
-errors that name the file and line.
+errors that name the file and line. What a set of records declares about its verifiers and models (their
+order, roles and prices) is read here too (``verifier_sequence``, ``declared_verifier_roles``,
+``declared_prices``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pools.errors import PoolError
@@ -183,3 +185,58 @@ def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
 def canonical_metadata(value: dict[str, Any] | None) -> str | None:
     """The items.metadata string of a JSON object: sorted keys, so equal objects give equal strings."""
     return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def verifier_order(scores: dict[str, Any]) -> list[str]:
+    """The verifier names of a record's ``scores``: the paper's (V1, V2, V3) first, then the others as written."""
+    return [t for t in TIERS if t in scores] + [t for t in scores if t not in TIERS]
+
+
+def verifier_sequence(records: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The verifier names of ``records`` in one order consistent with each record's own order of ``scores``
+    (what ``coba pools export`` writes: the pool's order), a new name placed before the first known name that
+    follows it in its record, else after the last known one that precedes it; the paper's names alone keep the
+    paper's order."""
+    order: list[str] = []
+    for _, rec in records:
+        names = list(rec.get("scores", {}))
+        for k, name in enumerate(names):
+            if name in order:
+                continue
+            after = next((order.index(n) for n in names[k + 1:] if n in order), None)
+            if after is None:
+                before = [order.index(n) for n in names[:k] if n in order]
+                after = max(before) + 1 if before else len(order)
+            order.insert(after, name)
+    return [t for t in TIERS if t in order] if set(order) <= set(TIERS) else order
+
+
+def declared_prices(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """Model -> price from the records' ``generator_price`` and ``scores.<name>.price`` (what ``coba pools
+    export`` writes for a priced pool); PoolError when two records price one model differently."""
+    prices: dict[str, dict[str, float]] = {}
+    for where, rec in records:
+        given = [(rec["generator"], rec.get("generator_price"), "generator_price")]
+        given += [(e["model"], e.get("price"), f"scores.{t}.price") for t, e in rec.get("scores", {}).items()]
+        for model, price, field in given:
+            if price is None:
+                continue
+            price = {side: float(price[side]) for side in ("input", "output")}
+            if prices.setdefault(model, price) != price:
+                raise PoolError(f"is {price}; an earlier record priced model {model!r} at {prices[model]}",
+                                file=where, field=field)
+    return prices
+
+
+def declared_verifier_roles(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Verifier name -> role from the records' ``scores.<name>.role``; PoolError when two records disagree."""
+    roles: dict[str, str] = {}
+    for where, rec in records:
+        for tier, entry in rec.get("scores", {}).items():
+            role = entry.get("role") if isinstance(entry, dict) else None
+            if role is None:
+                continue
+            if roles.setdefault(tier, role) != role:
+                raise PoolError(f"is {role!r}; an earlier record gave verifier {tier} the role {roles[tier]!r}",
+                                file=where, field=f"scores.{tier}.role")
+    return roles
