@@ -56,15 +56,24 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "scores": ("obj", False),
 }
 
+#: A verifier's call is recorded like the generator's call on the line, under its own names: a score entry's
+#: field -> the line's field it mirrors (same kind, same range).
+SCORE_CALL_FIELDS: dict[str, str] = {"model": "generator", "params_b": "generator_params_b",
+                                     "prompt_tokens": "prompt_tokens", "output_tokens": "output_tokens",
+                                     "latency_s": "latency_s"}
+
 SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "score": ("num?", True),
-    "model": ("str", True),
-    "params_b": ("num", True),
-    "prompt_tokens": ("int?", False),
-    "output_tokens": ("int?", False),
-    "latency_s": ("num?", False),
+    **{name: LINE_FIELDS[line_name] for name, line_name in SCORE_CALL_FIELDS.items()},
     "role": ("str", False),  # the verifier's role (pools.schema.VERIFIER_ROLES); required for a non-paper name
-    "price": ("obj", False),  # the verifier model's $ per million tokens {"input", "output"} (pools.prices)
+    "price": LINE_FIELDS["generator_price"],  # the verifier model's $ per million tokens (pools.prices)
+}
+
+#: The numeric fields of a line with their ranges [low, high]; a score entry's call fields take the line's.
+LINE_RANGES: dict[str, tuple[float, float]] = {
+    "generator_params_b": (0, MAX_PARAMS_B), "candidate": (0, MAX_CANDIDATES - 1), "cluster": (-1, MAX_CLUSTER),
+    "prompt_tokens": (0, MAX_TOKENS), "output_tokens": (0, MAX_TOKENS), "latency_s": (0, MAX_LATENCY_S),
+    "repetition_score": (0, 1),
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -131,10 +140,7 @@ def check_record(rec: dict[str, Any], where: str) -> None:
     check_fields(rec, LINE_FIELDS, where)
     for name, what in (("dataset", "dataset"), ("item_id", "item"), ("generator", "model")):
         check_data_name(rec[name], what=what, file=where, field=name)
-    for name, low, high in (("generator_params_b", 0, MAX_PARAMS_B), ("candidate", 0, MAX_CANDIDATES - 1),
-                            ("cluster", -1, MAX_CLUSTER), ("prompt_tokens", 0, MAX_TOKENS),
-                            ("output_tokens", 0, MAX_TOKENS), ("latency_s", 0, MAX_LATENCY_S),
-                            ("repetition_score", 0, 1)):
+    for name, (low, high) in LINE_RANGES.items():
         _check_range(rec.get(name), low, high, where, name)
     _check_price(rec.get("generator_price"), where, "generator_price")
     for tier, entry in rec.get("scores", {}).items():
@@ -150,9 +156,9 @@ def check_record(rec: dict[str, Any], where: str) -> None:
                             field=f"scores.{tier}.role")
         _check_price(entry.get("price"), where, f"scores.{tier}.price")
         _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
-        for name, high in (("params_b", MAX_PARAMS_B), ("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS),
-                           ("latency_s", MAX_LATENCY_S)):
-            _check_range(entry.get(name), 0, high, where, f"scores.{tier}.{name}")
+        for name, line_name in SCORE_CALL_FIELDS.items():
+            if line_name in LINE_RANGES:
+                _check_range(entry.get(name), *LINE_RANGES[line_name], where, f"scores.{tier}.{name}")
 
 
 def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
