@@ -18,7 +18,7 @@ from typing import Any
 
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
-from pools.parse_boundary import parse_problem, refuse_lone_surrogates
+from pools.parse_boundary import parse_json_line
 from pools.prices import price_problem
 from pools.safe_names import check_data_name
 from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
@@ -171,15 +171,7 @@ def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise PoolError(f"malformed JSON ({exc.msg} at column {exc.colno})",
-                                    file=f"{path}, line {lineno}") from exc
-                except (ValueError, RecursionError) as exc:  # nested too deep, an integer of thousands of digits
-                    raise PoolError(f"unreadable JSON ({parse_problem(exc)})", file=f"{path}, line {lineno}") from None
-                refuse_lone_surrogates(value, line, where=f"{path}, line {lineno}")
-                yield lineno, value
+                yield lineno, parse_json_line(line, where=f"{path}, line {lineno}")
     except FileNotFoundError as exc:
         raise PoolError("no such file", file=path) from exc
     except UnicodeDecodeError as exc:
