@@ -23,6 +23,12 @@ def is_route_policy(policy: Any) -> bool:
     return bool(getattr(policy, "routes", False)) or getattr(policy, "group", "") == "routing"
 
 
+def written_for(policy: Any) -> str:
+    """The episode grouping ``policy`` (an instance or class) is written for (``EnvConfig.grouping``): "item" for a
+    routing policy or route oracle (``is_route_policy``), "pair" for every other."""
+    return ("pair", "item")[is_route_policy(policy)]
+
+
 def generators_by_size(route: Any) -> list[int]:
     """Generator indices from fewest to most parameters (ties in layout order; unknown sizes last): a ladder."""
     return sorted(range(route.n_generators), key=lambda g: (size_of(route, g), g))
