@@ -11,6 +11,7 @@ import pandas as pd
 from coba_env.compiled import CompiledPool
 from eval import bootstrap
 from eval.cost_notes import CostEstimates
+from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import PolicyInfo
 from pools.store import Pool
@@ -57,6 +58,13 @@ class BenchData:
     routing: dict[str, Any] | None = None
     #: The env the policies ran in: "replay" (one episode per problem and generator) or "route" (one per problem).
     env: str = "replay"
+    #: The policy the paired bootstrap compares every other one against (None: it did not run).
+    reference: str | None = None
+
+    @property
+    def layout(self) -> RecordLayout:
+        """The record columns of the run's episodes (``eval.records``)."""
+        return RecordLayout.of(self.compiled)
 
     @property
     def cost_metric(self) -> str:

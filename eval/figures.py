@@ -24,9 +24,11 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from coba_env.rules.roles import ROLE_NAMES  # noqa: E402
 from eval.cost_notes import CostEstimates  # noqa: E402
 from eval.label_placement import place_labels  # noqa: E402
 from eval.pareto import Point, pareto_front  # noqa: E402
+from eval.records import RecordLayout  # noqa: E402
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo  # noqa: E402
 
 GROUP_STYLE = {
@@ -40,8 +42,23 @@ COST_LABEL = {"p_tokens": "parameter-weighted tokens per item (log scale)",
               "latency_s": "latency per item, s (log scale)", "usd": "dollars per item (log scale)"}
 #: "Comparable accuracy" in the cost-savings figure: at most this many points below the reference's accuracy.
 COMPARABLE_WITHIN = 1.0
-ACTION_STYLE = (("n_samples", "Sample", "#9ecae1"), ("n_v1", "V1 cheap judge", "#fdae6b"),
-                ("n_v2", "V2 process judge", "#bcbddc"), ("n_v3", "V3 strong verifier", "#e6550d"))
+#: The colour of the SAMPLE bars, of the first verifier of each role, and of further verifiers in turn.
+SAMPLE_COLOR = "#9ecae1"
+ROLE_COLOR = {"cheap_judge": "#fdae6b", "process_judge": "#bcbddc", "strong_verifier": "#e6550d",
+              "reward_model": "#74c476"}
+MORE_COLORS = ("#fdd0a2", "#9e9ac8", "#a63603", "#31a354", "#636363")
+
+
+def action_style(layout: RecordLayout) -> list[tuple[str, str, str]]:
+    """(count column, legend label, colour) of SAMPLE and of every verifier of ``layout`` ("V1 cheap judge")."""
+    out = [("n_samples", "Sample", SAMPLE_COLOR)]
+    seen: set[str] = set()
+    for k, (name, column) in enumerate(layout.counts.items()):
+        role = layout.roles[k]
+        color = ROLE_COLOR.get(role) if role not in seen else None
+        seen.add(role)
+        out.append((column, f"{name} {ROLE_NAMES.get(role, role)}", color or MORE_COLORS[k % len(MORE_COLORS)]))
+    return out
 
 
 def _style(name: str, info: Mapping[str, PolicyInfo]) -> dict:
@@ -263,7 +280,7 @@ def _short(name: str, info: Mapping[str, PolicyInfo]) -> str:
 
 
 def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Sequence[str],
-               datasets: Sequence[str]) -> Figure:
+               datasets: Sequence[str], layout: RecordLayout) -> Figure:
     """Stacked bars of the mean number of each action per item: one panel per dataset, one bar per policy
     (named under it), the actions stacked in the legend's colours."""
     names = [n for n in names if n in alloc.index.get_level_values("policy")]
@@ -276,10 +293,11 @@ def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Seque
                              dpi=150, sharey=True, squeeze=False)
     xs = np.arange(len(names))
     top = 0.0
+    style = action_style(layout)
     for k, ds in enumerate(datasets):
         ax = axes[k // ncols][k % ncols]
         bottom = np.zeros(len(names))
-        for col, lab, color in ACTION_STYLE:
+        for col, lab, color in style:
             vals = np.array([alloc.loc[(n, ds), col] if (n, ds) in alloc.index else 0.0 for n in names])
             ax.bar(xs, vals, 0.75, bottom=bottom, color=color, edgecolor="#333333", lw=0.4, label=lab)
             bottom += vals
@@ -295,8 +313,8 @@ def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Seque
     for k in range(n_ds, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
     axes[0][0].set_ylim(0, top * 1.08 if top > 0 else 1.0)
-    fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", lw=0.4, label=lab) for _, lab, c in ACTION_STYLE],
-               loc="upper center", ncol=4, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.94))
+    fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", lw=0.4, label=lab) for _, lab, c in style],
+               loc="upper center", ncol=min(4, len(style)), fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.94))
     fig.suptitle("Action allocation per dataset: mean actions per item for each CoBa variant", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.90))
     return fig

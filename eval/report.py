@@ -29,7 +29,7 @@ from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_co
 from eval.report_body import public, render_blocks, to_markdown
 from eval.report_html import render_html
 from eval.route_report import route_blocks, route_figures, route_summary_lines, route_tables
-from eval.tables import HIGHCOST, REFERENCE, Table
+from eval.tables import HIGHCOST, Table
 from pools.atomic_write import atomic_write, atomic_write_text  # also re-exported from here
 
 # ---------------------------------------------------------------- atomic files
@@ -70,14 +70,14 @@ def build_tables(data: BenchData) -> dict[str, Table]:
                                               caption="Per-generator accuracy averaged over datasets.",
                                               order=data.generators),
         "highcost": tabs.highcost_table(data.macro, info),
-        "allocation": tabs.allocation_table(data.allocation, info, ran, data.datasets),
+        "allocation": tabs.allocation_table(data.allocation, info, ran, data.datasets, data.layout),
         "oracle_gap": tabs.oracle_gap_table(data.gap, info),
         "oracle_gap_by_dataset": tabs.oracle_gap_by_dataset_table(data.gap_by_dataset, info, ran, data.datasets),
     }
     if _coba_names(data):  # the routing-strength ablation compares CoBa variants; without one it says nothing
-        out["ablation"] = tabs.ablation_table(data.macro, data.allocation_overall, info)
+        out["ablation"] = tabs.ablation_table(data.macro, data.allocation_overall, info, data.layout)
     if len(data.versus):
-        out["bootstrap"] = tabs.bootstrap_table(data.versus, info, resamples=data.resamples)
+        out["bootstrap"] = tabs.bootstrap_table(data.versus, info, reference=data.reference, resamples=data.resamples)
     if len(data.pairwise):
         order = list(data.macro.sort_values("acc", ascending=False).index)
         out["pairwise"] = tabs.pairwise_table(data.pairwise, info, order)
@@ -101,7 +101,8 @@ def build_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
     }
     coba = _coba_names(data)
     if coba:
-        out["action_allocation"] = lambda: figs.allocation(data.allocation, data.info, coba, data.datasets)
+        out["action_allocation"] = lambda: figs.allocation(data.allocation, data.info, coba, data.datasets,
+                                                                   data.layout)
     comparable = figs.comparable_methods(data.macro, data.info, always=HIGHCOST)
     if len(comparable) >= 2:
         out["cost_savings"] = lambda: figs.savings(data.macro, data.info, comparable)
@@ -125,10 +126,10 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
                                            "significant": bool(row.significant)}
     boot = {"unit": data.bootstrap_unit, "resamples": data.resamples, "seed": data.seed, "ci": 0.95,
             "method": "paired percentile bootstrap; p = min(1, 2*min(#{d<=0}+1, #{d>=0}+1)/(B+1))",
-            "reference": REFERENCE if REFERENCE in data.ran else None,
+            "reference": data.reference,
             "n_units": int(data.pairwise["n_units"].iloc[0]) if len(data.pairwise) else 0,
             "dropped_units": int(data.pairwise.attrs.get("dropped", 0)) if len(data.pairwise) else 0,
-            "vs_reference": pw.get(REFERENCE, {}), "pairwise": pw}
+            "vs_reference": pw.get(data.reference, {}) if data.reference else {}, "pairwise": pw}
     out = {
         "meta": {
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -225,7 +226,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         episodes = ThreadPoolExecutor(max_workers=1)
         written = episodes.submit(atomic_write, out_dir / "episodes.parquet", lambda parquet: atomic_write(
             out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv,
-                                                                         usd=data.compiled.usd_priced)))
+                                                                         layout=data.layout)))
         episodes.shutdown(wait=False)
         for stem, make in makers.items():
             _stage(bar, f"figure {stem}")

@@ -124,7 +124,7 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
             "## Per example (pooled)", tables["pooled"], "## Adaptive allocation"]
     coba = [n for n in data.ran if data.info[n].group == "coba"]
     if coba:
-        out += [tabs.allocation_table(data.allocation, data.info, coba, data.datasets),
+        out += [tabs.allocation_table(data.allocation, data.info, coba, data.datasets, data.layout),
                 "All policies: `tables/allocation.md`."]
     else:
         out.append("No CoBa variant ran, so there is no allocation to show; all policies: `tables/allocation.md`.")
