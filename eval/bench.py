@@ -110,7 +110,9 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     data = analyse(prepared.pool, episodes.pool, run, cost_model=cost_model, seed=seed, pool_spec=prepared.label,
                    unit=unit, resamples=resamples, estimates=prepared.estimates, notes=prepared.notes,
                    reference=reference)
-    data.env, data.routing = env, routing_section(data, episodes, prepared.compiled, policy_objs)
+    data.env, data.requested_reference = env, reference
+    data.pool_generators = list(dict.fromkeys(prepared.compiled.generator.tolist()))
+    data.routing = routing_section(data, episodes, prepared.compiled, policy_objs)
     data.timings.update(pool_s=prepared.resolved_at - t0, compile_s=t_compile - prepared.resolved_at)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
                                                                    progress=progress))

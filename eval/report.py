@@ -28,9 +28,20 @@ from eval.metrics import to_plain
 from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
 from eval.report_html import render_html
-from eval.route_report import route_blocks, route_figures, route_summary_lines, route_tables
+from eval.route_report import route_figures, route_summary_lines, route_tables
 from eval.tables import HIGHCOST, Table
 from pools.atomic_write import atomic_write, atomic_write_text  # also re-exported from here
+
+#: Why a bench is not compared with the paper, by its episodes' grouping (results.json ``paper.note``).
+NOT_THE_PAPER: dict[str, str] = {
+    "pair": "the pool's provenance profile is {profile!r}, not 'paper'",
+    "item": "a route bench has one episode per problem, the paper one per problem and generator",
+}
+#: The frontier figure's title: what its macro average runs over.
+FRONTIER_TITLE: dict[str, str] = {
+    "pair": "Accuracy-cost frontier (macro over dataset x generator pairs)",
+    "item": "Accuracy-cost frontier (macro over datasets; each episode holds all of a problem's generators)",
+}
 
 # ---------------------------------------------------------------- atomic files
 
@@ -94,7 +105,8 @@ def build_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
         return {}
     cost = data.cost_metric
     out: dict[str, Callable[[], Any]] = {
-        "frontier": lambda: figs.frontier(data.macro, data.info, cost, estimates=data.cost_estimates),
+        "frontier": lambda: figs.frontier(data.macro, data.info, cost, FRONTIER_TITLE[data.grouping],
+                                          estimates=data.cost_estimates),
         "per_dataset_frontiers": lambda: figs.small_multiples(data.per_dataset, data.info, data.datasets, cost,
                                                               estimates=data.cost_estimates),
         "per_dataset_heatmap": lambda: figs.heatmap(data.per_dataset, data.info, data.datasets),
@@ -175,8 +187,7 @@ def _paper(data: BenchData, tables: dict[str, Table]) -> tuple[dict[str, Any], d
     """The paper comparison: its state for the report, its block for results.json, and its tables."""
     if not data.is_paper_pool:
         profile = (data.pool.manifest.get("provenance") or {}).get("profile")
-        why = (f"the pool's provenance profile is {profile!r}, not 'paper'" if data.env == "replay" else
-               "a route bench has one episode per problem, the paper one per problem and generator")
+        why = NOT_THE_PAPER[data.grouping].format(profile=profile)
         state = {"status": "skipped", "message": f"No paper comparison: {why}."}
         return state, {"status": "skipped", "note": state["message"]}, []
     targets, source = load_paper_targets()
@@ -241,7 +252,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         if t0 is not None:
             data.timings["total_s"] = time.perf_counter() - t0
         results = results_json(data, files, paper_block)
-        blocks = render_blocks(data, tables, files, paper_state, paper_tables) + route_blocks(data, tables, files)
+        blocks = render_blocks(data, tables, files, paper_state, paper_tables)
         atomic_write_text(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
         atomic_write_text(out_dir / "report.md", to_markdown(blocks))
         atomic_write_text(out_dir / "report.html", render_html(blocks, out_dir))
