@@ -15,6 +15,7 @@ from coba_cli.arg_types import (
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
+from eval.envs import ENV_NAMES
 from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
@@ -63,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "every pair)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
-    parser.add_argument("--env", default="replay", choices=("replay", "route"),
+    parser.add_argument("--env", default="replay", choices=ENV_NAMES,
                         help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
                              "coba/Route-v0, one episode per problem, the routing policies choose the generator; "
                              "the report adds the allocation by generator, the route front and, on two-model "

@@ -29,8 +29,8 @@ from eval import bootstrap, report
 from eval.analysis import analyse
 from eval.cost_notes import cost_estimates
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
+from eval.envs import ENV_GROUPING
 from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported: callers catch eval.bench's)
-    ENV_GROUPING,
     BenchInputError,
     grouping_problem,
     is_policy_set,

@@ -11,7 +11,7 @@ import pandas as pd
 from coba_env.compiled import CompiledPool
 from eval import bootstrap
 from eval.cost_notes import CostEstimates
-from eval.policy_selection import ENV_GROUPING
+from eval.envs import ENV_GROUPING
 from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import PolicyInfo

@@ -15,10 +15,8 @@ from pathlib import Path
 from agents.base import Policy
 from agents.registry import POLICY_SETS, UnknownPolicyError, select_policies
 from agents.routing_base import written_for
+from eval.envs import ENV_GROUPING
 
-#: ``--env``: "replay" (``coba/Replay-v0``, one episode per (problem, generator)) or "route" (``coba/Route-v0``, one
-#: episode per problem with all its generators), and the env configuration's grouping each one is.
-ENV_GROUPING: dict[str, str] = {"replay": "pair", "route": "item"}
 #: What a bench on each grouping needs at least one of.
 NEEDED: dict[str, str] = {"pair": "policy written for one generator per episode",
                           "item": "routing policy or route oracle"}
