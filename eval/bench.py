@@ -44,8 +44,11 @@ from pools.store import Pool
 #: What the terminal and the report say instead of a column of zero dollars.
 NO_PRICES_NOTE = ("usd: no dollar cost, the pool has no prices (import with --price MODEL=IN[,OUT]; "
                   "docs/POOLS.md, 'Prices')")
-#: ``--env`` values (``eval.policy_selection.ENV_GROUPING``: the episode grouping each one replays).
+#: ``--env`` values (``eval.envs.ENV_GROUPING``: the episode grouping each one replays).
 BENCH_ENVS = tuple(ENV_GROUPING)
+#: How ``--ray-address`` cuts the work (``eval.ray_bench``): (item, generator) episodes into shards with every
+#: policy; item-grouped episodes one task per policy (a shard of pair episodes could cut an item apart).
+RAY_SPLIT: dict[str, str] = {"pair": "episodes", "item": "policies"}
 
 
 @dataclasses.dataclass
@@ -122,7 +125,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
 
 
 def _check_options(*, cost_model: str, unit: str, mode: str, env: str, ray_address: str | None) -> None:
-    """Refuse an unknown cost model, bootstrap unit, replay mode or env, and Ray on a route bench."""
+    """Refuse an unknown cost model, bootstrap unit, replay mode or env."""
     if cost_model not in COST_MEASURES:
         raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
     if unit not in ("item", "episode"):
@@ -131,9 +134,6 @@ def _check_options(*, cost_model: str, unit: str, mode: str, env: str, ray_addre
         raise BenchInputError(f"unknown replay mode {mode!r}; expected one of {list(REPLAY_MODES)}")
     if env not in BENCH_ENVS:
         raise BenchInputError(f"unknown bench env {env!r}; expected one of {list(BENCH_ENVS)}")
-    if ENV_GROUPING[env] != "pair" and ray_address is not None:
-        # Ray shards split (item, generator) episodes; an item's generators must stay in one shard.
-        raise BenchInputError("--ray-address replays replay-env shards; a route bench runs locally")
 
 
 def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequence[str] | None,
@@ -163,13 +163,13 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
 
 def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, cost_model: str, seed: int,
             progress: bool, workers: int | None, replay: str, ray_address: str | None) -> BenchRun:
-    """Every policy on every episode, in this process (or forked workers) or on a Ray cluster."""
-    options = dict(cost_model=cost_model, progress=progress, seed=seed, replay=replay)
+    """Every policy on every episode, in this process (or forked workers) or on a Ray cluster (``RAY_SPLIT``)."""
+    options = dict(cost_model=cost_model, progress=progress, seed=seed, replay=replay, grouping=grouping)
     if ray_address is None:
-        return run_policies(policies, compiled, grouping=grouping, workers=workers, **options)
+        return run_policies(policies, compiled, workers=workers, **options)
     from eval.ray_bench import run_policies_on_ray
 
-    return run_policies_on_ray(policies, compiled, ray_address=ray_address, **options)
+    return run_policies_on_ray(policies, compiled, ray_address=ray_address, split=RAY_SPLIT[grouping], **options)
 
 
 def _check_cost_model(pool: Pool, compiled: CompiledPool, cost_model: str) -> None:

@@ -146,7 +146,7 @@ def test_an_unknown_env_exits_2(tmp_path, capsys):
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"env": "routing"}, "unknown bench env 'routing'; expected one of"),
-    ({"env": "route", "ray_address": "127.0.0.1:1"}, "a route bench runs locally"),
+    ({"env": "route", "unit": "problem"}, "unknown bootstrap unit 'problem'; expected 'item' or 'episode'"),
 ])
 def test_bad_route_bench_input_is_refused_before_any_work(kwargs, match, tmp_path):
     from eval.bench import BenchInputError, run_bench

@@ -27,6 +27,7 @@ def route_venv(num_envs, pool, **kwargs):
     """The vector env over ``pool``'s items with all their generators."""
     return CoBaVectorEnv(num_envs, pool, grouping="item", **kwargs)
 
+
 #: Every registered route-env policy (routing group and the route oracles).
 ROUTE_POLICIES = [n for n in load_specs() if is_route_policy(make_policy(n))]
 
