@@ -9,18 +9,50 @@ helpers below are the scalar and batched twins of each read, so both forms take 
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
 
 from agents.configured import ConfiguredPolicy
-from agents.routing import chosen_generator, route_of, size_of
 from coba_env.rules.actions import ActionLayout
+
+#: How ``generator`` names a generator by its size: the smallest or the largest in parameters.
+BY_SIZE = ("cheapest", "largest")
+
+
+def route_of(env: Any) -> Any:
+    """The ``RoutePool`` of a route env (one- or many-episode, possibly wrapped), or None for a replay env."""
+    return getattr(getattr(env, "unwrapped", env), "route", None)
+
+
+def size_of(route: Any, generator: int) -> float:
+    """``generator``'s parameters (billions) for size order; unknown (0, e.g. an API model) counts as largest."""
+    params = route.generator_params[generator]
+    return params if params > 0 else math.inf
+
+
+def chosen_generator(route: Any, generator: str) -> int:
+    """Index of ``generator`` ("cheapest", "largest" by parameters, or a generator name) in ``route``."""
+    n = len(route.generator_params)
+    if generator == "cheapest":
+        return min(range(n), key=lambda g: (size_of(route, g), g))
+    if generator == "largest":
+        return max(range(n), key=lambda g: (size_of(route, g), -g))
+    if generator not in route.generators:
+        raise ValueError(f"unknown generator {generator!r}; the pool has {list(route.generators)}")
+    return route.generators.index(generator)
 
 
 def is_route_policy(policy: Any) -> bool:
     """Whether ``policy`` (an instance or class) is written for the route env: a routing policy or a route oracle."""
     return bool(getattr(policy, "routes", False)) or getattr(policy, "group", "") == "routing"
+
+
+def written_for(policy: Any) -> str:
+    """The episode grouping ``policy`` (an instance or class) is written for (``EnvConfig.grouping``): "item" for a
+    routing policy or route oracle (``is_route_policy``), "pair" for every other."""
+    return ("pair", "item")[is_route_policy(policy)]
 
 
 def generators_by_size(route: Any) -> list[int]:
@@ -82,7 +114,14 @@ class RoutePolicy(ConfiguredPolicy):
             return False, str(exc)
         if len(picked) == 2 and picked[0] == picked[1]:
             return False, f"{self.generator_params[0]} and {self.generator_params[1]} name the same generator"
+        problem = self.route_problem(route, picked)
+        if problem:
+            return False, problem
         return super().applicable(env)
+
+    def route_problem(self, route: Any, picked: list[int]) -> str:
+        """Why the route pool does not suit the named generators ``picked`` (in ``generator_params`` order), or ""."""
+        return ""
 
     def use_layout(self, layout: ActionLayout, env: Any = None) -> None:
         """Resolve the named generators and the size ladder from ``env``'s route pool."""
