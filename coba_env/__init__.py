@@ -11,7 +11,6 @@ from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
 from coba_env.evidence import Evidence
 from coba_env.route_env import RouteEnv
-from coba_env.route_evidence import RouteEvidence
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.features import FEATURE_NAMES, FEATURES
 from coba_env.rules.selection import SelectionRule
@@ -40,7 +39,6 @@ __all__ = [
     "COST_MEASURES",
     "ActionLayout",
     "RouteEnv",
-    "RouteEvidence",
     "FEATURES",
     "FEATURE_NAMES",
     "CoBaEnv",

@@ -362,7 +362,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
             score = row.score[p][t]
             ev.add_score(c, t, score)
             if self._places:
-                self._after_verify(c, t)
+                self._after_verify(c, t, score)
             self._pending[t] -= 1
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
@@ -404,6 +404,6 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         """The pool candidate SAMPLE ``action`` reveals into ``slot``, recorded in ``_slot_cand`` (route only)."""
         raise NotImplementedError("a one-generator episode reveals its candidates in pool order")
 
-    def _after_verify(self, slot: int, tier: int) -> None:
+    def _after_verify(self, slot: int, tier: int, score: float) -> None:
         """What a route episode updates after revealed slot ``slot`` was verified at ``tier`` (route only)."""
         raise NotImplementedError("a one-generator episode keeps no per-generator evidence")

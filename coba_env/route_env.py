@@ -2,7 +2,7 @@
 
 The transition is ``CoBaEnv``'s own (``step`` of the replay env): a route episode only adds that a SAMPLE puts
 the chosen generator's next candidate into the next slot of the episode's data first (``_place``), and keeps
-each generator's evidence beside the pooled one (``coba_env.route_evidence.RouteEvidence``).
+each generator's evidence beside the pooled one (``coba_env.evidence.Evidence.track_generators``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES, cost_record
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
-from coba_env.route_evidence import RouteEvidence
+from coba_env.evidence import Evidence
 from coba_env.route_pool import RoutePool
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig
@@ -155,11 +155,6 @@ class RouteEnv(CoBaEnv):
         """The observation's feature names, in index order (generated from the layout)."""
         return tuple(name for name, _ in route_features(self.layout, self.features))
 
-    @property
-    def evidence(self) -> RouteEvidence:
-        """The current episode's pooled and per-generator evidence, label-free; read it, never modify it."""
-        return super().evidence  # type: ignore[return-value]
-
     # -- the route episode's data, filled slot by slot -----------------------------------------------
     def _episode_data(self, ep: int) -> EpisodeData:
         # The problem's row, read by pool candidate: SAMPLE maps the next slot to the chosen generator's next
@@ -182,8 +177,9 @@ class RouteEnv(CoBaEnv):
         patch_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
         return p
 
-    def _after_verify(self, slot: int, tier: int) -> None:
+    def _after_verify(self, slot: int, tier: int, score: float) -> None:
         ev = self._ev
+        ev.add_generator_score(slot, tier, score)
         patch_after_verify(self._block, ev, ev.slot_generator[slot], tier)
 
     def _slots(self) -> list[int]:
@@ -197,9 +193,10 @@ class RouteEnv(CoBaEnv):
         return self._mask_table[bits]
 
     # -- reset and step: the replay env's, with the route observation -----------------------------
-    def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> RouteEvidence:
+    def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> Evidence:
         caps = self._caps[self._ep]
-        ev = RouteEvidence(n_max, self.n_tiers, n_clusters, lam, self._weights, caps, self.features.strong)
+        ev = Evidence(n_max, self.n_tiers, n_clusters, lam, self._weights, self.features.strong)
+        ev.track_generators(caps)
         fresh = self._fresh.get(caps)
         if fresh is None:  # a fresh episode's per-generator block, SAMPLE bits and observation depend on the caps only
             block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)

@@ -18,7 +18,7 @@ from coba_env.rules.features import FeatureLayout, feature_layout
 from pools.schema import PAPER_TIER_ROLES
 
 if TYPE_CHECKING:  # annotations only
-    from coba_env.route_evidence import RouteEvidence
+    from coba_env.evidence import Evidence
 
 #: Per-generator features, in block order: (name, meaning); ``{v}`` is repeated for each verifier.
 GENERATOR_FEATURES: tuple[tuple[str, str], ...] = (
@@ -77,7 +77,7 @@ def route_features_markdown(layout: ActionLayout, pooled: FeatureLayout | None =
     return "\n".join(lines)
 
 
-def generator_block(ev: RouteEvidence, n_max: int, cost_k: int, budget: float) -> list[float]:
+def generator_block(ev: Evidence, n_max: int, cost_k: int, budget: float) -> list[float]:
     """The per-generator features of ``ev`` as Python floats, in table order (scalar form)."""
     out: list[float] = []
     for g in range(ev.n_generators):
@@ -92,7 +92,7 @@ def generator_block(ev: RouteEvidence, n_max: int, cost_k: int, budget: float) -
     return out
 
 
-def patch_after_sample(block: list[float], ev: RouteEvidence, g: int, n_max: int, cost_k: int,
+def patch_after_sample(block: list[float], ev: Evidence, g: int, n_max: int, cost_k: int,
                        budget: float) -> None:
     """``block`` after a SAMPLE from generator ``g``: only g's revealed, remaining, agreement and spend change."""
     at = g * (4 + ev.n_tiers)
@@ -103,7 +103,7 @@ def patch_after_sample(block: list[float], ev: RouteEvidence, g: int, n_max: int
     block[at + 3 + ev.n_tiers] = ev.gen_spend[g][cost_k] / budget
 
 
-def patch_after_verify(block: list[float], ev: RouteEvidence, g: int, tier: int) -> None:
+def patch_after_verify(block: list[float], ev: Evidence, g: int, tier: int) -> None:
     """``block`` after a VERIFY of one of generator ``g``'s candidates at ``tier``: only that mean changes."""
     at = g * ev.n_tiers + tier
     k = ev.score_counts[at]
