@@ -1,150 +1,50 @@
-"""The observation: THE feature table, and the rule computing it (scalar, incremental patch, batched).
+"""The observation's rule: the features of ``coba_env.rules.feature_table`` computed from the evidence.
 
-Every value derives from revealed evidence only; no correctness label ever enters it. ``FEATURES`` below is
-the one feature table of the project: the env docstrings, ``docs/ENV.md`` and the controllers point here.
-The scalar form reads an episode's ``coba_env.evidence.Evidence``; the batched form reads the state arrays of
-``coba_env.vector_env.CoBaVectorEnv`` and does the same float operations, so both give the same float32 values.
+Every value derives from revealed evidence only; no correctness label ever enters it. The scalar form reads an
+episode's ``coba_env.evidence.Evidence`` (``observe``, and ``patch_after_verify`` for a VERIFY's few changes);
+the batched form reads the state arrays of ``coba_env.vector_env.CoBaVectorEnv`` and does the same float
+operations, so both give the same float32 values. The table itself (names, meanings, indices, bounds) is
+re-exported here, where the env and the controllers have always imported it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pools.schema import TIERS
+from coba_env.rules.feature_table import (  # noqa: F401  (the table's public names, re-exported)
+    BEST_V3,
+    BUDGET_FROM_END,
+    DISTINCT,
+    ENTROPY,
+    FEATURE_NAMES,
+    FEATURES,
+    HEAD_FEATURES,
+    LAMBDA_FROM_END,
+    MEAN_LEN_FROM_END,
+    N_FEATURES,
+    NO_ANSWER,
+    PAPER_FEATURE_LAYOUT,
+    REVEALED,
+    TAIL_FEATURES,
+    TOP2_GAP,
+    TOP_SHARE,
+    V1_AVAIL,
+    V1_FRAC,
+    V1_MAX,
+    V1_MEAN,
+    V3_MEAN,
+    VERIFIER_FEATURE,
+    FeatureLayout,
+    feature_layout,
+    feature_table_markdown,
+    observation_bounds,
+)
 
 if TYPE_CHECKING:  # annotations only: the evidence module imports this one
     from coba_env.evidence import Evidence
-
-#: The features before the per-verifier block, in index order: (name, meaning). ``{cheap}`` / ``{strong}``
-#: name the verifier whose scores they read (the pool's first cheap judge / strong verifier or reward model).
-HEAD_FEATURES: tuple[tuple[str, str], ...] = (
-    ("revealed_frac", "candidates revealed / N_max"),
-    ("top_answer_share", "size of the largest answer cluster / candidates revealed"),
-    ("distinct_answers_frac", "distinct answers revealed / N_max"),
-    ("answer_entropy", "entropy of the revealed answer distribution / log(N_max)"),
-    ("top2_gap", "(largest - second largest answer cluster) / candidates revealed"),
-    ("no_answer_share", "share of revealed candidates with no extractable answer"),
-    ("top_v1_mean", "mean {cheap} score over the top cluster's judged candidates (0 if none)"),
-    ("top_v1_max", "max {cheap} score in the top cluster (0 if none)"),
-    ("top_v1_available", "1 if any candidate of the top cluster has a {cheap} score"),
-    ("best_v3", "max {strong} score over all verified candidates (0 if none)"),
-    ("top_v3_mean", "mean {strong} score over the top cluster's verified candidates (0 if none)"),
-)
-#: One feature per verifier of the layout, in the layout's order (``{v}``: the verifier's name).
-VERIFIER_FEATURE = ("{v}_verified_frac", "candidates verified at {V} / candidates revealed")
-#: The features after the per-verifier block, in index order.
-TAIL_FEATURES: tuple[tuple[str, str], ...] = (
-    ("budget_used", "cost spent in the env's cost model / B (unbounded above)"),
-    ("mean_length", "mean output tokens of revealed candidates / the pool's max output tokens"),
-    ("cap_hit_share", "share of revealed candidates that hit the token cap"),
-    ("answer_flips", "times the top answer changed after a new sample / N_max"),
-    ("step_frac", "actions taken / the most actions an episode can take"),
-    ("lambda", "the episode's cost weight lambda (unbounded above)"),
-    ("top_fusion_score", "highest fusion rank R among revealed candidates with an answer (0 if none)"),
-)
-
-(REVEALED, TOP_SHARE, DISTINCT, ENTROPY, TOP2_GAP, NO_ANSWER, V1_MEAN, V1_MAX, V1_AVAIL, BEST_V3,
- V3_MEAN) = range(len(HEAD_FEATURES))
-#: Index of the first verifier's verified_frac; verifier t's is ``V1_FRAC + t``.
-V1_FRAC = len(HEAD_FEATURES)
-
-
-@dataclass(frozen=True)
-class FeatureLayout:
-    """THE feature table of an env, generated from its verifiers: head, one verified_frac per verifier, tail.
-
-    ``cheap`` / ``strong``: the verifier slots whose scores feed the top_v1_* / best_v3 and top_v3_mean
-    features (-1: none, the features stay 0). With the paper's V1, V2, V3 (cheap 0, strong 2) the table is
-    the paper layout's 21 features.
-    """
-
-    verifiers: tuple[str, ...] = TIERS
-    cheap: int = 0
-    strong: int = 2
-    features: tuple[tuple[str, str], ...] = field(init=False)
-    #: Indices of budget_used, mean_length, step_frac, lambda and top_fusion_score (plain attributes: the
-    #: scalar step reads them).
-    budget: int = field(init=False)
-    mean_len: int = field(init=False)
-    step: int = field(init=False)
-    lam: int = field(init=False)
-    top_r: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        folded = [v.lower() for v in self.verifiers]
-        if len(set(folded)) < len(folded):  # the feature names are lower case: two would share one name
-            twins = [v for v in self.verifiers if folded.count(v.lower()) > 1]
-            raise ValueError(f"verifier names {twins} are equal up to case; expected names that differ beyond case "
-                             "(feature names are lower case)")
-        b = V1_FRAC + len(self.verifiers)
-        for name, at in (("budget", b), ("mean_len", b + 1), ("step", b + 4), ("lam", b + 5), ("top_r", b + 6)):
-            object.__setattr__(self, name, at)
-        names = {"cheap": self.verifiers[self.cheap] if self.cheap >= 0 else "cheap judge (none)",
-                 "strong": self.verifiers[self.strong] if self.strong >= 0 else "strong verifier (none)"}
-        head = tuple((n, m.format(**names)) for n, m in HEAD_FEATURES)
-        per = tuple((VERIFIER_FEATURE[0].format(v=v.lower()), VERIFIER_FEATURE[1].format(V=v))
-                    for v in self.verifiers)
-        object.__setattr__(self, "features", (*head, *per, *TAIL_FEATURES))
-
-    @property
-    def n_features(self) -> int:
-        """Length of the observation vector."""
-        return len(self.features)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Feature names in index order."""
-        return tuple(name for name, _ in self.features)
-
-    def index(self, name: str) -> int:
-        """The index of the feature called ``name``."""
-        return self.names.index(name)
-
-    def markdown(self) -> str:
-        """The feature table as a Markdown table (index, name, meaning), for docs."""
-        lines = ["| Num | Feature | Meaning |", "|---:|---|---|"]
-        lines += [f"| {i} | {name} | {meaning} |" for i, (name, meaning) in enumerate(self.features)]
-        return "\n".join(lines)
-
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) of the observation Box: [0, 1] for every feature, [0, inf) for budget_used and lambda."""
-        high = np.ones(self.n_features, dtype=np.float32)
-        high[[self.budget, self.lam]] = np.inf
-        return np.zeros(self.n_features, dtype=np.float32), high
-
-
-def feature_layout(verifiers: tuple[str, ...], roles: tuple[str, ...]) -> FeatureLayout:
-    """The feature layout of verifiers with declared ``roles`` (cheap / strong: ``roles.primary_slots``; on the
-    paper's verifiers V1 and V3)."""
-    from coba_env.rules.roles import primary_slots
-
-    cheap, _, strong = primary_slots(roles)
-    return FeatureLayout(tuple(verifiers), cheap, strong)
-
-
-#: Positions from the end of every observation (any verifiers; a route observation's pooled table is last too):
-#: budget_used, mean_length and lambda, the entries a controller rescales to its own units.
-BUDGET_FROM_END, MEAN_LEN_FROM_END, LAMBDA_FROM_END = (i - len(TAIL_FEATURES) for i in (0, 1, 5))
-
-#: The paper layout's table (V1, V2, V3): what learned controllers trained on the paper pool read.
-PAPER_FEATURE_LAYOUT = FeatureLayout()
-FEATURES: tuple[tuple[str, str], ...] = PAPER_FEATURE_LAYOUT.features
-FEATURE_NAMES: tuple[str, ...] = PAPER_FEATURE_LAYOUT.names
-N_FEATURES = PAPER_FEATURE_LAYOUT.n_features
-
-
-def feature_table_markdown() -> str:
-    """The paper layout's feature table as a Markdown table (index, name, meaning), for docs."""
-    return PAPER_FEATURE_LAYOUT.markdown()
-
-
-def observation_bounds() -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) of the paper layout's observation Box."""
-    return PAPER_FEATURE_LAYOUT.bounds()
 
 
 def clogc_table(n: int) -> list[float]:
