@@ -12,7 +12,7 @@ from coba_env.env import CoBaEnv, action_names
 from coba_env.evidence import Evidence
 from coba_env.route_env import RouteEnv
 from coba_env.rules.actions import ActionLayout
-from coba_env.rules.features import FEATURE_NAMES, FEATURES
+from coba_env.rules.features import FEATURE_NAMES, FEATURES, FeatureLayout
 from coba_env.rules.selection import SelectionRule
 
 if "coba/Replay-v0" not in registry:
@@ -48,3 +48,8 @@ __all__ = [
     "action_names",
     "compile_pool",
 ]
+
+
+def route_lambda_index(layout: ActionLayout, features: FeatureLayout) -> int:
+    """Transitional (issue 34; the tests of the other layers still call it): ``features.lambda_index``."""
+    return features.lambda_index

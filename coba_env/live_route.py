@@ -50,8 +50,8 @@ class LiveRouteEnv(LiveTasks, RouteEnv):
         route = RoutePool(pool=blank, generators=names, n_per_generator=n_max, available=np.ones((1, g), dtype=bool),
                           source_episode=np.full((1, g), -1, dtype=np.int64),
                           generator_params=tuple(float(p) for p in source.generator_params))
-        config = EnvConfig.for_pool(blank, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                                    n_max=g * n_max, tiers=tiers, selection=selection, max_cost=max_cost)
+        config = EnvConfig.for_route(route, n_max, lam=lam, lambda_range=lambda_range, budget=budget,
+                                     cost_model=cost_model, tiers=tiers, selection=selection, max_cost=max_cost)
         self._init_route(route, n_max)
         CoBaEnv.__init__(self, config=config, gate=gate, render_mode=render_mode)
         self._places = True

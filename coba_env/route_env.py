@@ -20,15 +20,8 @@ from coba_env.evidence import Evidence
 from coba_env.route_pool import RoutePool
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig
+from coba_env.rules.features import generator_block, patch_block_after_sample, patch_block_after_verify
 from coba_env.rules.masks import mask_bits
-from coba_env.rules.route_features import (
-    generator_block,
-    patch_after_sample,
-    patch_after_verify,
-    route_features,
-    route_lambda_index,
-    route_observation_bounds,
-)
 from pools.store import Pool
 
 __all__ = ["RouteEnv", "route_config"]
@@ -74,7 +67,7 @@ class RouteEnv(CoBaEnv):
     ``Box(shape=(G * (4 + V) + 18 + V,), float32)``: for each generator, revealed / N_max, remaining / N_max,
     agreement (its largest answer's share), its mean score per verifier and its generation spend / B; then the
     replay env's 18 + V pooled features (one verified share per verifier; budget used and lambda among them). The table with names per index is
-    ``coba_env.rules.route_features.route_features(env.layout)`` (``env.feature_names``), printed in docs/ENV.md.
+    ``env.features.observation`` (``env.feature_names``), printed in docs/ENV.md.
 
     ## Rewards
 
@@ -145,15 +138,15 @@ class RouteEnv(CoBaEnv):
         return ActionLayout(generators=self.route.generators, verifiers=tuple(self.tiers))
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        low, high = route_observation_bounds(self._action_layout(), self.features)
-        self._n_block = len(low) - self.features.n_features  # the per-generator features come first
+        low, high = self.features.observation_bounds()
+        self._n_block = len(self.features.block)  # the per-generator features come first
         self._lam_at = self._n_block + self.features.lam
         return low, high
 
     @property
     def feature_names(self) -> tuple[str, ...]:
         """The observation's feature names, in index order (generated from the layout)."""
-        return tuple(name for name, _ in route_features(self.layout, self.features))
+        return self.features.observation_names
 
     # -- the route episode's data, filled slot by slot -----------------------------------------------
     def _episode_data(self, ep: int) -> EpisodeData:
@@ -174,13 +167,13 @@ class RouteEnv(CoBaEnv):
         ev.add_generator_candidate(g, source.cluster[p], source.gen_cost[p])
         if k + 1 >= ev.gen_cap[g]:
             self._sample_bits &= ~(1 << g)
-        patch_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
+        patch_block_after_sample(self._block, ev, g, self.n_max_per_generator, self._cost_k, self.budget)
         return p
 
     def _after_verify(self, slot: int, tier: int, score: float) -> None:
         ev = self._ev
         ev.add_generator_score(slot, tier, score)
-        patch_after_verify(self._block, ev, ev.slot_generator[slot], tier)
+        patch_block_after_verify(self._block, ev, ev.slot_generator[slot], tier)
 
     def _slots(self) -> list[int]:
         return self._slot_cand
@@ -204,7 +197,7 @@ class RouteEnv(CoBaEnv):
             self._pack_observation(first, 0, *block, *self._first_list)  # lambda is written per episode
             first.flags.writeable = False
             fresh = self._fresh[caps] = FreshEpisode(block, sum(1 << g for g, cap in enumerate(caps) if cap > 0), first)
-        #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``route_features``); every
+        #: The per-generator features as Python floats, patched by SAMPLE and VERIFY (``rules.features``); every
         #: observation is this block, then the pooled features ``self._obs`` (``_as_observation``).
         self._block = fresh.block.copy()
         self._sample_bits = fresh.sample_bits
@@ -235,4 +228,4 @@ class RouteEnv(CoBaEnv):
     @property
     def lambda_index(self) -> int:
         """Index of lambda in the observation."""
-        return route_lambda_index(self.layout, self.features)
+        return self.features.lambda_index

@@ -19,16 +19,13 @@ from coba_env.route_env import RouteEnv, route_config
 from coba_env.row_items import row_items, zero_item
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import check_int
-from coba_env.rules.features import batch_observe
-from coba_env.rules.masks import batch_masks
-from coba_env.rules.route_features import (
+from coba_env.rules.features import (
     batch_fresh_block,
-    batch_patch_after_sample,
-    batch_patch_after_verify,
-    generator_block_size,
-    route_lambda_index,
-    route_observation_bounds,
+    batch_observe,
+    batch_patch_block_after_sample,
+    batch_patch_block_after_verify,
 )
+from coba_env.rules.masks import batch_masks
 from coba_env.vector_env import CoBaVectorEnv
 
 __all__ = ["RouteVectorEnv"]
@@ -63,10 +60,10 @@ class RouteVectorEnv(CoBaVectorEnv):
         return ActionLayout(generators=self.route.generators, verifiers=tuple(self.tiers))
 
     def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return route_observation_bounds(self._action_layout(), self.features)
+        return self.features.observation_bounds()
 
     def _lambda_index(self) -> int:
-        return route_lambda_index(self.layout, self.features)
+        return self.features.lambda_index
 
     @property
     def single(self) -> RouteEnv:
@@ -94,8 +91,8 @@ class RouteVectorEnv(CoBaVectorEnv):
             self._score_items = (row_items(self._score_count), row_items(self._score_sum))
             self._zero_scores = zero_item(g * t)  # all-zero bytes: zero counts and zero sums alike
         #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
-        #: (``coba_env.rules.route_features``: the rows that sampled, verified or reset) instead of recomputed.
-        self.generator_block = np.zeros((b, g * generator_block_size(self.layout)), dtype=np.float32)
+        #: (``coba_env.rules.features``: the rows that sampled, verified or reset) instead of recomputed.
+        self.generator_block = np.zeros((b, g * self.features.block_size), dtype=np.float32)
         #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)] (<= S: the dtype of ``counts``).
         self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=self.counts.dtype)
         #: The pool candidate of each revealed slot, slot-major [S, B] (stale beyond n), small so that SAMPLE's
@@ -168,7 +165,7 @@ class RouteVectorEnv(CoBaVectorEnv):
             top = self.gen_top_count.ravel()
             at_top = ga * b + ra
             top[at_top] = np.maximum(top.take(at_top), count)
-        batch_patch_after_sample(self.generator_block, self, rows, g, at_gen, k, new_spend)
+        batch_patch_block_after_sample(self.generator_block, self, rows, g, at_gen, k, new_spend)
         return flat, table
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray):
@@ -180,7 +177,7 @@ class RouteVectorEnv(CoBaVectorEnv):
         sums, counts = self._score_sum.ravel(), self._score_count.ravel()
         new_sums, new_counts = sums.take(at) + s[usable], counts.take(at) + 1
         sums[at], counts[at] = new_sums, new_counts
-        batch_patch_after_verify(self.generator_block, self, ru, g, tu, new_sums, new_counts)
+        batch_patch_block_after_verify(self.generator_block, self, ru, g, tu, new_sums, new_counts)
         return c, t, s
 
     def _masks(self) -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 
 from coba_env.compiled import as_compiled
 from coba_env.route_vector_env import RouteVectorEnv
-from coba_env.rules.route_features import batch_generator_block
+from coba_env.rules.features import batch_generator_block
 
 
 def random_legal(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:

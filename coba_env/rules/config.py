@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -194,15 +194,20 @@ class EnvConfig:
         pool (the mean cost of drawing ``n_max`` candidates from one generator), so a policy that samples one
         generator only is charged as the pair grouping charges it.
         """
-        from dataclasses import replace
-
         from coba_env.route_pool import compile_route_pool
 
         n_max_g = replay.n_candidates if n_max is None else check_int("n_max", n_max, low=1, high=replay.n_candidates)
         route = compile_route_pool(replay)
         b = default_budget(replay, cost_model, n_max_g) if budget is None else budget
-        config = cls.for_pool(route.pool, budget=b, cost_model=cost_model, n_max=route.n_generators * n_max_g, **kwargs)
-        return replace(config, grouping="item", route=route, n_max_per_generator=n_max_g)
+        return cls.for_route(route, n_max_g, budget=b, cost_model=cost_model, **kwargs)
+
+    @classmethod
+    def for_route(cls, route: Any, n_max_per_generator: int, **kwargs: Any) -> EnvConfig:
+        """The "item" grouping over the episodes of ``route`` (a ``coba_env.route_pool.RoutePool``) as they are:
+        ``n_max_per_generator`` candidates per generator, the other arguments as ``for_pool``'s (B required)."""
+        config = cls.for_pool(route.pool, n_max=route.n_generators * n_max_per_generator, **kwargs)
+        return replace(config, grouping="item", route=route, n_max_per_generator=n_max_per_generator,
+                       features=replace(config.features, generators=route.generators))
 
     @classmethod
     def for_pool(cls, pool: CompiledPool, *, lam: Any = 0.1, lambda_range: Any = None, budget: Any = None,

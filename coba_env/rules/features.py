@@ -1,9 +1,10 @@
 """The observation's rule: the features of ``coba_env.rules.feature_table`` computed from the evidence.
 
 Every value derives from revealed evidence only; no correctness label ever enters it. The scalar form reads an
-episode's ``coba_env.evidence.Evidence`` (``observe``, and ``patch_after_verify`` for a VERIFY's few changes);
-the batched form reads the state arrays of ``coba_env.vector_env.CoBaVectorEnv`` and does the same float
-operations, so both give the same float32 values. The table itself (names, meanings, indices, bounds) is
+episode's ``coba_env.evidence.Evidence`` (``observe``, and ``patch_after_verify`` for a VERIFY's few changes;
+``generator_block`` and its two patches for the item grouping's per-generator block); the batched form reads
+the state arrays of ``coba_env.vector_env.CoBaVectorEnv`` and does the same float operations, so both give the
+same float32 values. The table itself (names, meanings, indices, bounds) is
 re-exported here, where the env and the controllers have always imported it.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from coba_env.row_items import row_items
 from coba_env.rules.feature_table import (  # noqa: F401  (the table's public names, re-exported)
     BEST_V3,
     BUDGET_FROM_END,
@@ -21,6 +23,7 @@ from coba_env.rules.feature_table import (  # noqa: F401  (the table's public na
     ENTROPY,
     FEATURE_NAMES,
     FEATURES,
+    GENERATOR_FEATURES,
     HEAD_FEATURES,
     LAMBDA_FROM_END,
     MEAN_LEN_FROM_END,
@@ -40,7 +43,6 @@ from coba_env.rules.feature_table import (  # noqa: F401  (the table's public na
     FeatureLayout,
     feature_layout,
     feature_table_markdown,
-    observation_bounds,
 )
 
 if TYPE_CHECKING:  # annotations only: the evidence module imports this one
@@ -132,6 +134,39 @@ def patch_after_verify(obs: list[float], ev: Evidence, t: int, c: int, score: fl
     obs[b + 6] = ev.best_r
 
 
+def generator_block(ev: Evidence, n_max: int, cost_k: int, budget: float) -> list[float]:
+    """The per-generator block of ``ev`` (item grouping) as Python floats, in table order (scalar form)."""
+    out: list[float] = []
+    for g in range(ev.n_generators):
+        n = ev.gen_revealed[g]
+        out.append(n / n_max)
+        out.append((ev.gen_cap[g] - n) / n_max)
+        out.append(ev.gen_top_count[g] / n if n else 0.0)
+        for t in range(ev.n_tiers):
+            mean = ev.score_mean(g, t)
+            out.append(0.0 if mean is None else mean)
+        out.append(ev.gen_spend[g][cost_k] / budget)
+    return out
+
+
+def patch_block_after_sample(block: list[float], ev: Evidence, g: int, n_max: int, cost_k: int,
+                             budget: float) -> None:
+    """``block`` after a SAMPLE from generator ``g``: only g's revealed, remaining, agreement and spend change."""
+    at = g * (4 + ev.n_tiers)
+    n = ev.gen_revealed[g]
+    block[at] = n / n_max
+    block[at + 1] = (ev.gen_cap[g] - n) / n_max
+    block[at + 2] = ev.gen_top_count[g] / n
+    block[at + 3 + ev.n_tiers] = ev.gen_spend[g][cost_k] / budget
+
+
+def patch_block_after_verify(block: list[float], ev: Evidence, g: int, tier: int) -> None:
+    """``block`` after a VERIFY of one of generator ``g``'s candidates at ``tier``: only that mean changes."""
+    at = g * ev.n_tiers + tier
+    k = ev.score_counts[at]
+    block[g * (4 + ev.n_tiers) + 3 + tier] = ev.score_sums[at] / k if k else 0.0
+
+
 def rescaled(observation: np.ndarray, ev: Evidence, *, cost_k: int, budget: float, max_output_tokens: float,
              lam: float) -> np.ndarray:
     """``observation`` with budget_used, mean_length and lambda recomputed in other units (a controller's)."""
@@ -186,3 +221,55 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
     for i in range(0, f, 7):  # cast a few features at a time: fewer passes than one per feature
         out[:, i:i + 7] = o[i:i + 7].T
     return out
+
+
+def batch_generator_block(s: Any) -> np.ndarray:
+    """The per-generator block, feature-major [G * block, B], of an item-grouped ``CoBaVectorEnv`` state ``s``,
+    computed from its counters (batched form of ``generator_block``; the env patches it instead)."""
+    g_n, t_n, b = s.gen_revealed.shape[0], s.n_tiers, s.num_envs
+    size = 4 + t_n
+    out = np.empty((g_n * size, b))
+    n = s.gen_revealed
+    for g in range(g_n):
+        at = g * size
+        np.divide(n[g], float(s.n_max_per_generator), out=out[at])
+        np.divide(s.gen_cap[g] - n[g], float(s.n_max_per_generator), out=out[at + 1])
+        np.divide(s.gen_top_count[g], np.maximum(n[g], 1), out=out[at + 2])
+        counts = s.gen_score_count[g]
+        np.divide(s.gen_score_sum[g], np.maximum(counts, 1), out=out[at + 3:at + 3 + t_n])
+        np.divide(s.gen_spend[g], s.budget, out=out[at + 3 + t_n])
+    return out
+
+
+def batch_patch_block_after_sample(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray, at_gen: np.ndarray,
+                                   n: np.ndarray, spend: np.ndarray) -> None:
+    """``block`` [B, G * (4 + T)] after SAMPLEs of ``rows`` from generators ``g`` (batched
+    ``patch_block_after_sample``).
+
+    ``s`` is an item-grouped ``CoBaVectorEnv`` state already updated; ``at_gen`` = g * B + rows, the flat [G, B]
+    index; ``n`` and ``spend``: the updated gen_revealed (>= 1) and gen_spend of each (g, row). The values are
+    the ones ``batch_generator_block`` computes (float64, then cast to the block's dtype).
+    """
+    n_max = float(s.n_max_per_generator)
+    at = rows * block.shape[1] + g * (4 + s.n_tiers)
+    flat = block.ravel()
+    flat[at] = n / n_max
+    flat[at + 1] = (s.gen_cap.ravel().take(at_gen) - n) / n_max
+    flat[at + 2] = s.gen_top_count.ravel().take(at_gen) / n
+    flat[at + 3 + s.n_tiers] = spend / s.budget
+
+
+def batch_patch_block_after_verify(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray, tier: np.ndarray,
+                                   sums: np.ndarray, counts: np.ndarray) -> None:
+    """``block`` after usable scores at ``tier`` for candidates of generators ``g`` (batched
+    ``patch_block_after_verify``); ``sums`` / ``counts``: the updated gen_score_sum / gen_score_count (>= 1) of
+    each (g, tier, row)."""
+    at = rows * block.shape[1] + g * (4 + s.n_tiers) + 3 + tier
+    block.ravel()[at] = sums / counts
+
+
+def batch_fresh_block(block: np.ndarray, s: Any, rows: np.ndarray) -> None:
+    """``block`` for ``rows`` whose episodes just started: every feature 0 but remaining = the generator's cap."""
+    fresh = np.zeros((len(rows), block.shape[1]), dtype=block.dtype)
+    fresh[:, 1::4 + s.n_tiers] = s.gen_cap.take(rows, axis=1).T / float(s.n_max_per_generator)
+    row_items(block)[rows] = row_items(fresh)  # whole rows as single items: one 1-D scatter
