@@ -17,17 +17,15 @@ import numpy as np
 
 from coba_env.env import CoBaEnv
 from coba_env.live import EvidenceSource, Limits, LiveTasks
-from coba_env.route_env import RouteEnv
 from coba_env.route_pool import RoutePool
 from coba_env.rules.actions import TIERS
 from coba_env.rules.config import EnvConfig, check_int
-from coba_env.rules.masks import mask_bits
 from coba_env.rules.selection import SelectionRule
 
 __all__ = ["LiveRouteEnv"]
 
 
-class LiveRouteEnv(LiveTasks, RouteEnv):
+class LiveRouteEnv(LiveTasks, CoBaEnv):
     """``RouteEnv`` whose episodes are revealed online by a source with several generators (module docstring).
 
     Arguments as ``coba_env.live.LiveEnv``; ``n_max`` is per generator (as ``coba/Route-v0``'s). The route
@@ -52,9 +50,7 @@ class LiveRouteEnv(LiveTasks, RouteEnv):
                           generator_params=tuple(float(p) for p in source.generator_params))
         config = EnvConfig.for_route(route, n_max, lam=lam, lambda_range=lambda_range, budget=budget,
                                      cost_model=cost_model, tiers=tiers, selection=selection, max_cost=max_cost)
-        self._init_route(route, n_max)
-        CoBaEnv.__init__(self, config=config, gate=gate, render_mode=render_mode)
-        self._places = True
+        super().__init__(config=config, gate=gate, render_mode=render_mode)
 
     def slot_of_next_sample(self, generator: int) -> int:
         """Generator ``generator``'s next slot of the route episode (``g * n_max + revealed from g``)."""
@@ -63,15 +59,3 @@ class LiveRouteEnv(LiveTasks, RouteEnv):
     def slot_of_candidate(self, candidate: int) -> int:
         """The route episode's slot of revealed candidate ``candidate``."""
         return self._slot_cand[candidate]
-
-    def _compute_mask(self) -> np.ndarray:
-        # RouteEnv's rule, minus the calls the gate blocks (hard budgets), as CoBaEnv does for one generator.
-        ev, stop_bit = self._ev, 1 << self._stop
-        spent = ev.cost[self._cost_k] >= self.max_cost
-        bits = mask_bits(ev.n_revealed, 0, self._verify_bits, spent, sample_bits=self._sample_bits, stop_bit=stop_bit)
-        blocked = self.gate.blocked(self, bits & ~stop_bit)
-        if blocked:
-            bits = mask_bits(ev.n_revealed, 0, self._verify_bits, spent, blocked, sample_bits=self._sample_bits,
-                             stop_bit=stop_bit)
-        self._bits = bits
-        return self._mask_table[bits]

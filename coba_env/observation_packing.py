@@ -19,6 +19,7 @@ class ObservationPacking:
     """``_as_observation`` for a fixed observation length, and pickling that rebuilds the packer."""
 
     _n_obs: int
+    _block: list[float]
 
     def _init_packing(self, n_features: int) -> None:
         """Pack observations of ``n_features`` floats from now on."""
@@ -26,9 +27,10 @@ class ObservationPacking:
         self._pack_observation = struct.Struct(f"{n_features}f").pack_into
 
     def _as_observation(self, obs: list[float]) -> np.ndarray:
-        """The observation array of the feature list ``obs`` (a route env puts its per-generator block first)."""
+        """The observation array of the pooled features ``obs`` after the per-generator block ``_block`` (the item
+        grouping's; empty with one generator)."""
         out = np.empty(self._n_obs, np.float32)
-        self._pack_observation(out, 0, *obs)
+        self._pack_observation(out, 0, *self._block, *obs)
         return out
 
     def __getstate__(self) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from coba_env.route_env import RouteEnv, route_config
+from coba_env.env import CoBaEnv
 from coba_env.row_items import row_items, zero_item
 from coba_env.rules.actions import ActionLayout
-from coba_env.rules.config import check_int
+from coba_env.rules.config import EnvConfig, check_int
 from coba_env.rules.features import (
     batch_fresh_block,
     batch_observe,
@@ -42,7 +42,8 @@ class RouteVectorEnv(CoBaVectorEnv):
         num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
         env_kwargs.pop("grouping", None)
         if config is None:
-            route, n_max_g, config = route_config(pool, **env_kwargs)
+            config = EnvConfig.build(pool, grouping="item", **env_kwargs)
+            route, n_max_g = config.route, config.n_max_per_generator
         elif pool is not None or env_kwargs:
             raise ValueError("pass either config= or the pool and env arguments, not both")
         else:
@@ -53,7 +54,7 @@ class RouteVectorEnv(CoBaVectorEnv):
         self.n_max_per_generator = n_max_g
         self.n_generators = route.n_generators
         self._caps = np.where(route.available, n_max_g, 0).astype(np.int64)  # [E, G]
-        self._single_route: RouteEnv | None = None
+        self._single_route: CoBaEnv | None = None
         super().__init__(num_envs, config=config, render_mode=render_mode)
 
     def _action_layout(self) -> ActionLayout:
@@ -66,10 +67,10 @@ class RouteVectorEnv(CoBaVectorEnv):
         return self.features.lambda_index
 
     @property
-    def single(self) -> RouteEnv:
-        """A one-episode ``RouteEnv`` of the same configuration (built on use)."""
+    def single(self) -> CoBaEnv:
+        """A one-episode ``CoBaEnv`` of the same configuration (built on use)."""
         if self._single_route is None:
-            self._single_route = RouteEnv.from_route(self.route, self.n_max_per_generator, self.config)
+            self._single_route = CoBaEnv.from_config(self.config)
         return self._single_route
 
     # -- state ---------------------------------------------------------------------------------------

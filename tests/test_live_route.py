@@ -178,12 +178,12 @@ def _same_outcome(info_l: dict, info_r: dict) -> None:
 @pytest.mark.parametrize("name", ["route_cheapest_coba", "route_largest_coba"])
 def test_a_routing_policy_live_over_a_cached_pool_equals_route_env_replay(tiny_route, name):
     """Two paths: RouteEnv reads its compiled route rows; LiveRouteEnv fills blank rows call by call."""
+    from coba_env import CoBaEnv
     from coba_env.live import RoutePoolReplaySource, replay_normalizers
-    from coba_env.route_env import RouteEnv
 
     compiled, route = tiny_route
     replay_policy, live_policy = make_policy(name), make_policy(name)
-    replay = RouteEnv(compiled, **replay_policy.env_kwargs())
+    replay = CoBaEnv(compiled, grouping="item", **replay_policy.env_kwargs())
     live = LiveRouteEnv(RoutePoolReplaySource(route), **replay_normalizers(compiled), **live_policy.env_kwargs())
     assert live.actions == replay.actions and live.budget == replay.budget
     assert live_policy.applicable(live) == (True, "")
@@ -194,11 +194,11 @@ def test_a_routing_policy_live_over_a_cached_pool_equals_route_env_replay(tiny_r
 def test_random_routing_live_over_a_cached_pool_sees_what_route_env_replay_sees(tiny_route):
     import numpy as np
 
+    from coba_env import CoBaEnv
     from coba_env.live import RoutePoolReplaySource, replay_normalizers
-    from coba_env.route_env import RouteEnv
 
     compiled, route = tiny_route
-    replay = RouteEnv(compiled)
+    replay = CoBaEnv(compiled, grouping="item")
     live = LiveRouteEnv(RoutePoolReplaySource(route), **replay_normalizers(compiled))
     rng = np.random.default_rng(0)
     for e in range(route.pool.n_episodes):

@@ -8,8 +8,7 @@ import pytest
 from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import make_env, replay
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env import CoBaEnv, compile_pool
 from eval.bench import run_bench
 from tests.conftest import make_synthetic_pool
 
@@ -31,7 +30,7 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
     for name, spec in specs.items():
         policy = make_policy(name)
         route = is_route_policy(policy)
-        env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
+        env = CoBaEnv(compiled, grouping="item", **policy.env_kwargs()) if route else make_env(policy, compiled)
         assert policy.applicable(env) == (True, "")  # every verifier role is served, N = 16
         records = replay(policy, env)
         ran += 1
@@ -52,7 +51,7 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
 
 @pytest.mark.parametrize("n_generators", [3, 4])
 def test_route_layout_grows_with_the_pool(n_generators):
-    env = RouteEnv(compile_pool(pool_with(n_generators)))
+    env = CoBaEnv(compile_pool(pool_with(n_generators)), grouping="item")
     gens = list(GENERATORS)[:n_generators]
     assert env.layout.names == (*[f"SAMPLE_{g}" for g in gens], "VERIFY_V1", "VERIFY_V2", "VERIFY_V3", "STOP")
     assert env.observation_space.shape == (n_generators * 7 + 21,)
@@ -124,14 +123,14 @@ def test_verifiers_are_data(n_generators, n_verifiers, tmp_path):
     # docs/ENV.md: 11 features, one verified share per verifier, 7 more.
     assert replay_env.observation_space.shape == (11 + n_verifiers + 7,)
     assert replay_env.features.names[11:11 + n_verifiers] == tuple(f"{v}_verified_frac" for v in names)
-    route_env = RouteEnv(compiled)
+    route_env = CoBaEnv(compiled, grouping="item")
     gens = list(GENERATORS)[:n_generators]
     assert route_env.layout.names == (*[f"SAMPLE_{g}" for g in gens], *[f"VERIFY_{v}" for v in names], "STOP")
     ran = set()
     for name in load_specs():
         policy = make_policy(name)
         route = is_route_policy(policy)
-        env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
+        env = CoBaEnv(compiled, grouping="item", **policy.env_kwargs()) if route else make_env(policy, compiled)
         ok, why = policy.applicable(env)
         if not ok:
             assert why, name

@@ -13,8 +13,7 @@ from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import replay
 from coba_cli.main import main
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env import RouteEnv, compile_pool
 from eval.bench import select_policies
 from eval.route_analysis import threshold_sweep
 from eval.route_replay import replay_route_policy

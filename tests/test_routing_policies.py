@@ -10,8 +10,8 @@ import pytest
 from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import run_episode
+from coba_env import RouteEnv
 from coba_env.compiled import as_compiled
-from coba_env.route_env import RouteEnv
 from coba_env.route_vector_env import RouteVectorEnv
 from eval.batched_replay import replay_batched
 from tests.factory import Cand, Ep, build_pool

@@ -82,8 +82,7 @@ def test_one_generator_keeps_the_replay_layout(servers, tmp_path):
 def test_record_a_routed_run_then_replay_it_in_the_route_env(servers, tmp_path, name):
     from agents.registry import make_policy
     from agents.runner import run_episode
-    from coba_env import compile_pool
-    from coba_env.route_env import RouteEnv
+    from coba_env import RouteEnv, compile_pool
     from pools.store import load_pool
 
     with FakeOpenAIServer() as judge:

@@ -17,6 +17,7 @@ import numpy as np
 
 from coba_env.compiled import CompiledPool
 from coba_env.costs import cost_index
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.features import FeatureLayout, feature_layout
 from coba_env.rules.roles import RoleMap, map_roles
 from coba_env.rules.selection import SelectionRule
@@ -167,6 +168,13 @@ class EnvConfig:
     #: "item" grouping: the route episodes (``coba_env.route_pool.RoutePool``) and N_max per generator.
     route: Any = None
     n_max_per_generator: int | None = None
+
+    @property
+    def layout(self) -> ActionLayout:
+        """The action layout: one SAMPLE per generator (the episode's own with pairs, ``SAMPLE_<g>`` per generator of
+        the item grouping), one VERIFY per verifier of the pool, STOP."""
+        generators = self.route.generators if self.route is not None else ("",)
+        return ActionLayout(generators=generators, verifiers=tuple(self.pool.tiers))
 
     @classmethod
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
