@@ -16,6 +16,7 @@ from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig
 from coba_env.rules.features import FEATURE_NAMES, FEATURES, FeatureLayout
 from coba_env.rules.selection import SelectionRule
+from coba_env.vector_env import CoBaVectorEnv
 
 if "coba/Replay-v0" not in registry:
     # No max_episode_steps (so no TimeLimit wrapper): every episode ends on STOP within
@@ -35,7 +36,7 @@ if "coba/Route-v0" not in registry:
     # The same env with the item grouping: one episode per (dataset, item), one SAMPLE per generator; the same
     # registration choices.
     register(id="coba/Route-v0", entry_point="coba_env.env:CoBaEnv",
-             vector_entry_point="coba_env.route_vector_env:RouteVectorEnv", disable_env_checker=True,
+             vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True,
              order_enforce=False, kwargs={"grouping": "item"})
 
 __all__ = [
@@ -64,6 +65,13 @@ class RouteEnv(CoBaEnv):
                    render_mode: str | None = None) -> CoBaEnv:
         """The env of ``config`` (an item-grouped configuration; ``route`` and N_max per generator are in it)."""
         return CoBaEnv.from_config(config, render_mode)
+
+
+class RouteVectorEnv(CoBaVectorEnv):
+    """Transitional: ``CoBaVectorEnv(num_envs, ..., grouping="item")``."""
+
+    def __init__(self, num_envs: int, pool: Any = None, **kwargs: Any) -> None:
+        super().__init__(num_envs, pool, **({} if "config" in kwargs else {"grouping": "item"}), **kwargs)
 
 
 def route_config(pool: Any = None, **kwargs: Any) -> tuple[Any, int, EnvConfig]:

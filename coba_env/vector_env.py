@@ -1,10 +1,17 @@
-"""CoBaVectorEnv: many episodes of the same pool stepped at once with numpy.
+"""CoBaVectorEnv: many episodes of the same pool stepped at once with numpy, either grouping.
 
 It runs the same state machine as ``CoBaEnv`` with the same incremental arithmetic (running sums added
 in the same order, the same lookup tables), so for the same actions it returns the same observations,
 masks, rewards and selections as the one-episode env, bit for bit. Terminated sub-envs reset in the
 same step (SB3's convention): ``infos["final_observation"]`` and the final fields hold the finished
 episode's values.
+
+With the item grouping (``grouping="item"``, ``coba/Route-v0``) a SAMPLE reveals the chosen generator's next
+candidate into the next slot (``slot_candidate`` records which pool candidate each revealed slot holds, and
+every gather of a slot's pool data goes through it), answer counts are zeroed on reset (candidates are not
+revealed in pool order), and each generator's evidence is kept beside the pooled one, feature-major [G, B]:
+``gen_revealed``, ``gen_cap``, ``gen_top_count``, ``gen_score_sum`` / ``gen_score_count`` [G, T, B] and
+``gen_spend`` (cost model), with the observation's per-generator block ``generator_block`` [B, G * (4 + T)].
 
 Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) is, and nearly all of them run
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
@@ -31,7 +38,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
 from coba_env.row_items import row_items
-from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
     batch_observe,
@@ -40,7 +46,7 @@ from coba_env.rules.features import (
 )
 from coba_env.rules.masks import batch_masks
 from coba_env.spaces import MaskedDiscrete
-from coba_env.vector_evidence import FEW_SLOTS, VectorEvidence
+from coba_env.vector_evidence import FEW_SLOTS, ITEM_FEW_SLOTS, VectorEvidence
 from coba_env.vector_state import VectorState
 from coba_env.vector_tables import VectorTables
 
@@ -51,26 +57,20 @@ VECTOR_RESET_OPTIONS = ("episodes", "lams")
 
 
 class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
-    """``num_envs`` replay episodes stepped together; takes the same keyword arguments as ``CoBaEnv``."""
+    """``num_envs`` episodes stepped together, either grouping; takes the same keyword arguments as ``CoBaEnv``."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
-
-    def __new__(cls, *args: Any, config: EnvConfig | None = None, **kwargs: Any) -> CoBaVectorEnv:
-        # Transitional: an "item"-grouped configuration is served by the route vector env until they are one class.
-        if cls is CoBaVectorEnv and (kwargs.get("grouping") == "item" or (config is not None and
-                                                                         config.grouping == "item")):
-            from coba_env.route_vector_env import RouteVectorEnv
-
-            return super().__new__(RouteVectorEnv)
-        return super().__new__(cls)
 
     def __init__(self, num_envs: int, pool: Any = None, *, config: EnvConfig | None = None,
                  render_mode: str | None = None, **env_kwargs: Any) -> None:
         num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
+        grouping = env_kwargs.pop("grouping", None)
         if config is None:
-            config = EnvConfig.build(pool, **env_kwargs)
+            config = EnvConfig.build(pool, grouping=grouping or "pair", **env_kwargs)
         elif pool is not None or env_kwargs:
             raise ValueError("pass either config= or the pool and env arguments, not both")
+        elif grouping is not None and grouping != config.grouping:
+            raise ValueError(f"grouping={grouping!r} but the configuration groups episodes by {config.grouping!r}")
         self.config = config
         p = config.pool
         #: The verifier names (the pool's axis) and the feature table generated from them.
@@ -78,10 +78,16 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
+        #: The item grouping's episodes (``coba_env.route_pool.RoutePool``) and N_max per generator; None with pairs.
+        self.route, self.n_max_per_generator = config.route, config.n_max_per_generator
+        #: Whether SAMPLE puts a chosen generator's candidate into the next slot (the item grouping), so slots are
+        #: not in pool order: ``slot_candidate`` maps them, and a cluster's first candidate in the pool need not be
+        #: its first revealed one (the lazy zeroing of its counts relies on that; such counts are zeroed on reset).
+        self._places = config.route is not None
         #: The action ids and names (``coba_env.rules.actions.ActionLayout``), as the one-episode env's.
-        self.layout = layout = self._action_layout()
+        self.layout = layout = config.layout
         self._n_gen, self._stop = layout.n_generators, layout.stop_action
-        low, high = self._observation_bounds()
+        low, high = self.features.observation_bounds()
         self.n_obs = len(low)
         self.single_observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
         self.single_action_space = MaskedDiscrete(layout.n_actions)
@@ -104,7 +110,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
         self._correct_flat = p.labels.correct.ravel()  # [E * N]: the STOP reward (never reaches an observation)
-        self.lambda_index = self._lambda_index()
+        self.lambda_index = self.features.lambda_index
         self.n_cand = p.n_candidates
         # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
         self._cluster_dtype = np.int8 if self.n_clusters < 127 else np.int64
@@ -113,31 +119,12 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self._reset_fden = bool(np.min(self.weights) <= 0)
         self._cursor = 0
         self._perm: np.ndarray | None = None
+        if self._places:
+            self.n_generators = config.route.n_generators
+            self._caps = np.where(config.route.available, config.n_max_per_generator, 0).astype(np.int64)  # [E, G]
+            self._few_slots = ITEM_FEW_SLOTS
         self._single: CoBaEnv | None = None
         self._alloc()
-
-    def _action_layout(self) -> ActionLayout:
-        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
-        return ActionLayout(verifiers=tuple(self.tiers))
-
-    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.features.bounds()
-
-    def _lambda_index(self) -> int:
-        return self.features.lam
-
-    #: Whether candidates are revealed in pool order (slot = candidate), so a cluster's first candidate in the
-    #: pool is its first revealed one (the lazy zeroing of its counts relies on it); route episodes are not.
-    _pool_order = True
-
-    def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
-        return self.ep.take(rows) * self.n_cand + slots
-
-    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(flat pool index, ``sample_int`` row) of the candidate each SAMPLE of ``rows`` reveals into ``slots``."""
-        flat = self.ep.take(rows) * self.n_cand + slots
-        return flat, self.sample_int.take(flat, axis=0)
 
     @property
     def single(self) -> CoBaEnv:
@@ -194,11 +181,19 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         return items
 
     def _masks(self) -> np.ndarray:
-        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
+        can_sample = self.gen_revealed < self.gen_cap if self._places else None  # one SAMPLE per generator
+        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost,
+                           can_sample=can_sample)
 
     def _observations(self) -> np.ndarray:
-        """Observations [B, N_FEATURES] of the current state (``self._fusion`` must be current)."""
-        return batch_observe(self, self._obs_t, self.features)
+        """Observations [B, F] of the current state (``self._fusion`` must be current)."""
+        if not self._places:
+            return batch_observe(self, self._obs_t, self.features)
+        k = self.generator_block.shape[1]
+        out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
+        out[:, :k] = self.generator_block  # kept current by the steps (``VectorState._alloc_generators``)
+        batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
+        return out
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
@@ -209,6 +204,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
     def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
         """Fill the zeroed first observations ``fresh`` [len(rows), F] of the episodes ``rows`` just started."""
         fresh[:, self.lambda_index] = self.lams.take(rows)  # a fresh episode has revealed nothing: all 0 but lambda
+        if self._places:  # ... and the item grouping's block, fresh since the reset
+            fresh[:, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

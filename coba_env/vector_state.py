@@ -10,7 +10,7 @@ where revealed). Per answer cluster it keeps only the score statistics that the 
 reset zeroes the counters with one multiply and writes a few rows, a slot's terms are written when it is
 revealed, and a reset only marks the revealed slots unrevealed again (fnum = -inf); the answer counts and
 per-cluster statistics are zeroed lazily, when a cluster first appears in an episode (a per-candidate table of
-the pool says which candidate that is).
+the pool says which candidate that is). The item grouping adds each generator's evidence (``_alloc_generators``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 
 from coba_env.costs import COST_MEASURES
 from coba_env.row_items import row_items, zero_item
+from coba_env.rules.features import batch_fresh_block
 from coba_env.vector_evidence import slot_spans
 
 __all__ = ["VectorState"]
@@ -31,6 +32,7 @@ class VectorState:
     num_envs: int
     n_tiers: int
     n_clusters: int
+    _places: bool
 
     # -- state ---------------------------------------------------------------------------------------
     def _alloc(self) -> None:
@@ -101,6 +103,37 @@ class VectorState:
         self.rank_t = np.full((n, b), -np.inf)
         #: Each row's largest R after the last ``_fusion`` [B].
         self.top_rank = np.full(b, -np.inf)
+        if self._places:
+            self._alloc_generators()
+
+    def _alloc_generators(self) -> None:
+        """The item grouping's per-generator state (``Evidence.track_generators``'s, batched)."""
+        g, t, b, s = self.n_generators, self.n_tiers, self.num_envs, self.pool.n_candidates
+        # The counters a SAMPLE changes, feature-major (integers revealed, top_count [2G, B]; floats spend [G, B]) so
+        # that the masks and the block patches read contiguous rows; a reset is one scatter per block.
+        self._gen_ints, self._gen_floats = np.zeros((2 * g, b), dtype=np.int64), np.zeros((g, b))
+        self.gen_revealed, self.gen_top_count = self._gen_ints[:g], self._gen_ints[g:]
+        self.gen_spend = self._gen_floats
+        self.gen_cap = np.zeros((g, b), dtype=np.int64)
+        # VERIFY's per-(generator, tier) sums and counts, row-major [B, G * T]: only VERIFY (one entry per row) reads
+        # them, and a reset zeroes a row's as one item; the [G, T, B] names are views.
+        self._score_count, self._score_sum = np.zeros((b, g * t), dtype=np.int64), np.zeros((b, g * t))
+        self.gen_score_count = self._score_count.reshape(b, g, t).transpose(1, 2, 0)
+        self.gen_score_sum = self._score_sum.reshape(b, g, t).transpose(1, 2, 0)
+        if t:
+            self._score_items = (row_items(self._score_count), row_items(self._score_sum))
+            self._zero_scores = zero_item(g * t)  # all-zero bytes: zero counts and zero sums alike
+        #: The per-generator features of the current state [B, G * (4 + T)], patched where a step changes them
+        #: (``coba_env.rules.features``: the rows that sampled, verified or reset) instead of recomputed.
+        self.generator_block = np.zeros((b, g * self.features.block_size), dtype=np.float32)
+        #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)] (<= S: the dtype of ``counts``).
+        self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=self.counts.dtype)
+        #: The pool candidate of each revealed slot, slot-major [S, B] (stale beyond n), small so that SAMPLE's
+        #: scatter and the gathers stay in cache; its generator is candidate // N (``slot_generator``).
+        self.slot_candidate = np.zeros((s, b), dtype=np.int8 if s < 127 else np.int64)
+        self._gen_b = np.arange(g) * b
+        self._gen_ints_b = np.arange(len(self._gen_ints)) * b
+        self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
 
     @property
     def rank(self) -> np.ndarray:
@@ -130,6 +163,14 @@ class VectorState:
             self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
         else:
             self.lams[rows] = self.lam
+        if self._places:  # row-major blocks written through flat indices: one plain 1-D scatter per array
+            self._gen_ints.ravel()[self._gen_ints_b[:, None] + rows] = 0
+            self._gen_floats.ravel()[self._gen_b[:, None] + rows] = 0.0
+            if self.n_tiers:
+                for items in self._score_items:
+                    items[rows] = self._zero_scores
+            self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
+            batch_fresh_block(self.generator_block, self, rows)
 
     def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
         """Mark the revealed slots at flat [N, B] indices ``at`` (of rows ``row``) unrevealed, before a reset."""
@@ -137,3 +178,12 @@ class VectorState:
         # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
         self.fnum_t.ravel()[at] = -np.inf
         self.rank_t.ravel()[at] = -np.inf
+        if self._places:  # only the clusters of the revealed slots hold counts: zero those (the statistics are
+            # zeroed when the cluster first appears, as with pairs)
+            cl = self.cluster_t.ravel().take(at).astype(np.int64)
+            answered = cl >= 0
+            row, cl = row[answered], cl[answered]
+            g = self._slot_generator(at[answered])
+            c1 = self.n_clusters + 1
+            self.counts.ravel()[row * c1 + cl] = 0
+            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0

@@ -18,10 +18,9 @@ import numpy as np
 
 from agents.base import Policy
 from agents.routing_base import is_route_policy
-from coba_env import RouteEnv
+from coba_env import RouteEnv, RouteVectorEnv
 from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
-from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.roles import primary_slots
 from eval.batched_replay import DEFAULT_BATCH, action_strings, replay_batched

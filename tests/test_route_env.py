@@ -11,7 +11,7 @@ import pytest
 import coba_env  # noqa: F401  (registers the envs)
 from coba_env import CoBaEnv, compile_pool
 from coba_env.route_pool import compile_route_pool
-from coba_env.route_vector_env import RouteVectorEnv
+from coba_env.vector_env import CoBaVectorEnv
 from tests.factory import Cand, Ep, build_pool
 
 MODELS = {"small": 1.0, "big": 10.0, "J1": 2.0, "J2": 4.0, "J3": 20.0}
@@ -129,7 +129,7 @@ def test_gymnasium_make_and_make_vec_build_the_route_envs():
     env = gym.make("coba/Route-v0", pool=pool, budget=1000.0)
     assert isinstance(env.unwrapped, CoBaEnv) and env.unwrapped.config.grouping == "item"
     venv = gym.make_vec("coba/Route-v0", num_envs=3, vectorization_mode="vector_entry_point", pool=pool)
-    assert isinstance(venv.unwrapped, RouteVectorEnv)
+    assert isinstance(venv.unwrapped, CoBaVectorEnv) and venv.unwrapped.config.grouping == "item"
     assert venv.single_action_space.n == 6
 
 
@@ -141,7 +141,7 @@ def lockstep_hashes(pool, num_envs: int, n_steps: int, seed: int, **kw) -> tuple
     cost goes into the hashes.
     """
     rng = np.random.default_rng(seed)
-    venv = RouteVectorEnv(num_envs, pool, **kw)
+    venv = CoBaVectorEnv(num_envs, pool, grouping="item", **kw)
     obs_v, info_v = venv.reset(seed=seed)
     singles = [CoBaEnv(pool, grouping="item", **kw) for _ in range(num_envs)]
     _ = [env.reset(options={"episode": int(e)})[0] for env, e in zip(singles, info_v["episode"], strict=True)]
@@ -200,7 +200,7 @@ def test_routing_policies_batched_equal_single_on_the_paper_pool(name):
     env = CoBaEnv(paper, grouping="item", **policy.env_kwargs())
     assert env.route.n_generators == 3 and env.route.available.all()  # the paper pool: 3 generators per problem
     single = replay(policy, env)
-    venv = RouteVectorEnv(997, paper, **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
+    venv = CoBaVectorEnv(997, paper, grouping="item", **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
     batched = replay_batched(make_policy(name), venv)
     assert_batched_equals_single(single, batched, env.layout.names)
     # Every SAMPLE draws from the one chosen generator (by parameters: label-free).

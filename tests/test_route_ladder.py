@@ -10,9 +10,8 @@ from agents.configured import POLICY_CLASSES
 from agents.registry import make_policy
 from agents.routing_ladder import LadderCascadePolicy
 from agents.runner import run_episode
-from coba_env import RouteEnv
+from coba_env import RouteEnv, RouteVectorEnv
 from coba_env.compiled import as_compiled
-from coba_env.route_vector_env import RouteVectorEnv
 from eval.batched_replay import replay_batched
 from eval.route_replay import run_route_policies
 from tests.factory import Cand, Ep, build_pool

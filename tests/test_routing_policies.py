@@ -10,9 +10,8 @@ import pytest
 from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import run_episode
-from coba_env import RouteEnv
+from coba_env import RouteEnv, RouteVectorEnv
 from coba_env.compiled import as_compiled
-from coba_env.route_vector_env import RouteVectorEnv
 from eval.batched_replay import replay_batched
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS, assert_batched_equals_single, two_generator_pool
