@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     """Solve every problem of ``args`` and report; input and endpoint errors become exit code 2."""
     from agents.runner import check_selection, run_episode
     from coba_env.live import EndpointSource, Limits, LiveEndpointError, LiveEnv
-    from coba_env.live_route import LiveRouteEnv
+    from coba_env.live import LiveEnv as LiveRouteEnv
     from pools.client.prompts import SamplingSettings
     from pools.live_grading import grade_answer
     from pools.problems import Problem

@@ -19,6 +19,7 @@ from typing import Any
 
 from coba_env.compiled import CompiledPool
 from coba_env.episode_data import EpisodeData
+from coba_env.route_pool import RoutePool
 from pools.client.judges import DEFAULT_JUDGES, judge
 from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.client.prompts import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
@@ -110,52 +111,76 @@ class EvidenceSource(ABC):
 
 
 class PoolReplaySource(EvidenceSource):
-    """Reveals a compiled pool's cached episodes (costs, latencies and labels as stored)."""
+    """Reveals a compiled pool's cached episodes (costs, latencies and labels as stored), so a live run can be
+    checked action for action against ``CoBaEnv`` replay.
+
+    ``pool``: a ``CompiledPool`` (one generator per episode: ``sample(c)`` reveals its candidate c), or a
+    ``coba_env.route_pool.RoutePool`` with several generators (``sample(c, generator=g)`` reveals g's next stored
+    candidate, clusters joined across generators as the route pool holds them; every item must have every
+    generator's candidates, and its labels are in the route pool's slot order, so run it with ``n_max`` = the
+    pool's N per generator for ``info["correct"]``).
+    """
 
     simulated_time = True
 
-    def __init__(self, compiled: CompiledPool) -> None:
+    def __init__(self, pool: CompiledPool | RoutePool) -> None:
+        route = pool if isinstance(pool, RoutePool) else None
+        compiled = pool.pool if route is not None else pool
         if tuple(compiled.tiers) != TIERS:  # the live episode's tier axis is the paper's (coba_env.live)
             raise ValueError(f"a live replay takes a pool whose verifiers carry the paper's names {list(TIERS)}; "
                              f"this pool's verifiers are {list(compiled.tiers)}")
-        self.compiled = compiled
+        if route is not None and not route.available.all():
+            raise ValueError("some items lack a generator's candidates; a live item episode has them all")
+        self.route, self.compiled = route, compiled
         self.tiers = tuple(compiled.tiers_present)
         #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.
         self.verifier_roles = compiled.verifier_roles
-        self.max_candidates = compiled.n_candidates
+        if route is not None:
+            self.generator_names, self.generator_params = tuple(route.generators), tuple(route.generator_params)
+        #: Candidates per generator: the pool's N (an item's slots hold N per generator, generator-major).
+        self.max_candidates = self._per_generator = route.n_per_generator if route is not None else compiled.n_candidates
         self._rows = compiled.episode_rows()
         self._row: EpisodeData | None = None
 
     @property
     def n_episodes(self) -> int:
-        """Episodes of the pool."""
+        """Episodes of the pool (items, with several generators)."""
         return self.compiled.n_episodes
 
     def begin(self, episode: int) -> dict[str, Any]:
-        """Start pool episode ``episode``; its labels come along for the evaluator-side ``correct``."""
+        """Start pool episode ``episode``; its labels (slot order) come along for the evaluator-side ``correct``."""
         p, e = self.compiled, episode
         self._e, self._row = e, self._rows[e]
+        self._drawn = [0] * len(self.generator_names)
+        self._slots: list[int] = []  # the pool slot of each revealed candidate
         return {"dataset": p.dataset[e], "item_id": p.item_id[e], "generator": p.generator[e],
                 "labels": p.labels.correct[e].tolist(), "problem": None}
 
+    def _next_slot(self, generator: int) -> int:
+        return generator * self._per_generator + self._drawn[generator]
+
     def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
-        """The stored candidate (the pool's episodes have one generator each)."""
-        row, c = self._row, candidate
-        return Revealed(row.cluster[c], self.compiled.answer[self._e, c], row.output_tokens[c], row.cap_hit[c],
-                        row.gen_cost[c], row.has_score[c])
+        """Generator ``generator``'s next stored candidate (with one generator: candidate ``candidate``)."""
+        row, p = self._row, self._next_slot(generator)
+        self._drawn[generator] += 1
+        self._slots.append(p)
+        detail = {"generator": self.generator_names[generator]} if self.route is not None else {}
+        return Revealed(row.cluster[p], self.compiled.answer[self._e, p], row.output_tokens[p], row.cap_hit[p],
+                        row.gen_cost[p], row.has_score[p], detail)
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
-        """The stored score."""
-        return Scored(self._row.score[candidate][tier], self._row.ver_cost[candidate][tier])
+        """The stored score of revealed candidate ``candidate``."""
+        p = self._slots[candidate]
+        return Scored(self._row.score[p][tier], self._row.ver_cost[p][tier])
 
     def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
         """Exact: the stored cost."""
-        cost = self._row.gen_cost[candidate]
+        cost = self._row.gen_cost[self._next_slot(generator)]
         return CallBound(cost[0], cost[3])
 
     def verify_bound(self, candidate: int, tier: int) -> CallBound:
         """Exact: the stored cost."""
-        cost = self._row.ver_cost[candidate][tier]
+        cost = self._row.ver_cost[self._slots[candidate]][tier]
         return CallBound(cost[0], cost[3])
 
 

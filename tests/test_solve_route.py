@@ -17,7 +17,7 @@ import pytest
 
 from coba_cli.main import main
 from coba_env.live import EndpointSource
-from coba_env.live_route import LiveRouteEnv
+from coba_env.live import LiveEnv as LiveRouteEnv
 from pools.client.openai_client import Endpoint
 from pools.client.prompts import SamplingSettings
 from pools.grading import cluster_answers
