@@ -50,8 +50,8 @@ from coba_env.route_pool import RoutePool
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.masks import stop_bit
+from coba_env.rules.roles import declared_roles
 from coba_env.rules.selection import SelectionRule
-from pools.schema import TIERS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
            "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
@@ -101,25 +101,25 @@ class LiveEpisode:
     unrevealed and is filled by ``reveal_candidate`` / ``reveal_score`` before the env applies the action.
     """
 
-    def __init__(self, n: int, ep: int, meta: dict[str, Any], tiers_present: tuple[str, ...],
-                 max_output_tokens: float, *, verifier_roles: tuple[str, ...] | None = None) -> None:
-        t, k = len(TIERS), len(COST_MEASURES)
+    def __init__(self, n: int, ep: int, meta: dict[str, Any], verifiers: tuple[str, ...],
+                 tiers_present: tuple[str, ...], max_output_tokens: float, *,
+                 verifier_roles: tuple[str, ...] | None = None) -> None:
+        t, k = len(verifiers), len(COST_MEASURES)
         labels = meta.get("labels")
         correct = np.zeros((1, n), dtype=bool)
         if labels is not None:
             correct[0, :] = np.asarray(labels[:n], dtype=bool)
         obj = lambda v: np.array([v], dtype=object)  # noqa: E731
         self.pool = CompiledPool(
-            n_candidates=n, tiers=TIERS, episode_ids=np.array([ep], dtype=np.int64),
+            n_candidates=n, tiers=tuple(verifiers), episode_ids=np.array([ep], dtype=np.int64),
             dataset=obj(meta.get("dataset")), generator=obj(meta.get("generator")), item_id=obj(meta.get("item_id")),
             cluster=np.full((1, n), -1, dtype=np.int32), answer=np.full((1, n), None, dtype=object),
             output_tokens=np.zeros((1, n)), cap_hit=np.zeros((1, n), dtype=bool), gen_cost=np.zeros((1, n, k)),
             has_score=np.zeros((1, n, t), dtype=bool), score=np.full((1, n, t), np.nan),
             ver_cost=np.zeros((1, n, t, k)), max_output_tokens=max_output_tokens,
             labels=Labels(correct=correct, gold_cluster=np.full(1, -1, dtype=np.int32)),
-            tiers_present=tiers_present)
-        if verifier_roles is not None:  # a replayed pool's declared roles (coba_env.rules.roles)
-            self.pool.verifier_roles = tuple(verifier_roles)
+            tiers_present=tiers_present, verifier_models=("",) * t,
+            verifier_roles=declared_roles(None, verifiers) if verifier_roles is None else tuple(verifier_roles))
         # Up to n answer clusters (the blank pool's arrays do not know how many the source will reveal).
         self.row = EpisodeData.blank(n, t, k, n)
 
@@ -147,8 +147,8 @@ class LiveGate(ActionGate):
     def begin(self, ep: int, meta: dict[str, Any]) -> LiveEpisode:
         """Start episode ``ep`` (the source's task, described by ``meta``): a blank episode, nothing spent."""
         self.ep, self.task = ep, meta
-        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.tiers), self.max_output_tokens,
-                                   verifier_roles=getattr(self.source, "verifier_roles", None))
+        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.verifiers), tuple(self.source.tiers),
+                                   self.max_output_tokens, verifier_roles=self.source.verifier_roles)
         self.calls: list[dict[str, Any]] = []
         self.abandoned = [0.0, 0.0, 0.0]  # tokens (bound), calls, seconds of calls cut by the time budget
         self.interrupted: str | None = None
@@ -276,7 +276,8 @@ class LiveGate(ActionGate):
 class LiveEnv(CoBaEnv):
     """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
 
-    Arguments as ``CoBaEnv``, plus: ``source`` (one generator: the pair grouping; several with distinct names:
+    Arguments as ``CoBaEnv`` (``tiers``: the source's verifiers the agent may call, default all of them), plus:
+    ``source`` (its verifiers, by role, are the VERIFY actions; one generator: the pair grouping; several with distinct names:
     the item grouping, ``SAMPLE_<name>`` per ``source.generator_names`` in that order, ``self.route`` holding the
     generators' parameters, ``source.generator_params``, that routing policies choose by); ``n_max`` (most
     candidates per problem and generator); ``budget`` (B of the reward and of the ``budget_used`` feature) and
@@ -287,7 +288,7 @@ class LiveEnv(CoBaEnv):
 
     def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
                  limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
-                 cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
+                 cost_model: str = "p_tokens", tiers: tuple[str, ...] | None = None,
                  selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
                  render_mode: str | None = None) -> None:
         names = tuple(source.generator_names)

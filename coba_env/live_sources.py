@@ -2,14 +2,20 @@
 
 A source holds tasks (problems, or cached episodes); ``begin(i)`` starts task i, ``sample(c, generator=g)``
 reveals candidate c (from generator g, when the source has several: ``generator_names``), ``verify(c, t)``
-scores candidate c at tier t, and ``*_bound`` give an upper bound on what that
+scores candidate c with verifier slot t, and ``*_bound`` give an upper bound on what that
 call can cost before it is made (for the hard budgets). Sources compute nothing the environment computes:
 they return the raw evidence (answer cluster, tokens, cap hit, score, cost in every measure).
+
+Verifiers are data, as in a pool: a source names its verifier axis (``verifiers``: one slot per verifier, the
+env's VERIFY actions; ``coba_env.compiled.verifier_axis``, so the paper's names keep the axis V1, V2, V3), the
+ones it can call (``tiers``) and each slot's declared role (``verifier_roles``), which the env maps onto the roles
+policies ask for exactly as on a pool (``coba_env.rules.roles``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -17,18 +23,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coba_env.compiled import CompiledPool
+from coba_env.compiled import CompiledPool, verifier_axis
 from coba_env.episode_data import EpisodeData
 from coba_env.route_pool import RoutePool
-from pools.client.judges import DEFAULT_JUDGES, judge
+from coba_env.rules.roles import ROLE_NAMES, declared_roles
+from pools.client.judges import DEFAULT_JUDGES, ROLE_JUDGES, judge
 from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
 from pools.client.prompts import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
 from pools.grading import AnswerClusterer, extract_answer, uses_task_scorer
 from pools.problems import Problem
-from pools.schema import TIERS
+from pools.schema import PAPER_TIER_ROLES, TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 from pools.tokens import estimate_tokens
 
-#: Role of each tier's endpoint, for messages.
+#: How messages name the paper verifiers' endpoints (another verifier: by its name and role, ``verifier_role``).
 TIER_ROLES = {"V1": "judge (V1)", "V2": "step judge (V2)", "V3": "verifier (V3)"}
 #: Tokens a chat template may add around the messages (special tokens, a default system prompt).
 CHAT_TEMPLATE_TOKENS = 256
@@ -59,7 +66,7 @@ class Revealed:
     output_tokens: float
     cap_hit: bool
     cost: Sequence[float]  # in COST_MEASURES order
-    has_tiers: Sequence[bool]  # per tier of TIERS: whether this candidate can be verified there
+    has_tiers: Sequence[bool]  # per slot of the source's verifiers: whether this candidate can be verified there
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -76,7 +83,12 @@ class EvidenceSource(ABC):
     """Where a ``LiveEnv`` gets its evidence. ``simulated_time``: seconds are the calls' recorded latencies
     (a replay) instead of the wall clock."""
 
+    #: The verifier axis: one slot per verifier, in the order of the env's VERIFY actions.
+    verifiers: tuple[str, ...] = TIERS
+    #: The verifiers the source can call, in axis order.
     tiers: tuple[str, ...] = ()
+    #: Each axis slot's declared role (``pools.schema.VERIFIER_ROLES``); None: the paper names' roles.
+    verifier_roles: tuple[str, ...] | None = None
     simulated_time: bool = False
     max_candidates: int = 1 << 30
     #: The generators SAMPLE can draw from, in action order (one: the replay layout's plain SAMPLE).
@@ -126,13 +138,10 @@ class PoolReplaySource(EvidenceSource):
     def __init__(self, pool: CompiledPool | RoutePool) -> None:
         route = pool if isinstance(pool, RoutePool) else None
         compiled = pool.pool if route is not None else pool
-        if tuple(compiled.tiers) != TIERS:  # the live episode's tier axis is the paper's (coba_env.live)
-            raise ValueError(f"a live replay takes a pool whose verifiers carry the paper's names {list(TIERS)}; "
-                             f"this pool's verifiers are {list(compiled.tiers)}")
         if route is not None and not route.available.all():
             raise ValueError("some items lack a generator's candidates; a live item episode has them all")
         self.route, self.compiled = route, compiled
-        self.tiers = tuple(compiled.tiers_present)
+        self.verifiers, self.tiers = tuple(compiled.tiers), tuple(compiled.tiers_present)
         #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.
         self.verifier_roles = compiled.verifier_roles
         if route is not None:
@@ -197,6 +206,11 @@ class EndpointSource(EvidenceSource):
     grading code; a sample costs its tokens x its own generator's parameters. The k-th sample of a generator
     is seeded by (seed, dataset, item, model, k), so one generator alone draws exactly what it always drew.
 
+    ``judges``: one endpoint per verifier, by name (any verifier names; the paper's V1, V2, V3 keep their axis);
+    ``roles``: each verifier's role (``pools.schema.VERIFIER_ROLES``; a paper name defaults to its tier's role,
+    any other name needs one). A verifier is prompted with ``prompts[name]``, else its paper tier's prompt, else
+    its role's (``pools.client.judges.ROLE_JUDGES``).
+
     Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
     (``pools.generation.generate``, ``pools.generation.verify_calls``); answers are extracted with ``pools.grading`` and clustered
     as a pool build would (``pools.grading.AnswerClusterer``). Token bounds: a prompt has at most one token
@@ -205,13 +219,11 @@ class EndpointSource(EvidenceSource):
     """
 
     def __init__(self, problems: Sequence[Problem], generator: Endpoint | Mapping[str, Endpoint],
-                 judges: Mapping[str, Endpoint], *,
+                 judges: Mapping[str, Endpoint], *, roles: Mapping[str, str] | None = None,
                  settings: SamplingSettings | None = None, prompts: Mapping[str, str] | None = None,
                  request_timeout_s: float = 600.0, max_attempts: int = 3, backoff_s: float = 1.0,
                  api_key: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        unknown = sorted(set(judges) - set(TIERS))
-        if unknown:
-            raise ValueError(f"unknown tier(s) {unknown}; expected some of {list(TIERS)}")
+        self._set_verifiers(judges, roles)
         if not problems:
             raise ValueError("no problem given")
         self.problems = list(problems)
@@ -225,18 +237,44 @@ class EndpointSource(EvidenceSource):
         self.generator = self.generators[0]
         self.generator_names = tuple(named) if len(named) > 1 else ("",)
         self.generator_params = tuple(float(ep.params_b) for ep in self.generators)
-        self.judges = dict(judges)
-        self.tiers = tuple(t for t in TIERS if t in self.judges)
         self.settings = settings or SamplingSettings(n=1)
         self.gen_spec = load_prompt(self.settings.prompt)
         prompts = dict(prompts or {})
-        self.judge_specs = {t: load_prompt(prompts.get(t, DEFAULT_JUDGES[t])) for t in self.tiers}
+        role = dict(zip(self.verifiers, self.verifier_roles, strict=True))
+        self.judge_specs = {v: load_prompt(prompts.get(v) or DEFAULT_JUDGES.get(v) or ROLE_JUDGES[role[v]])
+                            for v in self.tiers}
         self.request_timeout_s = request_timeout_s
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.api_key = api_key
         self._sleep = sleep
         self.records: list[dict[str, Any]] = []
+
+    def _set_verifiers(self, judges: Mapping[str, Endpoint], roles: Mapping[str, str] | None) -> None:
+        """The verifier axis, the verifiers present and their declared roles, from the judge endpoints by name."""
+        names = list(judges)
+        bad = [v for v in names if not isinstance(v, str) or not re.fullmatch(VERIFIER_NAME_PATTERN, v)]
+        if bad:
+            raise ValueError(f"verifier name(s) {bad} cannot name a VERIFY action; expected names matching "
+                             f"{VERIFIER_NAME_PATTERN}")
+        given = dict(roles or {})
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(f"roles name verifier(s) {unknown} without a judge endpoint; the judges are {names}")
+        missing = [v for v in names if v not in given and v not in PAPER_TIER_ROLES]
+        if missing:
+            raise ValueError(f"verifier(s) {missing} have no role; expected roles={{name: role}} with a role of "
+                             f"{list(VERIFIER_ROLES)}")
+        self.judges = dict(judges)
+        self.verifiers = verifier_axis(names) if names else TIERS
+        self.tiers = tuple(v for v in self.verifiers if v in self.judges)
+        self.verifier_roles = declared_roles(given, self.verifiers)
+
+    def verifier_role(self, name: str) -> str:
+        """How messages name verifier ``name``'s endpoint: the paper tiers' words, else its name and role."""
+        if name in TIER_ROLES:
+            return TIER_ROLES[name]
+        return f"verifier {name} ({ROLE_NAMES[self.verifier_roles[self.verifiers.index(name)]]})"
 
     @property
     def n_episodes(self) -> int:
@@ -260,7 +298,7 @@ class EndpointSource(EvidenceSource):
     def check_endpoints(self, timeout_s: float = 10.0) -> None:
         """Raise ``LiveEndpointError`` naming the first endpoint that does not answer GET /v1/models."""
         generators = [(self._generator_role(g), ep) for g, ep in enumerate(self.generators)]
-        for role, ep in [*generators, *[(TIER_ROLES[t], self.judges[t]) for t in self.tiers]]:
+        for role, ep in [*generators, *[(self.verifier_role(v), self.judges[v]) for v in self.tiers]]:
             client = OpenAIClient(ep.url, ep.model, api_key=self.api_key, timeout_s=timeout_s, max_attempts=1)
             try:
                 client.models()
@@ -348,13 +386,13 @@ class EndpointSource(EvidenceSource):
                   "latency_s": float(completion.latency_s), "finish_reason": choice.finish_reason,
                   "answer": found.answer, "extraction_status": found.status, "text": choice.text}
         return Revealed(cluster, found.answer, float(output_tokens), cap_hit, cost,
-                        [t in self.judges for t in TIERS], detail)
+                        [v in self.judges for v in self.verifiers], detail)
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
         """One judge call with the tier's prompt file; a reply without a usable score gives NaN."""
-        name = TIERS[tier]
+        name = self.verifiers[tier]
         ep, spec, rec = self.judges[name], self.judge_specs[name], self.records[candidate]
-        out = self._call(TIER_ROLES[name], ep, lambda c: judge(c, spec, self.problem.problem, rec["text"] or "",
+        out = self._call(self.verifier_role(name), ep, lambda c: judge(c, spec, self.problem.problem, rec["text"] or "",
                                                                api=self.settings.api), timeout_s)
         tokens = float((out.prompt_tokens or 0) + (out.output_tokens or 0))
         score = math.nan if out.score is None else float(out.score)
@@ -376,7 +414,7 @@ class EndpointSource(EvidenceSource):
 
     def verify_bound(self, candidate: int, tier: int) -> CallBound:
         """Bytes of the judge prompt's template, problem and (clipped) solution, + max_tokens; inf if unbounded."""
-        spec = self.judge_specs[TIERS[tier]]
+        spec = self.judge_specs[self.verifiers[tier]]
         if spec.get("max_tokens") is None:
             return CallBound(math.inf)
         text = self.records[candidate]["text"] or ""

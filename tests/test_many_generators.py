@@ -3,6 +3,7 @@ and the bench run on 3 and 4 generators with no code change."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from agents.registry import load_specs, make_policy
@@ -187,10 +188,29 @@ def test_a_learned_controller_refuses_a_layout_it_was_not_trained_on():
                                      "'STOP']; the env has ['SAMPLE', 'VERIFY_judge-s'")
 
 
-def test_a_live_replay_names_a_pool_whose_verifiers_it_cannot_take():
-    """The live env keeps the paper's verifier axis (coba_env.live); another pool is refused by name."""
-    from coba_env.live_sources import PoolReplaySource
+@pytest.mark.parametrize("grouping", ["pair", "item"])
+def test_a_live_replay_takes_any_verifiers_by_role(grouping):
+    """Five named verifiers with declared roles: the live path (blank rows filled call by call) shows a policy the
+    same layout, role map, observations, masks, rewards and final info as replay, with either grouping."""
+    from coba_env.live import LiveEnv, PoolReplaySource, replay_normalizers
 
-    with pytest.raises(ValueError, match=r"a live replay takes a pool whose verifiers carry the paper's names "
-                                         r"\['V1', 'V2', 'V3'\]; this pool's verifiers are \['judge-s'"):
-        PoolReplaySource(compile_pool(pool_with_verifiers(3, 5)))
+    compiled = compile_pool(pool_with_verifiers(3, 5))
+    replay = CoBaEnv(compiled, grouping=grouping)
+    live = LiveEnv(PoolReplaySource(compiled if grouping == "pair" else replay.route), **replay_normalizers(compiled))
+    assert live.actions == replay.actions and live.actions[-6:-1] == [f"VERIFY_{v}" for v in VERIFIERS][:5]
+    assert live.roles.serving == replay.roles.serving
+    rng = np.random.default_rng(0)
+    for e in range(replay.n_episodes):
+        obs_r, info_r = replay.reset(options={"episode": e})
+        obs_l, info_l = live.reset(options={"episode": e})
+        done = False
+        while not done:
+            assert obs_l.tobytes() == obs_r.tobytes()
+            assert np.array_equal(info_l["action_mask"], info_r["action_mask"])
+            a = int(rng.choice(np.flatnonzero(info_r["action_mask"])))
+            obs_r, reward_r, done, _, info_r = replay.step(a)
+            obs_l, reward_l, done_l, _, info_l = live.step(a)
+            assert (reward_l, done_l) == (reward_r, done)
+        for key in ("actions", "selected_answer", "correct", "costs"):
+            assert info_l[key] == info_r[key], key
+        assert info_l["trace"].to_list() == info_r["trace"].to_list()
