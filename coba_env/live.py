@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool, Labels
-from coba_env.costs import COST_MEASURES, cost_record
+from coba_env.costs import CALLS, COST_MEASURES, LATENCY, TOKENS, cost_record
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.gate import ActionGate
@@ -163,8 +163,8 @@ class LiveGate(ActionGate):
             cost = env.evidence.cost
         except RuntimeError:  # before the first reset
             cost = [0.0] * len(COST_MEASURES)
-        seconds = cost[3] + self.abandoned[2] if self.source.simulated_time else time.monotonic() - self.t0
-        return {"tokens": cost[0] + self.abandoned[0], "calls": cost[2] + self.abandoned[1], "seconds": seconds}
+        seconds = cost[LATENCY] + self.abandoned[2] if self.source.simulated_time else time.monotonic() - self.t0
+        return {"tokens": cost[TOKENS] + self.abandoned[0], "calls": cost[CALLS] + self.abandoned[1], "seconds": seconds}
 
     def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
         """The most a call for ``action`` can use."""

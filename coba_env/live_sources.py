@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coba_env.compiled import CompiledPool, verifier_axis
+from coba_env.costs import LATENCY, TOKENS, call_costs
 from coba_env.episode_data import EpisodeData
 from coba_env.route_pool import RoutePool
 from coba_env.rules.roles import ROLE_NAMES, declared_roles
@@ -185,12 +186,12 @@ class PoolReplaySource(EvidenceSource):
     def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
         """Exact: the stored cost."""
         cost = self._row.gen_cost[self._next_slot(generator)]
-        return CallBound(cost[0], cost[3])
+        return CallBound(cost[TOKENS], cost[LATENCY])
 
     def verify_bound(self, candidate: int, tier: int) -> CallBound:
         """Exact: the stored cost."""
         cost = self._row.ver_cost[self._slots[candidate]][tier]
-        return CallBound(cost[0], cost[3])
+        return CallBound(cost[TOKENS], cost[LATENCY])
 
 
 def _bytes(text: str | None) -> int:
@@ -371,8 +372,7 @@ class EndpointSource(EvidenceSource):
             estimated = estimated or choice.n_tokens is None
         found = extract_answer(choice.text)
         cluster = self._clusters.add(found.answer)
-        tokens = float(prompt_tokens + output_tokens)
-        cost = (tokens, tokens * ep.params_b, 1.0, float(completion.latency_s), 0.0)  # usd: endpoints carry no prices
+        cost = call_costs(prompt_tokens, output_tokens, ep.params_b, completion.latency_s, ep.model)  # no prices
         cap_hit = choice.finish_reason == "length"
         self.records.append({"text": choice.text, "finish_reason": choice.finish_reason, "prompt_tokens":
                              int(prompt_tokens), "output_tokens": int(output_tokens), "tokens_estimated": estimated,
@@ -394,9 +394,8 @@ class EndpointSource(EvidenceSource):
         ep, spec, rec = self.judges[name], self.judge_specs[name], self.records[candidate]
         out = self._call(self.verifier_role(name), ep, lambda c: judge(c, spec, self.problem.problem, rec["text"] or "",
                                                                api=self.settings.api), timeout_s)
-        tokens = float((out.prompt_tokens or 0) + (out.output_tokens or 0))
         score = math.nan if out.score is None else float(out.score)
-        cost = (tokens, tokens * ep.params_b, 1.0, float(out.latency_s), 0.0)
+        cost = call_costs(out.prompt_tokens or 0, out.output_tokens or 0, ep.params_b, out.latency_s, ep.model)
         rec["scores"][name] = {"score": out.score, "model": ep.model, "params_b": ep.params_b,
                                "prompt_tokens": int(out.prompt_tokens or 0), "output_tokens": int(out.output_tokens or 0),
                                "latency_s": float(out.latency_s)}
