@@ -10,8 +10,8 @@ next candidate in its next slot, and the env places it in the episode's next slo
 Everything else (pooled and per-generator evidence, features, masks, costs, STOP selection, trace) is
 ``CoBaEnv``'s own code on the rules of ``coba_env.rules``, so a policy sees exactly what it would see in replay.
 
-Sources (``coba_env.live_sources``): ``EndpointSource`` calls OpenAI-compatible servers (one generator or
-several named ones, and a judge endpoint per verifier); ``PoolReplaySource`` replays a cached pool's episodes
+Sources: ``coba_env.endpoint_source.EndpointSource`` calls OpenAI-compatible servers (one generator or several
+named ones, and a judge endpoint per verifier); ``coba_env.live_sources.PoolReplaySource`` replays a cached pool's episodes
 (one generator's, or every generator's of an item), so a live run can be checked action for action against
 ``CoBaEnv`` replay.
 
@@ -33,13 +33,13 @@ import numpy as np
 
 from coba_env.compiled import CompiledPool, Labels
 from coba_env.costs import CALLS, COST_MEASURES, LATENCY, TOKENS, cost_record
+from coba_env.endpoint_source import EndpointSource
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.gate import ActionGate
 from coba_env.live_sources import (
     CallBound,
     CallInterrupted,
-    EndpointSource,
     EvidenceSource,
     LiveEndpointError,
     PoolReplaySource,
