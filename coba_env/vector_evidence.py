@@ -204,24 +204,7 @@ class VectorEvidence:
             new = old + 1  # <= N: no wrap in the small dtype
             counts[at] = new
             count[ans] = new
-            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too): the
-            # first slots as whole rows (added is -2 outside the answering rows, never a cluster id), the later
-            # revealed ones of the rows that have them through flat indices. Slots at or past a row's n are
-            # unrevealed (their count is rewritten when revealed).
-            added = self._added
-            added[r] = cc
-            k = min(int(c.max()) + 1, FUSION_SLOTS)
-            count_k = self.count_t[:k]
-            np.add(count_k, self.cluster_t[:k] == added, out=count_k)
-            added[r] = -2
-            c_ans = c.take(ans)
-            deep = np.flatnonzero(c_ans > k)
-            if len(deep):
-                m = c_ans.take(deep) - k
-                at_deep, _, _ = slot_spans(r.take(deep), k, m, b)
-                at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(cc.take(deep), m)]
-                count_t = self.count_t.ravel()
-                count_t[at_deep] = count_t.take(at_deep) + 1
+            self._count_new_answers(r, cc, c.take(ans), min(int(c.max()) + 1, FUSION_SLOTS))
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
             at_ints = self._answered_at[:, None] + r
             counters = ints.take(at_ints)
@@ -241,6 +224,27 @@ class VectorEvidence:
             moved = np.flatnonzero(moved)
             self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
+
+    def _count_new_answers(self, rows: np.ndarray, clusters: np.ndarray, revealed: np.ndarray, k: int) -> None:
+        """Every revealed slot of ``rows`` in the cluster of the answer just revealed (``clusters``) counts it;
+        ``revealed``: each row's slots revealed before it; ``k``: the first slots, updated as whole rows.
+
+        Stale unrevealed slots may count it too: the first k slots as whole rows (``_added`` is -2 outside the
+        answering rows, never a cluster id), the later revealed ones of the rows that have them through flat
+        indices. Slots at or past a row's n are unrevealed (their count is rewritten when revealed).
+        """
+        added = self._added
+        added[rows] = clusters
+        count_k = self.count_t[:k]
+        np.add(count_k, self.cluster_t[:k] == added, out=count_k)
+        added[rows] = -2
+        deep = np.flatnonzero(revealed > k)
+        if len(deep):
+            m = revealed.take(deep) - k
+            at_deep, _, _ = slot_spans(rows.take(deep), k, m, self.num_envs)
+            at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(clusters.take(deep), m)]
+            count_t = self.count_t.ravel()
+            count_t[at_deep] = count_t.take(at_deep) + 1
 
     def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
         """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
