@@ -1,7 +1,8 @@
 """The Gymnasium environment over a compiled candidate pool (imports only ``pools``).
 
-``gymnasium.make("coba/Replay-v0")`` replays the embedded default pool; pass ``pool=...`` for another.
-``gymnasium.make("coba/Route-v0")`` routes between the pool's generators: one episode per problem.
+``gymnasium.make("coba/Replay-v0")`` replays the embedded default pool, one (item, generator) pair per episode;
+pass ``pool=...`` for another. ``gymnasium.make("coba/Route-v0")`` is the same env with ``grouping="item"``: one
+episode per item, routing between the pool's generators (``CoBaEnv``, ``CoBaVectorEnv``).
 """
 
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "FEATURES",
     "FEATURE_NAMES",
     "CoBaEnv",
+    "CoBaVectorEnv",
     "CompiledPool",
     "Evidence",
     "SelectionRule",
@@ -58,7 +60,7 @@ class RouteEnv(CoBaEnv):
     """Transitional: ``CoBaEnv(..., grouping="item")`` (``from_route``: ``CoBaEnv.from_config``)."""
 
     def __init__(self, pool: Any = None, **kwargs: Any) -> None:
-        super().__init__(pool, **({} if "config" in kwargs else {"grouping": "item"}), **kwargs)
+        super().__init__(pool, grouping="item", **kwargs)
 
     @classmethod
     def from_route(cls, route: Any, n_max_per_generator: int, config: EnvConfig,
@@ -71,7 +73,7 @@ class RouteVectorEnv(CoBaVectorEnv):
     """Transitional: ``CoBaVectorEnv(num_envs, ..., grouping="item")``."""
 
     def __init__(self, num_envs: int, pool: Any = None, **kwargs: Any) -> None:
-        super().__init__(num_envs, pool, **({} if "config" in kwargs else {"grouping": "item"}), **kwargs)
+        super().__init__(num_envs, pool, grouping="item", **kwargs)
 
 
 def route_config(pool: Any = None, **kwargs: Any) -> tuple[Any, int, EnvConfig]:

@@ -122,18 +122,22 @@ class PoolReplaySource(EvidenceSource):
     simulated_time = True
 
     def __init__(self, pool: CompiledPool | RoutePool) -> None:
-        route = pool if isinstance(pool, RoutePool) else None
-        compiled = pool.pool if route is not None else pool
-        if route is not None and not route.available.all():
-            raise ValueError("some items lack a generator's candidates; a live item episode has them all")
-        self.route, self.compiled = route, compiled
+        #: The detail each generator's revealed candidates carry (its name, when there are several).
+        self._details: list[dict[str, Any]] = [{}]
+        if isinstance(pool, RoutePool):  # every generator's candidates of an item, N per generator, generator-major
+            if not pool.available.all():
+                raise ValueError("some items lack a generator's candidates; a live item episode has them all")
+            self.generator_names, self.generator_params = tuple(pool.generators), tuple(pool.generator_params)
+            self._details = [{"generator": g} for g in pool.generators]
+            pool, self._per_generator = pool.pool, pool.n_per_generator
+        else:
+            self._per_generator = pool.n_candidates
+        self.compiled = compiled = pool
         self.verifiers, self.tiers = tuple(compiled.tiers), tuple(compiled.tiers_present)
         #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.
         self.verifier_roles = compiled.verifier_roles
-        if route is not None:
-            self.generator_names, self.generator_params = tuple(route.generators), tuple(route.generator_params)
-        #: Candidates per generator: the pool's N (an item's slots hold N per generator, generator-major).
-        self.max_candidates = self._per_generator = route.n_per_generator if route is not None else compiled.n_candidates
+        #: Candidates per generator: the pool's N.
+        self.max_candidates = self._per_generator
         self._rows = compiled.episode_rows()
         self._row: EpisodeData | None = None
 
@@ -159,9 +163,8 @@ class PoolReplaySource(EvidenceSource):
         row, p = self._row, self._next_slot(generator)
         self._drawn[generator] += 1
         self._slots.append(p)
-        detail = {"generator": self.generator_names[generator]} if self.route is not None else {}
         return Revealed(row.cluster[p], self.compiled.answer[self._e, p], row.output_tokens[p], row.cap_hit[p],
-                        row.gen_cost[p], row.has_score[p], detail)
+                        row.gen_cost[p], row.has_score[p], dict(self._details[generator]))
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
         """The stored score of revealed candidate ``candidate``."""
