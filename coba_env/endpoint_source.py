@@ -50,7 +50,7 @@ class EndpointSource(EvidenceSource):
     """Samples from generator endpoints and scores with judge endpoints (``pools.client.openai_client``).
 
     ``generator``: one endpoint (SAMPLE, the replay layout), or several by name (``{name: endpoint}``, in
-    action order: ``SAMPLE_<name>`` each, a route episode). Every generator's answers of a problem go into
+    action order: ``SAMPLE_<name>`` each, the item grouping). Every generator's answers of a problem go into
     the problem's one ``AnswerClusterer``, so answers are clustered across generators by the project's one
     grading code; a sample costs its tokens x its own generator's parameters. The k-th sample of a generator
     is seeded by (seed, dataset, item, model, k), so one generator alone draws exactly what it always drew.

@@ -221,7 +221,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         self.action_space = MaskedDiscrete(layout.n_actions, mask_provider=self._current_mask)
         low, high = fl.observation_bounds()
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self._init_packing(len(low))
+        self._init_packing(len(low), block=bool(fl.block))
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps

@@ -40,7 +40,7 @@ def stub(ablation: str) -> None:
         env_module.observe = lambda ev, *args: fixed
     elif ablation == "pack":
         zeros = np.zeros(42, np.float32)
-        env_module.CoBaEnv._as_observation = lambda self, obs: zeros.copy()
+        env_module.CoBaEnv._as_block_observation = lambda self, obs: zeros.copy()
     elif ablation == "final_info":
         env_module.CoBaEnv._final_info = lambda self, selected, correct: {"action_mask": self._mask.copy()}
 
