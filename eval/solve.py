@@ -88,13 +88,11 @@ def live_env_settings(policy: Any, generators: Sequence[Endpoint], settings: Sam
 
 def build_live_env(source: EndpointSource, env_settings: dict[str, Any], *, limits: Limits, lam: float,
                    cost_model: str) -> Any:
-    """The live env over ``source``: the one place a live solve constructs it (one generator: the replay layout,
-    ``SAMPLE``; several: ``SAMPLE_<name>`` each)."""
+    """The live env over ``source``: the one place a live solve constructs it (one generator: the pair layout,
+    ``SAMPLE``; several: the item layout, ``SAMPLE_<name>`` each)."""
     from coba_env.live import LiveEnv
-    from coba_env.live_route import LiveRouteEnv  # folded into coba_env.live by issue 34's coba_env step
 
-    env_class = LiveRouteEnv if len(source.generators) > 1 else LiveEnv
-    return env_class(source, **env_settings, limits=limits, lam=lam, cost_model=cost_model)
+    return LiveEnv(source, **env_settings, limits=limits, lam=lam, cost_model=cost_model)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from coba_env.route_env import route_config
+from coba_env import route_config
 from train.cost_aware_oracle import DEFAULT_NODE_LIMIT
 from train.route_cost_aware_oracle import RouteCostAwareOracle
 from train.route_oracle_model import RouteOracleModel

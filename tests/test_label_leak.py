@@ -132,14 +132,14 @@ def test_no_fixed_policy_module_mentions_labels():
 @pytest.mark.parametrize("name", ROUTING)
 def test_route_env_observations_masks_and_actions_ignore_labels(name):
     from agents.runner import replay as replay_episodes
-    from coba_env.route_env import RouteEnv
+    from coba_env import CoBaEnv
     from pools.default import resolve_pool
 
     compiled = compile_pool(resolve_pool("tiny"))
     runs = []
     for pool in (compiled, permuted_labels(compiled)):
         policy = make_policy(name)
-        env = RouteEnv(pool, **policy.env_kwargs())
+        env = CoBaEnv(pool, grouping="item", **policy.env_kwargs())
         assert policy.applicable(env)[0]
         runs.append(replay_episodes(policy, env, record=True))
     before, after = runs

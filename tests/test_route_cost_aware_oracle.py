@@ -11,8 +11,7 @@ import pytest
 from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import run_episode
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env import RouteEnv, compile_pool
 from tests.conftest import make_synthetic_pool
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS

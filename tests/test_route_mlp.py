@@ -12,8 +12,8 @@ from agents.learned_mlp import load
 from agents.learned_route_mlp import RouteMLPController, load_route
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
+from coba_env import RouteEnv
 from coba_env.env import as_compiled
-from coba_env.route_env import RouteEnv
 from eval.route_replay import replay_route_policy
 from train.protocol import cost_unit, run_protocol
 from train.protocol_arena import ROUTE

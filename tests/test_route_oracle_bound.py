@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from coba_env.route_env import RouteEnv
+from coba_env import RouteEnv
 from tests.conftest import PAPER_VERIFIERS
 from tests.test_many_generators import VERIFIERS
 from tests.test_route_oracle_transition import route_test_pool

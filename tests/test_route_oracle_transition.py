@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env import RouteEnv, compile_pool
 from tests.conftest import PAPER_VERIFIERS, make_synthetic_pool
 from tests.test_many_generators import VERIFIERS
 from tests.test_oracle_transition import assert_same_outputs, random_walks

@@ -13,10 +13,8 @@ from agents.learned_route_ppo import RoutePPOController, load
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import replay
+from coba_env import RouteEnv, RouteVectorEnv, route_lambda_index
 from coba_env.env import CoBaEnv, as_compiled
-from coba_env.route_env import RouteEnv
-from coba_env.route_vector_env import RouteVectorEnv
-from coba_env.rules.route_features import route_lambda_index
 from eval.batched_replay import replay_batched
 from eval.route_replay import run_route_policies
 from tests.test_label_leak import permuted_labels

@@ -17,7 +17,7 @@ import pytest
 
 from coba_cli.main import main
 from coba_env.live import EndpointSource
-from coba_env.live_route import LiveRouteEnv
+from coba_env.live import LiveEnv as LiveRouteEnv
 from pools.client.openai_client import Endpoint
 from pools.client.prompts import SamplingSettings
 from pools.grading import cluster_answers
@@ -82,8 +82,7 @@ def test_one_generator_keeps_the_replay_layout(servers, tmp_path):
 def test_record_a_routed_run_then_replay_it_in_the_route_env(servers, tmp_path, name):
     from agents.registry import make_policy
     from agents.runner import run_episode
-    from coba_env import compile_pool
-    from coba_env.route_env import RouteEnv
+    from coba_env import RouteEnv, compile_pool
     from pools.store import load_pool
 
     with FakeOpenAIServer() as judge:

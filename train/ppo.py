@@ -86,10 +86,10 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.checkpoint import CONFIG_FILE
+from coba_env import RouteEnv
 from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.route_env import RouteEnv
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
 from pools.strict_json import strict_dumps

@@ -139,7 +139,7 @@ class RouteMLPMethod:
     def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
             progress: bool) -> FittedRouteMLP:
         """Train on the route episodes of the problems of ``train_ids`` (replay episode ids) at B = ``budget``."""
-        from coba_env.route_env import RouteEnv
+        from coba_env import RouteEnv
         from train.imitation import train_mlp_in_env
         from train.protocol import episodes_of
         from train.route_cost_aware_oracle import RouteCostAwareOracle
