@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,8 @@ from eval.bench_data import BenchData
 from eval.figures import COMPARABLE_WITHIN
 from eval.paper_comparison import DEVIATION_NOTES, TOLERANCE_POINTS
 from eval.route_report import route_blocks
+from eval.table_render import FigureRef
 from eval.tables import REFERENCE, Table
-
-
-@dataclass(frozen=True)
-class FigureRef:
-    """A figure of the report: ``figures/<stem>.png``, its alt text and the caption printed under it."""
-
-    stem: str
-    alt: str
-    caption: str = ""
-
 
 #: A report block: Markdown text (headings, bullets, paragraphs), a table, or a figure.
 Block = str | Table | FigureRef

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eval.bench_data import BenchData
-from eval.table_render import Column, Table, fmt_pct
+from eval.table_render import Column, FigureRef, Table, fmt_pct
 
 
 def _num(digits: int) -> Callable[[Any], str]:
@@ -114,7 +114,6 @@ def route_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any
     routing = data.routing
     if not routing:
         return []
-    from eval.report_body import FigureRef
 
     params = ", ".join(f"{g} ({p:g}B)" for g, p in routing["generator_params_b"].items())
     front = ", ".join(data.info[n].label for n in routing["front"]) or "none"
