@@ -15,9 +15,9 @@ from agents.routing_base import is_route_policy
 from coba_env.env import as_compiled
 from coba_env.route_env import RouteEnv
 from eval.route_replay import replay_route_policy
+from train.cost_aware_oracle import CostAwareOracle
 from train.protocol import cost_unit, run_protocol
 from train.protocol_arena import ROUTE
-from train.route_cost_aware_oracle import RouteCostAwareOracle
 from train.route_mlp_method import CachedOracle, OracleCache, RouteMLPMethod
 
 #: Small settings for tests (the protocol's own are ``ROUTE_MLP_SETTINGS``).
@@ -184,14 +184,14 @@ def test_cached_oracle_answers_as_the_oracle(small_paper):
     budget = cost_unit(as_compiled("paper"))
     env = RouteEnv(small_paper, budget=budget)
     cache = OracleCache()
-    cached = CachedOracle(RouteCostAwareOracle.for_env(env), env, cache)
-    fresh = RouteCostAwareOracle.for_env(env)
+    cached = CachedOracle(CostAwareOracle.for_env(env), env, cache)
+    fresh = CostAwareOracle.for_env(env)
     for e in range(0, env.n_episodes, 5):
         assert cached.plan(e, 0.3).actions == fresh.plan(e, 0.3).actions
         assert np.array_equal(cached.action_values(e, [0.1, 1.0]), fresh.action_values(e, [0.1, 1.0]))
     later = small_paper.select(small_paper.dataset != "aime2024")  # other problems first: other env indices
     env2 = RouteEnv(later, budget=budget)
-    cached2 = CachedOracle(RouteCostAwareOracle.for_env(env2), env2, cache)
-    fresh2 = RouteCostAwareOracle.for_env(env2)
+    cached2 = CachedOracle(CostAwareOracle.for_env(env2), env2, cache)
+    fresh2 = CostAwareOracle.for_env(env2)
     for e in range(0, env2.n_episodes, 4):
         assert np.array_equal(cached2.action_values(e, [0.1, 1.0]), fresh2.action_values(e, [0.1, 1.0]))

@@ -4,7 +4,7 @@ Reads top to bottom:
 
 1. ``fit`` builds a ``coba_env.route_env.RouteEnv`` over the fit's training problems only
    (``train.protocol.episodes_of``: every generator of every training problem) with the protocol's cost unit B
-   and ``ROUTE_N_MAX`` candidates per generator, and its teacher ``RouteCostAwareOracle.for_env(env)`` (it
+   and ``ROUTE_N_MAX`` candidates per generator, and its teacher ``CostAwareOracle.for_env(env)`` (it
    reads labels; the controller never does).
 2. ``train.imitation.train_mlp_in_env`` runs the replay MLP's DAgger loop on it (round 0: the oracle's
    rollouts relabelled with its cost-to-go at every training lambda; later rounds: the learner's rollouts,
@@ -139,16 +139,16 @@ class RouteMLPMethod:
     def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
             progress: bool) -> FittedRouteMLP:
         """Train on the route episodes of the problems of ``train_ids`` (replay episode ids) at B = ``budget``."""
-        from coba_env.route_env import RouteEnv
+        from coba_env.env import CoBaEnv
+        from train.cost_aware_oracle import CostAwareOracle
         from train.imitation import train_mlp_in_env
         from train.protocol import episodes_of
-        from train.route_cost_aware_oracle import RouteCostAwareOracle
 
         if len(np.asarray(train_ids)) == 0:
             raise ValueError(f"{self.name}: no training episodes")
         train = episodes_of(compiled, train_ids)
-        env = RouteEnv(train, budget=float(budget), n_max=self.n_max)
-        oracle = CachedOracle(RouteCostAwareOracle.for_env(env), env, self.oracle_cache)
+        env = CoBaEnv(train, grouping="item", budget=float(budget), n_max=self.n_max)
+        oracle = CachedOracle(CostAwareOracle.for_env(env), env, self.oracle_cache)
         path = train_mlp_in_env(env, oracle, out_dir, budget=float(budget),
                                 max_output_tokens=float(train.max_output_tokens), lambdas=self.lambdas,
                                 extra_config={"env": "route", "n_max_per_generator": int(env.n_max_per_generator)},
