@@ -18,9 +18,9 @@ import time
 
 from coba_env.env import as_compiled
 from coba_env.splits import leave_one_dataset_out
+from train.coba_search import N_TRIALS, search_method
 from train.protocol import _replay, cost_unit, inner_splits, point_name
 from train.protocol_arena import ROUTE
-from train.route_search import N_TRIALS, RouteSearchMethod
 
 HELD_OUT = "aime2025"
 
@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     paper = as_compiled("paper")
     split = next(s for s in leave_one_dataset_out(paper) if s.held_out == HELD_OUT)
-    method = RouteSearchMethod(n_trials=args.trials)
+    method = search_method("route_search", n_trials=args.trials)
     grid, budget = method.grid(), cost_unit(paper)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     for inner in inner_splits(paper, split.train_episode_ids):

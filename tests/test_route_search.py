@@ -17,18 +17,23 @@ from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS
 from tests.test_route_ladder import paper_problems
 from train import param_search
-from train.protocol import run_protocol
-from train.protocol_arena import ROUTE
-from train.route_search import (
-    FittedRouteSearch,
-    RouteItemCache,
-    RouteSearchMethod,
+from train.coba_search import (
+    FAMILIES,
     canonical,
     cascade_point,
     ladder_rungs,
     make_ladder,
     route_space,
+    search_method,
 )
+from train.protocol import run_protocol
+from train.protocol_arena import ROUTE
+
+LADDER = FAMILIES["route_search"]
+
+
+def RouteSearchMethod(**settings):  # noqa: N802 - the route kind's method, as `coba train route_search` builds it
+    return search_method("route_search", **settings)
 
 CASCADE = {"k_rung1": 2, "k_rung2": 2, "votes": 2, "final_k": 1, "early_escalate": False, "judge": False,
            "judge_accept": 1.0, "judge_escalate": 0.0, "answer": "last"}
@@ -84,7 +89,7 @@ def _trials(rows):
 def test_a_point_is_the_cheapest_trial_clearing_its_margin(margin, k_rung1):
     trials = _trials([(2, 0.0, 0.0, 1.0), (0, 0.3, -0.2, 0.5), (1, 0.1, 0.0, 0.7), (3, 0.6, 0.9, 1.1),
                       (4, 1.0, 1.5, 1.3)])
-    fitted = FittedRouteSearch(trials, n_rungs=2)
+    fitted = param_search.FittedSearch(trials, LADDER, route_space(2), CASCADE)
     params = fitted.params({"margin": margin})
     assert params["k_rung1"] == k_rung1 and set(params) == set(CASCADE)
     assert isinstance(params["judge"], bool) and isinstance(params["k_rung2"], int)
@@ -96,7 +101,7 @@ def test_in_sample_figures_by_hand():
     pool = paper_problems(20)
     cheap = {**CASCADE, "k_rung1": 0, "final_k": 1}  # Phi-4 twice, then Qwen3-14B
     datasets = ["math500", "amc2023"]
-    got = param_search.in_sample(RouteItemCache(pool), cheap, CASCADE, datasets)
+    got = param_search.in_sample(param_search.ItemCache(pool, LADDER), cheap, CASCADE, datasets)
     sub = pool.select(np.isin(pool.dataset, datasets))
     rec = run_route_policies([LadderCascadePolicy(name="route_ladder", rung_k=[0, 2]), make_policy("route_cascade")], sub,
                              progress=False).records
@@ -162,7 +167,6 @@ def test_pools_without_one_ladder_are_refused(layout, match, tmp_path):
     ({"margins": (float("nan"),)}, r"margins must be finite numbers >= 0"),
     ({"margins": (-0.5,)}, r"margins must be finite numbers >= 0"),
     ({"margins": ("0",)}, r"margins must be finite numbers >= 0"),
-    ({"name": ""}, r"name must be a non-empty string"),
 ])
 def test_bad_constructor_input_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -173,7 +177,7 @@ def test_the_cli_builds_the_method_with_the_stated_settings():
     from coba_cli.train_cmd import protocol_method
 
     method = protocol_method("route_search", "route")
-    assert isinstance(method, RouteSearchMethod)
+    assert isinstance(method, param_search.SearchMethod) and method.family is LADDER
     assert method.grid() == [{"margin": 0.0}, {"margin": 0.5}, {"margin": 1.0}, {"margin": math.inf}]
     assert method.n_trials == 300
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import numpy as np
-
+from agents.oracle import GeneratorAxis
 from coba_env.costs import COST_MEASURES, add_costs
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import ActionLayout
@@ -84,25 +83,6 @@ class EpisodeTables:
     caps: list[int]  # most candidates each generator may reveal (0 when the item has none of it)
     prefix_cost: list[list[float]]  # prefix_cost[g][k]: generation cost (cost model) of g's first k candidates
     first_correct: list[int]  # first correct k < caps[g] of each generator, or -1
-
-
-@dataclass(frozen=True)
-class GeneratorAxis:
-    """How an episode's candidates split by generator: G generators of N candidates each, each capped."""
-
-    names: tuple[str, ...]  # the layout's generator names (the one unnamed generator ``""`` of a pair)
-    n_per_generator: int
-    #: available[e, g]: episode e has generator g's candidates (bool [E, G]).
-    available: np.ndarray
-    cap: int  # most candidates one generator may reveal
-
-    @classmethod
-    def of(cls, config: EnvConfig) -> GeneratorAxis:
-        """The axis of ``config``'s episodes: its route pool's generators, or the one generator of a pair."""
-        route = config.route
-        if route is None:  # "pair" grouping: one generator, whose candidates are the episode's own
-            return cls(("",), config.pool.n_candidates, np.ones((config.pool.n_episodes, 1), dtype=bool), config.n_max)
-        return cls(route.generators, route.n_per_generator, route.available, config.n_max_per_generator)
 
 
 class OracleModel:
