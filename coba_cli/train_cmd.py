@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train a learned routing controller (MLP, MaskablePPO, rollout over CoBa-Strong)",
         add_help=False, formatter_class=ExampleFormatter,
         epilog=examples("coba train mlp --pool tiny --out runs/mlp-tiny",
-                        "coba train ppo --env route --pool tiny --timesteps 20000 --out runs/route-ppo-tiny",
+                        "coba train mlp --env route --pool tiny --datasets math500 --out runs/route-mlp-tiny",
                         "coba train rollout --lodo --out runs/protocol-rollout",
                         "# coba train KIND --help: that kind's options and examples"),
         description="Train a controller on a candidate pool, on the replay env or with --env route on the route env "
@@ -275,6 +275,6 @@ def train_one(args: argparse.Namespace, options: dict, out: Path) -> int:
     from pools.default import DEFAULT_SPEC
 
     pool = args.pool if args.pool is not None else DEFAULT_SPEC
-    print(f"checkpoint: {out} (evaluate with: coba bench --pool {shlex.quote(str(pool))} --env {args.env} "
-          f"--policies {shlex.quote(f'main,{out}')})")
+    print(f"checkpoint: {out} (evaluate with: coba bench --pool {shlex.quote(str(pool))} "
+          f"--policies {shlex.quote(f'main,{out}')} --env {args.env})")
     return 0

@@ -32,7 +32,7 @@ def test_train_on_tiny_then_bench_the_checkpoint(kind, env, datasets, episodes, 
     assert coba(["train", kind, "--env", env, "--pool", "tiny", "--datasets", datasets, *QUICK[kind],
                  "--out", str(ckpt), "--no-progress"]) == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
-    assert f"coba bench --pool tiny --env {env} --policies main,{ckpt}" in printed
+    assert f"coba bench --pool tiny --policies main,{ckpt} --env {env}" in printed
     config = json.loads((ckpt / "controller.json").read_text())
     assert config["train_datasets"] == [datasets]  # the other dataset was held out
     assert config.get("env", "replay") == env
