@@ -2,8 +2,8 @@
 and ``PATH@LAMBDA`` specs.
 
 Shared by the MLP and PPO controllers (``agents.learned_mlp``, ``agents.learned_ppo``) and by the loader that
-dispatches between them (``agents.learned``), which imports those modules; this module imports none of them.
-The checkpoint kinds are the controller kinds with a loader (``agents.controller_kinds``).
+dispatches between them (``agents.learned``, through each kind's declared loader); this module imports none of
+them. The checkpoint kinds are the controller kinds with a loader (``agents.controller_kinds``).
 
 ``TrainedEnv`` reads what an env must match to run a controller: the grouping of its episodes (controller.json's
 ``env``: "replay", one (problem, generator) pair per episode, or "route", one problem with all its generators),
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from agents.controller_kinds import checkpoint_kinds
 from coba_env.rules.actions import REPLAY_LAYOUT
 from coba_env.rules.config import LAM_MAX
 from coba_env.rules.features import LAMBDA_FROM_END, PAPER_FEATURE_LAYOUT
@@ -57,8 +58,6 @@ def trained_env_fields(env: Any) -> dict[str, Any]:
 
 def kinds() -> tuple[str, ...]:
     """The checkpoint kinds: every declared controller kind with a loader (``agents.controller_kinds``)."""
-    from agents.controller_kinds import checkpoint_kinds
-
     return checkpoint_kinds()
 
 

@@ -9,7 +9,7 @@
   below the largest generator (0 skips the rung), the agreeing samples that accept a rung, leaving a rung early,
   the largest generator's samples, an optional cheap-judge check of the first rung's first sample with its
   accept / escalate thresholds, the answer rule (``route_space``: one ``k_rungR`` per rung of the pool's ladder,
-  built from the pool). ``N_TRIALS`` trials, ``route_cascade``'s parameters enqueued as the first trial.
+  built from the pool). ``LADDER_TRIALS`` trials, ``route_cascade``'s parameters enqueued as the first trial.
 
 Both: Optuna's TPE sampler (seeded with the protocol seed); objective on the fit's training datasets only:
 minimise the item-pooled p_tokens ratio to the reference subject to (Optuna constraints) item-pooled and macro
@@ -73,7 +73,7 @@ def coba_records(params: dict[str, Any], episodes: CompiledPool) -> pd.DataFrame
 #: 4 inner fits + the grid replays + the refit took 24 s of CPU (51-57 s wall at load 5-8 on the 2 shared cores)
 #: at 300 trials, so the 15 (seed, fold) pairs of the 3-seed run take about 6-7 minutes on a free core (about 14
 #: minutes at that load), inside the 20 minutes allowed.
-N_TRIALS = 300
+LADDER_TRIALS = 300
 #: Samples per rung: 0 skips the rung; 2 is the cascade's; above 4 one rung alone costs more than the cascade's
 #: mean per problem on the paper pool (174k p_tokens, about 3 samples), so no saving lies there.
 MAX_RUNG_SAMPLES = 4
@@ -171,7 +171,7 @@ FAMILIES: dict[str, param_search.Family] = {
     "route_search": param_search.Family(
         name="route_search", space=lambda pool: route_space(ladder_rungs(pool), judge=judge_available(pool)),
         reference=lambda pool: cascade_point(ladder_rungs(pool)), make=make_ladder, records=ladder_records,
-        n_trials=N_TRIALS, canonical=canonical),
+        n_trials=LADDER_TRIALS, canonical=canonical),
 }
 
 

@@ -52,7 +52,9 @@ class Arena:
         if len(everyone) < self.min_generators:
             raise ValueError(f"--env {self.env} routes between {self.min_generators} or more generators; the pool "
                              f"has {everyone}")
-        for d in dict.fromkeys(dataset) if self.min_generators > 1 else ():
+        if self.min_generators < 2:
+            return  # one generator per episode: a dataset may have any of them
+        for d in dict.fromkeys(dataset):
             missing = sorted(set(everyone) - {g for g, dd in zip(generator, dataset, strict=True) if dd == d})
             if missing:
                 raise ValueError(f"--env {self.env} needs every generator in every dataset; dataset {d!r} has no "
