@@ -19,17 +19,18 @@ from train.protocol import cost_unit, run_protocol
 from train.protocol_arena import ROUTE
 from train.protocol_mlp import CachedOracle, MLPMethod, OracleCache
 
-#: Small settings for tests (the protocol's own are ``ROUTE_MLP_SETTINGS``).
 
-
-def RouteEnv(pool, **kwargs):  # noqa: N802 - the env of item grouping, as the test built it before issue 34
+def route_env(pool, **kwargs):
+    """The env of item grouping (coba/Route-v0)."""
     return CoBaEnv(pool, grouping="item", **kwargs)
 
 
-def RouteMLPMethod(**kwargs):  # noqa: N802 - the MLP method on the route arena
+def route_mlp_method(**kwargs):
+    """The MLP method on the route arena."""
     return MLPMethod("route", **kwargs)
 
 
+#: Small settings for tests (the protocol's own are ``ROUTE_MLP_SETTINGS``).
 QUICK = {"dagger_rounds": 1, "episodes_per_round": 4, "epochs": 2, "balance_datasets": True, "tensorboard": False}
 
 
@@ -48,7 +49,7 @@ def small_paper():
 @pytest.fixture(scope="module")
 def fitted(small_paper, tmp_path_factory):
     """One fit on the small pool's datasets but aime2025, at the paper pool's cost unit."""
-    method = RouteMLPMethod(lambdas=(0.2, 1.0), settings=QUICK)
+    method = route_mlp_method(lambdas=(0.2, 1.0), settings=QUICK)
     train_ids = small_paper.episode_ids[small_paper.dataset != "aime2025"]
     budget = cost_unit(as_compiled("paper"))
     out = tmp_path_factory.mktemp("route_mlp")
@@ -56,7 +57,7 @@ def fitted(small_paper, tmp_path_factory):
 
 
 def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_paper, tmp_path):
-    method = RouteMLPMethod(lambdas=(0.2, 1.0), settings=QUICK)
+    method = route_mlp_method(lambdas=(0.2, 1.0), settings=QUICK)
     result = run_protocol(small_paper, method, seeds=(0,), held_out=["aime2025"], progress=False, out_dir=tmp_path,
                           pool_name="paper, 3 problems per dataset", arena=ROUTE)
     records = result.records
@@ -76,7 +77,7 @@ def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_
 def test_fit_writes_a_route_checkpoint_that_is_a_route_policy(fitted, small_paper):
     fit, budget = fitted
     config = json.loads((fit.path / "controller.json").read_text())
-    env = RouteEnv(small_paper, budget=budget)
+    env = route_env(small_paper, budget=budget)
     assert config["env"] == "route" and config["n_max_per_generator"] == 16
     assert config["actions"] == list(env.layout.names) and config["observation"] == list(env.feature_names)
     # trained on the training datasets only (aime2025 held out)
@@ -126,12 +127,12 @@ def test_actions_do_not_depend_on_the_labels(fitted, small_paper):
 def test_checkpoint_is_refused_on_a_different_layout_or_env(fitted, small_paper):
     fit, budget = fitted
     policy = load(fit.path, lam=0.5)
-    two = RouteEnv(small_paper, budget=budget, generators=list(RouteEnv(small_paper).layout.generators[:2]))
+    two = route_env(small_paper, budget=budget, generators=list(route_env(small_paper).layout.generators[:2]))
     ok, why = policy.applicable(two)
     assert not ok and "trained on the actions" in why
-    assert policy.applicable(RouteEnv(small_paper, budget=budget, n_max=8))[1] == \
+    assert policy.applicable(route_env(small_paper, budget=budget, n_max=8))[1] == \
         "trained with N_max = 16 per generator, the env has 8"
-    assert "trained with budget B" in policy.applicable(RouteEnv(small_paper, budget=budget / 2))[1]
+    assert "trained with budget B" in policy.applicable(route_env(small_paper, budget=budget / 2))[1]
     assert policy.applicable(CoBaEnv(small_paper, budget=budget))[1] == \
         "trained on coba/Route-v0 (route env); the env is coba/Replay-v0"
 
@@ -145,7 +146,7 @@ def test_a_checkpoint_without_its_env_field_is_a_replay_controller(fitted, small
     (tmp_path / "model.pt").write_bytes((fit.path / "model.pt").read_bytes())
     policy = load(tmp_path)
     assert not is_route_policy(policy) and policy.env_kwargs() == {}  # as a replay MLP it is no route policy
-    assert policy.applicable(RouteEnv(small_paper, budget=budget))[1] == \
+    assert policy.applicable(route_env(small_paper, budget=budget))[1] == \
         "trained on coba/Replay-v0 (replay env); the env is coba/Route-v0"
 
 
@@ -183,11 +184,11 @@ def _network_of(controller, config):
 ])
 def test_bad_method_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        RouteMLPMethod(**kwargs)
+        route_mlp_method(**kwargs)
 
 
 def test_method_is_built_without_arguments_and_states_its_grid():
-    method = RouteMLPMethod()
+    method = route_mlp_method()
     # the grid stated in docs/LEARNING.md (route MLP paragraph), written out
     assert method.grid() == [{"lam": v} for v in (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)] + [{"lam": math.inf}]
     assert method.fallback() == {"lam": math.inf}
@@ -197,7 +198,7 @@ def test_cached_oracle_answers_as_the_oracle(small_paper):
     """Answers through the cache equal a fresh oracle's, also from a second env holding the problems in
     another order (the cache is keyed by problem, not by env index)."""
     budget = cost_unit(as_compiled("paper"))
-    env = RouteEnv(small_paper, budget=budget)
+    env = route_env(small_paper, budget=budget)
     cache = OracleCache()
     cached = CachedOracle(CostAwareOracle.for_env(env), env, cache)
     fresh = CostAwareOracle.for_env(env)
@@ -205,7 +206,7 @@ def test_cached_oracle_answers_as_the_oracle(small_paper):
         assert cached.plan(e, 0.3).actions == fresh.plan(e, 0.3).actions
         assert np.array_equal(cached.action_values(e, [0.1, 1.0]), fresh.action_values(e, [0.1, 1.0]))
     later = small_paper.select(small_paper.dataset != "aime2024")  # other problems first: other env indices
-    env2 = RouteEnv(later, budget=budget)
+    env2 = route_env(later, budget=budget)
     cached2 = CachedOracle(CostAwareOracle.for_env(env2), env2, cache)
     fresh2 = CostAwareOracle.for_env(env2)
     for e in range(0, env2.n_episodes, 4):

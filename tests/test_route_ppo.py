@@ -30,11 +30,13 @@ from train.sb3_vec_env import CoBaSB3VecEnv
 SELECTION = PPO_PROTOCOLS["route"].env_kwargs["selection"]
 
 
-def RouteEnv(pool, **kwargs):  # noqa: N802 - the env of item grouping, as the test built it before issue 34
+def route_env(pool, **kwargs):
+    """The env of item grouping (coba/Route-v0)."""
     return CoBaEnv(pool, grouping="item", **kwargs)
 
 
-def RoutePPOMethod(**kwargs):  # noqa: N802 - the PPO method on the route arena
+def route_ppo_method(**kwargs):
+    """The PPO method on the route arena."""
     return PPOMethod("route", **kwargs)
 
 #: A short fit: 2 rollouts of 64 sub-envs x 16 steps (enough to write a checkpoint and act).
@@ -50,7 +52,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def fitted(tiny, tmp_path_factory) -> PPOFitted:
     out = tmp_path_factory.mktemp("route-ppo") / "fit"
-    return RoutePPOMethod(**SHORT).fit(tiny, tiny.episode_ids, budget=BUDGET, seed=0, out_dir=out, progress=False)
+    return route_ppo_method(**SHORT).fit(tiny, tiny.episode_ids, budget=BUDGET, seed=0, out_dir=out, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,7 @@ def small_paper():
 
 
 def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_paper, tmp_path):
-    method = RoutePPOMethod(**SHORT)
+    method = route_ppo_method(**SHORT)
     result = run_protocol(small_paper, method, seeds=(0,), held_out=["aime2025"], progress=False, out_dir=tmp_path,
                           pool_name="paper, first 5 problems per dataset", arena=ROUTE, resamples=200)
     v = result.verdict
@@ -88,7 +90,7 @@ def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_
 
 
 def test_grid_is_the_stated_lambdas_then_the_cascade_fallback(fitted):
-    method = RoutePPOMethod()
+    method = route_ppo_method()
     # the grid stated in docs/LEARNING.md (route PPO paragraph), written out
     assert method.grid() == [{"lam": x} for x in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)] + [{"cascade": 1}]
     assert method.fallback() == CASCADE_POINT and method.fallback() in method.grid()
@@ -105,7 +107,7 @@ def test_cli_builds_the_route_method_with_its_stated_settings():
 
     method = protocol_method("ppo", "route")
     assert isinstance(method, PPOMethod) and method.name == "route_ppo" and method.arena is ROUTE
-    assert method.total_timesteps == 81_920 and method.grid() == RoutePPOMethod().grid()
+    assert method.total_timesteps == 81_920 and method.grid() == route_ppo_method().grid()
 
 
 def test_the_controller_is_a_route_policy_carrying_its_env_settings(tiny, fitted):
@@ -116,7 +118,7 @@ def test_the_controller_is_a_route_policy_carrying_its_env_settings(tiny, fitted
     assert policy.env_kwargs()["budget"] == BUDGET
     assert policy.env_kwargs()["n_max"] == tiny.n_candidates == 8  # N_max per generator: the pool's N
     assert policy.env_kwargs()["selection"]["rule"] == "last"
-    env = RouteEnv(tiny, **policy.env_kwargs())
+    env = route_env(tiny, **policy.env_kwargs())
     assert meta["actions"] == list(env.layout.names) == ["SAMPLE_Qwen3-14B", "SAMPLE_Qwen3-8B", "VERIFY_V1",
                                                          "VERIFY_V2", "VERIFY_V3", "STOP"]
     assert meta["observation"] == list(env.feature_names)
@@ -127,7 +129,7 @@ def test_the_controller_is_a_route_policy_carrying_its_env_settings(tiny, fitted
 
 
 def test_a_fixed_lambda_is_written_at_the_route_observations_lambda_feature(tiny, fitted):
-    env = RouteEnv(tiny, lam=0.05)
+    env = route_env(tiny, lam=0.05)
     obs, _ = env.reset(seed=0, options={"episode": 3})
     at = env.lambda_index
     assert obs[at] == np.float32(0.05) and at == len(obs) - 2  # the pooled table's lambda, second from the end
@@ -142,7 +144,7 @@ def test_a_fixed_lambda_is_written_at_the_route_observations_lambda_feature(tiny
 @pytest.mark.parametrize("lam", [0.0, 0.5])
 def test_batched_form_equals_the_single_form(tiny, fitted, lam):
     policy = fitted.policy({"lam": lam})
-    single = replay(policy, RouteEnv(tiny, **policy.env_kwargs()), record=True)
+    single = replay(policy, route_env(tiny, **policy.env_kwargs()), record=True)
     venv = CoBaVectorEnv(5, tiny, grouping="item", **policy.env_kwargs())  # 5 does not divide 24: rows refill
     assert policy.supports_batch(venv)
     assert_batched_equals_single(single, replay_batched(policy, venv), venv.layout.names)
@@ -150,14 +152,14 @@ def test_batched_form_equals_the_single_form(tiny, fitted, lam):
 
 def test_actions_ignore_correctness_labels(tiny, fitted):
     policy = fitted.policy({"lam": 0.1})
-    runs = [replay(policy, RouteEnv(pool, **policy.env_kwargs()), record=True)
+    runs = [replay(policy, route_env(pool, **policy.env_kwargs()), record=True)
             for pool in (tiny, permuted_labels(tiny))]
     assert [r["correct"] for r in runs[0]] != [r["correct"] for r in runs[1]]  # the labels did change
     assert [r["action_ids"] for r in runs[0]] == [r["action_ids"] for r in runs[1]]
 
 
 def test_warm_start_demonstrations_replay_the_cascade_exactly(tiny):
-    env = RouteEnv(tiny, selection=SELECTION, lambda_range=(0.0, 0.5))
+    env = route_env(tiny, selection=SELECTION, lambda_range=(0.0, 0.5))
     demos = strong_demonstrations(env, teacher=teacher_policy(ROUTE.reference), passes=1)
     bench = run_route_policies(["route_cascade"], tiny, progress=False).records  # an independent replay
     code = {name: i for i, name in enumerate(env.layout.names)}
@@ -179,9 +181,9 @@ def test_balanced_order_draws_each_dataset_equally_often_on_the_route_env():
 
 @pytest.mark.parametrize("make_env, match", [
     (lambda tiny: CoBaEnv(tiny), r"trained on coba/Route-v0 \(route env\); the env is coba/Replay-v0"),
-    (lambda tiny: RouteEnv(tiny, n_max=4), r"trained with N_max = 8 per generator, the env has 4"),
-    (lambda tiny: RouteEnv(tiny, cost_model="tokens"), r"trained with cost model 'p_tokens'"),
-    (lambda tiny: RouteEnv(__import__("tests.conftest", fromlist=["x"]).make_synthetic_pool(
+    (lambda tiny: route_env(tiny, n_max=4), r"trained with N_max = 8 per generator, the env has 4"),
+    (lambda tiny: route_env(tiny, cost_model="tokens"), r"trained with cost model 'p_tokens'"),
+    (lambda tiny: route_env(__import__("tests.conftest", fromlist=["x"]).make_synthetic_pool(
         {"d1": 3}, {"gA": 1.5, "gB": 7.0}, n_candidates=8)), r"trained on the actions \['SAMPLE_Qwen3-14B', "
      r"'SAMPLE_Qwen3-8B', .*\]; the env has \['SAMPLE_gA', 'SAMPLE_gB'"),
 ], ids=["replay-env", "n_max", "cost-model", "other-generators"])
@@ -214,7 +216,7 @@ def test_a_replay_checkpoint_is_not_applicable_on_the_route_env(tiny, tmp_path):
                      warm_start=False)
     policy = PPOFitted(path).policy({"lam": 0.1})
     assert not is_route_policy(policy) and policy.name == "ppo@0.1"
-    assert policy.applicable(RouteEnv(tiny, **policy.env_kwargs())) == \
+    assert policy.applicable(route_env(tiny, **policy.env_kwargs())) == \
         (False, "trained on coba/Replay-v0 (replay env); the env is coba/Route-v0")
 
 
@@ -230,7 +232,7 @@ def test_a_replay_checkpoint_is_not_applicable_on_the_route_env(tiny, tmp_path):
 ], ids=["empty", "above-range", "nan", "negative", "repeated", "zero-steps", "float-steps", "bool-envs"])
 def test_method_rejects_bad_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        RoutePPOMethod(**kwargs)
+        route_ppo_method(**kwargs)
 
 
 @pytest.mark.parametrize("point", [{"tau": 0.1}, {"lam": 0.1, "cascade": 1.0}, {"cascade": 0.0}], ids=str)
@@ -241,5 +243,5 @@ def test_policy_rejects_a_foreign_point(fitted, point):
 
 def test_fit_rejects_an_empty_training_set(tiny, tmp_path):
     with pytest.raises(ValueError, match="PPOMethod.fit: no training episodes"):
-        RoutePPOMethod(**SHORT).fit(tiny, np.array([], dtype=np.int64), budget=BUDGET, seed=0, out_dir=tmp_path,
+        route_ppo_method(**SHORT).fit(tiny, np.array([], dtype=np.int64), budget=BUDGET, seed=0, out_dir=tmp_path,
                                     progress=False)

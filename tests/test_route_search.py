@@ -32,8 +32,10 @@ from train.protocol_arena import ROUTE
 LADDER = FAMILIES["route_search"]
 
 
-def RouteSearchMethod(**settings):  # noqa: N802 - the route kind's method, as `coba train route_search` builds it
+def route_search_method(**settings):
+    """The route kind's method, as `coba train route_search` builds it."""
     return search_method("route_search", **settings)
+
 
 CASCADE = {"k_rung1": 2, "k_rung2": 2, "votes": 2, "final_k": 1, "early_escalate": False, "judge": False,
            "judge_accept": 1.0, "judge_escalate": 0.0, "answer": "last"}
@@ -116,7 +118,7 @@ def test_in_sample_figures_by_hand():
 
 def test_fit_searches_the_training_datasets_starting_from_the_cascade(tmp_path):
     pool = paper_problems(10)
-    method = RouteSearchMethod(n_trials=6)
+    method = route_search_method(n_trials=6)
     train = pool.episode_ids[pool.dataset != "amc2023"]
     fitted = method.fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path, progress=False)
     first = fitted.trials.iloc[0]
@@ -125,7 +127,7 @@ def test_fit_searches_the_training_datasets_starting_from_the_cascade(tmp_path):
     assert len(fitted.trials) == 6 and (tmp_path / "trials.csv").is_file()
     assert {d for _, d in method._cache.store} == {"math500", "aime2024", "rgym_hard"}
     # the same seed reproduces the search; the fallback is the cascade
-    again = RouteSearchMethod(n_trials=6).fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path / "b",
+    again = route_search_method(n_trials=6).fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path / "b",
                                               progress=False)
     assert again.trials.equals(fitted.trials)
     assert method.fallback() == {"margin": math.inf} == method.grid()[-1]
@@ -135,7 +137,7 @@ def test_fit_searches_the_training_datasets_starting_from_the_cascade(tmp_path):
 def test_fit_refuses_part_of_a_dataset(tmp_path):
     pool = paper_problems(5)
     with pytest.raises(ValueError, match="route_search fits on whole datasets"):
-        RouteSearchMethod(n_trials=2).fit(pool, pool.episode_ids[:7], budget=1.0, seed=0, out_dir=tmp_path,
+        route_search_method(n_trials=2).fit(pool, pool.episode_ids[:7], budget=1.0, seed=0, out_dir=tmp_path,
                                           progress=False)
 
 
@@ -154,7 +156,7 @@ def _pool(generators_by_dataset):
 def test_pools_without_one_ladder_are_refused(layout, match, tmp_path):
     pool = _pool(layout)
     with pytest.raises(ValueError, match=match):
-        RouteSearchMethod(n_trials=2).fit(pool, pool.episode_ids, budget=1.0, seed=0, out_dir=tmp_path,
+        route_search_method(n_trials=2).fit(pool, pool.episode_ids, budget=1.0, seed=0, out_dir=tmp_path,
                                           progress=False)
 
 
@@ -170,7 +172,7 @@ def test_pools_without_one_ladder_are_refused(layout, match, tmp_path):
 ])
 def test_bad_constructor_input_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        RouteSearchMethod(**kwargs)
+        route_search_method(**kwargs)
 
 
 def test_the_cli_builds_the_method_with_the_stated_settings():
@@ -186,7 +188,7 @@ def test_a_partial_protocol_run_on_the_route_arena(tmp_path):
     """One seed, one held-out fold on a small pool without aime2025: a partial verdict, and the held-out records
     are the replay of the point chosen, recomputed from the written trials."""
     pool = paper_problems(6)
-    result = run_protocol(pool, RouteSearchMethod(n_trials=8), seeds=(0,), held_out=["amc2023"], progress=False,
+    result = run_protocol(pool, route_search_method(n_trials=8), seeds=(0,), held_out=["amc2023"], progress=False,
                           out_dir=tmp_path, pool_name="paper, 6 problems of 4 datasets", arena=ROUTE, resamples=200)
     v = result.verdict
     assert (v["env"], v["reference"], v["scope"], v["beats"]) == ("route", "route_cascade", "partial", False)
