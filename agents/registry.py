@@ -33,7 +33,6 @@ import agents.routing  # noqa: F401
 import agents.routing_cascade  # noqa: F401
 import agents.routing_ladder  # noqa: F401
 import agents.routing_model_switch  # noqa: F401
-import agents.routing_oracle  # noqa: F401
 import agents.routing_threshold  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy

@@ -97,7 +97,7 @@ def test_unknown_arena(env):
 @pytest.mark.parametrize("argv, message", [
     (["train", "route_search", "--lodo"], r"route_search has no protocol method on the replay env; there: mlp, ppo"),
     (["train", "rollout", "--lodo", "--env", "route"], r"rollout has no protocol method on the route env"),
-    (["train", "mlp", "--env", "route"], r"--env route needs --lodo"),
+    (["train", "route_search", "--env", "route"], r"route_search trains under the protocol only: add --lodo"),
 ])
 def test_bad_env_kind_pairs_exit_2_before_any_work(argv, message, tmp_path, capsys):
     from coba_cli.main import main
