@@ -1,8 +1,8 @@
 """Routing policies for ``coba/Route-v0``: which generator to sample from, then CoBa's test-time scaling.
 
 A routing policy reads the route env's action layout (``self.layout``: one ``SAMPLE_<g>`` per generator) and
-its evidence: ``RouteEvidence`` (pooled ``Evidence`` plus per-generator ``gen_revealed``, ``gen_cap``,
-``agreement(g)``, ``score_mean(g, t)``, ``gen_spend``) one episode at a time, and a ``RouteVectorEnv``'s
+its evidence: an item episode's ``Evidence`` (pooled, plus per-generator ``gen_revealed``, ``gen_cap``,
+``agreement(g)``, ``score_mean(g, t)``, ``gen_spend``) one episode at a time, and an item-grouped ``CoBaVectorEnv``'s
 arrays of the same names ([G, B]) in ``act_batch``. The generator a policy prefers is chosen from label-free
 facts of the pool (``RoutePool.generator_params``), never from correctness.
 """

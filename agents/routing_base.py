@@ -3,7 +3,7 @@
 A routing policy runs on ``coba/Route-v0`` only (``routes = True``: ``coba bench`` runs it with ``--env route``
 and leaves it out of a replay bench). It names generators by their size ("cheapest", "largest": parameters
 from ``RoutePool.generator_params``, label-free) or by name, and reads each generator's evidence: one
-``RouteEvidence`` in ``act``, a ``RouteVectorEnv``'s [G, B] arrays of the same names in ``act_batch``. The
+an item episode's ``Evidence`` in ``act``, an item-grouped ``CoBaVectorEnv``'s [G, B] arrays of the same names in ``act_batch``. The
 helpers below are the scalar and batched twins of each read, so both forms take the same decisions.
 """
 
@@ -67,19 +67,19 @@ def unanimous(evidence: Any, generator: int) -> bool:
 
 
 def unanimous_batch(venv: Any, generator: int) -> np.ndarray:
-    """``unanimous`` for every row of a ``RouteVectorEnv``."""
+    """``unanimous`` for every row of an item-grouped ``CoBaVectorEnv``."""
     n = venv.gen_revealed[generator]
     return (n > 0) & (venv.gen_top_count[generator] == n)
 
 
 def agreement_batch(venv: Any, generator: int) -> np.ndarray:
-    """``RouteEvidence.agreement(generator)`` for every row: its largest answer's share (0 before any)."""
+    """``Evidence.agreement(generator)`` for every row: its largest answer's share (0 before any)."""
     n = venv.gen_revealed[generator]
     return np.divide(venv.gen_top_count[generator], np.maximum(n, 1), out=np.zeros(venv.num_envs), where=n > 0)
 
 
 def score_mean_batch(venv: Any, generator: int, tier: int) -> tuple[np.ndarray, np.ndarray]:
-    """(``RouteEvidence.score_mean(generator, tier)``, whether there is one) for every row."""
+    """(``Evidence.score_mean(generator, tier)``, whether there is one) for every row."""
     count = venv.gen_score_count[generator, tier]
     has = count > 0
     total = venv.gen_score_sum[generator, tier]

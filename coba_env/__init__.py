@@ -5,8 +5,6 @@ pass ``pool=...`` for another. ``gymnasium.make("coba/Route-v0")`` is the same e
 episode per item, routing between the pool's generators (``CoBaEnv``, ``CoBaVectorEnv``).
 """
 
-from typing import Any
-
 from gymnasium.envs.registration import register, registry
 
 from coba_env.compiled import CompiledPool, compile_pool
@@ -48,40 +46,10 @@ __all__ = [
     "CoBaEnv",
     "CoBaVectorEnv",
     "CompiledPool",
+    "EnvConfig",
+    "FeatureLayout",
     "Evidence",
     "SelectionRule",
     "action_names",
     "compile_pool",
 ]
-
-
-# -- transitional (issue 34): names the other layers still import until their fold is merged ---------------
-class RouteEnv(CoBaEnv):
-    """Transitional: ``CoBaEnv(..., grouping="item")`` (``from_route``: ``CoBaEnv.from_config``)."""
-
-    def __init__(self, pool: Any = None, **kwargs: Any) -> None:
-        super().__init__(pool, grouping="item", **kwargs)
-
-    @classmethod
-    def from_route(cls, route: Any, n_max_per_generator: int, config: EnvConfig,
-                   render_mode: str | None = None) -> CoBaEnv:
-        """The env of ``config`` (an item-grouped configuration; ``route`` and N_max per generator are in it)."""
-        return CoBaEnv.from_config(config, render_mode)
-
-
-class RouteVectorEnv(CoBaVectorEnv):
-    """Transitional: ``CoBaVectorEnv(num_envs, ..., grouping="item")``."""
-
-    def __init__(self, num_envs: int, pool: Any = None, **kwargs: Any) -> None:
-        super().__init__(num_envs, pool, grouping="item", **kwargs)
-
-
-def route_config(pool: Any = None, **kwargs: Any) -> tuple[Any, int, EnvConfig]:
-    """Transitional: (route pool, N_max per generator, configuration) of ``EnvConfig.build(pool, grouping="item")``."""
-    config = EnvConfig.build(pool, grouping="item", **kwargs)
-    return config.route, config.n_max_per_generator, config
-
-
-def route_lambda_index(layout: ActionLayout, features: FeatureLayout) -> int:
-    """Transitional (issue 34; the tests of the other layers still call it): ``features.lambda_index``."""
-    return features.lambda_index

@@ -13,7 +13,7 @@ from agents.learned_mlp import MLPController, load
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
 from coba_env.env import CoBaEnv, as_compiled
-from eval.route_replay import replay_route_policy
+from eval.runner import replay_policy
 from train.cost_aware_oracle import CostAwareOracle
 from train.protocol import cost_unit, run_protocol
 from train.protocol_arena import ROUTE
@@ -97,8 +97,8 @@ def test_fit_writes_a_route_checkpoint_that_is_a_route_policy(fitted, small_pape
 
 def test_fallback_point_is_the_reference_cascade(fitted, small_paper):
     fit, _ = fitted
-    mine = replay_route_policy(fit.policy({"lam": math.inf}), small_paper).records
-    ref = replay_route_policy(make_policy(ROUTE.reference), small_paper).records
+    mine = replay_policy(fit.policy({"lam": math.inf}), small_paper, grouping="item").records
+    ref = replay_policy(make_policy(ROUTE.reference), small_paper, grouping="item").records
     assert mine["actions"].tolist() == ref["actions"].tolist()
 
 
@@ -106,8 +106,8 @@ def test_fallback_point_is_the_reference_cascade(fitted, small_paper):
 def test_batched_replay_equals_single(fitted, small_paper, lam):
     fit, _ = fitted
     policy = fit.policy({"lam": lam})
-    batched = replay_route_policy(policy, small_paper, replay="batched").records
-    single = replay_route_policy(policy, small_paper, replay="single").records
+    batched = replay_policy(policy, small_paper, grouping="item", replay="batched").records
+    single = replay_policy(policy, small_paper, grouping="item", replay="single").records
     for column in ("actions", "selected_candidate", "correct", "p_tokens"):
         assert batched[column].tolist() == single[column].tolist(), column
 
@@ -118,8 +118,8 @@ def test_actions_do_not_depend_on_the_labels(fitted, small_paper):
     policy = fit.policy({"lam": 0.2})
     flipped = small_paper.select(np.ones(small_paper.n_episodes, dtype=bool))
     flipped.labels.correct[:] = ~flipped.labels.correct
-    a = replay_route_policy(policy, small_paper).records
-    b = replay_route_policy(policy, flipped).records
+    a = replay_policy(policy, small_paper, grouping="item").records
+    b = replay_policy(policy, flipped, grouping="item").records
     assert a["actions"].tolist() == b["actions"].tolist()
     assert (a["correct"] != b["correct"]).any()
 

@@ -17,7 +17,7 @@ from agents.runner import replay
 from coba_env.env import CoBaEnv, as_compiled
 from coba_env.vector_env import CoBaVectorEnv
 from eval.batched_replay import replay_batched
-from eval.route_replay import run_route_policies
+from eval.runner import run_policies
 from tests.test_label_leak import permuted_labels
 from tests.test_route_env import assert_batched_equals_single
 from train.ppo_method import CASCADE_POINT, PPO_PROTOCOLS, PPOFitted, PPOMethod
@@ -161,7 +161,7 @@ def test_actions_ignore_correctness_labels(tiny, fitted):
 def test_warm_start_demonstrations_replay_the_cascade_exactly(tiny):
     env = route_env(tiny, selection=SELECTION, lambda_range=(0.0, 0.5))
     demos = strong_demonstrations(env, teacher=teacher_policy(ROUTE.reference), passes=1)
-    bench = run_route_policies(["route_cascade"], tiny, progress=False).records  # an independent replay
+    bench = run_policies(["route_cascade"], tiny, grouping="item", workers=1, progress=False).records  # an independent replay
     code = {name: i for i, name in enumerate(env.layout.names)}
     expected = [code[a] for actions in bench["actions"] for a in actions.split()]
     assert demos.actions.tolist() == expected

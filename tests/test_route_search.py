@@ -12,7 +12,7 @@ import pytest
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
 from agents.routing_ladder import LadderCascadePolicy
-from eval.route_replay import replay_route_policy, run_route_policies
+from eval.runner import replay_policy, run_policies
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS
 from tests.test_route_ladder import paper_problems
@@ -55,7 +55,7 @@ def test_the_cascade_point_is_route_cascade():
     assert (policy.rung_k, policy.votes, policy.final_k, policy.judge, policy.selection) == ([2, 2], 2, 1, False,
                                                                                                "last")
     pool = paper_problems(15)
-    run = run_route_policies([policy, make_policy("route_cascade")], pool, progress=False).records
+    run = run_policies([policy, make_policy("route_cascade")], pool, grouping="item", workers=1, progress=False).records
     mine, ref = (run[run["policy"] == n].reset_index(drop=True) for n in ("x", "route_cascade"))
     assert mine[["correct", "p_tokens", "actions"]].equals(ref[["correct", "p_tokens", "actions"]])
 
@@ -105,8 +105,8 @@ def test_in_sample_figures_by_hand():
     datasets = ["math500", "amc2023"]
     got = param_search.in_sample(param_search.ItemCache(pool, LADDER), cheap, CASCADE, datasets)
     sub = pool.select(np.isin(pool.dataset, datasets))
-    rec = run_route_policies([LadderCascadePolicy(name="route_ladder", rung_k=[0, 2]), make_policy("route_cascade")], sub,
-                             progress=False).records
+    rec = run_policies([LadderCascadePolicy(name="route_ladder", rung_k=[0, 2]), make_policy("route_cascade")], sub,
+                       grouping="item", workers=1, progress=False).records
     items = rec.assign(correct=rec["correct"].astype(float)).set_index(["policy", "dataset", "item_id"])
     mine, ref = items.loc["route_ladder"].sort_index(), items.loc["route_cascade"].sort_index()
     diff = mine["correct"] - ref["correct"]
@@ -208,6 +208,6 @@ def test_a_partial_protocol_run_on_the_route_arena(tmp_path):
                                  final_k=int(row["final_k"]), early_escalate=bool(row["early_escalate"]),
                                  judge=bool(row["judge"]), judge_accept=float(row["judge_accept"]),
                                  judge_escalate=float(row["judge_escalate"]), answer=str(row["answer"]))
-    again = replay_route_policy(policy, pool.select(pool.dataset == "amc2023")).records.set_index("item_id")
+    again = replay_policy(policy, pool.select(pool.dataset == "amc2023"), grouping="item").records.set_index("item_id")
     assert held["correct"].tolist() == again.sort_index()["correct"].tolist()
     assert held["p_tokens"].tolist() == again.sort_index()["p_tokens"].tolist()

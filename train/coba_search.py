@@ -155,9 +155,9 @@ def ladder_rungs(compiled: CompiledPool) -> int:
 
 def ladder_records(params: dict[str, Any], episodes: CompiledPool) -> pd.DataFrame:
     """The route env's records of the ladder at ``params`` (one per problem)."""
-    from eval.route_replay import replay_route_policy
+    from eval.runner import replay_policy
 
-    run = replay_route_policy(make_ladder(params, "search"), episodes, cost_model=COST_MODEL)
+    run = replay_policy(make_ladder(params, "search"), episodes, grouping="item", cost_model=COST_MODEL)
     if run.not_applicable:
         raise ValueError(f"route_search: the ladder is not applicable: {run.not_applicable}")
     return run.records

@@ -12,7 +12,7 @@ held-out run (docs/LEARNING.md, "Protocol"):
 
 An arena's episodes are always given as replay-pool episode ids (``CompiledPool.episode_ids``): a dataset split
 holds every generator of each of its problems, so the route arena replays the route episodes of exactly those
-problems (``eval.route_replay``).
+problems (``eval.runner.run_policies(grouping="item")``).
 """
 
 from __future__ import annotations
@@ -63,16 +63,11 @@ class Arena:
     def replay(self, policies: Sequence[Policy], episodes: CompiledPool, progress: bool) -> pd.DataFrame:
         """Records of the reference and ``policies`` on ``episodes`` (one process: models may hold threads)."""
         from agents.registry import make_policy
+        from eval.runner import run_policies
 
         everything = [make_policy(self.reference), *policies]
-        if self.env == "route":
-            from eval.route_replay import run_route_policies
-
-            run = run_route_policies(everything, episodes, cost_model=COST_MODEL, progress=progress)
-        else:
-            from eval.runner import run_policies
-
-            run = run_policies(everything, episodes, cost_model=COST_MODEL, progress=progress, workers=1)
+        run = run_policies(everything, episodes, grouping=self.grouping, cost_model=COST_MODEL, progress=progress,
+                           workers=1)
         if run.not_applicable:
             raise RuntimeError(f"policies not applicable on the fold ({self.env} env): {run.not_applicable}")
         return run.records

@@ -41,7 +41,6 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-from coba_env import RouteVectorEnv
 from coba_env.costs import cost_record
 from coba_env.vector_env import CoBaVectorEnv
 
