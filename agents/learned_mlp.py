@@ -86,6 +86,9 @@ def batch_controller_features(observations: np.ndarray, action_masks: np.ndarray
 class MLPController(Policy):
     """A trained MLP routing controller; plays the best-scored legal action at a fixed lambda."""
 
+    #: It knows from its checkpoint which env it was trained on, and ``applicable`` says so (the runner asks it).
+    checks_own_grouping = True
+
     name = "learned_mlp"
     label = "Learned MLP"
     group = "learned"

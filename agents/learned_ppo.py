@@ -48,6 +48,9 @@ SUPPORTED_FORMATS = (1,)
 class PPOController(Policy):
     """A MaskablePPO actor network choosing the most probable legal action (deterministic)."""
 
+    #: It knows from its checkpoint which env it was trained on, and ``applicable`` says so (the runner asks it).
+    checks_own_grouping = True
+
     group: ClassVar[str] = "learned"
 
     def __init__(self, model: Any, meta: dict[str, Any], *, lam: float | None = None, source: str = "") -> None:

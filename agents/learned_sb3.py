@@ -69,6 +69,9 @@ def is_sb3_zip(spec: str | Path) -> bool:
 class SB3Controller(Policy):
     """A loaded SB3 policy network choosing its best legal action (deterministic)."""
 
+    #: It knows from its checkpoint which env it was trained on, and ``applicable`` says so (the runner asks it).
+    checks_own_grouping = True
+
     group: ClassVar[str] = "learned"
 
     def __init__(self, net: Any, *, lam: float | None = None, source: str = "", n_features: int,

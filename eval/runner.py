@@ -152,9 +152,10 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair",
 
 
 def applicability(policy: Policy, env: CoBaEnv) -> tuple[bool, str]:
-    """Whether ``policy`` runs on ``env`` and why not: written for the env's grouping, then its own ``applicable``."""
+    """Whether ``policy`` runs on ``env`` and why not: written for the env's grouping, then its own ``applicable``
+    (a trained controller, ``checks_own_grouping``, names the env it was trained on itself)."""
     wanted = written_for(policy)
-    if wanted != env.config.grouping:
+    if wanted != env.config.grouping and not getattr(policy, "checks_own_grouping", False):
         return False, WRONG_GROUPING[wanted]
     return policy.applicable(env)
 
