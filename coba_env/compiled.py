@@ -17,7 +17,7 @@ from coba_env.costs import COST_MEASURES, Calls, fill_costs
 from coba_env.episode_data import EpisodeData
 from coba_env.rules.roles import declared_roles
 from pools.prices import PRICES_KEY
-from pools.schema import PAPER_TIER_ROLES, TIERS
+from pools.schema import OUTCOME_STATUS, PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
 
 
@@ -27,6 +27,14 @@ class Labels:
 
     correct: np.ndarray  # bool [E, N]
     gold_cluster: np.ndarray  # int32 [E]; the correct answer's cluster id, -1 when no candidate is correct
+    #: float64 [E, N]: each candidate's graded score in [0, 1] (the 0/1 label where the source graded none);
+    #: None on a pool without graded scores.
+    graded: np.ndarray | None = None
+
+    def take(self, rows: np.ndarray) -> Labels:
+        """The labels of episodes ``rows`` (an index array)."""
+        return Labels(correct=self.correct[rows], gold_cluster=self.gold_cluster[rows],
+                      graded=None if self.graded is None else self.graded[rows])
 
 
 @dataclass
@@ -55,8 +63,12 @@ class CompiledPool:
     verifier_roles: tuple[str, ...] = tuple(PAPER_TIER_ROLES[t] for t in TIERS)
     #: The verifier model of each tier slot ("" when the slot holds no calls; names joined by "+" if several).
     verifier_models: tuple[str, ...] = ("",) * len(TIERS)
-    #: The models the pool's manifest prices (``prices_usd_per_million_tokens``); usd is 0 for any other's calls.
+    #: The models the pool prices: the manifest's ``prices_usd_per_million_tokens``, and every generator whose
+    #: every call has its dollars recorded by the source (``candidates.cost_usd``); usd is 0 for any other's calls.
     priced_models: frozenset[str] = frozenset()
+    #: Generators none of whose candidates has an answer (outcome tables: ``pools.schema.OUTCOME_STATUS``), in
+    #: pool order: a policy that compares answers cannot run on their episodes (``agents.base.Policy``).
+    answerless_generators: tuple[str, ...] = ()
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
     _vector_tables: Any = field(default=None, repr=False)
@@ -111,11 +123,12 @@ class CompiledPool:
             score=take(self.score),
             ver_cost=take(self.ver_cost),
             max_output_tokens=self.max_output_tokens,
-            labels=Labels(correct=take(self.labels.correct), gold_cluster=take(self.labels.gold_cluster)),
+            labels=self.labels.take(idx),
             tiers_present=self.tiers_present,
             verifier_roles=self.verifier_roles,
             verifier_models=self.verifier_models,
             priced_models=self.priced_models,
+            answerless_generators=self.answerless_generators,
         )
 
     def episode_rows(self) -> list[EpisodeData]:
@@ -200,12 +213,12 @@ def compile_pool(pool: Pool) -> CompiledPool:
         out[ei, ci] = cand[column].to_numpy(dtype=dtype)
         return out
 
-    cluster = per_candidate("cluster", -1, np.int32)
+    outcome = per_candidate("extraction_status", "", object) == OUTCOME_STATUS  # no answer, an outcome
+    cluster = outcome_clusters(per_candidate("cluster", -1, np.int32), outcome)
     answer = per_candidate("raw_answer", None, object)
     out_tok = per_candidate("output_tokens", 0.0, np.float64)
     cap_hit = per_candidate("cap_hit", False, bool)
-    correct = np.zeros((e_count, n), dtype=bool)
-    correct[ei, ci] = cand["correct"].fillna(False).to_numpy(dtype=bool)
+    labels = per_candidate_labels(cand, ei, ci, (e_count, n))
 
     # Generation and verification costs are views of one table laid out as ``CoBaVectorEnv`` gathers it
     # (``cost_rows``): the vector env then uses it as is instead of a second copy (0.2 GB at 100k episodes).
@@ -216,8 +229,9 @@ def compile_pool(pool: Pool) -> CompiledPool:
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
     gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
     fill = np.empty((len(cand), n_measures))
-    fill_costs(_calls(cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei], gen_model, prices),
-               fill)
+    recorded = cand["cost_usd"].to_numpy(dtype=np.float64)
+    fill_costs(_calls(cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei], gen_model, prices,
+                      recorded_usd=recorded), fill)
     gen_cost[ei, ci] = fill
 
     has_score = np.zeros((e_count, n, n_tiers), dtype=bool)
@@ -253,11 +267,13 @@ def compile_pool(pool: Pool) -> CompiledPool:
         score=score,
         ver_cost=ver_cost,
         max_output_tokens=float(max(max_tokens, 1.0)),
-        labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster)),
+        labels=Labels(correct=labels.correct, gold_cluster=gold_clusters(labels.correct, cluster),
+                      graded=labels.graded),
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
         verifier_models=_tier_models(ver, tiers),
-        priced_models=frozenset(map(str, prices)),
+        priced_models=frozenset(map(str, prices)) | _recorded_dollars(gen_model, recorded),
+        answerless_generators=_answerless(episodes["generator"].to_numpy(dtype=object), outcome),
         _cost_table=cost_table,
     )
 
@@ -272,11 +288,62 @@ def gold_clusters(correct: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     return gold
 
 
-def _calls(rows: pd.DataFrame, params_b: np.ndarray, models: np.ndarray, prices: dict) -> Calls:
+def _calls(rows: pd.DataFrame, params_b: np.ndarray, models: np.ndarray, prices: dict,
+           recorded_usd: np.ndarray | None = None) -> Calls:
     """The model calls of ``rows`` (candidates or verifications) as the cost table's fill rules read them."""
     return Calls(prompt_tokens=rows["prompt_tokens"].to_numpy(dtype=np.float64),
                  output_tokens=rows["output_tokens"].to_numpy(dtype=np.float64), params_b=params_b,
-                 latency_s=rows["latency_s"].to_numpy(dtype=np.float64), models=models, prices=prices)
+                 latency_s=rows["latency_s"].to_numpy(dtype=np.float64), models=models, prices=prices,
+                 recorded_usd=recorded_usd)
+
+
+def outcome_clusters(cluster: np.ndarray, outcome: np.ndarray) -> np.ndarray:
+    """``cluster`` [E, N] with every outcome-only candidate (``outcome``: its source recorded no answer) given an
+    answer cluster of its own, ids renumbered 0.. by first appearance in each episode: such a candidate can be
+    selected (its outcome is known) and never agrees with another."""
+    rows = np.flatnonzero(outcome.any(axis=1))
+    if not len(rows):
+        return cluster
+    n = cluster.shape[1]
+    label = np.where(outcome[rows], n + np.arange(n)[None, :], cluster[rows])
+    first = np.argmax(label[:, :, None] == label[:, None, :], axis=2)  # first position holding each label
+    ids = np.cumsum(first == np.arange(n)[None, :], axis=1) - 1
+    joined = np.take_along_axis(ids, first, axis=1).astype(cluster.dtype)
+    joined[label < 0] = -1
+    out = cluster.copy()
+    out[rows] = joined
+    return out
+
+
+def per_candidate_labels(cand: pd.DataFrame, ei: np.ndarray, ci: np.ndarray, shape: tuple[int, int]) -> Labels:
+    """The candidates' correctness [E, N] and graded scores [E, N] (the 0/1 label where a candidate has no graded
+    score; None when the pool has none at all); the gold clusters are left empty for the caller."""
+    correct = np.zeros(shape, dtype=bool)
+    correct[ei, ci] = cand["correct"].fillna(False).to_numpy(dtype=bool)
+    scores = cand["graded_score"].to_numpy(dtype=np.float64)
+    graded = None
+    if np.isfinite(scores).any():
+        graded = correct.astype(np.float64)
+        graded[ei, ci] = np.where(np.isfinite(scores), scores, graded[ei, ci])
+    return Labels(correct=correct, gold_cluster=np.zeros(0, dtype=np.int32), graded=graded)
+
+
+def _recorded_dollars(models: np.ndarray, recorded: np.ndarray) -> frozenset[str]:
+    """The generators whose every call has its dollars recorded (they price themselves)."""
+    if not np.isfinite(recorded).any():
+        return frozenset()
+    frame = pd.DataFrame({"model": models, "has": np.isfinite(recorded)})
+    every = frame.groupby("model", sort=False)["has"].all()
+    return frozenset(str(m) for m in every.index[every.to_numpy()])
+
+
+def _answerless(generators: np.ndarray, outcome: np.ndarray) -> tuple[str, ...]:
+    """The generators all of whose candidates are outcome-only (no answer), in pool order."""
+    if not outcome.any():
+        return ()
+    frame = pd.DataFrame({"generator": generators, "all": outcome.all(axis=1)})
+    every = frame.groupby("generator", sort=False)["all"].all()
+    return tuple(str(g) for g in every.index[every.to_numpy()])
 
 
 def verifier_axis(pool_verifiers: Sequence[str]) -> tuple[str, ...]:

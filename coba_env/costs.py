@@ -11,7 +11,7 @@ of every cost array, ``cost_record``, the CLI's ``--cost`` choices, the metric a
 compiled pools carry it with no other change.
 
 ``usd`` is dollars from the pool's per-model prices (``pools.prices``): ``(prompt_tokens * input + output_tokens
-* output) / 1e6`` per call. A pool without prices records 0 there and ``CompiledPool.usd_priced`` is False
+* output) / 1e6`` per call, or the dollars the source recorded for the call where it did (``candidates.cost_usd``). A pool without prices records 0 there and ``CompiledPool.usd_priced`` is False
 (``needs_prices``); the bench then shows no usd figure and refuses ``--cost usd``.
 """
 
@@ -41,6 +41,8 @@ class Calls:
     models: np.ndarray
     #: The pool's prices by model (``pools.prices``: {"input", "output"} dollars per million tokens); empty: none.
     prices: Mapping[str, Mapping[str, float]]
+    #: Dollars the source recorded per call (NaN: none, priced from ``prices``); None: no call has any.
+    recorded_usd: np.ndarray | None = None
 
     @property
     def tokens(self) -> np.ndarray:
@@ -77,8 +79,10 @@ def _usd(calls: Calls) -> np.ndarray:
     free = {"input": 0.0, "output": 0.0}  # an unpriced model's calls (such a pool has no usd measure)
     price_in = np.array([calls.prices.get(m, free)["input"] for m in calls.models], dtype=np.float64)
     price_out = np.array([calls.prices.get(m, free)["output"] for m in calls.models], dtype=np.float64)
-    return (np.asarray(calls.prompt_tokens, dtype=np.float64) * price_in
-            + np.asarray(calls.output_tokens, dtype=np.float64) * price_out) * PER_MILLION
+    priced = (np.asarray(calls.prompt_tokens, dtype=np.float64) * price_in
+              + np.asarray(calls.output_tokens, dtype=np.float64) * price_out) * PER_MILLION
+    recorded = calls.recorded_usd
+    return priced if recorded is None else np.where(np.isfinite(recorded), recorded, priced)
 
 
 #: THE cost measures, in the order of the last axis of every cost array.

@@ -74,6 +74,7 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
 
     cluster = _joined_clusters(replay, source)
     correct = gather(replay.labels.correct, False)
+    graded = None if replay.labels.graded is None else gather(replay.labels.graded, 0.0)
     eps = np.arange(e_count)
     pool = CompiledPool(
         n_candidates=slots,
@@ -92,11 +93,12 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
         score=gather(replay.score, np.nan),
         ver_cost=gather(replay.ver_cost, 0.0),
         max_output_tokens=replay.max_output_tokens,
-        labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster)),
+        labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster), graded=graded),
         tiers_present=replay.tiers_present,
         verifier_roles=replay.verifier_roles,
         verifier_models=replay.verifier_models,
         priced_models=replay.priced_models,
+        answerless_generators=replay.answerless_generators,
     )
     assert pool.ver_cost.shape[2:] == (t, m)
     route = RoutePool(pool=pool, generators=gens, n_per_generator=n, available=available, source_episode=source,
@@ -109,6 +111,9 @@ def _joined_clusters(replay: CompiledPool, source: np.ndarray) -> np.ndarray:
     """Cluster ids [E, G * N] joined across generators: ids in order of first appearance in slot order."""
     e_count, n_gen = source.shape
     n = replay.n_candidates
+    if len(replay.answerless_generators) == n_gen:  # no answers to compare: every candidate is its own answer
+        slots = np.repeat(source >= 0, n, axis=1)
+        return np.where(slots, np.cumsum(slots, axis=1) - 1, -1).astype(np.int32)
     out = np.full((e_count, n_gen * n), -1, dtype=np.int32)
     for e in range(e_count):
         clusterer = AnswerClusterer()

@@ -14,6 +14,7 @@ class PoolError(ValueError):
         table: str | None = None,
         row: int | str | None = None,
         field: str | None = None,
+        column: str | None = None,
     ) -> None:
         parts = []
         if file is not None:
@@ -24,6 +25,8 @@ class PoolError(ValueError):
             parts.append(f"row {row}")
         if field is not None:
             parts.append(f"field {field!r}")
+        if column is not None:  # a column of a foreign table (CSV, Parquet) or a field path of a JSON record
+            parts.append(f"column {column!r}")
         where = ", ".join(parts)
         super().__init__(f"{where}: {message}" if where else message)
-        self.file, self.table, self.row, self.field = file, table, row, field
+        self.file, self.table, self.row, self.field, self.column = file, table, row, field, column

@@ -29,12 +29,13 @@ LINE_ORDER: tuple[str, ...] = (
     "dataset", "item_id", "problem", "gold", "level", "subject", "task", "metadata",
     "generator", "generator_params_b", "generator_price", "candidate", "text", "answer", "answer_key", "cluster", "correct",
     "prompt_tokens", "output_tokens", "tokens_estimated", "latency_s", "finish_reason", "cap_hit",
-    "extraction_status", "incomplete_boxed", "repetition_score", "scores",
+    "extraction_status", "incomplete_boxed", "repetition_score", "scores", "graded_score", "cost_usd",
 )
 
 SCORE_ORDER: tuple[str, ...] = ("score", "model", "params_b", "prompt_tokens", "output_tokens", "latency_s")
-#: Keys a line or a score entry carries only when they apply (a non-paper verifier's role, a priced model's price).
-_OPTIONAL = ("generator_price",)
+#: Keys a line or a score entry carries only when they apply (a non-paper verifier's role, a priced model's price,
+#: a graded score or recorded dollars).
+_OPTIONAL = ("generator_price", "graded_score", "cost_usd")
 
 
 def _json_value(value: Any) -> Any:

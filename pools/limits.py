@@ -9,7 +9,7 @@ where float64 sums over a pool lose meaning. Sizes the user asks for (``--resamp
 
 from __future__ import annotations
 
-__all__ = ["MAX_CANDIDATES", "MAX_CLUSTER", "MAX_CONCURRENCY", "MAX_HIDDEN_UNITS", "MAX_ITEMS", "MAX_LATENCY_S",
+__all__ = ["MAX_CANDIDATES", "MAX_CELL_CHARS", "MAX_CLUSTER", "MAX_CONCURRENCY", "MAX_HIDDEN_UNITS", "MAX_ITEMS", "MAX_LATENCY_S",
            "MAX_PARAMS_B", "MAX_PRICE_USD_PER_M", "MAX_RESAMPLES", "MAX_SEED", "MAX_TOKENS", "MAX_WORKERS"]
 
 #: Tokens of one call (prompt or output).
@@ -35,3 +35,7 @@ MAX_CONCURRENCY = 1024
 MAX_WORKERS = 256
 #: Largest random seed (numpy's generators take 0 .. 2**32 - 1).
 MAX_SEED = 2**32 - 1
+#: Characters of one cell of an outcome table (a prompt or a response): 2**19, the 128k-token context of the
+#: sources' largest models at 4 characters per token. A longer cell is most often an unclosed quote that
+#: swallowed the rest of the file.
+MAX_CELL_CHARS = 2**19

@@ -32,7 +32,7 @@ ITEMS_COLUMNS: dict[str, str] = {
     "dataset": "str",
     "item_id": "str",
     "problem": "str",
-    "gold": "str",
+    "gold": "str?",  # null when the source has no gold answer (an outcome table: the source's own check only)
     "level": "str?",
     "subject": "str?",
     "task": "str?",
@@ -66,9 +66,11 @@ CANDIDATES_COLUMNS: dict[str, str] = {
     "latency_s": "float",
     "finish_reason": "str",  # "stop", "length", ...
     "cap_hit": "bool",  # token cap reached (finish_reason == "length")
-    "extraction_status": "str",  # one of pools.grading.extract.STATUSES, or "given" (an importer's own answer)
+    "extraction_status": "str",  # pools.grading.extract.STATUSES, "given" (an importer's answer) or OUTCOME_STATUS
     "incomplete_boxed": "bool",
     "repetition_score": "float",  # 0 = no repetition, 1 = fully repetitive
+    "graded_score": "float?",  # evaluator-side, in [0, 1]: the source's graded outcome (NaN: none, 0/1 only)
+    "cost_usd": "float?",  # dollars the source recorded for this call (NaN: none; then prices x tokens)
 }
 
 VERIFICATIONS_COLUMNS: dict[str, str] = {
@@ -81,6 +83,13 @@ VERIFICATIONS_COLUMNS: dict[str, str] = {
     "output_tokens": "int",
     "latency_s": "float",
 }
+
+#: Columns added after format 1 was first written: a pool saved before lacks them and loads with this fill value.
+LATER_COLUMNS: dict[str, dict[str, float]] = {"candidates": {"graded_score": float("nan"), "cost_usd": float("nan")}}
+
+#: ``extraction_status`` of a candidate whose source recorded its outcome (correct or not, a graded score) but
+#: no answer to compare: it is selectable as its own answer, never grouped with another (``coba_env.compiled``).
+OUTCOME_STATUS = "outcome"
 
 TABLES: dict[str, dict[str, str]] = {
     "items": ITEMS_COLUMNS,

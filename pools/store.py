@@ -17,7 +17,7 @@ from pools.atomic_write import atomic_dir
 from pools.errors import PoolError
 from pools.output_paths import check_output_dir
 from pools.parse_boundary import PARSE_ERRORS, parse_problem
-from pools.schema import FORMAT_VERSION, TABLES, TIERS
+from pools.schema import FORMAT_VERSION, LATER_COLUMNS, TABLES, TIERS
 
 _ARROW_TYPES = {
     "str": pa.string(),
@@ -40,6 +40,13 @@ class Pool:
     candidates: pd.DataFrame
     verifications: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, fills in LATER_COLUMNS.items():  # a pool built or saved before these columns existed
+            table = self.table(name)
+            missing = {col: fill for col, fill in fills.items() if col not in table.columns}
+            if missing:
+                setattr(self, name, table.assign(**missing))
 
     def table(self, name: str) -> pd.DataFrame:
         """Return the table called ``name``."""
@@ -155,7 +162,7 @@ def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
             df = pq.read_table(f).to_pandas()
         except (pa.ArrowInvalid, OSError) as exc:
             raise PoolError(f"unreadable or truncated Parquet ({exc})", file=str(f), table=name) from exc
-        missing = [c for c in columns if c not in df.columns]
+        missing = [c for c in columns if c not in df.columns and c not in LATER_COLUMNS.get(name, {})]
         if missing:
             raise PoolError(f"missing column(s) {missing}; expected {list(columns)}", file=str(f), table=name,
                             field=missing[0])

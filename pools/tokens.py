@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 #: Tokens per run of letters (a word piece).
 TOKENS_PER_WORD = 1.3
 #: Seconds of fixed overhead per model call (scheduling, HTTP, detokenization).
@@ -54,6 +56,14 @@ def estimate_latency_s(prompt_tokens: int, output_tokens: int, params_b: float) 
     prefill = prompt_tokens * 2.0 * params / PREFILL_FLOPS
     decode = output_tokens * 2.0 * params / DECODE_BYTES_PER_S
     return round(LATENCY_OVERHEAD_S + prefill + decode, 6)
+
+
+def estimate_latency_array(prompt_tokens: np.ndarray, output_tokens: np.ndarray, params_b: np.ndarray) -> np.ndarray:
+    """``estimate_latency_s`` over arrays of calls (float64), for tables of millions of calls."""
+    params = np.maximum(np.asarray(params_b, dtype=np.float64), 0.0) * 1e9
+    prefill = np.asarray(prompt_tokens, dtype=np.float64) * 2.0 * params / PREFILL_FLOPS
+    decode = np.asarray(output_tokens, dtype=np.float64) * 2.0 * params / DECODE_BYTES_PER_S
+    return np.round(LATENCY_OVERHEAD_S + prefill + decode, 6)
 
 
 def apportion(total: int, weights: list[float]) -> list[int]:

@@ -7,20 +7,27 @@ numpy expression; Python loops only run on the error path to describe the offend
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pandas.api import types as ptypes
 
+from pools.column_kinds import KIND_NAMES, kind_problem
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
 from pools.prices import PRICES_KEY, check_prices
 from pools.safe_names import MAX_NAME_CHARS
-from pools.schema import FORMAT_VERSION, MANIFEST_KEYS, TABLES, TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
+from pools.schema import (
+    FORMAT_VERSION,
+    MANIFEST_KEYS,
+    OUTCOME_STATUS,
+    TABLES,
+    TIERS,
+    VERIFIER_NAME_PATTERN,
+    VERIFIER_ROLES,
+)
 
 if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
     from pools.store import Pool
@@ -36,7 +43,6 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
 
 MODEL_ROLES: tuple[str, ...] = ("generator", "verifier", "generator+verifier")
 
-_KIND_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean"}
 
 
 class _Checker:
@@ -80,67 +86,6 @@ def _braces(text: str) -> str:
 def _plain(v: Any) -> Any:
     """A numpy scalar as the equivalent Python value, for readable messages."""
     return v.item() if isinstance(v, np.generic) else v
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-#: Per base kind: whether a column dtype holds it natively, which ``infer_dtype`` results of an object
-#: column are acceptable, and the per-element test used to find the first offending value.
-_DTYPE_OK = {
-    "str": lambda d: isinstance(d, pd.StringDtype),
-    "int": lambda d: ptypes.is_integer_dtype(d) and not ptypes.is_bool_dtype(d),
-    "float": lambda d: ptypes.is_numeric_dtype(d) and not ptypes.is_bool_dtype(d),
-    "bool": ptypes.is_bool_dtype,
-}
-_INFERRED_OK = {
-    "str": ("string", "empty"),
-    "int": ("integer", "empty"),
-    "float": ("floating", "integer", "mixed-integer-float", "empty"),
-    "bool": ("boolean", "empty"),
-}
-_ELEMENT_OK = {"str": lambda v: isinstance(v, str), "int": _is_int, "float": _is_number,
-               "bool": lambda v: isinstance(v, (bool, np.bool_))}
-
-
-def _kind_problem(s: pd.Series, kind: str) -> tuple[int, str] | None:
-    """Return (row position, what was found) of the first value in ``s`` that does not fit ``kind``."""
-    base, nullable = kind.rstrip("?"), kind.endswith("?")
-    dtype = s.dtype
-    if _DTYPE_OK[base](dtype):
-        pass
-    elif base == "int" and ptypes.is_float_dtype(dtype):  # integral floats are fine (e.g. after a merge)
-        values = s.to_numpy(dtype=float)
-        bad = ~np.isfinite(values) | (values != np.round(values))
-        if bad.any():
-            pos = int(np.argmax(bad))
-            return pos, f"{values[pos]!r}"
-    elif ptypes.is_object_dtype(dtype):
-        if ptypes.infer_dtype(s, skipna=True) not in _INFERRED_OK[base]:
-            found = _first_element(s, _ELEMENT_OK[base])
-            if found is not None:
-                return found
-    else:
-        return 0, f"a column of {dtype}"
-    if not nullable:
-        nulls = s.isna().to_numpy()
-        if nulls.any():
-            return int(np.argmax(nulls)), "a null value"
-    return None
-
-
-def _first_element(s: pd.Series, ok: Any) -> tuple[int, str] | None:
-    for pos, v in enumerate(s.tolist()):
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        if not ok(v):
-            return pos, f"{v!r} ({type(v).__name__})"
-    return None
 
 
 def _check_manifest_basics(ck: _Checker) -> int:
@@ -195,10 +140,10 @@ def _check_columns(ck: _Checker) -> None:
         if missing:
             ck.fail(table, None, missing[0], f"missing column(s) {missing}; expected columns {list(columns)}")
         for col, kind in columns.items():
-            problem = _kind_problem(df[col], kind)
+            problem = kind_problem(df[col], kind)
             if problem is not None:
                 pos, found = problem
-                expected = _KIND_NAMES[kind.rstrip("?")] + (" or null" if kind.endswith("?") else "")
+                expected = KIND_NAMES[kind.rstrip("?")] + (" or null" if kind.endswith("?") else "")
                 ck.fail(table, pos, col, f"expected {expected} ({kind}), found {found}")
 
 
@@ -267,6 +212,22 @@ def _check_values(ck: _Checker) -> None:
                  "score {value!r} outside [0, 1] (NaN marks a call without a usable score)")
     vlat = verifs["latency_s"].to_numpy(dtype=float)
     ck.first_bad("verifications", ~np.isfinite(vlat), "latency_s", "is {value!r}; expected a finite number")
+    _check_outcomes(ck)
+
+
+def _check_outcomes(ck: _Checker) -> None:
+    """Graded scores in [0, 1], recorded dollars finite and >= 0 (NaN: none), an outcome-only candidate answerless."""
+    cands = ck.pool.candidates
+    graded = cands["graded_score"].to_numpy(dtype=float)
+    ck.first_bad("candidates", (graded < 0) | (graded > 1), "graded_score",
+                 "is {value!r}; expected a graded score in [0, 1] (NaN: the source graded 0/1 only)")
+    usd = cands["cost_usd"].to_numpy(dtype=float)
+    ck.first_bad("candidates", (usd < 0) | np.isinf(usd), "cost_usd",
+                 "is {value!r}; expected the dollars of the call, a finite number >= 0 (NaN: not recorded)")
+    outcome = (cands["extraction_status"] == OUTCOME_STATUS).to_numpy()
+    ck.first_bad("candidates", outcome & cands["answer_key"].notna().to_numpy(), "answer_key",
+                 f"is {{value!r}} on a candidate of status {OUTCOME_STATUS!r}; expected null (its source recorded "
+                 "an outcome, no answer)")
 
 
 def _multi(df: pd.DataFrame, cols: list[str]) -> pd.MultiIndex:

@@ -154,7 +154,7 @@ BEFORE = {
 
 
 def test_the_shipped_formats_take_what_they_took_before():
-    assert list(IMPORT_FORMATS) == list(BEFORE)
+    assert list(IMPORT_FORMATS)[:len(BEFORE)] == list(BEFORE)  # the formats added since come after them
     for name, (options, required, several, folders) in BEFORE.items():
         fmt = IMPORT_FORMATS[name]
         assert {o.name for o in fmt.options} == options, name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from pools.importers import jsonl, llm_monkeys, qwen_lists, rg_eval, routellm, tot_game24
+from pools.importers import jsonl, llm_monkeys, qwen_lists, rg_eval, routellm, tot_game24, wide_table
 from pools.importers.import_format import ImportFormat, ImportOption
 from pools.importers.jsonl import build_pool, import_jsonl
 from pools.importers.llm_monkeys import import_llm_monkeys
@@ -27,6 +27,7 @@ from pools.importers.relabel import (
 )
 from pools.importers.rg_eval import import_rg_eval
 from pools.importers.tot_game24 import import_tot_game24
+from pools.price_list import fill_prices
 from pools.store import Pool
 
 #: ``--format`` name -> its declaration, in the order ``coba pools import --help`` lists them.
@@ -48,7 +49,7 @@ def register_import_format(fmt: ImportFormat) -> ImportFormat:
     return fmt
 
 
-for _module in (jsonl, qwen_lists, tot_game24, rg_eval, llm_monkeys, routellm):
+for _module in (jsonl, qwen_lists, tot_game24, rg_eval, llm_monkeys, routellm, wide_table):
     register_import_format(_module.FORMAT)
 
 
@@ -59,7 +60,8 @@ def import_pool(src: Any, fmt: str, *, labels: str = "source", dataset: str | No
 
     ``dataset`` goes to an importer that takes it, else renames the source's one dataset (``rename_dataset``);
     ``labels="grader"`` replaces the source's correctness labels by the grader's verdicts (``use_grader_labels``);
-    ``verifier_roles`` and ``prices`` are added over the source's own (``add_verifier_roles``, ``add_prices``).
+    ``verifier_roles`` and ``prices`` are added over the source's own (``add_verifier_roles``, ``add_prices``);
+    a model still unpriced takes the shipped price list's price when it names it (``pools.price_list``).
     """
     try:
         importer = IMPORT_FORMATS[fmt].importer
@@ -76,7 +78,8 @@ def import_pool(src: Any, fmt: str, *, labels: str = "source", dataset: str | No
             f"given on import (--generator-params-b {options['generator_params_b']:g}), not by the source")
     pool = use_grader_labels(pool) if labels == "grader" else pool
     first_source = str(src[0]) if isinstance(src, (list, tuple)) else str(src)
-    return add_prices(add_verifier_roles(pool, verifier_roles or {}, source=first_source), prices or {})
+    pool = add_prices(add_verifier_roles(pool, verifier_roles or {}, source=first_source), prices or {})
+    return fill_prices(pool, prices)  # --price over the source's over the shipped list's (pools.price_list)
 
 
 __all__ = ["IMPORT_FORMATS", "ImportFormat", "ImportOption", "build_pool", "import_jsonl", "import_llm_monkeys",

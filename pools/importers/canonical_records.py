@@ -29,7 +29,7 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "dataset": ("str", True),
     "item_id": ("str", True),
     "problem": ("str", True),
-    "gold": ("str", True),
+    "gold": ("str?", True),  # null: the source has no gold answer (labels must then be given)
     "level": ("str?", False),
     "subject": ("str?", False),
     "task": ("str?", False),
@@ -54,6 +54,8 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "incomplete_boxed": ("bool", False),
     "repetition_score": ("num", False),
     "scores": ("obj", False),
+    "graded_score": ("num?", False),  # the source's graded outcome in [0, 1] (evaluator side, like correct)
+    "cost_usd": ("num?", False),  # the dollars the source recorded for the call
 }
 
 #: A verifier's call is recorded like the generator's call on the line, under its own names: a score entry's
@@ -73,7 +75,7 @@ SCORE_FIELDS: dict[str, tuple[str, bool]] = {
 LINE_RANGES: dict[str, tuple[float, float]] = {
     "generator_params_b": (0, MAX_PARAMS_B), "candidate": (0, MAX_CANDIDATES - 1), "cluster": (-1, MAX_CLUSTER),
     "prompt_tokens": (0, MAX_TOKENS), "output_tokens": (0, MAX_TOKENS), "latency_s": (0, MAX_LATENCY_S),
-    "repetition_score": (0, 1),
+    "repetition_score": (0, 1), "graded_score": (0, 1), "cost_usd": (0, math.inf),
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from pools.errors import PoolError
 from pools.grading import (
+    cluster_answers,
     extract_answer,
     grade_episode,
     item_scorer,
@@ -39,7 +40,7 @@ from pools.importers.canonical_records import (
 )
 from pools.importers.import_format import DATASET, ImportFormat
 from pools.prices import PRICES_KEY
-from pools.schema import TABLES, TIERS, VERIFIER_ROLES
+from pools.schema import LATER_COLUMNS, TABLES, TIERS, VERIFIER_ROLES
 from pools.store import Pool
 from pools.tokens import estimate_latency_s, estimate_tokens
 from pools.validate import validate_pool
@@ -135,10 +136,14 @@ class _Report:
         self.groups: dict[tuple[str, str], dict[str, int]] = {}
         self.disagreements: list[dict[str, Any]] = []
 
-    def label(self, rec: dict[str, Any], verdict: bool, context: dict[str, Any]) -> bool | None:
+    def label(self, rec: dict[str, Any], verdict: bool | None, context: dict[str, Any]) -> bool | None:
         """The candidate's correctness: the record's label when it has one (compared with the grader's
         ``verdict``), else the verdict; an explicit null stays unknown. ``reference_correct`` is a source's
-        own label that is only compared with the grader: the verdict is kept."""
+        own label that is only compared with the grader: the verdict is kept. Without a gold answer there is
+        no verdict (None): a given label stands uncompared, a missing one stays unknown."""
+        if verdict is None:
+            self.labels["given" if rec.get("correct") is not None else "unknown"] += 1
+            return rec.get("correct")
         if "correct" not in rec:
             self.labels["graded"] += 1
             if rec.get("reference_correct") is not None:
@@ -180,8 +185,11 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
                         field="task") from exc
     key_of = literal_key if scorer is not None else normalize_answer
     parsed = [_answer_fields(rec) for _, rec in recs]
-    graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer,
-                                              problem=item["problem"])
+    if item["gold"] is None and scorer is None:  # an outcome record: nothing to grade against
+        graded_clusters, verdicts = cluster_answers([p[0] for p in parsed]), [None] * len(parsed)
+    else:
+        graded_clusters, verdicts = grade_episode([p[0] for p in parsed], item["gold"], scorer=scorer,
+                                                  problem=item["problem"])
     has_cluster = ["cluster" in rec for _, rec in recs]
     if any(has_cluster) and not all(has_cluster):
         raise PoolError("missing while other candidates of this episode give it; expected all or none",
@@ -222,6 +230,7 @@ def _add_episode(episode_id: int, recs: list[tuple[str, dict[str, Any]]], item: 
             cap_hit=rec.get("cap_hit", finish_reason == "length"), extraction_status=status,
             incomplete_boxed=incomplete,
             repetition_score=float(rec["repetition_score"]) if "repetition_score" in rec else repetition_score(text),
+            graded_score=_number(rec.get("graded_score")), cost_usd=_number(rec.get("cost_usd")),
         )
         scores = rec.get("scores", {})
         for tier in verifier_order(scores):
@@ -256,11 +265,11 @@ def build_pool(
         episode_rows.add(episode_id=episode_id, dataset=dataset, item_id=item_id, generator=generator)
         _add_episode(episode_id, recs, items[(dataset, item_id)], report, cand, verif)
     pool = Pool(
-        items=_frame(item_rows, "items"),
-        models=_frame(models.columns(), "models"),
-        episodes=_frame(episode_rows, "episodes"),
-        candidates=_frame(cand, "candidates"),
-        verifications=_frame(verif, "verifications"),
+        items=table_frame(item_rows, "items"),
+        models=table_frame(models.columns(), "models"),
+        episodes=table_frame(episode_rows, "episodes"),
+        candidates=table_frame(cand, "candidates"),
+        verifications=table_frame(verif, "verifications"),
     )
     roles = {**declared_verifier_roles(records), **(verifier_roles or {})}
     pool.manifest["tiers"] = verifier_sequence(records)  # the pool's verifier order (Pool.tiers reads it)
@@ -276,6 +285,11 @@ def build_pool(
                           **({"generation": dict(generation)} if generation else {}))
     validate_pool(pool, source=source)
     return pool
+
+
+def _number(value: float | None) -> float:
+    """A record's optional number as a float, NaN when absent or null."""
+    return math.nan if value is None else float(value)
 
 
 def _answer_fields(rec: dict[str, Any]) -> tuple[str | None, str, bool]:
@@ -317,11 +331,12 @@ def _add_verification(verif: _Columns, estimated: dict[str, int], episode_id: in
               output_tokens=output_tokens, latency_s=float(latency))
 
 
-def _frame(columns: _Columns, table: str) -> pd.DataFrame:
+def table_frame(columns: dict[str, Any], table: str) -> pd.DataFrame:
     """A DataFrame of ``table`` from collected ``columns``, with the schema's dtypes (even when empty)."""
     out = {}
+    rows = len(next(iter(columns.values()))) if columns else 0
     for col, kind in TABLES[table].items():
-        values = columns.get(col, [])
+        values = columns.get(col, [LATER_COLUMNS[table][col]] * rows if col in LATER_COLUMNS.get(table, {}) else [])
         if kind == "int":
             out[col] = pd.Series(np.asarray(values, dtype=np.int64))
         elif kind in ("float", "float?"):
