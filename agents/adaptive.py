@@ -49,6 +49,7 @@ class DifficultyAdaptive(ConfiguredPolicy):
 
     defaults: ClassVar[dict[str, Any]] = {"warmup": 2, "use_judge": True, "confidence_min": 0.7,
                                           "allocation": [4, 8, 16]}
+    compares_answers: ClassVar[bool] = True
     warmup: int
     use_judge: bool
     confidence_min: float
@@ -143,6 +144,7 @@ class UncertaintyBandit(ConfiguredPolicy):
 
     defaults: ClassVar[dict[str, Any]] = {"min_samples": 2, "round_size": 2, "z": 1.0, "threshold": 0.5,
                                           "max_samples": 16}
+    compares_answers: ClassVar[bool] = True
     min_samples: int
     round_size: int
     z: float

@@ -37,6 +37,9 @@ class Policy(ABC):
     roles: RoleMap = PAPER_ROLE_MAP
     #: The action layout of the env the policy runs in (``bind`` / ``start_batch`` take the env's).
     layout: ActionLayout = REPLAY_LAYOUT
+    #: Whether the policy decides or selects by comparing candidates' answers (votes, agreement, answer shares):
+    #: it cannot run where a generator's candidates hold no answers, only outcomes (``answers_problem``).
+    compares_answers: ClassVar[bool] = False
     #: The SAMPLE action the policy draws with (the layout's first generator; a routing policy picks its own
     #: generator in ``use_layout``) and the STOP action.
     sample_id: int = REPLAY_LAYOUT.sample_action()
@@ -61,6 +64,15 @@ class Policy(ABC):
             if need not in self.optional_tiers and env.roles.slot(need) is None:
                 return False, env.roles.missing_reason(need)
         return True, ""
+
+    def answers_problem(self, env: CoBaEnv) -> str:
+        """Why the policy cannot run on ``env``'s pool for want of answers to compare ("" when it can): the pool
+        holds outcomes only (an outcome table without answers) for some generators."""
+        answerless = env.config.pool.answerless_generators
+        if not self.compares_answers or not answerless:
+            return ""
+        return (f"compares the candidates' answers, but the pool records outcomes only (no answers) for "
+                f"{', '.join(answerless)}; policies that need no answers (the oracles, routers by the prompt) run")
 
     def bind(self, env: CoBaEnv) -> None:
         """Use ``env``'s role map for ``verify_for`` and its action layout (``reset`` calls it)."""

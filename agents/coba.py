@@ -53,6 +53,7 @@ class CoBaPolicy(ConfiguredPolicy):
         "warmup_k": 2, "n_max": 4, "strong_routes": 2, "share_min": 0.6, "s1_min": 0.7, "use_v2": True,
         "fusion_weights": None, "skip_unanimous_routes": False,
     }
+    compares_answers: ClassVar[bool] = True
     warmup_k: int
     n_max: int
     strong_routes: int

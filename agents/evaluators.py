@@ -105,6 +105,7 @@ class SelfEvalWeighted(SampleThenVerify):
     judge calls, not 16 + 16 (see docs/POLICIES.md)."""
 
     defaults: ClassVar[dict[str, Any]] = {"n": 10, "missing": 0.5}
+    compares_answers: ClassVar[bool] = True
     verify: ClassVar[tuple[str, ...]] = ("V1",)
     missing: float
 

@@ -33,6 +33,7 @@ import agents.routing  # noqa: F401
 import agents.routing_cascade  # noqa: F401
 import agents.routing_ladder  # noqa: F401
 import agents.routing_model_switch  # noqa: F401
+import agents.routing_single  # noqa: F401
 import agents.routing_threshold  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy

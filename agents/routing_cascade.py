@@ -47,6 +47,7 @@ class CascadePolicy(RoutePolicy):
     """
 
     defaults: ClassVar[dict[str, Any]] = {"k": 2, "final_k": 1}
+    compares_answers: ClassVar[bool] = True
     k: int
     final_k: int
 

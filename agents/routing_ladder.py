@@ -51,6 +51,7 @@ class LadderCascadePolicy(RoutePolicy):
     defaults: ClassVar[dict[str, Any]] = {"k": 2, "rung_k": None, "votes": 2, "final_k": 1, "early_escalate": False,
                                           "judge": False, "judge_accept": 1.0, "judge_escalate": 0.0,
                                           "answer": "last"}
+    compares_answers: ClassVar[bool] = True
     k: int
     rung_k: list[int] | None
     votes: int

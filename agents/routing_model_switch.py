@@ -28,6 +28,7 @@ class ModelSwitchPolicy(RoutePolicy):
     """
 
     defaults: ClassVar[dict[str, Any]] = {"m": 4, "first": "cheapest", "second": "largest"}
+    compares_answers: ClassVar[bool] = True
     generator_params: ClassVar[tuple[str, ...]] = ("first", "second")
     m: int
     first: str

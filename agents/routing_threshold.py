@@ -47,6 +47,11 @@ class ThresholdRouterPolicy(RoutePolicy):
     weak: str
     strong: str
 
+    @property
+    def compares_answers(self) -> bool:  # type: ignore[override]
+        """The agreement signal compares the probes' answers; the judge signal does not."""
+        return self.signal == "agreement"
+
     def configure(self) -> None:
         """Check the signal and counts; the judge signal requires the cheap-judge role."""
         if self.signal not in SIGNALS:

@@ -32,6 +32,11 @@ class BestOfN(ConfiguredPolicy):
     defaults: ClassVar[dict[str, Any]] = {"n": 4}
     n: int
 
+    @property
+    def compares_answers(self) -> bool:  # type: ignore[override]
+        """A vote compares answers; the first candidate alone (greedy, n = 1) does not."""
+        return self.n > 1
+
     def configure(self) -> None:
         """Majority selection; N must be at least 1."""
         if self.n < 1:
@@ -67,6 +72,7 @@ class KStableStop(ConfiguredPolicy):
     accurate; docs/POLICIES.md)."""
 
     defaults: ClassVar[dict[str, Any]] = {"k": 3, "max_samples": 16, "leader": "top"}
+    compares_answers: ClassVar[bool] = True
     k: int
     max_samples: int
     leader: str
@@ -130,6 +136,7 @@ class OverthinkingStop(ConfiguredPolicy):
     ``max_samples`` are drawn; majority selection."""
 
     defaults: ClassVar[dict[str, Any]] = {"agree": 2, "stop_on_cap_hit": True, "max_samples": 16}
+    compares_answers: ClassVar[bool] = True
     agree: int
     stop_on_cap_hit: bool
     max_samples: int

@@ -101,6 +101,9 @@ class EpisodeReport:
             # every measure by construction (Evidence.cost); usd is 0 on a pool without prices
             "costs": cost_record(cost),
         }
+        graded = self.pool.labels.graded  # evaluator side, like "correct": read at STOP only
+        if graded is not None:
+            info["graded_score"] = float(graded[ep, self._candidate(selected)]) if selected >= 0 else 0.0
         if self._places:
             self._generator_info(info, selected)
         return info

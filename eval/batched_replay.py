@@ -113,10 +113,13 @@ def played_in_batch(out: dict[str, np.ndarray], venv: CoBaVectorEnv) -> PlayedEp
     actions, counts = action_strings(out["actions"], action_codes(layout))
     selected = out["selected_candidate"]
     candidate = slot_candidates(out["actions"], selected, layout, pool.n_candidates)
-    answers = pool.answer[np.arange(len(selected)), np.maximum(candidate, 0)]
+    rows = np.arange(len(selected))
+    answers = pool.answer[rows, np.maximum(candidate, 0)]
     answers[selected < 0] = None
+    graded = pool.labels.graded  # evaluator side, read once the episodes are over
+    graded = None if graded is None else np.where(selected >= 0, graded[rows, np.maximum(candidate, 0)], 0.0)
     return PlayedEpisodes(actions=actions, counts=counts, selected=selected, answers=answers, correct=out["correct"],
-                          costs=out["costs"], reward=out["reward"])
+                          costs=out["costs"], reward=out["reward"], graded=graded)
 
 
 def slot_candidates(log: np.ndarray, selected: np.ndarray, layout: ActionLayout, n_candidates: int) -> np.ndarray:

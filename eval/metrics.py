@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from eval.records import RecordLayout
+from eval.records import GRADED_COLUMN, RecordLayout
 
 #: Metric name -> the episode-record column it averages (accuracy is scaled to percent).
 METRICS: dict[str, str] = {
@@ -39,22 +39,28 @@ PAIR = ["dataset", "generator"]
 
 #: The dollar cost, averaged like the others when the records have it (a pool with prices, ``pools.prices``).
 USD_METRIC = "usd"
+#: The second accuracy measure of a pool with graded scores: the mean graded score of the selected answers, in
+#: percent (``eval.records.GRADED_COLUMN``; where a candidate has no graded score its 0/1 label counts).
+GRADED_METRIC = "graded_acc"
 
 
 def metrics_of(records: pd.DataFrame) -> dict[str, str]:
-    """``METRICS``, plus ``usd`` when the records carry it."""
-    return {**METRICS, USD_METRIC: USD_METRIC} if USD_METRIC in records.columns else dict(METRICS)
+    """``METRICS``, plus ``usd`` and ``graded_acc`` when the records carry them."""
+    extra = {USD_METRIC: USD_METRIC, GRADED_METRIC: GRADED_COLUMN}
+    return {**METRICS, **{k: v for k, v in extra.items() if v in records.columns}}
 
 
 def _numeric(records: pd.DataFrame) -> pd.DataFrame:
     metrics = metrics_of(records)
     frame = records[["policy", *PAIR, *metrics.values()]].copy()
     frame["correct"] = frame["correct"].astype(float) * 100.0
+    if GRADED_COLUMN in frame.columns:
+        frame[GRADED_COLUMN] = frame[GRADED_COLUMN].astype(float) * 100.0
     return frame.rename(columns={v: k for k, v in metrics.items()})
 
 
 def _metric_names(frame: pd.DataFrame) -> list[str]:
-    return [m for m in (*METRICS, USD_METRIC) if m in frame.columns]
+    return [m for m in (*METRICS, USD_METRIC, GRADED_METRIC) if m in frame.columns]
 
 
 def pair_means(records: pd.DataFrame) -> pd.DataFrame:

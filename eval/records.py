@@ -12,7 +12,9 @@ Columns, in order (``RecordLayout.columns``):
 - one call count per verifier of the pool, in the pool's verifier order (``verifier_column``: ``n_`` and the
   verifier's name in lower case, so the paper's V1, V2, V3 give ``n_v1, n_v2, n_v3``);
 - ``selected_candidate, selected_answer, correct``, every cost measure of ``coba_env.costs.COST_MEASURES`` but
-  dollars, ``reward, oracle_available``; then ``usd`` when the pool prices every model (``CompiledPool.usd_priced``).
+  dollars, ``reward, oracle_available``; then ``usd`` when the pool prices every model (``CompiledPool.usd_priced``);
+  then ``graded_score`` when the pool holds graded scores (the selected candidate's, evaluator side like ``correct``;
+  0 when nothing was selected).
 
 Episodes over several generators also carry, per generator g, ``samples:<g>`` (candidates drawn from g) and
 ``gen_cost:<g>`` (their generation cost in the run's cost measure): the routing analyses read them
@@ -34,6 +36,8 @@ from coba_env.rules.roles import primary_slots
 
 #: The measure a record holds only on a priced pool (last column), and the measures every record holds.
 PRICED_MEASURE = COST_MEASURES[USD]
+#: The column of a pool with graded scores: the selected candidate's graded score (``Labels.graded``).
+GRADED_COLUMN = "graded_score"
 MEASURES = tuple(m for m in COST_MEASURES if m != PRICED_MEASURE)
 #: The columns before the verifier counts and after them (the cost measures in ``COST_MEASURES`` order).
 HEAD = ("policy", "episode_id", "dataset", "generator", "item_id", "actions", "n_actions", "n_samples")
@@ -42,7 +46,7 @@ TAIL = ("selected_candidate", "selected_answer", "correct", *MEASURES, "reward",
 #: the kinds to Arrow types, ``records_frame`` to numpy ones.
 KINDS: dict[str, str] = {"episode_id": "int", "n_actions": "int", "n_samples": "int", "selected_candidate": "int",
                          "correct": "bool", "oracle_available": "bool", "reward": "float",
-                         **{m: "float" for m in COST_MEASURES}}
+                         GRADED_COLUMN: "float", **{m: "float" for m in COST_MEASURES}}
 #: The compact code of an action of the one-generator layout in the ``actions`` string ("S S V1 V3 STOP").
 ACTION_CODES: dict[str, str] = {"SAMPLE": "S", "STOP": "STOP"}
 
@@ -80,11 +84,13 @@ class RecordLayout:
     verifiers: tuple[str, ...]
     roles: tuple[str, ...]
     priced: bool = False
+    graded: bool = False
 
     @classmethod
     def of(cls, pool: CompiledPool) -> RecordLayout:
-        """The record layout of ``pool``: its verifier axis (the env's VERIFY actions), roles and prices."""
-        return cls(tuple(pool.tiers), tuple(pool.verifier_roles), bool(pool.usd_priced))
+        """The record layout of ``pool``: its verifier axis (the env's VERIFY actions), roles, prices, graded scores."""
+        return cls(tuple(pool.tiers), tuple(pool.verifier_roles), bool(pool.usd_priced),
+                   pool.labels.graded is not None)
 
     @property
     def counts(self) -> dict[str, str]:
@@ -97,7 +103,8 @@ class RecordLayout:
     @property
     def columns(self) -> tuple[str, ...]:
         """Every record column, in order."""
-        return (*HEAD, *self.counts.values(), *TAIL, *((PRICED_MEASURE,) if self.priced else ()))
+        return (*HEAD, *self.counts.values(), *TAIL, *((PRICED_MEASURE,) if self.priced else ()),
+                *((GRADED_COLUMN,) if self.graded else ()))
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -133,6 +140,8 @@ class PlayedEpisodes:
     #: Every cost measure [E, K] (``COST_MEASURES`` order) and the summed reward.
     costs: np.ndarray
     reward: np.ndarray
+    #: The selected candidate's graded score (0 when none was selected); None on a pool without graded scores.
+    graded: np.ndarray | None = None
 
 
 def empty_records(layout: RecordLayout) -> pd.DataFrame:
@@ -163,6 +172,7 @@ def records_frame(name: str, pool: CompiledPool, played: PlayedEpisodes, actions
         **{m: as_float(played.costs[:, k]) for k, m in enumerate(COST_MEASURES)},
         "reward": as_float(played.reward),
         "oracle_available": pool.labels.correct.any(axis=1).astype(bool),
+        **({GRADED_COLUMN: as_float(played.graded)} if layout.graded else {}),
     })[list(layout.columns)]
     if actions.n_generators > 1:
         frame = pd.concat([frame, pd.DataFrame(generator_columns(pool, actions, samples, cost_k))], axis=1)

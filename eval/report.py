@@ -301,6 +301,8 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
                 f"{'calls':>6} {'latency' + mark('latency_s'):>8}")
         if "usd" in data.macro.columns:
             head += f" {'usd' + mark('usd'):>10}"
+        if "graded_acc" in data.macro.columns:  # a pool with graded scores: the second accuracy measure
+            head += f" {'graded %':>9}"
         if paper_rows and acc_i is not None:
             head += f" {'paper acc':>9}"
         buf.write(head + "\n" + "-" * len(head) + "\n")
@@ -313,6 +315,8 @@ def terminal_summary(data: BenchData, out_dir: Path) -> str:
                     f"{r['total_tokens'] / 1000:>8.1f}k {r['calls']:>6.2f} {r['latency_s']:>8.1f}")
             if "usd" in data.macro.columns:
                 line += f" {r['usd']:>10.4g}"
+            if "graded_acc" in data.macro.columns:
+                line += f" {r['graded_acc']:>9.2f}"
             if paper_rows and acc_i is not None:
                 line += f" {paper_rows[n][acc_i]:>9.2f}" if n in paper_rows else f" {'':>9}"
                 if n in paper_rows and abs(r["acc"] - paper_rows[n][acc_i]) > TOLERANCE_POINTS:

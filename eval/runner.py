@@ -157,7 +157,8 @@ def applicability(policy: Policy, env: CoBaEnv) -> tuple[bool, str]:
     wanted = written_for(policy)
     if wanted != env.config.grouping and not getattr(policy, "checks_own_grouping", False):
         return False, WRONG_GROUPING[wanted]
-    return policy.applicable(env)
+    why = policy.answers_problem(env) if hasattr(policy, "answers_problem") else ""
+    return (False, why) if why else policy.applicable(env)
 
 
 def check_replay_mode(mode: str) -> None:

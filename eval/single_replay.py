@@ -30,6 +30,7 @@ def replay_single(policy: Policy, env: CoBaEnv, *, seed: int = 0,
     actions = np.empty(n, dtype=object)
     answers = np.empty(n, dtype=object)
     selected, correct = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
+    graded = None if pool.labels.graded is None else np.zeros(n)
     costs, rewards = np.zeros((n, len(COST_MEASURES))), np.zeros(n)
     pending = 0
     for i in range(n):
@@ -39,6 +40,8 @@ def replay_single(policy: Policy, env: CoBaEnv, *, seed: int = 0,
         selected[i] = int(info.get("selected_candidate", -1))
         answers[i] = info.get("selected_answer")
         correct[i] = bool(info.get("correct", False))
+        if graded is not None:
+            graded[i] = info.get("graded_score", 0.0)
         costs[i] = [info["costs"][m] for m in COST_MEASURES]
         pending += 1
         if progress is not None and pending >= PROGRESS_EVERY:
@@ -47,7 +50,7 @@ def replay_single(policy: Policy, env: CoBaEnv, *, seed: int = 0,
     if progress is not None and pending:
         progress(pending)
     return PlayedEpisodes(actions=actions, counts=counts, selected=selected, answers=answers, correct=correct,
-                          costs=costs, reward=rewards)
+                          costs=costs, reward=rewards, graded=graded)
 
 
 def _play(policy: Policy, env: CoBaEnv, episode: int, seed: int) -> tuple[list[int], dict[str, Any], float]:

@@ -89,6 +89,11 @@ def _cost_columns(estimates: CostEstimates | None, usd: bool = False) -> list[Co
     return cols
 
 
+def _graded_column(frame: pd.DataFrame) -> list[Column]:
+    """The mean graded score column (``eval.metrics.GRADED_METRIC``) when the pool has graded scores."""
+    return [Column("graded_acc", "Graded", fmt_acc, "up")] if "graded_acc" in frame.columns else []
+
+
 def fmt_usd(value: Any) -> str:
     """Dollars per item with four significant digits ("$0.01234")."""
     return _num(value, "${:.4g}")
@@ -103,10 +108,11 @@ def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: 
 
     ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption."""
     usd = "usd" in mac.columns
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *_cost_columns(estimates, usd),
-            Column("policy", "Policy", csv_only=True)]
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *_graded_column(mac),
+            *_cost_columns(estimates, usd), Column("policy", "Policy", csv_only=True)]
     order = mac.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
-    shown = ["acc", "total_tokens", "calls", "p_tokens", "latency_s", *(["usd"] if usd else [])]
+    shown = ["acc", *[c.key for c in _graded_column(mac)], "total_tokens", "calls", "p_tokens", "latency_s",
+             *(["usd"] if usd else [])]
     sections = [[{"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()}
                  for n in sec] for sec in _split_oracle(order, info)]
     table = Table("main", "Main macro results over dataset x generator pairs. Costs are per item "
@@ -119,8 +125,9 @@ def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: 
 def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
                  estimates: CostEstimates | None = None) -> Table:
     """Per-example (pooled over episodes) accuracy and costs, for comparison with the macro table."""
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            *_cost_columns(estimates, "usd" in poo.columns), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *_graded_column(poo),
+            *_cost_columns(estimates, "usd" in poo.columns), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")),
+            Column("policy", "Policy", csv_only=True)]
     order = poo.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     sections = [[{"method": _label(n, info), "policy": n, **poo.loc[n].to_dict()} for n in sec]
                 for sec in _split_oracle(order, info)]

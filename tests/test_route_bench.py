@@ -11,6 +11,7 @@ import pytest
 
 from agents.registry import load_specs, make_policy, select_policies
 from agents.routing_base import is_route_policy
+from agents.routing_single import SingleGeneratorRouter
 from agents.runner import replay
 from coba_cli.main import main
 from coba_env import CoBaEnv, compile_pool
@@ -53,10 +54,13 @@ def test_route_bench_runs_every_routing_policy_with_allocation_by_generator(rout
     compiled = compile_pool(pool)
     routing = results["routing"]
     assert routing["generators"] == ["s-1.5B", "m-7B", "l-72B"]
-    assert results["meta"]["ran"] == [n for n in load_specs() if is_route_policy(make_policy(n))]
+    registered = [n for n in load_specs() if is_route_policy(make_policy(n))]
+    # ... then every generator alone ("Always <g>", agents.routing_single.each_generator): a point of the front
+    assert results["meta"]["ran"] == registered + [f"always:{g}" for g in routing["generators"]]
     for name, by_gen in routing["allocation_by_generator"].items():
         # Independently: replay the policy episode by episode and count each generator's samples and spend.
-        policy = make_policy(name)
+        alone = name.removeprefix("always:")
+        policy = SingleGeneratorRouter(name=name, generator=alone) if alone != name else make_policy(name)
         records = replay(policy, CoBaEnv(compiled, grouping="item", lam=0.0, **policy.env_kwargs()))
         samples = {g: sum(r["samples_by_generator"][g] for r in records) for g in routing["generators"]}
         spend = {g: sum(r["spend_by_generator"][g]["p_tokens"] for r in records) for g in routing["generators"]}
@@ -66,6 +70,8 @@ def test_route_bench_runs_every_routing_policy_with_allocation_by_generator(rout
             assert by_gen[g]["samples_per_item"] == pytest.approx(samples[g] / 9)
     assert routing["allocation_by_generator"]["route_cheapest_coba"]["s-1.5B"]["sample_share"] == 1.0
     assert routing["allocation_by_generator"]["route_largest_coba"]["l-72B"]["cost_share"] == 1.0
+    assert all(routing["allocation_by_generator"][f"always:{g}"][g]["sample_share"] == 1.0
+               for g in routing["generators"])
     # The route front holds deployable routing policies only (the oracles are upper bounds).
     assert routing["front"] and not {"route_pool_oracle", "route_cost_aware_oracle"} & set(routing["front"])
     assert routing["model_routing"] is None  # three generators: no weak/strong pair

@@ -13,7 +13,17 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from pools.importers import jsonl, llm_monkeys, qwen_lists, rg_eval, routellm, tot_game24, wide_table
+from pools.importers import (
+    jsonl,
+    llm_monkeys,
+    long_table,
+    qwen_lists,
+    rg_eval,
+    routellm,
+    routerarena,
+    tot_game24,
+    wide_table,
+)
 from pools.importers.import_format import ImportFormat, ImportOption
 from pools.importers.jsonl import build_pool, import_jsonl
 from pools.importers.llm_monkeys import import_llm_monkeys
@@ -49,7 +59,7 @@ def register_import_format(fmt: ImportFormat) -> ImportFormat:
     return fmt
 
 
-for _module in (jsonl, qwen_lists, tot_game24, rg_eval, llm_monkeys, routellm, wide_table):
+for _module in (jsonl, qwen_lists, tot_game24, rg_eval, llm_monkeys, routellm, wide_table, long_table, routerarena):
     register_import_format(_module.FORMAT)
 
 

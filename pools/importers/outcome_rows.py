@@ -42,6 +42,8 @@ class OutcomeRows:
     files: list[tuple[str, str]] = field(default_factory=list)
     #: The source column (or field path) each field was read from, for messages.
     columns: dict[str, str] = field(default_factory=dict)
+    #: Scores outside [0, 1] clipped into it (``--scores-outside clip``): ``{"where", "column", "score"}`` each.
+    clipped: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.score)
@@ -67,10 +69,11 @@ class OutcomeRows:
             offset += len(part.files)
             files.extend(part.files)
         for f in fields(OutcomeRows):
-            if f.name in ("files", "columns", "origin"):
+            if f.name in ("files", "columns", "origin", "clipped"):
                 continue
             arrays[f.name] = np.concatenate([getattr(p, f.name) for p in parts])
         columns = {}
         for part in parts:
             columns = {**part.columns, **columns}
-        return OutcomeRows(**arrays, origin=np.concatenate(origins), files=files, columns=columns)
+        return OutcomeRows(**arrays, origin=np.concatenate(origins), files=files, columns=columns,
+                           clipped=[c for p in parts for c in p.clipped])

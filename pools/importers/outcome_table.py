@@ -31,12 +31,14 @@ from pools.grading import extract_answer, normalize_answer, repetition_score
 from pools.importers.import_format import ImportOption
 from pools.importers.jsonl import table_frame
 from pools.importers.outcome_rows import OutcomeRows
+from pools.importers.table_cells import OUTSIDE_RULES
 from pools.schema import OUTCOME_STATUS
 from pools.store import Pool
 from pools.tokens import estimate_latency_array, estimate_tokens
 from pools.validate import validate_pool
 
-__all__ = ["CORRECT_THRESHOLD", "DEFAULT_CORRECT_THRESHOLD", "build_outcome_pool", "check_threshold"]
+__all__ = ["CORRECT_THRESHOLD", "DEFAULT_CORRECT_THRESHOLD", "SCORES_OUTSIDE", "build_outcome_pool",
+           "check_threshold"]
 
 #: ``correct`` = score >= this: only a full score is correct unless the import says otherwise.
 DEFAULT_CORRECT_THRESHOLD = 1.0
@@ -50,6 +52,9 @@ def check_threshold(value: float) -> str | None:
            "every candidate correct)"
 
 
+#: ``--scores-outside``, declared once for every outcome-table format.
+SCORES_OUTSIDE = ImportOption("scores_outside", "what a score outside [0, 1] gets: refused, or clipped into [0, 1] "
+                              "and listed in the manifest's provenance.scores_clipped", choices=OUTSIDE_RULES)
 #: ``--correct-threshold``, declared once for every outcome-table format.
 CORRECT_THRESHOLD = ImportOption("correct_threshold", "a candidate is correct when its score is at least this, in "
                                  "(0, 1]", kind="number", check=check_threshold)
@@ -122,8 +127,8 @@ def _clusters(episode: np.ndarray, candidate: np.ndarray, key: np.ndarray) -> np
     frame = pd.DataFrame({"ep": episode[answered], "key": key[answered]})
     first = ~frame.duplicated(["ep", "key"]).to_numpy()
     rank = pd.Series(first.astype(np.int64)).groupby(frame["ep"].to_numpy()).cumsum().to_numpy() - 1
-    ids = pd.Series(rank[first], index=pd.MultiIndex.fromtable_frame(frame[first]))
-    out[answered] = ids.reindex(pd.MultiIndex.fromtable_frame(frame)).to_numpy()
+    ids = pd.Series(rank[first], index=pd.MultiIndex.from_frame(frame[first]))
+    out[answered] = ids.reindex(pd.MultiIndex.from_frame(frame)).to_numpy()
     return out
 
 
@@ -180,6 +185,7 @@ def build_outcome_pool(rows: OutcomeRows, *, source: str, correct_threshold: flo
     pool.refresh_manifest(n_candidates=n, provenance={
         "rows": len(order), "labels_from": f"the source's outcomes: correct = score >= {correct_threshold:g}",
         "correct_threshold": correct_threshold, "graded_scores": int(rows.graded.sum()), "estimated": estimated,
+        **({"scores_clipped": rows.clipped} if rows.clipped else {}),
         "params_b_unknown": [g for g, p in sizes.items() if p <= 0], **(provenance or {})})
     validate_pool(pool, source=source)
     return pool

@@ -18,7 +18,7 @@ import pandas as pd
 from pools.importers.table_files import RawTable
 from pools.limits import MAX_TOKENS
 
-__all__ = ["BOOLEAN_WORDS", "count_cells", "dollar_cells", "missing_cells", "outcome_cells", "text_cells"]
+__all__ = ["BOOLEAN_WORDS", "OUTSIDE_RULES", "count_cells", "dollar_cells", "missing_cells", "outcome_cells", "text_cells"]
 
 #: Words read as an outcome of 1.0 or 0.0 (any case): what pandas and Python write for booleans.
 BOOLEAN_WORDS: dict[str, float] = {"true": 1.0, "false": 0.0}
@@ -55,9 +55,16 @@ def _shown(cell: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def outcome_cells(table: RawTable, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+#: What an outcome table's score outside [0, 1] gets (``--scores-outside``): refused, or clipped into the range
+#: with every clipped score listed in the manifest's ``provenance.scores_clipped`` and counted by the import.
+OUTSIDE_RULES: tuple[str, ...] = ("refuse", "clip")
+
+
+def outcome_cells(table: RawTable, column: str, outside_rule: str = "refuse",
+                  clipped: list[dict[str, Any]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(score in [0, 1] as float64 with NaN where missing, missing mask, boolean mask) of an outcome column:
-    True/False (any case) or a number in [0, 1]."""
+    True/False (any case) or a number in [0, 1]; a number outside is refused, or clipped (``outside_rule``
+    "clip") and appended to ``clipped`` as ``{"where", "column", "score"}``."""
     cells = table.column(column)
     missing = missing_cells(cells)
     values, unreadable, is_bool = _numbers(cells, missing)
@@ -66,11 +73,15 @@ def outcome_cells(table: RawTable, column: str) -> tuple[np.ndarray, np.ndarray,
         raise table.error(f"is {_shown(cells[pos])}; expected True, False or a score in [0, 1] (the model's outcome "
                           "on the query; an empty cell when it has none)", pos, column)
     outside = (values < 0) | (values > 1)
-    if outside.any():
+    if outside.any() and outside_rule != "clip":
         pos = int(np.argmax(outside))
-        raise table.error(f"score {_shown(cells[pos])} is outside [0, 1]; expected True, False or a score in [0, 1]",
-                          pos, column)
-    return values, missing, is_bool
+        raise table.error(f"score {_shown(cells[pos])} is outside [0, 1]; expected True, False or a score in [0, 1] "
+                          "(--scores-outside clip clips such scores and lists them)", pos, column)
+    for pos in np.flatnonzero(outside):
+        if clipped is not None:
+            clipped.append({"where": f"{table.path}, {table.unit} {int(table.rows[pos])}", "column": column,
+                            "score": float(values[pos])})
+    return np.clip(values, 0.0, 1.0), missing, is_bool
 
 
 def count_cells(table: RawTable, column: str) -> np.ndarray:

@@ -36,6 +36,7 @@ from pools.importers.outcome_rows import OutcomeRows
 from pools.importers.outcome_table import (
     CORRECT_THRESHOLD,
     DEFAULT_CORRECT_THRESHOLD,
+    SCORES_OUTSIDE,
     build_outcome_pool,
     check_threshold,
 )
@@ -84,7 +85,7 @@ def _models(table: RawTable, mapping: dict[str, str], given: list[str] | None) -
 
 
 def _file_rows(table: RawTable, mapping: dict[str, str], models: list[str] | None, dataset: str,
-               category: str) -> OutcomeRows:
+               category: str, scores_outside: str) -> OutcomeRows:
     """The outcome rows of one wide file: one per (row, model) with an outcome."""
     prompt_column = mapping["prompt"]
     if not table.has(prompt_column):
@@ -107,11 +108,11 @@ def _file_rows(table: RawTable, mapping: dict[str, str], models: list[str] | Non
     ids = row_values.get("id", np.array([f"{category}/{k}" if category else str(k) for k in range(n)],
                                          dtype=object))
     data = row_values.get("dataset", np.full(n, dataset, dtype=object))
-    parts = []
+    parts, clipped = [], []
     for model in _models(table, mapping, models):
         check_data_name(model, what="model", file=f"{table.path}, header", field=None)
         col = {role: mapping[role].replace("{model}", model) for role in MODEL_ROLES if role in mapping}
-        score, missing, is_bool = outcome_cells(table, col["score"])
+        score, missing, is_bool = outcome_cells(table, col["score"], scores_outside, clipped)
         keep = ~missing
 
         def optional(role: str, read, fill, keep=keep, col=col, model=model) -> np.ndarray:
@@ -134,12 +135,14 @@ def _file_rows(table: RawTable, mapping: dict[str, str], models: list[str] | Non
             columns={"problem": prompt_column, "item_id": mapping.get("id", prompt_column), "score": col["score"],
                      "subject": mapping.get("category", prompt_column), "gold": prompt_column,
                      "dataset": mapping.get("dataset", prompt_column)}))
-    return OutcomeRows.concat(parts)
+    rows = OutcomeRows.concat(parts)
+    rows.clipped = clipped
+    return rows
 
 
 def import_wide_table(src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, columns: str | None = None,
                       models: str | None = None, dataset: str | None = None,
-                      correct_threshold: float = DEFAULT_CORRECT_THRESHOLD) -> Pool:
+                      correct_threshold: float = DEFAULT_CORRECT_THRESHOLD, scores_outside: str = "refuse") -> Pool:
     """Read one or several wide outcome tables (CSV or Parquet, or folders of them) into a validated Pool."""
     sources = source_list(src)
     files = table_files(sources, kinds=("csv", "parquet"))
@@ -154,7 +157,7 @@ def import_wide_table(src: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     shared, own = file_categories(files)
     name = dataset or shared or "table"
     check_data_name(name, what="dataset", file=sources[0], field=None)
-    parts = [_file_rows(read_table(path), mapping, given, name, category if len(files) > 1 else "")
+    parts = [_file_rows(read_table(path), mapping, given, name, category if len(files) > 1 else "", scores_outside)
              for path, category in zip(files, own, strict=True)]
     rows = OutcomeRows.concat(parts)
     sizes = {m: listed.params_b for m in dict.fromkeys(rows.generator.tolist())
@@ -177,5 +180,5 @@ FORMAT = ImportFormat(
     "files or a folder of them: one dataset, a category per file)",
     options=(COLUMNS, ImportOption("models", "the model names, comma-separated",
                                    note="default: every column matching the score pattern"),
-             DATASET.for_format("default: the files' shared name"), CORRECT_THRESHOLD),
+             DATASET.for_format("default: the files' shared name"), CORRECT_THRESHOLD, SCORES_OUTSIDE),
     several_sources=True, folders=True)
