@@ -142,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
                        verifier_roles=roles, prices=prices, **options)  # everything in memory; nothing written yet
     save_pool(pool, dest, overwrite=args.force, inputs=sources)
     print(f"imported {', '.join(sources)} -> {dest}: {pool_summary(pool)}")
+    clipped = pool.manifest["provenance"].get("scores_clipped") or []
+    if clipped:
+        print(f"clipped {len(clipped)} score(s) outside [0, 1] into the range (--scores-outside clip; all listed in "
+              f"manifest.json provenance.scores_clipped): first {clipped[0]['where']}, column "
+              f"{clipped[0]['column']!r}: {clipped[0]['score']:g}")
     agreement = pool.manifest["provenance"].get("grader_agreement") or {}
     if agreement.get("compared"):
         print(f"grader agrees with the source's correctness labels on {agreement['agree']}/"

@@ -6,12 +6,14 @@ import argparse
 import importlib
 
 from coba_cli import import_cmd
+from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
 from coba_cli.out_option import add_out_option, chosen_out, older_form_note
 from pools.export import export_jsonl
 from pools.inspect import format_inspection, inspect_pool, pool_summary
-from pools.output_paths import check_output_file
-from pools.store import load_pool
+from pools.merge import MATCH_RULES, merge_pools
+from pools.output_paths import check_output_dir, check_output_file
+from pools.store import load_pool, save_pool
 from pools.strict_json import strict_dumps
 
 #: Modules of other layers that add their own ``coba pools`` subcommands through ``register(sub)``.
@@ -25,6 +27,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
     export_jsonl(pool, dest, overwrite=args.force, inputs=[args.pool])
     print(f"exported {args.pool} -> {dest}: {len(pool.candidates)} lines")
     older_form_note(args.dest, given_as)
+    return 0
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    if len(args.pools) < 2:
+        raise UsageError("merge joins two or more pools; give at least two POOL directories")
+    dest = check_output_dir(args.out, force=args.force, option="--out", inputs=args.pools, kind="pool")
+    pools = [load_pool(p) for p in args.pools]
+    merged, report = merge_pools(pools, sources=args.pools, match=args.match)
+    save_pool(merged, dest, overwrite=args.force, inputs=args.pools)
+    print(f"merged {', '.join(args.pools)} -> {dest}: {pool_summary(merged)}")
+    for line in report.lines():
+        print(f"  {line}")
     return 0
 
 
@@ -68,6 +83,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_out_option(p, "JSONL file to write")
     p.add_argument("--force", action="store_true", help="replace DEST if it is an existing regular file")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("merge", help="join pools over the same items into one pool of all their generators",
+                       description="Join POOLs over the same items (matched by dataset and item id, or by their "
+                       "normalized problem text) into one pool with every pool's generators; prints how many items "
+                       "matched. Refused in one line: a generator in two pools, a verifier name with two roles, "
+                       "different gold answers for one item (docs/POOLS.md, 'Merging pools').",
+                       formatter_class=ExampleFormatter,
+                       epilog=examples("coba pools merge runs/pools/a runs/pools/b --out runs/pools/ab"))
+    p.add_argument("pools", nargs="+", metavar="POOL", help="pool directories, two or more")
+    p.add_argument("--out", required=True, metavar="DEST", help="pool directory to create")
+    p.add_argument("--match", choices=list(MATCH_RULES), default="auto",
+                   help="how items are matched: by (dataset, item_id), by normalized problem text, or auto (by id "
+                   "when any id is shared, else by text; default)")
+    p.add_argument("--force", action="store_true", help="replace DEST if it is a pool coba-env wrote")
+    p.set_defaults(func=_cmd_merge)
 
     p = sub.add_parser("validate", help="check a pool directory", description="Load and validate POOL; print "
                        "'ok: ...' and exit 0, or print the first problem and exit 2.")

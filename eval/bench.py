@@ -21,11 +21,9 @@ from typing import Any
 import pyarrow as pa
 
 from agents.base import Policy
-from agents.routing_single import each_generator
 from agents.sampling import fit_to_pool, sampling_note
 from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
-from coba_env.route_pool import compile_route_pool
 from coba_env.rules.config import EnvConfig, check_cost_model_priced
 from eval import bootstrap, report
 from eval.analysis import analyse
@@ -38,7 +36,7 @@ from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported:
     is_policy_set,
     resolve_policy_objects,
 )
-from eval.route_analysis import routing_section
+from eval.route_analysis import routing_section, with_each_generator
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from pools.default import pool_label, resolve_pool
 from pools.store import Pool
@@ -104,8 +102,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
                               f"{', '.join(p.name for p in policy_objs)}")
     prepared = _prepare_pool(pool_spec, pool_seed, datasets, cost_model)
     policy_objs = fit_to_pool(policy_objs, prepared.compiled.n_candidates, add_best_of_n=is_policy_set(policies))
-    if grouping == "item" and is_policy_set(policies):  # every generator alone: a point of the route front
-        policy_objs = each_generator(policy_objs, compile_route_pool(prepared.compiled).generators)
+    policy_objs = with_each_generator(policy_objs, prepared.compiled, grouping, default_set=is_policy_set(policies))
     for line in in_sample_warnings(policy_objs, list(dict.fromkeys(prepared.compiled.dataset.tolist()))):
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()

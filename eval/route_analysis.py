@@ -35,6 +35,17 @@ from eval.runner import replay_policy
 THRESHOLDS: tuple[float, ...] = (-0.01, *(i / 20 for i in range(21)), 1.01)
 
 
+def with_each_generator(policies: list[Policy], compiled: CompiledPool, grouping: str, *,
+                        default_set: bool) -> list[Policy]:
+    """The default policies of a route bench with every generator alone added ("Always <g>",
+    ``agents.routing_single.each_generator``): each is a point of the route front; other benches unchanged."""
+    if grouping != "item" or not default_set:
+        return policies
+    from agents.routing_single import each_generator
+
+    return each_generator(policies, compile_route_pool(compiled).generators)
+
+
 def allocation_by_generator(records: pd.DataFrame, generators: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per policy: per generator the sample share, the generation-cost share and samples per item."""
     out: dict[str, dict[str, Any]] = {}

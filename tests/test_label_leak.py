@@ -148,3 +148,55 @@ def test_route_env_observations_masks_and_actions_ignore_labels(name):
         assert a["action_ids"] == b["action_ids"] and a["selected_candidate"] == b["selected_candidate"]
         for key in ("observations", "masks"):
             assert all(np.array_equal(x, y) for x, y in zip(a[key], b[key], strict=True))
+
+
+# ---------------------------------------------------------------- graded scores: a label like ``correct``
+def graded_pools(seed: int = 3):
+    """(pool with random graded scores, the same pool with each episode's graded scores permuted), both compiled,
+    built from the tables (``candidates.graded_score``), so that any path from the table to a policy shows."""
+    from pools.default import resolve_pool
+
+    rng = np.random.default_rng(seed)
+    pool = resolve_pool("tiny")  # every verifier role and several generators: every policy applies
+    scores = rng.random(len(pool.candidates)).round(3)
+    permuted = scores.copy()
+    for _, rows in pool.candidates.groupby("episode_id").indices.items():
+        permuted[rows] = rng.permutation(scores[rows])
+    return tuple(compile_pool(dataclasses.replace(pool, candidates=pool.candidates.assign(graded_score=s)))
+                 for s in (scores, permuted))
+
+
+def test_graded_scores_reach_no_observation_mask_or_action():
+    from agents.runner import replay as replay_episodes
+    from coba_env import CoBaEnv
+
+    pools = graded_pools()
+    assert all(pool.labels.graded is not None for pool in pools)
+    too_few = []
+    for name in FIXED + ROUTING:
+        runs = []
+        for pool in pools:
+            policy = make_policy(name)
+            env = CoBaEnv(pool, grouping="item", **policy.env_kwargs()) if name in ROUTING else make_env(policy, pool)
+            ok, why = policy.applicable(env)
+            if not ok:  # only the policies that need more candidates than the tiny pool's 8 may sit out
+                assert "N_max = 8" in why or "N = 8" in why, (name, why)
+                too_few.append(name)
+                break
+            runs.append(replay_episodes(policy, env, record=True))
+        if len(runs) < 2:
+            continue
+        before, after = runs
+        for a, b in zip(before, after, strict=True):
+            assert a["action_ids"] == b["action_ids"] and a["selected_candidate"] == b["selected_candidate"], name
+            for key in ("observations", "masks"):
+                assert all(np.array_equal(x, y) for x, y in zip(a[key], b[key], strict=True)), name
+    assert len(too_few) <= 3, too_few
+
+
+def test_the_graded_permutation_has_teeth():
+    original, permuted = graded_pools()
+    assert not np.array_equal(original.labels.graded, permuted.labels.graded)
+    policy = make_policy("bon4_majority")
+    graded = [[r["graded_score"] for r in replay(policy, make_env(policy, pool))] for pool in (original, permuted)]
+    assert graded[0] != graded[1]  # the selected answers' graded scores follow the labels; the actions do not

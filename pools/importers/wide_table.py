@@ -89,8 +89,11 @@ def _file_rows(table: RawTable, mapping: dict[str, str], models: list[str] | Non
     """The outcome rows of one wide file: one per (row, model) with an outcome."""
     prompt_column = mapping["prompt"]
     if not table.has(prompt_column):
-        raise table.error(f"no such column; expected the queries' prompt column (--columns prompt=NAME); the header "
-                          f"has {list(table.columns)[:12]}", None, prompt_column)
+        marked = next((c for c in table.columns if c.lstrip("\ufeff") == prompt_column), None)
+        why = (f"; column {marked!r} holds a byte-order mark (U+FEFF) before its name, as when files are joined"
+               if marked else "")
+        raise table.error(f"no such column; expected the queries' prompt column (--columns prompt=NAME){why}; the "
+                          f"header has {list(table.columns)[:12]}", None, prompt_column)
     prompt = text_cells(table, prompt_column)
     empty = np.array([p is None for p in prompt], dtype=bool)
     if empty.any():
