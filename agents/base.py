@@ -71,8 +71,9 @@ class Policy(ABC):
         answerless = env.config.pool.answerless_generators
         if not self.compares_answers or not answerless:
             return ""
+        named = ", ".join(answerless[:3]) + (f" and {len(answerless) - 3} more" if len(answerless) > 3 else "")
         return (f"compares the candidates' answers, but the pool records outcomes only (no answers) for "
-                f"{', '.join(answerless)}; policies that need no answers (the oracles, routers by the prompt) run")
+                f"{named}; policies that need no answers (the oracles, routers by the prompt) run")
 
     def bind(self, env: CoBaEnv) -> None:
         """Use ``env``'s role map for ``verify_for`` and its action layout (``reset`` calls it)."""
