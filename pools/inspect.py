@@ -10,7 +10,8 @@ Selectors over the first ``n`` candidates of an episode:
 * majority@n: the answer with the most votes wins, ties going to the answer that appeared first; votes are
   counted per answer cluster (``key="cluster"``) or per exact ``raw_answer`` string (``key="raw_answer"``);
   candidates without an answer (none, or an empty string) do not vote, and an episode where none answers
-  counts as wrong;
+  counts as wrong; an outcome-only candidate (status ``outcome``: an outcome table's, its correctness known but
+  no answer recorded) votes as its own answer, as in the env;
 * pass@n: at least one candidate is correct;
 * mean (per-sample accuracy): the share of correct candidates among those with a known label.
 
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pools.schema import PAPER_TIER_ROLES, TIERS
+from pools.schema import OUTCOME_STATUS, PAPER_TIER_ROLES, TIERS
 from pools.store import Pool
 
 VOTE_KEYS: tuple[str, ...] = ("cluster", "raw_answer")
@@ -61,7 +62,10 @@ def _majority(cands: pd.DataFrame, correct: pd.Series, key: str) -> pd.Series:
         voting = cands["cluster"] >= 0
     else:  # an empty or blank answer is no answer, here as in clustering
         voting = cands["raw_answer"].fillna("").astype(str).str.strip() != ""
-    v = cands.loc[voting, ["episode_id", "candidate", key]]
+    # an outcome-only candidate (an outcome table's) votes alone, as when compiled (coba_env.compiled.outcome_clusters)
+    outcome = cands["extraction_status"] == OUTCOME_STATUS
+    v = cands.loc[voting | outcome, ["episode_id", "candidate", key]].astype({key: object})
+    v.loc[outcome[voting | outcome].to_numpy(), key] = "\0outcome " + v["candidate"].astype(str)
     groups = v.groupby(["episode_id", key], sort=False)["candidate"].agg(["size", "min"]).reset_index()
     winners = groups.sort_values(["episode_id", "size", "min"], ascending=[True, False, True])
     winners = winners.drop_duplicates("episode_id")

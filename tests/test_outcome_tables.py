@@ -16,6 +16,7 @@ from coba_cli.main import main
 from coba_env import compile_pool
 from pools.errors import PoolError
 from pools.importers import import_pool
+from pools.inspect import episode_outcomes
 from pools.merge import merge_pools
 from pools.store import load_pool
 from tests.factory import Cand, Ep, build_pool
@@ -185,3 +186,12 @@ def test_prices_shipped_given_and_the_unpriced_rule(tmp_path, capsys):
     assert priced["prices_usd_per_million_tokens"] == {"gemini-2.0-flash-001": {"input": 3.0, "output": 3.0},
                                                        "my-model": {"input": 1.0, "output": 2.0}}
     assert priced["provenance"]["prices"] == {"gemini-2.0-flash-001": "--price", "my-model": "--price"}
+
+
+def test_inspect_counts_an_outcome_only_candidate_as_its_own_vote(tmp_path):
+    src = tmp_path / "t.csv"  # by hand: a is right on 1 of 3 queries, b on 2 of 3; one candidate per episode
+    src.write_text("prompt,a,b\nA?,True,True\nB?,False,True\nC?,False,False\n", encoding="utf-8")
+    pool = import_pool(str(src), "wide")
+    outcomes = episode_outcomes(pool).join(pool.episodes.set_index("episode_id")["generator"])
+    for column in ("first_sample", "majority", "majority_exact", "pass_at_n"):
+        assert outcomes.groupby("generator")[column].mean().to_dict() == {"a": 1 / 3, "b": 2 / 3}, column
