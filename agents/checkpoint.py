@@ -51,9 +51,8 @@ def trained_env_fields(env: Any) -> dict[str, Any]:
     generator on the route env."""
     base = getattr(env, "unwrapped", env)
     name = next(k for k, v in TRAINED_ENVS.items() if v.grouping == base.config.grouping)
-    if name == "replay":
-        return {}
-    return {"env": name, "n_max_per_generator": int(base.n_max_per_generator)}
+    per_generator = base.n_max_per_generator  # None with pairs: such a checkpoint records no env, as before
+    return {} if per_generator is None else {"env": name, "n_max_per_generator": int(per_generator)}
 
 
 def kinds() -> tuple[str, ...]:

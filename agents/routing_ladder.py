@@ -99,11 +99,11 @@ class LadderCascadePolicy(RoutePolicy):
 
     def applicable(self, env: Any) -> tuple[bool, str]:
         """A route env whose ladder has one rung per ``rung_k`` entry below the largest generator."""
-        route = route_of(env)
-        if route is not None and self.rung_k is not None and len(self.rung_k) != route.n_generators - 1:
-            return False, (f"rung_k has {len(self.rung_k)} entries; the pool's ladder has {route.n_generators - 1} "
-                           "rungs below its largest generator")
-        return super().applicable(env)
+        ok, why = super().applicable(env)  # a route env first: then it has a route pool
+        rungs = route_of(env).n_generators - 1 if ok else 0
+        if ok and self.rung_k is not None and len(self.rung_k) != rungs:
+            return False, f"rung_k has {len(self.rung_k)} entries; the pool's ladder has {rungs} rungs below its largest generator"
+        return ok, why
 
     def rung_samples(self) -> list[int]:
         """``k_r`` for every rung below the largest generator (ladder order); needs the bound layout."""
