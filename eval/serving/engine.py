@@ -1,0 +1,395 @@
+"""The one adapter between ``coba serve`` and the project's live path: answer one request with one policy.
+
+``Engine.answer(request)`` runs one live episode of the request's policy over the endpoints fixed at start and
+returns an ``Answer``: the selected candidate's text, the computation path (every internal call: action,
+endpoint, tokens, latency, score or answer, cost in every measure; then STOP and the selected candidate), the
+usage summed over those calls, whether the answer is correct (only with a gold answer), and the episode's
+canonical pool records. Everything the server needs from ``coba_env`` (``LiveEnv``, ``LiveRouteEnv``,
+``EndpointSource``, ``Limits``), ``agents`` (policy loading, ``run_episode``) and ``pools`` (grading, the live
+records) is reached from this module only, so a change of the live env touches nothing else of the server.
+
+``ServedSource`` is ``EndpointSource`` for a server: one per worker thread, re-aimed at each request's problem
+(earlier chat messages go before the generator prompt); every internal call waits for its endpoint's slot
+(``EndpointGates``: at most ``endpoint_concurrency`` calls in flight per server URL) and first checks the
+request's cancel flag (a client that disconnected: ``RequestCancelled``, no further call). A failing endpoint
+degrades instead of ending the request: a failed VERIFY gives no score (NaN, the policy goes on), a failed
+SAMPLE stops the episode (the policy's selection over what was revealed); both are in the path with the error.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from eval.serving.answer import Answer, RequestCancelled
+from eval.serving.config import ServeConfig
+from eval.serving.gates import EndpointGates, GateTimeout
+from pools.client.openai_client import Endpoint
+from pools.client.prompts import SamplingSettings
+from pools.problems import Problem
+
+__all__ = ["Engine", "build_path", "usage_of"]
+
+#: Per-thread instances of checkpoint policies kept, one per (policy, lambda).
+POLICY_CACHE = 8
+DEFAULT_N_MAX = 16
+
+
+def _served_source_class() -> type:
+    """``ServedSource`` (built on first use: ``coba_env`` is imported only when a server starts)."""
+    from coba_env.live import CallInterrupted, EndpointSource, LiveEndpointError
+    from coba_env.live_sources import TIER_ROLES, Scored
+    from pools.schema import TIERS
+
+    class ServedSource(EndpointSource):
+        """``EndpointSource`` re-aimed at one request at a time; see the module docstring."""
+
+        def __init__(self, generators: dict[str, Endpoint], judges: dict[str, Endpoint], gates: EndpointGates,
+                     **options: Any) -> None:
+            generator = generators if len(generators) > 1 else next(iter(generators.values()))
+            super().__init__([Problem("served", "-", "-", "")], generator, judges, **options)
+            self.gates, self.cancel, self.history, self.failures = gates, threading.Event(), (), []
+
+        def prepare(self, problem: Problem, history: tuple[dict[str, str], ...], settings: SamplingSettings,
+                    cancel: threading.Event) -> None:
+            """Aim at ``problem`` (one task) with ``history`` before the generator prompt."""
+            self.problems, self.settings, self.history, self.cancel = [problem], settings, history, cancel
+            self.failures = []
+
+        def begin(self, episode: int) -> dict[str, Any]:
+            meta = super().begin(episode)
+            self._messages = [*self.history, *self._messages]
+            return meta
+
+        def _call(self, role: str, ep: Endpoint, fn: Any, timeout_s: float | None) -> Any:
+            if self.cancel.is_set():
+                raise RequestCancelled(f"the request was cancelled before the {role} call")
+            start = time.monotonic()
+            try:
+                gate = self.gates.acquire(ep.url, self.cancel, None if timeout_s is None else start + timeout_s)
+            except GateTimeout as exc:
+                raise CallInterrupted(str(exc)) from None
+            try:
+                if self.cancel.is_set():
+                    raise RequestCancelled(f"the request was cancelled before the {role} call")
+                left = None if timeout_s is None else timeout_s - (time.monotonic() - start)
+                return super()._call(role, ep, fn, left)
+            finally:
+                gate.release()
+
+        def _failed(self, role: str, ep: Endpoint, exc: Exception, sample: bool) -> str:
+            message = str(exc).replace(ep.url.rstrip("/"), "").replace(ep.url.rstrip("/").removesuffix("/v1"), "")
+            self.failures.append({"endpoint": role, "model": ep.model, "error": message, "sample": sample})
+            return message
+
+        def sample(self, candidate: int, timeout_s: float | None, generator: int = 0):
+            try:
+                return super().sample(candidate, timeout_s, generator)
+            except LiveEndpointError as exc:  # stop here: the policy's selection over what was revealed
+                message = self._failed(self._generator_role(generator), self.generators[generator], exc, True)
+                raise CallInterrupted(f"endpoint failure: {message}") from None
+
+        def verify(self, candidate: int, tier: int, timeout_s: float | None):
+            name, start = TIERS[tier], time.monotonic()
+            try:
+                return super().verify(candidate, tier, timeout_s)
+            except LiveEndpointError as exc:  # no score (NaN), as a judge reply without one; the policy goes on
+                ep = self.judges[name]
+                message = self._failed(TIER_ROLES[name], ep, exc, False)
+                return Scored(math.nan, (0.0, 0.0, 1.0, time.monotonic() - start, 0.0),
+                              {"model": ep.model, "tier": name, "score": None, "error": message})
+
+    return ServedSource
+
+
+@dataclass
+class _Entry:
+    """One policy a request may pick: how to make it, and its env settings."""
+
+    spec: str
+    policy: Any  # the instance checked at start (its name, group, lambda)
+    scales: dict[str, float]
+    env_kwargs: dict[str, Any]
+    checkpoint: bool
+
+
+class Engine:
+    """Answers requests with the policies and endpoints of ``config`` (``check`` first; see the module)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.gates = EndpointGates(config.endpoint_concurrency)
+        self.entries: dict[str, _Entry] = {}
+        self._local = threading.local()
+
+    # -- start --------------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Load every allowed policy and check it can run with the endpoints; ValueError says why not."""
+        for spec in self.config.policies:
+            name, _, rest = spec.partition("=")
+            named = bool(rest) and name.isidentifier()
+            policy = self._load(rest if named else spec, None)
+            ident = name if named else (spec if not self._is_checkpoint(spec) else policy.name.split("@")[0])
+            if "@" in ident or ident == self.config.served_name or ident in self.entries:
+                raise ValueError(f"policy {spec!r}: its name {ident!r} is taken or holds '@'; give it another as "
+                                 "NAME=SPEC")
+            entry = _Entry(rest if named else spec, policy, {}, {}, self._is_checkpoint(rest if named else spec))
+            entry.scales = self._scales(policy)
+            entry.env_kwargs = {k: v for k, v in policy.env_kwargs().items()
+                                if not (k == "budget" and self.config.budget is not None)}
+            self._check_runs(ident, entry)
+            self.entries[ident] = entry
+
+    def check_endpoints(self, timeout_s: float = 10.0) -> None:
+        """Raise ValueError naming the first endpoint that does not answer ``GET /v1/models``."""
+        from coba_env.live import LiveEndpointError
+
+        try:
+            self._source().check_endpoints(timeout_s=timeout_s)
+        except LiveEndpointError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def policy_ids(self) -> list[str]:
+        """The policies a request may name, the default first."""
+        return list(self.entries)
+
+    def describe(self, ident: str) -> dict[str, Any]:
+        """A policy's description for ``GET /v1/models``."""
+        entry = self.entries[ident]
+        return {**entry.policy.describe(), "n_max": entry.scales["n_max"], "lambda": self.default_lambda(ident)}
+
+    def default_lambda(self, ident: str) -> float:
+        """Lambda of a request that gives none: the server's ``--lam``, else the policy's own, else 0.1."""
+        return self._default_lambda(self.entries[ident].policy)
+
+    def _default_lambda(self, policy: Any) -> float:
+        own = getattr(policy, "lam", None)
+        return float(self.config.lam if self.config.lam is not None else 0.1 if own is None else own)
+
+    # -- one request --------------------------------------------------------------------------------
+    def answer(self, request: Any, request_id: str, cancel: threading.Event, deadline: float) -> Answer:
+        """Run ``request`` (a ``ServedRequest``) to its answer; ``deadline`` (monotonic) bounds it."""
+        from agents.runner import run_episode
+        from coba_env.live import Limits
+
+        ident = request.policy
+        lam = self.default_lambda(ident) if request.lam is None else request.lam
+        done = Answer(request_id, "cancelled", ident, lam)
+        seconds = min(float(request.limits["seconds"]), deadline - time.monotonic())
+        if cancel.is_set():
+            done.error = "the client went away before the request started"
+            return done
+        if seconds <= 0.01:
+            done.status, done.error = "expired", "the request waited in the queue past its time limit"
+            return done
+        policy, source = self._policy(ident, lam), self._source()
+        c = self.config
+        source.prepare(Problem(c.dataset, request_id, request.problem, request.gold or ""), request.history,
+                       SamplingSettings(n=1, temperature=request.temperature, top_p=request.top_p,
+                                        max_tokens=request.max_tokens, seed=request.seed, api=c.api, prompt=c.prompt),
+                       cancel)
+        calls = request.limits["calls"]
+        limits = Limits(tokens=request.limits["tokens"], calls=None if calls is None else int(calls), seconds=seconds)
+        env = self._env_class()(source, **self.entries[ident].scales, **self.entries[ident].env_kwargs,
+                                limits=limits, lam=lam, cost_model=c.cost)
+        try:
+            out = run_episode(env, policy, 0)
+        except RequestCancelled as exc:
+            done.error, done.path = str(exc), build_path(list(env.gate.calls), None, source.failures)
+            done.usage, done.episodes = usage_of(done.path), self._episodes(source)
+            return done
+        return self._finish(done, out, source, request)
+
+    def _finish(self, done: Answer, out: dict[str, Any], source: Any, request: Any) -> Answer:
+        """Fill ``done`` from the episode's final info ``out``."""
+        from pools.live_grading import grade_answer
+
+        k = int(out["selected_candidate"])
+        chosen = source.records[k] if 0 <= k < len(source.records) else None
+        done.status = "ok" if chosen is not None else "failed"
+        done.selected_candidate, done.answer = k, out["selected_answer"]
+        done.text = None if chosen is None else chosen["text"]
+        done.finish_reason = "length" if chosen is not None and chosen["finish_reason"] == "length" else "stop"
+        done.selected_generator = out.get("selected_generator")
+        done.path = build_path(list(out["live"]["calls"]), out, source.failures)
+        done.usage, done.costs = usage_of(done.path), dict(out["costs"])
+        done.stop_reason = out["live"]["stop_reason"].replace("budget: endpoint failure: ", "endpoint failure: ")
+        done.spent, done.limits = dict(out["live"]["spent"]), dict(out["live"]["limits"])
+        if request.gold and chosen is not None:
+            done.correct = grade_answer(done.answer, gold=request.gold, problem=request.problem)
+        elif request.gold:
+            done.correct = False
+        done.episodes = self._episodes(source)
+        if chosen is None:
+            failures = "; ".join(f"{f['endpoint']}: {f['error']}" for f in source.failures)
+            done.error = (f"no answer: {failures}" if failures else f"no candidate was drawn ({done.stop_reason})")
+        return done
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _episodes(self, source: Any) -> list[list[dict[str, Any]]]:
+        """Canonical pool records of the request: one episode per generator that was sampled."""
+        from pools.generation.live_record import live_records
+
+        problem, records = source.problem, list(source.records)
+        if len(self.config.generators) == 1:
+            ep = next(iter(self.config.generators.values()))
+            return [live_records(problem, ep.model, ep.params_b, records)] if records else []
+        out = []
+        for name, ep in self.config.generators.items():
+            own: dict[int, int] = {}  # a pool's clusters are per episode: renumber within the generator
+            mine = [{**r, "cluster": r["cluster"] if r["cluster"] < 0 else own.setdefault(r["cluster"], len(own))}
+                    for r in records if r.get("generator") == name]
+            if mine:
+                out.append(live_records(problem, name, ep.params_b, mine))
+        return out
+
+    def _env_class(self) -> type:
+        from coba_env.live import LiveEnv
+        from coba_env.live_route import LiveRouteEnv
+
+        return LiveRouteEnv if len(self.config.generators) > 1 else LiveEnv
+
+    def _source(self) -> Any:
+        """This worker thread's ``ServedSource``."""
+        source = getattr(self._local, "source", None)
+        if source is None:
+            c = self.config
+            source = _served_source_class()(
+                c.generators, c.judges, self.gates, settings=SamplingSettings(n=1, prompt=c.prompt, api=c.api),
+                request_timeout_s=c.call_timeout, max_attempts=c.max_attempts, api_key=c.upstream_api_key)
+            self._local.source = source
+        return source
+
+    def _policy(self, ident: str, lam: float) -> Any:
+        """This worker thread's instance of policy ``ident`` (a checkpoint's at ``lam``)."""
+        cache = getattr(self._local, "policies", None)
+        if cache is None:
+            cache = self._local.policies = OrderedDict()
+        entry = self.entries[ident]
+        key = (ident, lam if entry.checkpoint else None)
+        if key not in cache:
+            cache[key] = self._load(entry.spec, lam if entry.checkpoint else None)
+            while len(cache) > POLICY_CACHE:
+                cache.popitem(last=False)
+        cache.move_to_end(key)
+        return cache[key]
+
+    def _is_checkpoint(self, spec: str) -> bool:
+        from agents.learned import is_checkpoint
+
+        return is_checkpoint(spec) or os.path.exists(spec)
+
+    def _load(self, spec: str, lam: float | None) -> Any:
+        """The policy of ``spec``: a registered name, ``FILE.py:Class`` / ``module:Class``, or a checkpoint."""
+        from agents.learned import load_checkpoint
+        from agents.registry import make_policy
+
+        try:
+            if self._is_checkpoint(spec):
+                return load_checkpoint(spec, lam=lam)
+            return make_policy(spec, specs=self.config.policies_file)
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"policy {spec!r}: {exc}") from None
+
+    def _check_runs(self, ident: str, entry: _Entry) -> None:
+        """The policy's group fits the generator count, and it can run with these verifier endpoints."""
+        from agents.runner import check_selection
+        from coba_env.live import Limits
+
+        policy, g = entry.policy, len(self.config.generators)
+        if (policy.group == "routing") != (g > 1):
+            raise ValueError(f"policy {ident!r} (group {policy.group!r}) " + (
+                "routes between generators; give at least two --generator" if g == 1 else
+                f"samples one generator, but {g} --generator were given; route with a routing policy"))
+        env = self._env_class()(self._source(), **entry.scales, **entry.env_kwargs, limits=Limits(),
+                                lam=self._default_lambda(policy), cost_model=self.config.cost)
+        ok, why = policy.applicable(env)
+        if not ok:
+            raise ValueError(f"policy {ident!r} cannot run with these endpoints: {why} (endpoints: --judge, "
+                             "--step-judge, --verifier)")
+        check_selection(policy, env)
+
+    def _scales(self, policy: Any) -> dict[str, float]:
+        """n_max, budget B and max output tokens of the live env (as ``coba solve`` chooses them)."""
+        from coba_env.costs import cost_index
+        from pools.tokens import estimate_latency_s
+
+        c = self.config
+        if c.cost == "usd":
+            raise ValueError("--cost usd needs per-model prices, which live endpoints do not carry")
+        trained = getattr(policy, "config", None)
+        if isinstance(trained, dict) and {"n_max", "budget", "max_output_tokens"} <= set(trained):
+            if trained.get("cost_model", c.cost) != c.cost:
+                raise ValueError(f"the controller was trained with cost model {trained['cost_model']!r}; "
+                                 f"pass --cost {trained['cost_model']}")
+            scales = {k: float(trained[k]) for k in ("n_max", "budget", "max_output_tokens")}
+        elif c.reference:
+            from coba_env.env import as_compiled
+            from coba_env.live import replay_normalizers
+
+            scales = replay_normalizers(as_compiled(c.reference), c.cost, c.n_max)
+        else:
+            prompt, eps = 200, list(c.generators.values())
+            params_b = sum(ep.params_b for ep in eps) / len(eps)
+            one = [prompt + c.sample_max_tokens, (prompt + c.sample_max_tokens) * params_b, 1.0,
+                   estimate_latency_s(prompt, c.sample_max_tokens, params_b)]
+            scales = {"n_max": DEFAULT_N_MAX, "budget": DEFAULT_N_MAX * one[cost_index(c.cost)],
+                      "max_output_tokens": float(c.sample_max_tokens)}
+        scales["n_max"] = int(c.n_max if c.n_max is not None else scales["n_max"])
+        if c.budget is not None:
+            scales["budget"] = c.budget
+        return scales
+
+
+# -------------------------------------------------------------------------------------------------- the path
+def build_path(calls: list[dict[str, Any]], out: dict[str, Any] | None,
+               failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The computation path: each internal call (the gate's ``live.calls`` joined with the trace's cost and
+    evidence), a failed SAMPLE with its error, then STOP and the selected candidate (None: cut short)."""
+    from coba_env.live_sources import TIER_ROLES
+
+    steps = [s for s in out["trace"].to_list() if s["action"] != "STOP"] if out is not None else []
+    sample_failures = iter([f for f in failures if f["sample"]])
+    path, k = [], 0
+    for call in calls:
+        action = call["action"]
+        entry: dict[str, Any] = {"action": action}
+        if action.startswith("SAMPLE"):
+            entry["endpoint"] = "generator" + (f" {action[len('SAMPLE_'):]}" if action != "SAMPLE" else "")
+        else:
+            entry["endpoint"] = TIER_ROLES.get(action.removeprefix("VERIFY_"), action)
+        if call.get("abandoned"):
+            failure = next(sample_failures, None) if action.startswith("SAMPLE") else None
+            entry.update(abandoned=True, token_bound=call["token_bound"],
+                         error=failure["error"] if failure else "the time budget ran out during the call")
+            path.append(entry)
+            continue
+        entry.update(candidate=call["candidate"], model=call.get("model"), prompt_tokens=call.get("prompt_tokens"),
+                     completion_tokens=call.get("output_tokens"), latency_s=call.get("latency_s"))
+        step = steps[k] if k < len(steps) else None
+        k += 1
+        if step is not None:
+            entry["cost"] = dict(step["cost"])
+            entry.update({key: v for key, v in step["evidence"].items() if key in ("answer", "cluster", "score")})
+        for key in ("finish_reason", "score", "method", "error"):
+            if key in call:
+                entry[key] = call[key]
+        path.append(entry)
+    if out is not None:
+        path.append({"action": "STOP", "selected_candidate": int(out["selected_candidate"]),
+                     "answer": out["selected_answer"], **({"generator": out["selected_generator"]}
+                                                          if "selected_generator" in out else {})})
+    return path
+
+
+def usage_of(path: list[dict[str, Any]]) -> dict[str, int]:
+    """The OpenAI ``usage`` of a request: prompt and completion tokens summed over every internal call."""
+    prompt = sum(int(s.get("prompt_tokens") or 0) for s in path if s["action"] != "STOP")
+    completion = sum(int(s.get("completion_tokens") or 0) for s in path if s["action"] != "STOP")
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
