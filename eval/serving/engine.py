@@ -303,6 +303,8 @@ class Engine:
         from coba_env.live import Limits
 
         policy, g = entry.policy, len(self.config.generators)
+        if getattr(policy, "uses_labels", False):
+            raise ValueError(f"policy {ident!r} reads correctness labels, which a live request does not have")
         if (policy.group == "routing") != (g > 1):
             raise ValueError(f"policy {ident!r} (group {policy.group!r}) " + (
                 "routes between generators; give at least two --generator" if g == 1 else

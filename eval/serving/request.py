@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +65,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     try:
         refuse_lone_surrogates(body, text, where="the request body")
     except PoolError as exc:
-        raise ApiError(400, str(exc), param=exc.field) from None
+        field = re.sub(r"\.(\d+)", r"[\1]", exc.field or "") or None  # messages.0.content -> messages[0].content
+        raise ApiError(400, f"{field or 'the request body'} holds a lone surrogate escape (\\ud800-\\udfff "
+                            "without its pair); expected valid Unicode text", param=field) from None
     return body
 
 
