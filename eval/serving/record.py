@@ -96,11 +96,10 @@ def _repair(path: Path, n: int | None) -> int:
         keep = lines.pop()[0]
     while lines and not _is_json(lines[-1][1]):
         keep = lines.pop()[0]
-    if n and lines:
-        last = _item(lines[-1][1])
-        group = [start for start, raw in lines if _item(raw) == last]
-        if len(group) < n or _candidate(lines[-1][1]) != n - 1:
-            keep = group[0]
+    if n and lines:  # episodes are written whole: a cut leaves candidates 0..k of one, k < n - 1
+        k = _candidate(lines[-1][1])
+        if k != n - 1:
+            keep = lines[-(k + 1)][0] if isinstance(k, int) and 0 <= k < len(lines) else lines[-1][0]
     if keep < size:
         os.truncate(path, keep)
     return size - keep
@@ -134,11 +133,6 @@ def _is_json(raw: bytes) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
-
-
-def _item(raw: bytes) -> Any:
-    record = json.loads(raw)
-    return (record.get("item_id"), record.get("generator")) if isinstance(record, dict) else None
 
 
 def _candidate(raw: bytes) -> Any:
