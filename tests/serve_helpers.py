@@ -3,24 +3,28 @@
 ``running_server(config)`` builds the server with ``eval.serving.server.make_server`` (the command's own
 function), serves it from a background thread and yields it; ``server.url()`` is its base URL with ``/v1``.
 Leaving the block stops it the way Ctrl-C does (running requests finish, the record is complete).
+``request`` sends one raw HTTP request (standard library only) for what the ``openai`` client cannot send.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from eval.serving.config import ServeConfig
 from eval.serving.server import ServeServer, make_server
 from pools.client.openai_client import Endpoint
 
-__all__ = ["fake_config", "running_server"]
+__all__ = ["Reply", "fake_config", "request", "running_server"]
 
 
 def fake_config(generator_url: str, judge_url: str | None = None, **options: Any) -> ServeConfig:
@@ -52,3 +56,31 @@ def running_server(config: ServeConfig, *, grace: float = 5.0, log_level: str = 
         server.should_exit = True
         thread.join(timeout=60)
         sock.close()
+
+
+@dataclass
+class Reply:
+    """An HTTP answer: status, headers (lower-case names) and body text."""
+
+    status_code: int
+    headers: dict[str, str]
+    text: str
+
+    def json(self) -> Any:
+        """The body as JSON."""
+        return json.loads(self.text)
+
+
+def request(method: str, url: str, *, json_body: Any = None, content: bytes | None = None,
+            timeout: float = 60.0) -> Reply:
+    """One HTTP request to ``url`` (``content``: raw bytes, else ``json_body`` as JSON); raises TimeoutError
+    when no answer comes within ``timeout`` seconds (the connection is then closed, as a client giving up)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        body = content if content is not None else None if json_body is None else json.dumps(json_body).encode()
+        conn.request(method, parts.path, body=body, headers={"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        return Reply(answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read().decode())
+    finally:
+        conn.close()

@@ -10,14 +10,12 @@ import json
 import re
 import threading
 import time
-from contextlib import ExitStack
 
-import httpx2 as httpx
 import openai
 import pytest
 
 from tests.fake_openai_server import FakeOpenAIServer
-from tests.serve_helpers import fake_config, running_server
+from tests.serve_helpers import fake_config, request, running_server
 
 PROBLEM = [{"role": "user", "content": "What is 1+1?"}]
 
@@ -144,7 +142,7 @@ def body(**fields) -> bytes:
 ])
 def test_bad_requests_get_the_openai_error_shape_and_one_clear_line(server, raw, status, param, match):
     with running_server(fake_config(server.url, max_body_bytes=4096, max_messages=8)) as srv:
-        reply = httpx.post(srv.url() + "/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+        reply = request("POST", srv.url() + "/chat/completions", content=raw)
     assert reply.status_code == status
     error = reply.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["param"] == param
@@ -165,7 +163,7 @@ def test_the_official_client_raises_its_own_errors_on_bad_requests(server):
 @pytest.mark.parametrize("method, route, status", [("GET", "/v1/nothing", 404), ("GET", "/v1/chat/completions", 405)])
 def test_unknown_routes_and_methods(server, method, route, status):
     with running_server(fake_config(server.url)) as srv:
-        reply = httpx.request(method, srv.url().removesuffix("/v1") + route)
+        reply = request(method, srv.url().removesuffix("/v1") + route)
     assert reply.status_code == status and set(reply.json()["error"]) == {"message", "type", "param", "code"}
 
 
@@ -173,9 +171,9 @@ def test_an_api_key_is_required_once_set(server):
     with running_server(fake_config(server.url, api_key="s3cret")) as srv:
         with pytest.raises(openai.AuthenticationError, match="missing or wrong API key"):
             client(srv.url(), api_key="wrong").chat.completions.create(model="coba", messages=PROBLEM)
-        assert httpx.get(srv.url() + "/models").status_code == 401
+        assert request("GET", srv.url() + "/models").status_code == 401
         reply = client(srv.url(), api_key="s3cret").chat.completions.create(model="coba", messages=PROBLEM)
-        assert httpx.get(srv.url().removesuffix("/v1") + "/health").json()["status"] == "ok"
+        assert request("GET", srv.url().removesuffix("/v1") + "/health").json()["status"] == "ok"
     assert reply.choices[0].message.content
 
 
@@ -206,7 +204,7 @@ def test_a_generator_failing_midway_stops_with_what_was_revealed(server):
 def test_a_dead_generator_gives_a_clear_502_with_the_path(server):
     server.fail_always = True
     with FakeOpenAIServer() as judge, running_server(fake_config(server.url, judge.url)) as srv:
-        reply = httpx.post(srv.url() + "/chat/completions", json={"model": "coba", "messages": PROBLEM})
+        reply = request("POST", srv.url() + "/chat/completions", json_body={"model": "coba", "messages": PROBLEM})
     assert reply.status_code == 502
     error, coba = reply.json()["error"], reply.json()["coba"]
     assert error["code"] == "endpoint_failed" and error["message"].startswith("no answer: generator: ")
@@ -219,12 +217,12 @@ def test_a_full_queue_answers_429_at_once(server):
     server.delay_s = 0.2
     with running_server(fake_config(server.url, concurrency=1, queue=0)) as srv:
         first: list = []
-        worker = threading.Thread(target=lambda: first.append(httpx.post(
-            srv.url() + "/chat/completions", json={"model": "coba", "messages": PROBLEM}, timeout=30)))
+        worker = threading.Thread(target=lambda: first.append(request(
+            "POST", srv.url() + "/chat/completions", json_body={"model": "coba", "messages": PROBLEM})))
         worker.start()
         while not server.in_flight:  # the first request holds the only place
             time.sleep(0.01)
-        second = httpx.post(srv.url() + "/chat/completions", json={"model": "coba", "messages": PROBLEM})
+        second = request("POST", srv.url() + "/chat/completions", json_body={"model": "coba", "messages": PROBLEM})
         worker.join()
     assert second.status_code == 429 and second.json()["error"]["code"] == "queue_full"
     assert second.headers["retry-after"] == "1"
@@ -234,7 +232,7 @@ def test_a_full_queue_answers_429_at_once(server):
 def test_internal_calls_per_endpoint_stay_within_the_limit(server):
     server.delay_s = 0.05
     with running_server(fake_config(server.url, concurrency=4, endpoint_concurrency=2,
-                                    also_allow=("bon4_majority",))) as srv, ExitStack():
+                                    also_allow=("bon4_majority",))) as srv:
         threads = [threading.Thread(target=lambda: client(srv.url()).chat.completions.create(
             model="bon4_majority", messages=PROBLEM)) for _ in range(4)]
         for t in threads:
@@ -248,9 +246,9 @@ def test_a_client_that_disconnects_stops_its_internal_calls(server, tmp_path):
     server.delay_s = 0.2
     config = fake_config(server.url, also_allow=("bon8_majority",), record=str(tmp_path / "rec"))
     with running_server(config) as srv:
-        with pytest.raises(httpx.ReadTimeout):  # the client gives up after 0.5 s and closes the connection
-            httpx.post(srv.url() + "/chat/completions", json={"model": "bon8_majority", "messages": PROBLEM},
-                       timeout=0.5)
+        with pytest.raises(TimeoutError):  # the client gives up after 0.5 s and closes the connection
+            request("POST", srv.url() + "/chat/completions",
+                    json_body={"model": "bon8_majority", "messages": PROBLEM}, timeout=0.5)
         requests_file = tmp_path / "rec" / "requests.jsonl"
         deadline = time.monotonic() + 30
         while not requests_file.exists() and time.monotonic() < deadline:

@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from coba_cli.main import main
 from tests.fake_openai_server import FakeOpenAIServer
+from tests.serve_helpers import request
 
 GEN, V1 = "--generator={u},gen,1.0", "--judge={u},j1,0.5"
 
@@ -71,9 +71,9 @@ def test_the_command_serves_on_loopback_logs_without_tracebacks_and_stops_on_sig
             found = re.search(r"running on (http://[\d.]+:\d+)", line)
             url = found and found.group(1)
         assert url and url.startswith("http://127.0.0.1:"), "".join(log)  # loopback unless told otherwise
-        good = httpx.post(url + "/v1/chat/completions",
-                          json={"model": "coba", "messages": [{"role": "user", "content": "1+1?"}]}, timeout=60)
-        bad = [httpx.post(url + "/v1/chat/completions", content=raw, timeout=60)
+        good = request("POST", url + "/v1/chat/completions",
+                       json_body={"model": "coba", "messages": [{"role": "user", "content": "1+1?"}]})
+        bad = [request("POST", url + "/v1/chat/completions", content=raw, timeout=60)
                for raw in (b"{oops", b"x" * 4096, b'{"model": "coba", "messages": [{"role": "user"}], "n": 3}')]
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[1]
