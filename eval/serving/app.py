@@ -27,7 +27,6 @@ from eval.serving.errors import ApiError
 from eval.serving.jobs import Job, Jobs
 from eval.serving.request import parse_body, parse_request
 from eval.serving.responses import answer_error, completion_body, role_chunk, stream_events
-from pools.strict_json import strict_dumps
 
 __all__ = ["build_app"]
 
@@ -178,12 +177,16 @@ async def _stream(job: Job, keepalive_s: float) -> AsyncIterator[str]:
 
 
 def _event(payload: dict[str, Any]) -> str:
-    return f"data: {strict_dumps(payload, ensure_ascii=False)}\n\n"
+    return f"data: {_dumps(payload)}\n\n"
 
 
 def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    return Response(strict_dumps(payload, ensure_ascii=False), status_code=status, headers=headers,
-                    media_type="application/json")
+    return Response(_dumps(payload), status_code=status, headers=headers, media_type="application/json")
+
+
+def _dumps(payload: dict[str, Any]) -> str:
+    """JSON of an answer whose floats ``coba_field`` already made finite (NaN would be refused here)."""
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False)
 
 
 def _error(exc: ApiError) -> Response:
