@@ -212,6 +212,28 @@ def test_a_dead_generator_gives_a_clear_502_with_the_path(server):
     assert coba["path"][0]["action"] == "SAMPLE" and "HTTP 500" in coba["path"][0]["error"]
 
 
+def test_a_call_past_the_request_s_time_is_abandoned_and_answered_504(server):
+    server.delay_s = 1.5
+    with FakeOpenAIServer() as judge, running_server(fake_config(server.url, judge.url)) as srv:
+        reply = request("POST", srv.url() + "/chat/completions", json_body={
+            "model": "coba", "messages": PROBLEM, "coba": {"budget": {"seconds": 0.5}}})
+    assert reply.status_code == 504 and reply.json()["error"]["code"] == "timeout"
+    (step,) = reply.json()["coba"]["path"][:-1]
+    assert step["action"] == "SAMPLE" and step["abandoned"] and "time budget ran out" in step["timed_out"]
+    assert reply.json()["coba"]["stop_reason"].startswith("budget: the time budget ran out during the generator")
+
+
+def test_retries_stay_within_the_request_s_time(server):
+    server.fail_first = 1  # the first attempt gets HTTP 500; a retry comes after a ~1 s backoff
+    with FakeOpenAIServer() as judge, running_server(fake_config(server.url, judge.url, max_attempts=2)) as srv:
+        cut = request("POST", srv.url() + "/chat/completions", json_body={
+            "model": "coba", "messages": PROBLEM, "coba": {"budget": {"seconds": 0.5}}})
+        server.fail_first = 1
+        retried = request("POST", srv.url() + "/chat/completions", json_body={"model": "coba", "messages": PROBLEM})
+    assert cut.status_code == 504 and "while retrying" in cut.json()["coba"]["stop_reason"]
+    assert retried.status_code == 200 and server.failures == 2  # the second request's retry succeeded
+
+
 # -------------------------------------------------------------------------------------------------- concurrency
 def test_a_full_queue_answers_429_at_once(server):
     server.delay_s = 0.2

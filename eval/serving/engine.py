@@ -5,20 +5,13 @@ returns an ``Answer``: the selected candidate's text, the computation path (ever
 endpoint, tokens, latency, score or answer, cost in every measure; then STOP and the selected candidate), the
 usage summed over those calls, whether the answer is correct (only with a gold answer), and the episode's
 canonical pool records. Everything the server needs from ``coba_env`` (``LiveEnv``, ``LiveRouteEnv``,
-``EndpointSource``, ``Limits``), ``agents`` (policy loading, ``run_episode``) and ``pools`` (grading, the live
-records) is reached from this module only, so a change of the live env touches nothing else of the server.
-
-``ServedSource`` is ``EndpointSource`` for a server: one per worker thread, re-aimed at each request's problem
-(earlier chat messages go before the generator prompt); every internal call waits for its endpoint's slot
-(``EndpointGates``: at most ``endpoint_concurrency`` calls in flight per server URL) and first checks the
-request's cancel flag (a client that disconnected: ``RequestCancelled``, no further call). A failing endpoint
-degrades instead of ending the request: a failed VERIFY gives no score (NaN, the policy goes on), a failed
-SAMPLE stops the episode (the policy's selection over what was revealed); both are in the path with the error.
+``Limits``, and ``EndpointSource`` through ``served_source.ServedSource``), ``agents`` (policy loading,
+``run_episode``) and ``pools`` (grading, the live records) is reached from this module and its helper
+``served_source`` only, so a change of the live env touches nothing else of the server.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -28,8 +21,8 @@ from typing import Any
 
 from eval.serving.answer import Answer, RequestCancelled
 from eval.serving.config import ServeConfig
-from eval.serving.gates import EndpointGates, GateTimeout
-from pools.client.openai_client import Endpoint
+from eval.serving.gates import EndpointGates
+from eval.serving.served_source import ServedSource
 from pools.client.prompts import SamplingSettings
 from pools.problems import Problem
 
@@ -38,73 +31,6 @@ __all__ = ["Engine", "build_path", "usage_of"]
 #: Per-thread instances of checkpoint policies kept, one per (policy, lambda).
 POLICY_CACHE = 8
 DEFAULT_N_MAX = 16
-
-
-def _served_source_class() -> type:
-    """``ServedSource`` (built on first use: ``coba_env`` is imported only when a server starts)."""
-    from coba_env.live import CallInterrupted, EndpointSource, LiveEndpointError
-    from coba_env.live_sources import TIER_ROLES, Scored
-    from pools.schema import TIERS
-
-    class ServedSource(EndpointSource):
-        """``EndpointSource`` re-aimed at one request at a time; see the module docstring."""
-
-        def __init__(self, generators: dict[str, Endpoint], judges: dict[str, Endpoint], gates: EndpointGates,
-                     **options: Any) -> None:
-            generator = generators if len(generators) > 1 else next(iter(generators.values()))
-            super().__init__([Problem("served", "-", "-", "")], generator, judges, **options)
-            self.gates, self.cancel, self.history, self.failures = gates, threading.Event(), (), []
-
-        def prepare(self, problem: Problem, history: tuple[dict[str, str], ...], settings: SamplingSettings,
-                    cancel: threading.Event) -> None:
-            """Aim at ``problem`` (one task) with ``history`` before the generator prompt."""
-            self.problems, self.settings, self.history, self.cancel = [problem], settings, history, cancel
-            self.failures = []
-
-        def begin(self, episode: int) -> dict[str, Any]:
-            meta = super().begin(episode)
-            self._messages = [*self.history, *self._messages]
-            return meta
-
-        def _call(self, role: str, ep: Endpoint, fn: Any, timeout_s: float | None) -> Any:
-            if self.cancel.is_set():
-                raise RequestCancelled(f"the request was cancelled before the {role} call")
-            start = time.monotonic()
-            try:
-                gate = self.gates.acquire(ep.url, self.cancel, None if timeout_s is None else start + timeout_s)
-            except GateTimeout as exc:
-                raise CallInterrupted(str(exc)) from None
-            try:
-                if self.cancel.is_set():
-                    raise RequestCancelled(f"the request was cancelled before the {role} call")
-                left = None if timeout_s is None else timeout_s - (time.monotonic() - start)
-                return super()._call(role, ep, fn, left)
-            finally:
-                gate.release()
-
-        def _failed(self, role: str, ep: Endpoint, exc: Exception, sample: bool) -> str:
-            message = str(exc).replace(ep.url.rstrip("/"), "").replace(ep.url.rstrip("/").removesuffix("/v1"), "")
-            self.failures.append({"endpoint": role, "model": ep.model, "error": message, "sample": sample})
-            return message
-
-        def sample(self, candidate: int, timeout_s: float | None, generator: int = 0):
-            try:
-                return super().sample(candidate, timeout_s, generator)
-            except LiveEndpointError as exc:  # stop here: the policy's selection over what was revealed
-                message = self._failed(self._generator_role(generator), self.generators[generator], exc, True)
-                raise CallInterrupted(f"endpoint failure: {message}") from None
-
-        def verify(self, candidate: int, tier: int, timeout_s: float | None):
-            name, start = TIERS[tier], time.monotonic()
-            try:
-                return super().verify(candidate, tier, timeout_s)
-            except LiveEndpointError as exc:  # no score (NaN), as a judge reply without one; the policy goes on
-                ep = self.judges[name]
-                message = self._failed(TIER_ROLES[name], ep, exc, False)
-                return Scored(math.nan, (0.0, 0.0, 1.0, time.monotonic() - start, 0.0),
-                              {"model": ep.model, "tier": name, "score": None, "error": message})
-
-    return ServedSource
 
 
 @dataclass
@@ -260,7 +186,7 @@ class Engine:
         source = getattr(self._local, "source", None)
         if source is None:
             c = self.config
-            source = _served_source_class()(
+            source = ServedSource(
                 c.generators, c.judges, self.gates, settings=SamplingSettings(n=1, prompt=c.prompt, api=c.api),
                 request_timeout_s=c.call_timeout, max_attempts=c.max_attempts, api_key=c.upstream_api_key)
             self._local.source = source
@@ -368,8 +294,11 @@ def build_path(calls: list[dict[str, Any]], out: dict[str, Any] | None,
             entry["endpoint"] = TIER_ROLES.get(action.removeprefix("VERIFY_"), action)
         if call.get("abandoned"):
             failure = next(sample_failures, None) if action.startswith("SAMPLE") else None
-            entry.update(abandoned=True, token_bound=call["token_bound"],
-                         error=failure["error"] if failure else "the time budget ran out during the call")
+            entry.update(abandoned=True, token_bound=call["token_bound"])
+            if failure:
+                entry["error"] = failure["error"]
+            else:
+                entry["timed_out"] = "the time budget ran out during the call"
             path.append(entry)
             continue
         entry.update(candidate=call["candidate"], model=call.get("model"), prompt_tokens=call.get("prompt_tokens"),

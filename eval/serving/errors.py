@@ -9,7 +9,8 @@ __all__ = ["ApiError", "error_body"]
 #: The OpenAI ``type`` of each HTTP status the server answers errors with.
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
                405: "invalid_request_error", 413: "invalid_request_error", 422: "invalid_request_error",
-               429: "rate_limit_error", 500: "server_error", 502: "upstream_error", 503: "server_error"}
+               429: "rate_limit_error", 500: "server_error", 502: "upstream_error", 503: "server_error",
+               504: "timeout_error"}
 
 
 class ApiError(Exception):

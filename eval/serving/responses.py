@@ -49,6 +49,9 @@ def answer_error(answer: Answer) -> ApiError:
                         code="cancelled", extra=extra)
     if any("error" in step for step in answer.path):
         return ApiError(502, answer.error or "an endpoint failed", code="endpoint_failed", extra=extra)
+    if any(step.get("timed_out") for step in answer.path):
+        return ApiError(504, f"{answer.error}; give the request more time (coba.budget.seconds, --max-seconds)",
+                        code="timeout", extra=extra)
     return ApiError(422, answer.error or "no answer", code="no_answer", extra=extra)
 
 
