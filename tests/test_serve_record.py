@@ -52,7 +52,8 @@ def test_recorded_traffic_imports_and_benches(server, tmp_path, capsys):
     selected = graded.model_extra["coba"]["selected_candidate"]
     assert bool(mine["correct"].iloc[selected]) == graded.model_extra["coba"]["correct"]  # graded by gold "2"
     assert cands[cands["item_id"] == ungraded.id]["correct"].isna().all()  # no gold: never guessed
-    assert main(["bench", "--pool", str(pool_dir), "--policies", "coba_light", "--out", str(tmp_path / "bench")]) == 0
+    assert main(["bench", "--pool", str(pool_dir), "--policies", "coba_light", "--no-figures", "--out",
+                 str(tmp_path / "bench")]) == 0
     assert "coba_light" in capsys.readouterr().out
 
 
