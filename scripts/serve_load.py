@@ -36,6 +36,7 @@ failures: list[str] = []
 
 
 def check(ok: bool, what: str) -> None:
+    """Print one check's outcome; remember a failure."""
     print(f"  [{'ok' if ok else 'FAILED'}] {what}")
     if not ok:
         failures.append(what)
@@ -129,6 +130,7 @@ def full_queue() -> None:
 
 
 def main() -> int:
+    """Run the three parts; 0 if every check passed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--delay", type=float, default=0.02, help="stand-in seconds per internal call")

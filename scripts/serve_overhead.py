@@ -79,6 +79,7 @@ def measure(host: str, port: int, n: int) -> list[tuple[float, float, int]]:
 
 
 def main() -> int:
+    """Measure and print the overhead figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--policy", default="coba_light")
     parser.add_argument("--requests", type=int, default=300)

@@ -45,9 +45,11 @@ def build_app(config: ServeConfig, engine: Any, jobs: Jobs) -> Starlette:
     """The application serving ``engine``'s policies through ``jobs``."""
 
     async def health(request: Request) -> Response:
+        """``GET /health``: up or stopping, requests running and waiting (no key needed)."""
         return JSONResponse({"status": "stopping" if jobs.stopping else "ok", **jobs.stats()})
 
     async def models(request: Request) -> Response:
+        """``GET /v1/models``: the served name (the default policy) and every policy a request may name."""
         try:
             _authorize(request, config)
         except ApiError as exc:
@@ -60,6 +62,7 @@ def build_app(config: ServeConfig, engine: Any, jobs: Jobs) -> Starlette:
         return _json(200, {"object": "list", "data": data})
 
     async def chat(request: Request) -> Response:
+        """``POST /v1/chat/completions``: admit, check, run the policy, answer (or stream) with the path."""
         arrived = time.monotonic()
         try:
             _authorize(request, config)
@@ -89,6 +92,7 @@ def build_app(config: ServeConfig, engine: Any, jobs: Jobs) -> Starlette:
             return _error(ApiError(500, f"internal error ({type(exc).__name__})", code="internal_error"))
 
     async def not_found(request: Request, exc: Exception) -> Response:
+        """Starlette's 404 / 405 in the OpenAI error shape."""
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         message = {404: f"no route {request.url.path}; this server answers POST /v1/chat/completions, "
                         "GET /v1/models and GET /health",

@@ -15,7 +15,7 @@ from eval.serving.answer import Answer
 from eval.serving.errors import ApiError
 from pools.strict_json import finite_or_none
 
-__all__ = ["answer_error", "coba_field", "completion_body", "stream_events"]
+__all__ = ["answer_error", "coba_field", "completion_body", "role_chunk", "stream_events"]
 
 
 def coba_field(answer: Answer) -> dict[str, Any]:

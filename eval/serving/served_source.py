@@ -47,6 +47,7 @@ class ServedSource(EndpointSource):
         self.failures = []
 
     def begin(self, episode: int) -> dict[str, Any]:
+        """Start the request's problem; its earlier chat messages go before the generator prompt."""
         meta = super().begin(episode)
         self._messages = [*self.history, *self._messages]
         return meta
@@ -99,6 +100,7 @@ class ServedSource(EndpointSource):
         return message
 
     def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
+        """One generator call; a failing generator stops the episode (``CallInterrupted``), recorded."""
         try:
             return super().sample(candidate, timeout_s, generator)
         except LiveEndpointError as exc:  # stop here: the policy's selection over what was revealed
@@ -106,6 +108,7 @@ class ServedSource(EndpointSource):
             raise CallInterrupted(f"endpoint failure: {message}") from None
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
+        """One judge call; a failing judge gives no score (NaN) and the failure in the path."""
         name, start = TIERS[tier], time.monotonic()
         try:
             return super().verify(candidate, tier, timeout_s)
