@@ -160,6 +160,11 @@ def run(args: argparse.Namespace) -> int:
                                         ("V2", _endpoint(args.step_judge, "--step-judge")),
                                         ("V3", _endpoint(args.verifier, "--verifier"))) if ep is not None}
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    if key is not None and not args.api_key:
+        try:
+            api_key_text(key)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"${API_KEY_ENV}: {exc}") from None
     config = ServeConfig(
         generators=_generators(args.generator), judges=judges, policy=args.policy, also_allow=tuple(args.allow),
         policies_file=args.policies_file, served_name=args.served_name, lam=args.lam,
@@ -168,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         top_p=args.top_p, seed=args.seed, api=args.api, prompt=args.prompt or "generate", cost=args.cost,
         n_max=args.n_max, budget=args.budget, reference=args.reference, call_timeout=args.timeout,
         max_attempts=args.max_attempts, upstream_api_key=args.upstream_api_key,
-        api_key=None if key is None else api_key_text(key), concurrency=args.concurrency, queue=args.queue,
+        api_key=key, concurrency=args.concurrency, queue=args.queue,
         endpoint_concurrency=args.endpoint_concurrency, max_body_bytes=args.max_body_bytes,
         max_messages=args.max_messages, keepalive_s=args.keepalive, record=_record_dir(args.record),
         dataset=args.dataset)

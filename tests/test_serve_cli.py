@@ -47,6 +47,12 @@ def test_a_start_that_cannot_serve_exits_2_with_one_line(server, args, match, ca
     assert server.requests == []
 
 
+def test_a_bad_key_in_the_environment_is_one_line(server, monkeypatch, capsys):
+    monkeypatch.setenv("COBA_SERVE_API_KEY", "two\nlines")
+    assert main(["serve", "--policy=coba_light", GEN.format(u=server.url), V1.format(u=server.url)]) == 2
+    assert "$COBA_SERVE_API_KEY: expected the key as one line" in capsys.readouterr().err
+
+
 def test_record_refuses_a_folder_of_other_files(server, tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["serve", "--policy=coba_light", GEN.format(u=server.url), V1.format(u=server.url),
