@@ -139,16 +139,10 @@ def _record_dir(path: str | None) -> Path | None:
     return folder
 
 
-def run(args: argparse.Namespace) -> int:
-    """Check everything, then serve until Ctrl-C / SIGTERM."""
+def _config(args: argparse.Namespace):
+    """The server's ``ServeConfig`` from the options (one line and exit 2 for a bad one)."""
     from coba_cli.solve_cmd import _endpoint, _generators
     from eval.serving.config import ServeConfig
-
-    try:
-        from eval.serving.server import make_server
-    except ImportError as exc:
-        raise UsageError(f"coba serve needs the serve extra ({exc.name} is not installed): "
-                         "pip install -e '.[serve]'") from None
     from pools.errors import PoolError
     from pools.safe_names import check_data_name
 
@@ -165,29 +159,46 @@ def run(args: argparse.Namespace) -> int:
             api_key_text(key)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"${API_KEY_ENV}: {exc}") from None
-    config = ServeConfig(
+    return ServeConfig(
         generators=_generators(args.generator), judges=judges, policy=args.policy, also_allow=tuple(args.allow),
         policies_file=args.policies_file, served_name=args.served_name, lam=args.lam,
         lambda_range=_lambda_range(args.lambda_range), max_tokens=args.max_tokens, max_calls=args.max_calls,
         max_seconds=args.max_seconds, sample_max_tokens=args.sample_max_tokens, temperature=args.temperature,
         top_p=args.top_p, seed=args.seed, api=args.api, prompt=args.prompt or "generate", cost=args.cost,
         n_max=args.n_max, budget=args.budget, reference=args.reference, call_timeout=args.timeout,
-        max_attempts=args.max_attempts, upstream_api_key=args.upstream_api_key,
-        api_key=key, concurrency=args.concurrency, queue=args.queue,
-        endpoint_concurrency=args.endpoint_concurrency, max_body_bytes=args.max_body_bytes,
-        max_messages=args.max_messages, keepalive_s=args.keepalive, record=_record_dir(args.record),
-        dataset=args.dataset)
+        max_attempts=args.max_attempts, upstream_api_key=args.upstream_api_key, api_key=key,
+        concurrency=args.concurrency, queue=args.queue, endpoint_concurrency=args.endpoint_concurrency,
+        max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, keepalive_s=args.keepalive,
+        record=_record_dir(args.record), dataset=args.dataset)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check everything, then serve until Ctrl-C / SIGTERM."""
+    config = _config(args)
+    try:
+        from eval.serving.server import bind_socket, make_server
+    except ImportError as exc:
+        raise UsageError(f"coba serve needs the serve extra ({exc.name} is not installed): "
+                         "pip install -e '.[serve]'") from None
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     try:
         server = make_server(config, host=args.host, port=args.port, grace=args.grace, log_level=args.log_level)
     except ValueError as exc:
+        sock.close()
         raise UsageError(str(exc)) from None
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
     if config.api_key is None and not _loopback(args.host):
         print(f"coba serve: warning: listening on {args.host} without an API key: anyone who can reach this "
               f"address can spend your model servers' time (give --api-key or ${API_KEY_ENV})", file=sys.stderr)
-    print(f"coba serve: policies {', '.join(server.jobs.engine.policy_ids)} (model {config.served_name!r} = "
-          f"{server.jobs.engine.policy_ids[0]}); generators {', '.join(config.generators)}; "
-          f"judges {', '.join(config.judges) or 'none'}", file=sys.stderr, flush=True)
-    server.run()
+    ids = server.jobs.engine.policy_ids
+    print(f"coba serve: listening on {url} (policies {', '.join(ids)}; model {config.served_name!r} = {ids[0]}; "
+          f"generators {', '.join(config.generators)}; judges {', '.join(config.judges) or 'none'})",
+          file=sys.stderr, flush=True)
+    server.run(sockets=[sock])
     return 0
 
 

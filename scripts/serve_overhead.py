@@ -45,7 +45,7 @@ def start_serve(stand_in: str, policy: str, folder: Path, record: bool) -> tuple
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        found = re.search(r"running on http://([\d.]+):(\d+)", log.read_text())
+        found = re.search(r"listening on http://([\d.]+):(\d+)", log.read_text())
         if found:
             return proc, found.group(1), int(found.group(2))
         time.sleep(0.1)

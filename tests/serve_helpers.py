@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eval.serving.config import ServeConfig
-from eval.serving.server import ServeServer, make_server
+from eval.serving.server import ServeServer, bind_socket, make_server
 from pools.client.openai_client import Endpoint
 
 __all__ = ["Reply", "fake_config", "request", "running_server"]
@@ -41,8 +40,7 @@ def fake_config(generator_url: str, judge_url: str | None = None, **options: Any
 def running_server(config: ServeConfig, *, grace: float = 5.0, log_level: str = "warning") -> Iterator[ServeServer]:
     """``config`` served on 127.0.0.1 (a free port) from a thread until the block ends."""
     server = make_server(config, host="127.0.0.1", port=0, grace=grace, log_level=log_level, access_log=False)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock = bind_socket("127.0.0.1", 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="coba-serve-test")
     thread.start()
     deadline = time.monotonic() + 30

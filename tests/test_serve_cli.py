@@ -53,6 +53,16 @@ def test_a_bad_key_in_the_environment_is_one_line(server, monkeypatch, capsys):
     assert "$COBA_SERVE_API_KEY: expected the key as one line" in capsys.readouterr().err
 
 
+def test_a_taken_port_is_one_line(server, capsys):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["serve", "--policy=coba_light", GEN.format(u=server.url), V1.format(u=server.url),
+                     f"--port={port}"]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+
+
 def test_record_refuses_a_folder_of_other_files(server, tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["serve", "--policy=coba_light", GEN.format(u=server.url), V1.format(u=server.url),
@@ -74,7 +84,7 @@ def test_the_command_serves_on_loopback_logs_without_tracebacks_and_stops_on_sig
         while url is None and time.monotonic() < deadline:
             line = proc.stderr.readline()
             log.append(line)
-            found = re.search(r"running on (http://[\d.]+:\d+)", line)
+            found = re.search(r"listening on (http://[\d.]+:\d+)", line)
             url = found and found.group(1)
         assert url and url.startswith("http://127.0.0.1:"), "".join(log)  # loopback unless told otherwise
         good = request("POST", url + "/v1/chat/completions",
