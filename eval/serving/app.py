@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -87,6 +87,8 @@ def build_app(config: ServeConfig, engine: Any, jobs: Jobs) -> Starlette:
             return _json(200, completion_body(answer, served.model), {"X-Request-Id": job.id})
         except ApiError as exc:
             return _error(exc)
+        except ClientDisconnect:  # gone while sending its body: nobody to answer, nothing was started
+            return Response(status_code=400)
         except Exception as exc:  # a bug: one line in the log, an OpenAI-shaped 500 to the client
             log.error("internal error: %s: %s", type(exc).__name__, " ".join(str(exc).split()))
             return _error(ApiError(500, f"internal error ({type(exc).__name__})", code="internal_error"))
