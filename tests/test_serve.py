@@ -279,3 +279,30 @@ def test_a_client_that_disconnects_stops_its_internal_calls(server, tmp_path):
     assert line["status"] == "cancelled"
     made = [s for s in line["path"] if s["action"] != "STOP"]
     assert len(server.requests) == len(made) < 8  # bon8 would have made 8 calls; the stand-in saw fewer
+
+
+def test_a_streaming_client_that_disconnects_stops_its_internal_calls(server, tmp_path):
+    import http.client
+    from urllib.parse import urlsplit
+
+    server.delay_s = 0.2
+    config = fake_config(server.url, also_allow=("bon8_majority",), record=str(tmp_path / "rec"), keepalive_s=0.1)
+    with running_server(config) as srv:
+        where = urlsplit(srv.url())
+        conn = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(
+            {"model": "bon8_majority", "messages": PROBLEM, "stream": True}), headers={"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        first = answer.readline()  # the role chunk comes at once
+        while len(server.requests) < 2:  # two of the eight calls done, then the client goes away
+            time.sleep(0.01)
+        conn.sock.close()
+        conn.close()
+        requests_file = tmp_path / "rec" / "requests.jsonl"
+        deadline = time.monotonic() + 30
+        while not requests_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (line,) = [json.loads(x) for x in requests_file.read_text().splitlines()]
+    assert answer.status == 200 and first.startswith(b"data: ") and b'"role": "assistant"' in first
+    assert line["status"] == "cancelled"
+    assert len(server.requests) == sum(s["action"] != "STOP" for s in line["path"]) < 8
