@@ -9,6 +9,13 @@ deterministic and never reads a label.
 
 A checkpoint is a directory with ``controller.json`` (``"kind": "mlp"``, the architecture, the feature
 normalization, the training budget and configuration) and ``model.pt`` (the torch ``state_dict``).
+
+The same controller acts on either env: its network has the size of the layout it was trained on, and
+controller.json's ``env`` says which (``agents.checkpoint.TrainedEnv``). On the route env (``env: "route"``,
+one episode per problem, a SAMPLE per generator) the observation's pooled tail carries budget_used,
+mean_length and lambda at the same offsets from the end, so the features are rescaled alike; its
+per-generator block is not rescaled, so the controller asks for the env it was trained in, its budget B and
+N_max per generator (``env_kwargs``), and is a route policy (``routes``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import torch
 from torch import nn
 
 from agents.base import Policy
-from agents.checkpoint import CONFIG_FILE, layout_mismatch, read_config, trained_layout
+from agents.checkpoint import CONFIG_FILE, TrainedEnv, read_config
 from coba_env.costs import cost_index
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -79,6 +86,9 @@ def batch_controller_features(observations: np.ndarray, action_masks: np.ndarray
 class MLPController(Policy):
     """A trained MLP routing controller; plays the best-scored legal action at a fixed lambda."""
 
+    #: It knows from its checkpoint which env it was trained on, and ``applicable`` says so (the runner asks it).
+    checks_own_grouping = True
+
     name = "learned_mlp"
     label = "Learned MLP"
     group = "learned"
@@ -97,10 +107,14 @@ class MLPController(Policy):
         linears = [m for m in network if isinstance(m, nn.Linear)]
         self._layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
                         for m in linears]
-        #: The action and feature names of the layout it was trained on (its network's shape).
-        self.actions, self.features = trained_layout(config)
+        #: The env it was trained on; its action and feature names are its network's shape.
+        self.trained = TrainedEnv.read(config, "controller config")
+        self.actions, self.features = self.trained.actions, self.trained.features
+        #: Runs on the route env (``agents.routing_base.is_route_policy``) when trained there.
+        self.routes = self.trained.routes
         self.name = f"{config.get('name', 'mlp')}@{self.lam:g}"
-        self.label = f"Learned MLP (lambda={self.lam:g})"
+        words = self.trained.on.prefix.replace("_", " ")
+        self.label = f"Learned {words}MLP (lambda={self.lam:g})"
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         """Network outputs for a batch of feature rows (normalized here)."""
@@ -131,19 +145,20 @@ class MLPController(Policy):
         s = np.where(np.asarray(action_masks) > 0, self.scores(x), -np.inf)
         return s.argmax(axis=1)
 
+    def env_kwargs(self) -> dict[str, Any]:
+        """The env settings its observation needs beyond its own units (``TrainedEnv.fixed_env``)."""
+        return self.trained.fixed_env()
+
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """The controller runs only on the layout and N_max it was trained with (its network's shape; its step and
-        reveal fractions use N_max)."""
-        why = layout_mismatch(env, self.actions, self.features)
-        if why:
-            return False, why
-        if env.n_max != self.config.get("n_max", env.n_max):
-            return False, f"trained with N_max = {self.config['n_max']}, the env has {env.n_max}"
-        return True, ""
+        """The controller runs only on the grouping, layout and N_max it was trained with (its network's shape;
+        its step and reveal fractions use N_max), and with per-generator features on its budget B."""
+        why = self.trained.mismatch(env)
+        return not why, why
 
     def describe(self) -> dict[str, Any]:
         """Name, label, group, lambda and the training configuration."""
-        return {"name": self.name, "label": self.label, "group": self.group, "kind": "mlp", "lambda": self.lam,
+        return {"name": self.name, "label": self.label, "group": self.group, "kind": f"{self.trained.on.prefix}mlp",
+                "lambda": self.lam,
                 "train": {k: v for k, v in self.config.items() if k not in ("feature_mean", "feature_scale")}}
 
 
@@ -157,10 +172,9 @@ def save(out_dir: str | Path, network: nn.Module, config: dict[str, Any]) -> Pat
     return out
 
 
-def load(path: str | Path, *, lam: float | None = None, controller: type[MLPController] | None = None
-         ) -> MLPController:
-    """Load an MLP checkpoint directory as a policy acting at ``lam`` (default: its ``default_lambda``);
-    ``controller``: the class to build (default ``MLPController``; the route env's is a subclass)."""
+def load(path: str | Path, *, lam: float | None = None) -> MLPController:
+    """Load an MLP checkpoint directory (trained on either env) as a policy acting at ``lam`` (default: its
+    ``default_lambda``)."""
     path = Path(path)
     cfg_file = path / CONFIG_FILE
     config = read_config(path, kind="mlp")
@@ -172,8 +186,8 @@ def load(path: str | Path, *, lam: float | None = None, controller: type[MLPCont
             and all(isinstance(h, int) and not isinstance(h, bool) and 0 < h <= MAX_HIDDEN_UNITS for h in hidden)):
         raise ValueError(f"{cfg_file}: field 'hidden' is {str(hidden)[:60]}; expected a list of 1 to {MAX_LAYERS} "
                          f"layer sizes, integers from 1 to {MAX_HIDDEN_UNITS}")
-    actions, features = trained_layout(config)
-    network = build_network(tuple(hidden), len(features), len(actions))
+    trained = TrainedEnv.read(config, cfg_file)  # the env it was trained on, its layout: the network's shape
+    network = build_network(tuple(hidden), len(trained.features), len(trained.actions))
     weights = path / WEIGHTS_FILE
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing the MLP weights file")
@@ -188,4 +202,4 @@ def load(path: str | Path, *, lam: float | None = None, controller: type[MLPCont
     except (RuntimeError, TypeError, AttributeError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{weights}: the weights do not fit the network of {cfg_file} ({first})") from None
-    return (controller or MLPController)(network, config, lam=lam)
+    return MLPController(network, config, lam=lam)

@@ -18,9 +18,14 @@ Example::
     policy = load(Path("runs/ppo-paper"), lam=0.2)
     records = replay(policy, make_env(policy, "paper"))
 
-Acting never reads labels: the inputs are the observation and the action mask only. A checkpoint trained on the
-route env (``controller.json`` field ``env: "route"``) loads with ``agents.learned_route_ppo.load``
-(``agents.learned.load_checkpoint`` dispatches on that field).
+Acting never reads labels: the inputs are the observation and the action mask only, in one forward pass per
+batch of episodes, so the batched and the one-episode forms take the same actions.
+
+A checkpoint trained on the route env (``controller.json`` field ``env: "route"``: one episode per problem, a
+SAMPLE per generator) loads the same way: it is a route policy (``routes``, so ``coba bench --env route`` runs
+it), named ``route_ppo``, its env settings add the N_max per generator it was trained with, and it is not
+applicable to an env whose generators, verifiers, observation features or N_max per generator differ from
+training (``agents.checkpoint.TrainedEnv``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
-from agents.checkpoint import CONFIG_FILE, layout_mismatch, read_config, trained_layout
+from agents.checkpoint import CONFIG_FILE, TrainedEnv, read_config
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
@@ -42,6 +47,9 @@ SUPPORTED_FORMATS = (1,)
 
 class PPOController(Policy):
     """A MaskablePPO actor network choosing the most probable legal action (deterministic)."""
+
+    #: It knows from its checkpoint which env it was trained on, and ``applicable`` says so (the runner asks it).
+    checks_own_grouping = True
 
     group: ClassVar[str] = "learned"
 
@@ -53,35 +61,35 @@ class PPOController(Policy):
         self.meta = meta
         self.lam = None if lam is None else float(lam)
         self.source = source
+        #: The env it was trained on (its grouping, layout, N_max); a route-env controller is a route policy.
+        self.trained = TrainedEnv.read(meta, "controller config")
+        self.routes = self.trained.routes
+        prefix = self.trained.on.prefix
         suffix = "" if self.lam is None else f"@{self.lam:g}"
-        self.name = f"ppo{suffix}"
-        self.label = f"PPO (lambda={self.lam:g})" if self.lam is not None else "PPO (env lambda)"
+        self.name = f"{prefix}ppo{suffix}"
+        words = prefix.replace("_", " ").capitalize()
+        self.label = f"{words}PPO (lambda={self.lam:g})" if self.lam is not None else f"{words}PPO (env lambda)"
         self.selection = meta.get("selection")
         self.requires_tiers = ()
         self._net = model.policy
         self._net.set_training_mode(False)
 
     def env_kwargs(self) -> dict[str, Any]:
-        """The training budget B and selection rule, so observations are scaled as in training."""
+        """The training budget B and selection rule, so observations are scaled as in training (and on the route
+        env its N_max per generator)."""
         out: dict[str, Any] = {"budget": float(self.meta["budget"])}
         if self.selection is not None:
             out["selection"] = self.selection
-        return out
+        return {**out, **self.trained.fixed_env()}
 
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
-        """Not applicable when the env's cost model, N_max or observation differs from training."""
+        """Not applicable when the env's cost model, grouping, actions, observation or N_max differs from training."""
         meta = self.meta
         if env.cost_model != meta["cost_model"]:
             return False, (f"trained with cost model {meta['cost_model']!r}, the env uses {env.cost_model!r} "
                            f"(run with --cost-model {meta['cost_model']})")
-        if env.n_max != int(meta["n_max"]):
-            return False, f"trained with N_max={meta['n_max']}, the env has N_max={env.n_max}"
-        if env.observation_space.shape != (len(meta["observation"]),):
-            return False, f"observation has shape {env.observation_space.shape}, the model expects {len(meta['observation'])}"
-        why = layout_mismatch(env, *trained_layout(meta))
-        if why:
-            return False, why
-        return True, ""
+        why = self.trained.mismatch(env)
+        return not why, why
 
     batched = True  # reads only observations and masks: one forward pass for a whole batch of episodes
 
@@ -100,10 +108,13 @@ class PPOController(Policy):
     def describe(self) -> dict[str, Any]:
         """Name, group, lambda and the checkpoint's training summary."""
         meta = self.meta
-        return {"name": self.name, "label": self.label, "group": self.group, "kind": "ppo",
-                "params": {"lam": self.lam, "checkpoint": self.source, "cost_model": meta.get("cost_model"),
-                           "lambda_range": meta.get("lambda_range"), "timesteps": meta.get("timesteps"),
-                           "seed": meta.get("seed"), "train_datasets": meta.get("train_datasets")}}
+        params = {"lam": self.lam, "checkpoint": self.source, "cost_model": meta.get("cost_model"),
+                  "lambda_range": meta.get("lambda_range"), "timesteps": meta.get("timesteps"),
+                  "seed": meta.get("seed"), "train_datasets": meta.get("train_datasets")}
+        if "generators" in meta:
+            params["generators"] = meta["generators"]
+        return {"name": self.name, "label": self.label, "group": self.group, "kind": f"{self.trained.on.prefix}ppo",
+                "params": params}
 
 
 def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
@@ -125,16 +136,7 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
     for key in ("cost_model", "budget", "n_max", "observation", "model"):
         if key not in meta:
             raise ValueError(f"{meta_file}: missing field {key!r}")
-    env = meta.get("env", "replay")
-    if env not in ("replay", "route"):
-        raise ValueError(f"{meta_file}: field 'env' is {str(env)[:60]!r}; expected 'replay' or 'route'")
-    per_generator = meta.get("n_max_per_generator")
-    if env == "route" and not (isinstance(per_generator, int) and not isinstance(per_generator, bool)
-                               and per_generator >= 1):
-        raise ValueError(f"{meta_file}: field 'n_max_per_generator' is {per_generator!r}; expected an integer "
-                         ">= 1 (a route-env checkpoint)")
-    if not (isinstance(meta["budget"], int | float) and math.isfinite(meta["budget"]) and meta["budget"] > 0):
-        raise ValueError(f"{meta_file}: field 'budget' is {meta['budget']!r}; expected a positive number")
+    TrainedEnv.read(meta, meta_file)  # the env, N_max per generator and budget fields, named by file
     observation = meta["observation"]
     if not (isinstance(observation, list) and 0 < len(observation) <= 1024):
         raise ValueError(f"{meta_file}: field 'observation' is {str(observation)[:60]!r}; expected the list of "
@@ -165,7 +167,7 @@ def load_model(path: Path, *, lam: float | None = None) -> tuple[Any, dict[str, 
 
     # Read without unpickling (a model file never runs code); the schedules are not needed to act. The action
     # count is the layout the controller was trained on (controller.json; older ones: the paper layout).
-    actions, _ = trained_layout(meta)
+    actions = TrainedEnv.read(meta, model_file).actions
     model = read_sb3_model(model_file, n_features=len(meta["observation"]), n_actions=len(actions))
     expected = len(meta["observation"])
     if model.observation_space.shape != (expected,):

@@ -4,11 +4,15 @@ No configuration file is needed. The zip's own policy network acts (any SB3 algo
 such as PPO, A2C or MaskablePPO plays its most probable legal action, a DQN policy its highest-valued legal
 action); the algorithm itself is not rebuilt, and nothing in the zip is unpickled (``agents.sb3_zip``), so a
 crafted zip cannot run code.
-The model must have been trained on this env: observation ``Box(21,)`` and action ``Discrete(5)``; a zip with
-other spaces is refused when loaded, naming both. The env is built with its defaults (budget B = mean cost of
-N_max candidates under the bench's cost model, fusion-rank selection), as ``CoBaSB3VecEnv`` / ``gym.make`` build
-it for training on the same pool: train and bench on pools with the same B, or the ``budget_used`` feature and
-lambda's scale change. ``PATH@LAMBDA`` writes LAMBDA into the observation's lambda feature (the bench replays
+The model must have been trained on a coba env: ``coba/Replay-v0`` (on the paper pool observation ``Box(21,)``
+and action ``Discrete(5)``; in general the replay observation of its verifiers) or ``coba/Route-v0`` (one
+episode per problem, a SAMPLE per generator: a longer observation, a block per generator first). A zip whose
+observation fits neither for its action count is refused when loaded, naming both; one trained on the route
+env is a route policy (``routes``: ``coba bench --env route`` runs it), and either is not applicable to an env
+whose observation or action count differs (``applicable``). The env is built with its defaults (budget B = mean
+cost of N_max candidates under the bench's cost model, fusion-rank selection), as ``CoBaSB3VecEnv`` /
+``gym.make`` build it for training on the same pool: train and bench on pools with the same B, or the
+``budget_used`` feature and lambda's scale change. ``PATH@LAMBDA`` writes LAMBDA into the observation's lambda feature (the bench replays
 at lambda 0); without it the model reads the env's lambda. A zip inside a ``coba train ppo`` checkpoint
 directory is loaded with that checkpoint's ``controller.json`` instead (``agents.learned_ppo``).
 
@@ -65,6 +69,9 @@ def is_sb3_zip(spec: str | Path) -> bool:
 class SB3Controller(Policy):
     """A loaded SB3 policy network choosing its best legal action (deterministic)."""
 
+    #: It knows from its checkpoint which env it was trained on, and ``applicable`` says so (the runner asks it).
+    checks_own_grouping = True
+
     group: ClassVar[str] = "learned"
 
     def __init__(self, net: Any, *, lam: float | None = None, source: str = "", n_features: int,
@@ -73,6 +80,8 @@ class SB3Controller(Policy):
 
         #: The observation length and action count of the model (its stored spaces).
         self.n_features, self.n_actions = n_features, n_actions
+        #: Trained on the route env: its observation is not the replay layout's of its action count.
+        self.routes = n_features != replay_features(n_actions)
         self._torch = torch
         self._net = net
         self.lam = None if lam is None else float(lam)
@@ -127,16 +136,28 @@ def load(path: str | Path, *, lam: float | None = None) -> Policy:
     return SB3Controller(net, lam=lam, source=str(model_file), n_features=n_features, n_actions=n_actions)
 
 
+def replay_features(n_actions: int) -> int:
+    """The observation length of the replay layout with ``n_actions`` actions (V + 2: SAMPLE, V verifiers, STOP):
+    the feature table of ``coba_env.rules.features`` for V verifiers."""
+    return FeatureLayout(tuple(f"v{k}" for k in range(max(n_actions - 2, 0))), -1, -1).n_features
+
+
+def fitting_features(n_actions: int, observed: int | None) -> int:
+    """The observation length a zip with ``n_actions`` actions and an ``observed``-long observation may have: the
+    replay layout's, or its own when longer than every replay observation with no more verifiers (a route layout's:
+    a block per generator, then the replay table of its verifiers; the env it runs in checks it exactly)."""
+    if observed is not None and observed > replay_features(2) and observed != replay_features(n_actions):
+        return observed
+    return replay_features(n_actions)
+
+
 def _read_policy(model_file: Path) -> tuple[Any, int, int]:
     """(policy network, observation length, action count) of an SB3 zip, read without unpickling
-    (``agents.sb3_zip``: a model file never runs code); its spaces must be a replay layout's."""
+    (``agents.sb3_zip``: a model file never runs code); its spaces must be a coba env's."""
     from agents.sb3_zip import read_sb3_model
 
-    def replay_features(n_actions: int) -> int:
-        # A replay layout with V verifiers has V + 2 actions and the feature table of coba_env.rules.features.
-        return FeatureLayout(tuple(f"v{k}" for k in range(n_actions - 2)), -1, -1).n_features
-
     paper = f"Box({PAPER_FEATURE_LAYOUT.n_features},) with Discrete({REPLAY_LAYOUT.n_actions})"
-    model = read_sb3_model(model_file, n_features=replay_features,
-                           observation_note=" for its {n_actions} actions (the paper's pool: " + paper + ")")
+    note = (" for its {n_actions} actions (coba/Replay-v0's with that many actions; the paper's pool: " + paper
+            + f"; a coba/Route-v0 observation is longer than Box({replay_features(2)},))")
+    model = read_sb3_model(model_file, n_features=fitting_features, observation_note=note)
     return model.policy, int(model.observation_space.shape[0]), int(model.action_space.n)

@@ -33,22 +33,30 @@ import agents.routing  # noqa: F401
 import agents.routing_cascade  # noqa: F401
 import agents.routing_ladder  # noqa: F401
 import agents.routing_model_switch  # noqa: F401
-import agents.routing_oracle  # noqa: F401
 import agents.routing_threshold  # noqa: F401
 import agents.sampling  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy, register
 from agents.plugins import PluginError, is_class_ref, load_class_ref, load_entry_points
+from agents.routing_base import written_for
 from pools.strict_yaml import load_yaml
 
-__all__ = ["POLICY_CLASSES", "ConfiguredPolicy", "PluginError", "default_bench_policies", "list_policies",
-           "load_specs", "make_policy", "policy_class", "register"]
+__all__ = ["POLICY_CLASSES", "POLICY_SETS", "ConfiguredPolicy", "PluginError", "UnknownPolicyError",
+           "default_bench_policies", "list_policies", "load_specs", "make_policy", "policy_class", "register",
+           "runs_on", "select_policies"]
 
 #: Where specs come from: a dict from ``load_specs``, user YAML path(s), or None (the built-in file).
 SpecSource = Mapping[str, dict] | str | Path | Sequence[str | Path] | None
 
 SPEC_KEYS = ("kind", "label", "group", "params", "bench", "description", "at_pool_n")
 GROUPS = ("coba", "baseline", "oracle", "learned", "routing")
+#: Selection keywords: "all" (every non-learned policy written for the episodes' grouping) and "main" (the paper's
+#: main table, the specs with ``bench: true``; on item-grouped episodes, where no main-table row runs, "all").
+POLICY_SETS = ("all", "main")
+
+
+class UnknownPolicyError(ValueError):
+    """A selection names a policy the specs do not hold; the message lists the known ones."""
 
 
 # ---------------------------------------------------------------- specs
@@ -215,3 +223,27 @@ def default_bench_policies(*, specs: SpecSource = None) -> list[str]:
     """The policies of the paper's main table (specs with ``bench: true``), in table order."""
     specs = _resolve_specs(specs)
     return [n for n, s in specs.items() if s.get("bench")]
+
+
+def runs_on(spec: Mapping[str, Any], grouping: str) -> bool:
+    """Whether the policy of ``spec`` is written for episodes of ``grouping`` ("pair" or "item", the env's
+    ``EnvConfig.grouping``): routing policies and route oracles for "item", every other policy for "pair"."""
+    return written_for(policy_class(spec["kind"])) == grouping
+
+
+def select_policies(names: Sequence[str] | None, specs: Mapping[str, dict], grouping: str = "pair") -> list[str]:
+    """Resolve a selection against ``specs`` for episodes of ``grouping``: None / "all" -> every non-learned
+    policy written for it (on "pair" the main table first), "main" -> the paper's main table (on "item", "all");
+    names pass through in order, once each. Unknown names raise ``UnknownPolicyError`` listing the known ones."""
+    chosen = list(names) if names is not None else ["all"]
+    if chosen == ["all"] or chosen == ["main"]:
+        mine = [n for n in list_policies(specs=specs) if runs_on(specs[n], grouping)]
+        main = [n for n in default_bench_policies(specs=specs) if n in mine]
+        if not main or chosen == ["all"]:
+            return main + [n for n in mine if n not in main and specs[n]["group"] != "learned"]
+        return main
+    unknown = [n for n in chosen if n not in specs]
+    if unknown:
+        raise UnknownPolicyError(f"unknown polic{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+                                 f"known policies: {', '.join(specs)} (or {', '.join(map(repr, POLICY_SETS))})")
+    return list(dict.fromkeys(chosen))

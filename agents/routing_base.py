@@ -3,24 +3,56 @@
 A routing policy runs on ``coba/Route-v0`` only (``routes = True``: ``coba bench`` runs it with ``--env route``
 and leaves it out of a replay bench). It names generators by their size ("cheapest", "largest": parameters
 from ``RoutePool.generator_params``, label-free) or by name, and reads each generator's evidence: one
-``RouteEvidence`` in ``act``, a ``RouteVectorEnv``'s [G, B] arrays of the same names in ``act_batch``. The
+an item episode's ``Evidence`` in ``act``, an item-grouped ``CoBaVectorEnv``'s [G, B] arrays of the same names in ``act_batch``. The
 helpers below are the scalar and batched twins of each read, so both forms take the same decisions.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
 
 from agents.configured import ConfiguredPolicy
-from agents.routing import chosen_generator, route_of, size_of
 from coba_env.rules.actions import ActionLayout
+
+#: How ``generator`` names a generator by its size: the smallest or the largest in parameters.
+BY_SIZE = ("cheapest", "largest")
+
+
+def route_of(env: Any) -> Any:
+    """The ``RoutePool`` of a route env (one- or many-episode, possibly wrapped), or None for a replay env."""
+    return getattr(getattr(env, "unwrapped", env), "route", None)
+
+
+def size_of(route: Any, generator: int) -> float:
+    """``generator``'s parameters (billions) for size order; unknown (0, e.g. an API model) counts as largest."""
+    params = route.generator_params[generator]
+    return params if params > 0 else math.inf
+
+
+def chosen_generator(route: Any, generator: str) -> int:
+    """Index of ``generator`` ("cheapest", "largest" by parameters, or a generator name) in ``route``."""
+    n = len(route.generator_params)
+    if generator == "cheapest":
+        return min(range(n), key=lambda g: (size_of(route, g), g))
+    if generator == "largest":
+        return max(range(n), key=lambda g: (size_of(route, g), -g))
+    if generator not in route.generators:
+        raise ValueError(f"unknown generator {generator!r}; the pool has {list(route.generators)}")
+    return route.generators.index(generator)
 
 
 def is_route_policy(policy: Any) -> bool:
     """Whether ``policy`` (an instance or class) is written for the route env: a routing policy or a route oracle."""
     return bool(getattr(policy, "routes", False)) or getattr(policy, "group", "") == "routing"
+
+
+def written_for(policy: Any) -> str:
+    """The episode grouping ``policy`` (an instance or class) is written for (``EnvConfig.grouping``): "item" for a
+    routing policy or route oracle (``is_route_policy``), "pair" for every other."""
+    return ("pair", "item")[is_route_policy(policy)]
 
 
 def generators_by_size(route: Any) -> list[int]:
@@ -35,19 +67,19 @@ def unanimous(evidence: Any, generator: int) -> bool:
 
 
 def unanimous_batch(venv: Any, generator: int) -> np.ndarray:
-    """``unanimous`` for every row of a ``RouteVectorEnv``."""
+    """``unanimous`` for every row of an item-grouped ``CoBaVectorEnv``."""
     n = venv.gen_revealed[generator]
     return (n > 0) & (venv.gen_top_count[generator] == n)
 
 
 def agreement_batch(venv: Any, generator: int) -> np.ndarray:
-    """``RouteEvidence.agreement(generator)`` for every row: its largest answer's share (0 before any)."""
+    """``Evidence.agreement(generator)`` for every row: its largest answer's share (0 before any)."""
     n = venv.gen_revealed[generator]
     return np.divide(venv.gen_top_count[generator], np.maximum(n, 1), out=np.zeros(venv.num_envs), where=n > 0)
 
 
 def score_mean_batch(venv: Any, generator: int, tier: int) -> tuple[np.ndarray, np.ndarray]:
-    """(``RouteEvidence.score_mean(generator, tier)``, whether there is one) for every row."""
+    """(``Evidence.score_mean(generator, tier)``, whether there is one) for every row."""
     count = venv.gen_score_count[generator, tier]
     has = count > 0
     total = venv.gen_score_sum[generator, tier]
@@ -82,7 +114,14 @@ class RoutePolicy(ConfiguredPolicy):
             return False, str(exc)
         if len(picked) == 2 and picked[0] == picked[1]:
             return False, f"{self.generator_params[0]} and {self.generator_params[1]} name the same generator"
+        problem = self.route_problem(route, picked)
+        if problem:
+            return False, problem
         return super().applicable(env)
+
+    def route_problem(self, route: Any, picked: list[int]) -> str:
+        """Why the route pool does not suit the named generators ``picked`` (in ``generator_params`` order), or ""."""
+        return ""
 
     def use_layout(self, layout: ActionLayout, env: Any = None) -> None:
         """Resolve the named generators and the size ladder from ``env``'s route pool."""

@@ -1,4 +1,5 @@
-"""The consistency cascade with every setting open: the family ``train.route_search`` searches over.
+"""The consistency cascade with every setting open: the family ``coba train route_search`` searches over
+(``train.coba_search``).
 
 ``route_cascade`` (``agents.routing_cascade``, Yue et al. 2024) samples each generator below the largest ``k``
 times, smallest first, and stops at the first unanimous one. This policy keeps that ladder and opens what the

@@ -84,7 +84,7 @@ class ThresholdRouterPolicy(RoutePolicy):
     batched = True
 
     def difficulty_signal_batch(self, venv: Any) -> np.ndarray:
-        """``difficulty_signal`` for every row of a ``RouteVectorEnv``."""
+        """``difficulty_signal`` for every row of an item-grouped ``CoBaVectorEnv``."""
         w = self.gen["weak"]
         if self.signal == "agreement":
             return agreement_batch(venv, w)

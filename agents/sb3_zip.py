@@ -90,10 +90,10 @@ def _check_spaces(data: dict[str, Any], model_file: Path, n_features: int, n_act
     obs, act = data.get("observation_space"), data.get("action_space")
     if not _type_name(obs).endswith("Box") or _space_shape(obs) != (n_features,):
         raise ValueError(f"{model_file}: the model's observation space {_type_name(obs)}(shape={_space_shape(obs)}) "
-                         f"does not fit the pool's Box({n_features},) observations{note}; train it on coba/Replay-v0")
+                         f"does not fit the env's Box({n_features},) observations{note}")
     if not _type_name(act).endswith("Discrete") or _discrete_n(act) != n_actions:
         raise ValueError(f"{model_file}: the model's action space {_type_name(act)}(n={_discrete_n(act)}) does not "
-                         f"fit the pool's Discrete({n_actions}) actions; train it on coba/Replay-v0")
+                         f"fit the env's Discrete({n_actions}) actions")
 
 
 def _policy_kwargs(data: dict[str, Any], model_file: Path) -> dict[str, Any]:
@@ -152,14 +152,15 @@ def _weights(archive: zipfile.ZipFile, model_file: Path) -> dict[str, Any]:
     return state
 
 
-def read_sb3_model(model_file: str | Path, *, n_features: int | Callable[[int], int],
+def read_sb3_model(model_file: str | Path, *, n_features: int | Callable[[int, int | None], int],
                    n_actions: int | None = None, observation_note: str = "") -> SB3Model:
     """The policy network in SB3 zip ``model_file`` for ``Box(n_features,)`` / ``Discrete(n_actions)``, read
     without unpickling anything; ``ValueError`` naming the file for anything unreadable or refused.
 
     ``n_actions=None`` takes the zip's own (readable) ``Discrete(n)``; ``n_features`` may then be a function of
-    that action count (a replay layout's feature count follows its verifier count). ``observation_note`` is
-    added to the message of an observation space that does not fit."""
+    that action count and the zip's own observation length (None when unreadable) giving the length it accepts
+    (a replay layout's feature count follows its verifier count). ``observation_note`` is added to the message
+    of an observation space that does not fit."""
     import numpy as np
     from gymnasium import spaces
 
@@ -180,9 +181,11 @@ def read_sb3_model(model_file: str | Path, *, n_features: int | Callable[[int], 
         n_actions = _discrete_n(data.get("action_space"))
         if n_actions is None or n_actions < 2:
             raise ValueError(f"{model_file}: the model's action space {_type_name(data.get('action_space'))} "
-                             "is not a readable Discrete(2 + verifiers); train it on coba/Replay-v0")
+                             "is not a readable Discrete(generators + verifiers + 1); train it on coba/Replay-v0 or "
+                             "coba/Route-v0")
     if callable(n_features):
-        n_features = n_features(n_actions)
+        shape = _space_shape(data.get("observation_space"))
+        n_features = n_features(n_actions, shape[0] if shape is not None and len(shape) == 1 else None)
     _check_spaces(data, model_file, n_features, n_actions, observation_note.format(n_actions=n_actions))
     kwargs = _policy_kwargs(data, model_file)
     policy_class = _policy_class(data, state, model_file)

@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from coba_env.costs import COST_MEASURES
 from coba_env.rules.config import LAM_MAX
 
-#: The cost measures a subcommand may charge in (see docs/ENV.md, "Costs and budget").
-COST_CHOICES = ("p_tokens", "tokens", "calls", "latency", "usd")
+#: The cost measures a subcommand may charge in: the env's own (see docs/ENV.md, "Costs and budget").
+COST_CHOICES: tuple[str, ...] = tuple(COST_MEASURES)
 
 #: Options whose value is a comma-separated number list that may start with "-" (argparse would read
 #: "-1,0.1" as an unknown option); ``main`` joins them as ``--opt=VALUE`` so the type check can explain.
 NUMBER_LIST_OPTIONS = ("--lambdas", "--eval-lambdas")
+
+T = TypeVar("T")
 
 
 def _int(text: str) -> int:
@@ -37,53 +41,40 @@ def _finite(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
+def _checked(parse: Callable[[str], T], *rules: tuple[Callable[[T], bool], str], name: str,
+             doc: str) -> Callable[[str], T]:
+    """An argparse type: ``parse`` the text, then each ``(holds, expected)`` rule in turn; the first that does
+    not hold refuses the value with "expected <expected>, got <text>"."""
+    def check(text: str) -> T:
+        value = parse(text)
+        for holds, expected in rules:
+            if not holds(value):
+                raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+
+    check.__name__, check.__qualname__, check.__doc__ = name, name, doc
+    return check
 
 
-def non_negative_int(text: str) -> int:
-    """An integer >= 0."""
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return value
-
-
-def seed_int(text: str) -> int:
-    """A random seed: an integer in [0, 2**32 - 1] (what numpy's generators accept)."""
-    value = _int(text)
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to {2**32 - 1}, got {text}")
-    return value
+positive_int = _checked(_int, (lambda v: v >= 1, "an integer >= 1"), name="positive_int", doc="An integer >= 1.")
+non_negative_int = _checked(_int, (lambda v: v >= 0, "an integer >= 0"), name="non_negative_int",
+                            doc="An integer >= 0.")
+seed_int = _checked(_int, (lambda v: 0 <= v < 2**32, f"a seed, an integer from 0 to {2**32 - 1}"), name="seed_int",
+                    doc="A random seed: an integer in [0, 2**32 - 1] (what numpy's generators accept).")
 
 
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer from ``low`` to ``high`` (a size with an upper bound, so a typo is one line,
     not a MemoryError)."""
-    def parse(text: str) -> int:
-        value = _int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text}")
-        if value > high:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low} and <= {high}, got {text}")
-        return value
-
-    parse.__name__ = f"integer from {low} to {high}"
-    return parse
+    return _checked(_int, (lambda v: v >= low, f"an integer >= {low}"),
+                    (lambda v: v <= high, f"an integer >= {low} and <= {high}"),
+                    name=f"integer from {low} to {high}", doc=f"An integer from {low} to {high}.")
 
 
-def lambda_value(text: str) -> float:
-    """A cost weight lambda: a finite number from 0 to the env's largest (``coba_env.rules.config.LAM_MAX``)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    if value > LAM_MAX:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0 and <= {LAM_MAX:g}, got {text}")
-    return value
+lambda_value = _checked(_finite, (lambda v: v >= 0, "a number >= 0"),
+                        (lambda v: v <= LAM_MAX, f"a number >= 0 and <= {LAM_MAX:g}"), name="lambda_value",
+                        doc="A cost weight lambda: a finite number from 0 to the env's largest "
+                            "(``coba_env.rules.config.LAM_MAX``).")
 
 
 def api_key_text(text: str) -> str:
@@ -94,33 +85,13 @@ def api_key_text(text: str) -> str:
     return text
 
 
-def finite_float(text: str) -> float:
-    """Any finite number."""
-    return _finite(text)
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    value = _finite(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """A finite number >= 0."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A number in (0, 1] (top-p)."""
-    value = _finite(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
-    return value
+finite_float = _checked(_finite, name="finite_float", doc="Any finite number.")
+positive_float = _checked(_finite, (lambda v: v > 0, "a number > 0"), name="positive_float",
+                          doc="A finite number > 0.")
+non_negative_float = _checked(_finite, (lambda v: v >= 0, "a number >= 0"), name="non_negative_float",
+                              doc="A finite number >= 0.")
+probability = _checked(_finite, (lambda v: 0 < v <= 1, "a number in (0, 1]"), name="probability",
+                       doc="A number in (0, 1] (top-p).")
 
 
 def dataset_list(text: str) -> list[str]:

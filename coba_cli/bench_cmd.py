@@ -15,6 +15,7 @@ from coba_cli.arg_types import (
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
+from eval.envs import ENV_NAMES
 from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
@@ -57,9 +58,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="paired-bootstrap resampling unit: items, averaged over generators as in the paper "
                              "(default), or episodes")
     parser.add_argument("--resamples", type=int_in(1, MAX_RESAMPLES), default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
+    parser.add_argument("--reference", default=None, metavar="NAME",
+                        help="the policy the paired bootstrap tests every other one against, one of the selected "
+                             "policies (default: coba_strong when it runs; without a reference the report shows "
+                             "every pair)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
-    parser.add_argument("--env", default="replay", choices=("replay", "route"),
+    parser.add_argument("--env", default="replay", choices=ENV_NAMES,
                         help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
                              "coba/Route-v0, one episode per problem, the routing policies choose the generator; "
                              "the report adds the allocation by generator, the route front and, on two-model "
@@ -87,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         run_bench(args.pool, args.policies, cost_model=args.cost, seed=args.seed, out_dir=args.out,
                   progress=not args.no_progress, figures=not args.no_figures, workers=args.workers,
                   unit=args.unit, resamples=args.resamples, pool_seed=args.pool_seed,
-                  datasets=args.datasets, replay=args.replay, ray_address=args.ray_address, env=args.env)
+                  datasets=args.datasets, replay=args.replay, ray_address=args.ray_address, env=args.env,
+                  reference=args.reference)
     except (BenchInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     return 0

@@ -1,9 +1,9 @@
 """``coba solve``: run a routing policy live on one problem or a problem file (see docs/SOLVE.md).
 
 SAMPLE calls the generator endpoint, VERIFY_l the tier's judge endpoint, STOP returns the answer with
-its trace. The environment is ``coba_env.live.LiveEnv`` (the replay env's own features, masks and
-selection) over an ``EndpointSource``; hard per-problem budgets are never exceeded. With several
-``--generator`` a routing policy runs in ``coba_env.live_route.LiveRouteEnv`` (``SAMPLE_<name>`` each).
+its trace; hard per-problem budgets are never exceeded. This module parses the options and calls
+``eval.solve.LiveSolve``, which builds the live env over the endpoints, plays and grades every problem and
+records what it saw; with several ``--generator`` a routing policy routes between them (``SAMPLE_<name>``).
 """
 
 from __future__ import annotations
@@ -26,13 +26,9 @@ from coba_cli.arg_types import (
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
-from coba_env.costs import COST_MEASURES
-from pools.atomic_write import atomic_write_text
+from eval.solve import DEFAULT_LAMBDA, DEFAULT_N_MAX
 from pools.limits import MAX_CANDIDATES, MAX_TOKENS
 from pools.output_paths import check_output_dir, check_output_file
-from pools.strict_json import strict_dumps
-
-DEFAULT_N_MAX = 16
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=seed_int, default=0, help="base seed; each sample's seed derives from it (default: 0)")
     s.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
     s.add_argument("--lam", type=lambda_value, default=None,
-                   help="cost weight lambda (default: a checkpoint's PATH@LAMBDA or its default, else 0.1)")
+                   help=f"cost weight lambda (default: a checkpoint's PATH@LAMBDA or its default, else {DEFAULT_LAMBDA:g})")
     s.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                    help="cost model of the reward and the budget_used feature (default: p_tokens)")
     s.add_argument("--n-max", type=int_in(1, MAX_CANDIDATES), default=None,
@@ -148,35 +144,6 @@ def _check_routing(policy, generators: dict) -> None:
                          "them with a routing policy (group 'routing', e.g. route_cheapest_coba)")
 
 
-def load_problems_file(path: str) -> list:
-    """Problems from a JSONL file; a bad line raises PoolError naming the file, line and field."""
-    from pools.errors import PoolError
-    from pools.importers.canonical_records import read_json_lines
-    from pools.problems import Problem
-
-    fields = {"problem": str, "dataset": str, "item_id": str, "gold": str, "level": str, "subject": str,
-              "task": str, "metadata": dict}
-    problems = []
-    for lineno, obj in read_json_lines(path):
-        where = f"{path}, line {lineno}"
-        if not isinstance(obj, dict):
-            raise PoolError("expected a JSON object", file=where)
-        for name, value in obj.items():
-            if name not in fields:
-                raise PoolError(f"unknown field; expected some of {list(fields)}", file=where, field=name)
-            if value is not None and not isinstance(value, fields[name]):
-                raise PoolError(f"expected {fields[name].__name__}, got {type(value).__name__}", file=where,
-                                field=name)
-        if not obj.get("problem"):
-            raise PoolError("missing or empty (the problem text)", file=where, field="problem")
-        problems.append(Problem(dataset=obj.get("dataset") or "live", item_id=obj.get("item_id") or f"line-{lineno}",
-                                problem=obj["problem"], gold=obj.get("gold") or "", level=obj.get("level"),
-                                subject=obj.get("subject"), task=obj.get("task"), metadata=obj.get("metadata")))
-    if not problems:
-        raise PoolError("no problem found; expected one JSON object per line", file=path)
-    return problems
-
-
 def _load_policy(args: argparse.Namespace):
     from agents.learned import is_checkpoint, load_checkpoint
     from agents.registry import make_policy
@@ -193,111 +160,6 @@ def _load_policy(args: argparse.Namespace):
         raise UsageError(f"--policy: {exc}") from None
 
 
-def _scales(args: argparse.Namespace, policy, generators: list, settings) -> dict[str, float]:
-    """n_max, budget and max_output_tokens of the live env: a trained controller's own (from its checkpoint),
-    else a reference pool's, else N_max generator calls at the output cap (at the generators' mean parameters:
-    a route env's B is the mean cost of N_max samples of one generator); --n-max / --budget override."""
-    from coba_env.costs import cost_index
-    from coba_env.live import replay_normalizers
-
-    if args.cost == "usd":  # live endpoints carry no prices (pools do: docs/POOLS.md, "Prices")
-        raise UsageError("--cost usd needs per-model prices, which live endpoints do not carry; choose --cost "
-                         "p_tokens, tokens, calls or latency")
-    trained = getattr(policy, "config", None)
-    if isinstance(trained, dict) and {"n_max", "budget", "max_output_tokens"} <= set(trained):
-        if trained.get("cost_model", args.cost) != args.cost:
-            raise UsageError(f"the controller was trained with cost model {trained['cost_model']!r}; "
-                             f"pass --cost {trained['cost_model']}")
-        scales = {"n_max": int(trained["n_max"]), "budget": float(trained["budget"]),
-                  "max_output_tokens": float(trained["max_output_tokens"])}
-    elif args.reference:
-        from coba_env.env import as_compiled
-
-        try:
-            scales = replay_normalizers(as_compiled(args.reference), args.cost, args.n_max)
-        except ValueError as exc:
-            raise UsageError(f"--reference: {exc}") from None
-    else:
-        from pools.tokens import estimate_latency_s
-
-        prompt = 200  # a typical prompt; B only scales the reward and the budget_used feature
-        params_b = sum(ep.params_b for ep in generators) / len(generators)
-        one = [prompt + settings.max_tokens, (prompt + settings.max_tokens) * params_b, 1.0,
-               estimate_latency_s(prompt, settings.max_tokens, params_b)]
-        n = DEFAULT_N_MAX
-        scales = {"n_max": n, "budget": n * one[cost_index(args.cost)], "max_output_tokens": settings.max_tokens}
-    if args.n_max is not None:
-        scales["n_max"] = args.n_max
-    if args.budget is not None:
-        scales["budget"] = args.budget
-    return scales
-
-
-# -------------------------------------------------------------------------------------------------- output
-def _fmt(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def summary(result: dict[str, Any]) -> str:
-    """A short readable account of one solved problem."""
-    lines = [f"problem {result['item_id']} ({result['dataset']}): answer {result['answer']!r}"
-             + (f"  [correct: {result['correct']}, gold {result['gold']!r}]" if result.get("correct") is not None
-                else "")]
-    width = max(10, *(len(step["action"]) for step in result["trace"]))  # SAMPLE_<generator> when routing
-    for i, step in enumerate(result["trace"], start=1):
-        cost = step["cost"]
-        ev = step["evidence"]
-        if step["action"].startswith("SAMPLE"):
-            what = (f"answer {ev['answer']!r} (cluster {ev['cluster']}, {ev['output_tokens']:.0f} output tokens"
-                    f"{', cap hit' if ev['cap_hit'] else ''})")
-        elif step["action"] == "STOP":
-            what = f"selects candidate {ev['selected_candidate']}"
-        else:
-            what = f"score {_fmt(ev['score'])}"
-        target = f"c{step['candidate']}" if step["candidate"] >= 0 else "  "
-        costs = "  ".join(f"{k} {_fmt(v)}" for k, v in cost.items() if k != "usd" or v) if step["action"] != "STOP" else ""
-        lines.append(f"  {i:>2}. {step['action']:<{width}} {target:<4} {what}" + (f"   [{costs}]" if costs else ""))
-    live = result["live"]
-    lines.append(f"  stopped: {live['stop_reason']}")
-    spent, limits = live["spent"], live["limits"]
-    lines.append("  spent: " + ", ".join(
-        f"{k} {_fmt(spent[k])}" + (f"/{_fmt(limits[k])}" if limits.get(k) is not None else "") for k in spent)
-        + "; costs: " + ", ".join(f"{k} {_fmt(result['costs'][k])}" for k in COST_MEASURES
-                                  if k != "usd" or result["costs"][k]))  # endpoints carry no prices: no $0
-    if "samples_by_generator" in result:  # a routed problem: what each generator was asked and charged
-        lines.append("  by generator: " + "; ".join(
-            f"{g} {n} samples, " + ", ".join(f"{k} {_fmt(v)}" for k, v in result["spend_by_generator"][g].items()
-                                             if k != "usd" or v)
-            for g, n in result["samples_by_generator"].items())
-            + f"; answer from {result['selected_generator']}")
-    return "\n".join(lines)
-
-
-def _generator_records(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    """Generator ``name``'s records of a routed problem, answer clusters renumbered within them (a pool's
-    clusters are per episode; the route env joins them again across generators with the grading code)."""
-    own: dict[int, int] = {}
-    out = []
-    for rec in records:
-        if rec.get("generator") == name:
-            c = rec["cluster"]
-            out.append({**rec, "cluster": c if c < 0 else own.setdefault(c, len(own))})
-    return out
-
-
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
-    atomic_write_text(path, strict_dumps(data, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "to_list"):
-        return value.to_list()
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
-
-
 def _refuse_repeated_ids(problems: list[Any], source: str | None) -> None:
     """``--record`` stores each problem as one pool item: two problems with one (dataset, id) cannot both be."""
     seen: dict[tuple[str, str], int] = {}
@@ -309,15 +171,10 @@ def _refuse_repeated_ids(problems: list[Any], source: str | None) -> None:
         seen[key] = line
 
 
-# -------------------------------------------------------------------------------------------------- run
-def run(args: argparse.Namespace) -> int:
-    """Solve every problem of ``args`` and report; input and endpoint errors become exit code 2."""
-    from agents.runner import check_selection, run_episode
-    from coba_env.live import EndpointSource, Limits, LiveEndpointError, LiveEnv
-    from coba_env.live_route import LiveRouteEnv
-    from pools.client.prompts import SamplingSettings
-    from pools.live_grading import grade_answer
-    from pools.problems import Problem
+def _problems(args: argparse.Namespace) -> list:
+    """The problems to solve (PROBLEM or --file), with the outputs checked first: a wrong --json or --record must
+    not waste the model calls."""
+    from pools.problems import Problem, load_problems_file
 
     if (args.problem is None) == (args.file is None):
         raise UsageError("give exactly one of PROBLEM (the text) or --file PROBLEMS.jsonl")
@@ -325,18 +182,27 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("PROBLEM is empty; expected the problem text")
     if args.gold is not None and args.file:
         raise UsageError("--gold goes with a PROBLEM given on the command line; put gold in the --file lines")
-    # Outputs are checked before any model call: a wrong --json or --record must not waste the calls.
     if args.json:
         check_output_file(args.json, force=args.force, option="--json", inputs=[args.file])
     if args.record:
-        check_output_dir(args.record, force=args.force, option="--record", inputs=[args.file],
-                         kind="pool")
+        check_output_dir(args.record, force=args.force, option="--record", inputs=[args.file], kind="pool")
     problems = (load_problems_file(args.file) if args.file else
                 [Problem("live", "problem-1", args.problem, args.gold or "")])
     if args.record:  # a pool keys items by (dataset, item_id): a repeat is refused before any model call is paid
         _refuse_repeated_ids(problems, args.file)
+    return problems
+
+
+# -------------------------------------------------------------------------------------------------- run
+def run(args: argparse.Namespace) -> int:
+    """Solve every problem of ``args`` (``eval.solve.LiveSolve``) and report; input and endpoint errors become
+    exit code 2."""
+    from coba_env.live import Limits, LiveEndpointError
+    from eval.solve import LiveSolve, summary, write_solve_report
+    from pools.client.prompts import SamplingSettings
+
+    problems = _problems(args)
     generators = _generators(args.generator)
-    generator = next(iter(generators.values()))
     judges = {tier: ep for tier, ep in (("V1", _endpoint(args.judge, "--judge")),
                                         ("V2", _endpoint(args.step_judge, "--step-judge")),
                                         ("V3", _endpoint(args.verifier, "--verifier"))) if ep is not None}
@@ -345,65 +211,26 @@ def run(args: argparse.Namespace) -> int:
                                 prompt=args.prompt or "generate")
     policy = _load_policy(args)
     _check_routing(policy, generators)
-    own_lam = getattr(policy, "lam", None)  # an SB3 zip without @LAMBDA has none: it reads the env's
-    lam = args.lam if args.lam is not None else float(0.1 if own_lam is None else own_lam)
-    source = EndpointSource(problems, generators if len(generators) > 1 else generator, judges, settings=settings,
-                            request_timeout_s=args.timeout, max_attempts=args.max_attempts, api_key=args.api_key)
     limits = Limits(tokens=args.max_tokens, calls=args.max_calls, seconds=args.max_seconds)
-    env_class = LiveRouteEnv if len(generators) > 1 else LiveEnv
     try:
-        # The controller's own env settings (a PPO checkpoint's training budget) win, unless --budget is given.
-        own = {k: v for k, v in policy.env_kwargs().items() if not (k == "budget" and args.budget is not None)}
-        env = env_class(source, **{**_scales(args, policy, list(generators.values()), settings), **own},
-                        limits=limits, lam=lam, cost_model=args.cost)
+        live = LiveSolve.open(policy, problems, generators, judges, settings, limits=limits, lam=args.lam,
+                              cost_model=args.cost, reference=args.reference, n_max=args.n_max, budget=args.budget,
+                              request_timeout_s=args.timeout, max_attempts=args.max_attempts, api_key=args.api_key)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    ok, why = policy.applicable(env)
+    ok, why = policy.applicable(live.env)
     if not ok:
-        flags = {"V1": "--judge", "V2": "--step-judge", "V3": "--verifier"}
         raise UsageError(f"policy {policy.name!r} cannot run with these endpoints: {why} "
-                         f"(endpoints: {', '.join(flags.values())})")
-    check_selection(policy, env)
+                         "(endpoints: --judge, --step-judge, --verifier)")
     try:
-        source.check_endpoints(timeout_s=min(args.timeout, 10.0))
+        live.check_ready(timeout_s=min(args.timeout, 10.0))
+        live.solve(on_result=lambda result: print(result["answer"] if args.quiet else summary(result), flush=True))
     except LiveEndpointError as exc:
         raise UsageError(str(exc)) from None
-    results, recorded = [], []
-    for i, problem in enumerate(problems):
-        try:
-            out = run_episode(env, policy, i)
-        except LiveEndpointError as exc:
-            raise UsageError(f"problem {problem.item_id}: {exc}") from None
-        correct = grade_answer(out["selected_answer"], gold=problem.gold, problem=problem.problem,
-                               task=problem.task, metadata=problem.metadata)
-        result = {"dataset": problem.dataset, "item_id": problem.item_id, "problem": problem.problem,
-                  "answer": out["selected_answer"], "selected_candidate": out["selected_candidate"],
-                  "correct": correct, "gold": problem.gold or None, "actions": out["actions"],
-                  "trace": out["trace"].to_list(), "costs": out["costs"], "return": out["return"],
-                  "live": out["live"]}
-        for key in ("samples_by_generator", "spend_by_generator", "selected_generator"):  # a routed problem
-            if key in out:
-                result[key] = out[key]
-        results.append(result)
-        recorded.append(list(source.records))
-        print(result["answer"] if args.quiet else summary(result), flush=True)
-    report = {"policy": policy.describe(), "lambda": lam, "cost_model": args.cost,
-              **({"generator": vars(generator)} if len(generators) == 1 else
-                 {"generators": {n: vars(e) for n, e in generators.items()}}),
-              "judges": {t: vars(e) for t, e in judges.items()},
-              "env": {"n_max": env.n_max, "budget": env.budget, "limits": vars(limits)}, "results": results}
     if args.json:
-        _write_json(args.json, report)
+        write_solve_report(args.json, live.report())
     if args.record:
-        from pools.generation.live_record import live_records, save_live_pool
-
-        if len(generators) == 1:
-            episodes = [live_records(p, generator.model, generator.params_b, recs) for p, recs in zip(
-                problems, recorded, strict=True)]
-        else:  # one episode per (problem, generator), named as routed, so coba/Route-v0 replays it
-            episodes = [live_records(p, name, ep.params_b, _generator_records(recs, name)) for p, recs in zip(
-                problems, recorded, strict=True) for name, ep in generators.items()]
-        pool = save_live_pool(episodes, args.record, force=args.force, provenance={"policy": policy.name})
+        pool = live.record(args.record, force=args.force)
         print(f"recorded {args.record}: {pool.manifest['counts']['episodes']} episodes x "
               f"{pool.manifest['n_candidates']} candidates", file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ import argparse
 from coba_cli.arg_types import COST_CHOICES, add_ray_address, connect_ray_cluster, dataset_list, lambda_list
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
+from eval.envs import ENV_GROUPING, ENV_NAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,14 +19,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "range both cover (mean best-reachable accuracy there).",
         formatter_class=ExampleFormatter,
         epilog=examples("coba sweep --pool tiny --out runs/sweep",
+                        "coba sweep --env route --pool tiny --out runs/sweep-route",
                         "coba sweep --pool tiny --policies coba,best_of_n,runs/mlp-tiny --lambdas 0.01,0.1,0.3 "
                         "--out runs/sweep-mlp"))
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
-    parser.add_argument("--policies", default="coba,best_of_n", metavar="ITEMS",
-                        help="comma-separated: a fixed family ('coba': N_max x strong routes, 'best_of_n': n), a "
+    parser.add_argument("--policies", default=None, metavar="ITEMS",
+                        help="comma-separated: a fixed family ('coba': N_max x strong routes, 'best_of_n': n; on "
+                             "--env route 'route_threshold_judge', 'route_threshold_agreement': the threshold), a "
                              "checkpoint directory (traced over --lambdas), a registered policy name or your own "
-                             "class as FILE.py:Class / module:Class (one point each); default: coba,best_of_n")
+                             "class as FILE.py:Class / module:Class (one point each); default: coba,best_of_n "
+                             "(--env route: route_threshold_judge,route_threshold_agreement,route_cascade,"
+                             "model_switch)")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
@@ -35,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "anything else is refused) (default: sweep-out)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
+    parser.add_argument("--env", default="replay", choices=ENV_NAMES,
+                        help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
+                             "coba/Route-v0, one episode per problem, the routing policies choose the generator")
     add_ray_address(parser, "one Ray task per sweep point on that cluster; the results equal the local run's")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
@@ -43,16 +51,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep for parsed ``args``; bad input exits 2."""
     from coba_env.parallel import RayUnavailable
-    from train.sweep import DEFAULT_EVAL_LAMBDAS, SweepInputError, frontier_markdown, run_sweep
+    from train.sweep import (
+        DEFAULT_EVAL_LAMBDAS,
+        DEFAULT_POLICIES,
+        SweepInputError,
+        frontier_markdown,
+        run_sweep,
+    )
 
     connect_ray_cluster(args.ray_address)  # before any work: Ray installed and the cluster answering
-    specs = [s.strip() for s in args.policies.split(",") if s.strip()]
+    grouping = ENV_GROUPING[args.env]
+    given = ",".join(DEFAULT_POLICIES[grouping]) if args.policies is None else args.policies
+    specs = [s.strip() for s in given.split(",") if s.strip()]
     if not specs:
         raise UsageError("--policies names nothing")
     try:  # run_sweep resolves the sweep points (failing on bad input) before it builds the pool
         table, summary = run_sweep(args.pool, specs, args.lambdas or DEFAULT_EVAL_LAMBDAS,
                                    out_dir=args.out, cost_model=args.cost, progress=not args.no_progress,
-                                   datasets=args.datasets, ray_address=args.ray_address)
+                                   datasets=args.datasets, ray_address=args.ray_address, grouping=grouping)
     except (SweepInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     print(frontier_markdown(table, summary))

@@ -1,7 +1,8 @@
 """The Gymnasium environment over a compiled candidate pool (imports only ``pools``).
 
-``gymnasium.make("coba/Replay-v0")`` replays the embedded default pool; pass ``pool=...`` for another.
-``gymnasium.make("coba/Route-v0")`` routes between the pool's generators: one episode per problem.
+``gymnasium.make("coba/Replay-v0")`` replays the embedded default pool, one (item, generator) pair per episode;
+pass ``pool=...`` for another. ``gymnasium.make("coba/Route-v0")`` is the same env with ``grouping="item"``: one
+episode per item, routing between the pool's generators (``CoBaEnv``, ``CoBaVectorEnv``).
 """
 
 from gymnasium.envs.registration import register, registry
@@ -10,11 +11,11 @@ from coba_env.compiled import CompiledPool, compile_pool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv, action_names
 from coba_env.evidence import Evidence
-from coba_env.route_env import RouteEnv
-from coba_env.route_evidence import RouteEvidence
 from coba_env.rules.actions import ActionLayout
-from coba_env.rules.features import FEATURE_NAMES, FEATURES
+from coba_env.rules.config import EnvConfig
+from coba_env.rules.features import FEATURE_NAMES, FEATURES, FeatureLayout
 from coba_env.rules.selection import SelectionRule
+from coba_env.vector_env import CoBaVectorEnv
 
 if "coba/Replay-v0" not in registry:
     # No max_episode_steps (so no TimeLimit wrapper): every episode ends on STOP within
@@ -31,20 +32,22 @@ if "coba/Replay-v0" not in registry:
              vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True,
              order_enforce=False)
 if "coba/Route-v0" not in registry:
-    # One episode per (dataset, item), one SAMPLE per generator (coba_env.route_env); same registration choices.
-    register(id="coba/Route-v0", entry_point="coba_env.route_env:RouteEnv",
-             vector_entry_point="coba_env.route_vector_env:RouteVectorEnv", disable_env_checker=True,
-             order_enforce=False)
+    # The same env with the item grouping: one episode per (dataset, item), one SAMPLE per generator; the same
+    # registration choices.
+    register(id="coba/Route-v0", entry_point="coba_env.env:CoBaEnv",
+             vector_entry_point="coba_env.vector_env:CoBaVectorEnv", disable_env_checker=True,
+             order_enforce=False, kwargs={"grouping": "item"})
 
 __all__ = [
     "COST_MEASURES",
     "ActionLayout",
-    "RouteEnv",
-    "RouteEvidence",
     "FEATURES",
     "FEATURE_NAMES",
     "CoBaEnv",
+    "CoBaVectorEnv",
     "CompiledPool",
+    "EnvConfig",
+    "FeatureLayout",
     "Evidence",
     "SelectionRule",
     "action_names",

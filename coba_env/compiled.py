@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coba_env.costs import COST_MEASURES, PER_MILLION, USD
+from coba_env.costs import COST_MEASURES, Calls, fill_costs
 from coba_env.episode_data import EpisodeData
 from coba_env.rules.roles import declared_roles
 from pools.prices import PRICES_KEY
@@ -190,66 +190,53 @@ def compile_pool(pool: Pool) -> CompiledPool:
     e_count = len(episodes)
     row_of = {int(eid): i for i, eid in enumerate(episodes["episode_id"].to_numpy())}
     params = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
-
+    prices = pool.manifest.get(PRICES_KEY) or {}
     cand = pool.candidates
     ei = _lookup(cand["episode_id"], row_of, np.int64)
     ci = cand["candidate"].to_numpy(dtype=np.int64)
 
-    cluster = np.full((e_count, n), -1, dtype=np.int32)
-    cluster[ei, ci] = cand["cluster"].to_numpy(dtype=np.int32)
-    answer = np.full((e_count, n), None, dtype=object)
-    answer[ei, ci] = cand["raw_answer"].to_numpy(dtype=object)
-    out_tok = np.zeros((e_count, n))
-    out_tok[ei, ci] = cand["output_tokens"].to_numpy(dtype=np.float64)
-    cap_hit = np.zeros((e_count, n), dtype=bool)
-    cap_hit[ei, ci] = cand["cap_hit"].to_numpy(dtype=bool)
+    def per_candidate(column: str, fill: Any, dtype: Any) -> np.ndarray:
+        out = np.full((e_count, n), fill, dtype=dtype)
+        out[ei, ci] = cand[column].to_numpy(dtype=dtype)
+        return out
+
+    cluster = per_candidate("cluster", -1, np.int32)
+    answer = per_candidate("raw_answer", None, object)
+    out_tok = per_candidate("output_tokens", 0.0, np.float64)
+    cap_hit = per_candidate("cap_hit", False, bool)
     correct = np.zeros((e_count, n), dtype=bool)
     correct[ei, ci] = cand["correct"].fillna(False).to_numpy(dtype=bool)
 
-    gen_params = episodes["generator"].map(params).to_numpy(dtype=np.float64)
-    tokens = (cand["prompt_tokens"] + cand["output_tokens"]).to_numpy(dtype=np.float64)
     # Generation and verification costs are views of one table laid out as ``CoBaVectorEnv`` gathers it
     # (``cost_rows``): the vector env then uses it as is instead of a second copy (0.2 GB at 100k episodes).
+    # Every measure of ``coba_env.costs.COST_TABLE`` is filled by its own rule from the calls' columns.
     tiers = verifier_axis(pool.tiers)
     n_measures, n_tiers, en = len(COST_MEASURES), len(tiers), e_count * n
     cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
-    gen_cost[ei, ci, 0] = tokens
-    gen_cost[ei, ci, 1] = tokens * gen_params[ei]
-    gen_cost[ei, ci, 2] = 1.0
-    gen_cost[ei, ci, 3] = cand["latency_s"].to_numpy(dtype=np.float64)
-    prices = pool.manifest.get(PRICES_KEY) or {}
-    if prices:  # the calls of a priced model cost dollars; the rest 0 (a pool calling them has no usd measure)
-        gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
-        gen_cost[ei, ci, USD] = _usd(gen_model, cand["prompt_tokens"], cand["output_tokens"], prices)
+    gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
+    fill = np.empty((len(cand), n_measures))
+    fill_costs(_calls(cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei], gen_model, prices),
+               fill)
+    gen_cost[ei, ci] = fill
 
-    has_score = np.zeros((e_count, n, len(tiers)), dtype=bool)
-    score = np.full((e_count, n, len(tiers)), np.nan)
+    has_score = np.zeros((e_count, n, n_tiers), dtype=bool)
+    score = np.full((e_count, n, n_tiers), np.nan)
     ver_cost = cost_table[en:en * (1 + n_tiers)].reshape(e_count, n, n_tiers, n_measures)
     ver = pool.verifications
     if len(ver):
         vi = _lookup(ver["episode_id"], row_of, np.int64)
         vc = ver["candidate"].to_numpy(dtype=np.int64)
         vt = _lookup(ver["tier"], {t: k for k, t in enumerate(tiers)}, np.int64)
-        vtok = (ver["prompt_tokens"] + ver["output_tokens"]).to_numpy(dtype=np.float64)
         has_score[vi, vc, vt] = True
         score[vi, vc, vt] = ver["score"].to_numpy(dtype=np.float64)
-        ver_cost[vi, vc, vt, 0] = vtok
-        ver_cost[vi, vc, vt, 1] = vtok * _lookup(ver["model"], params, np.float64)
-        ver_cost[vi, vc, vt, 2] = 1.0
-        ver_cost[vi, vc, vt, 3] = ver["latency_s"].to_numpy(dtype=np.float64)
-        if prices:
-            ver_cost[vi, vc, vt, USD] = _usd(ver["model"].to_numpy(dtype=object), ver["prompt_tokens"],
-                                             ver["output_tokens"], prices)
+        fill = np.empty((len(ver), n_measures))
+        fill_costs(_calls(ver, _lookup(ver["model"], params, np.float64), ver["model"].to_numpy(dtype=object),
+                          prices), fill)
+        ver_cost[vi, vc, vt] = fill
 
-    gold = np.full(e_count, -1, dtype=np.int32)
-    any_correct = correct.any(axis=1)
-    first = correct.argmax(axis=1)
-    gold[any_correct] = cluster[np.flatnonzero(any_correct), first[any_correct]]
-
-    max_tokens = pool.manifest.get("generation", {}).get("max_output_tokens")
-    if not max_tokens:
-        max_tokens = float(out_tok.max()) if out_tok.size else 1.0
+    max_tokens = pool.manifest.get("generation", {}).get("max_output_tokens") or \
+        (float(out_tok.max()) if out_tok.size else 1.0)
     return CompiledPool(
         n_candidates=n,
         tiers=tiers,
@@ -266,7 +253,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
         score=score,
         ver_cost=ver_cost,
         max_output_tokens=float(max(max_tokens, 1.0)),
-        labels=Labels(correct=correct, gold_cluster=gold),
+        labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster)),
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
         verifier_models=_tier_models(ver, tiers),
@@ -275,13 +262,21 @@ def compile_pool(pool: Pool) -> CompiledPool:
     )
 
 
-def _usd(models: np.ndarray, prompt_tokens: pd.Series, output_tokens: pd.Series, prices: dict) -> np.ndarray:
-    """Dollars per call: prompt and output tokens at each call's model's input and output price per million."""
-    free = {"input": 0.0, "output": 0.0}  # an unpriced model's calls (such a pool has no usd measure)
-    price_in = np.array([prices.get(m, free)["input"] for m in models], dtype=np.float64)
-    price_out = np.array([prices.get(m, free)["output"] for m in models], dtype=np.float64)
-    return (prompt_tokens.to_numpy(dtype=np.float64) * price_in
-            + output_tokens.to_numpy(dtype=np.float64) * price_out) * PER_MILLION
+def gold_clusters(correct: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+    """Each episode's correct answer cluster, int32 [E]: the cluster of its first correct candidate, -1 without one
+    (evaluator side: read from the labels)."""
+    gold = np.full(len(correct), -1, dtype=np.int32)
+    any_correct = correct.any(axis=1)
+    first = correct.argmax(axis=1)
+    gold[any_correct] = cluster[np.flatnonzero(any_correct), first[any_correct]]
+    return gold
+
+
+def _calls(rows: pd.DataFrame, params_b: np.ndarray, models: np.ndarray, prices: dict) -> Calls:
+    """The model calls of ``rows`` (candidates or verifications) as the cost table's fill rules read them."""
+    return Calls(prompt_tokens=rows["prompt_tokens"].to_numpy(dtype=np.float64),
+                 output_tokens=rows["output_tokens"].to_numpy(dtype=np.float64), params_b=params_b,
+                 latency_s=rows["latency_s"].to_numpy(dtype=np.float64), models=models, prices=prices)
 
 
 def verifier_axis(pool_verifiers: Sequence[str]) -> tuple[str, ...]:

@@ -1,9 +1,12 @@
 """CoBaEnv: a candidate pool replayed as a Gymnasium environment in which a policy allocates compute.
 
-The class holds the Gymnasium API and the transition (``reset``, ``step``, the masks); the episode order is
-``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages and rendering are
-``coba_env.episode_report.EpisodeReport``, the float32 observation arrays ``coba_env.observation_packing``
-(mixins), the action-id check ``coba_env.action_input.as_action``.
+One class for both episode groupings (``coba_env.rules.config.GROUPINGS``): one (item, generator) pair per
+episode (``coba/Replay-v0``) or one item with all its generators (``coba/Route-v0``); a pair episode is an item
+episode with one generator. The class holds the Gymnasium API and the transition (``reset``, ``step``, the
+masks); the episode order is ``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages
+and rendering are ``coba_env.episode_report.EpisodeReport``, the float32 observation arrays
+``coba_env.observation_packing``, an item episode's slots filled generator by generator
+``coba_env.generator_slots.GeneratorSlots`` (mixins), the action-id check ``coba_env.action_input.as_action``.
 The step loop stays in one method because each call it saves is measured against CartPole
 (scripts/bench_env.py).
 """
@@ -19,19 +22,15 @@ from gymnasium import spaces
 
 from coba_env.action_input import as_action
 from coba_env.compiled import CompiledPool, as_compiled
-from coba_env.episode_data import EpisodeData
 from coba_env.episode_report import EpisodeReport
 from coba_env.episode_stream import ORDERS, EpisodeStream
 from coba_env.evidence import Evidence
 from coba_env.gate import ActionGate
+from coba_env.generator_slots import GeneratorSlots
 from coba_env.observation_packing import ObservationPacking
-from coba_env.rules.actions import ActionLayout, action_names
+from coba_env.rules.actions import action_names
 from coba_env.rules.config import (
-    RESET_OPTIONS,
     EnvConfig,
-    check_int,
-    check_lam,
-    check_options,
     default_budget,
 )
 from coba_env.rules.features import (
@@ -43,32 +42,41 @@ from coba_env.rules.features import (
 )
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
 from coba_env.rules.masks import mask_bits, mask_table, stop_bit, tier_bits
-from coba_env.rules.selection import SelectionRule, select_candidate
+from coba_env.rules.selection import SelectionRule
 from coba_env.rules.verify import verify_target
 from coba_env.spaces import MaskedDiscrete
 from coba_env.step_order import StepBeforeReset
 from pools.store import Pool
 
-#: ``reset`` without options (read only).
-_NO_OPTIONS: dict[str, Any] = {}
-
 # Re-exported: CoBaEnv's module is where users and the training code look for them.
 __all__ = ["ORDERS", "CoBaEnv", "action_names", "as_action", "as_compiled", "default_budget"]
 
 
-class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
+class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, gym.Env):
     """
     ## Description
 
-    Test-time scaling as compute allocation (the CoBa paper, Sections 3-4). Each episode is one
-    (problem, generator) pair of a candidate pool: N cached solutions with their extracted answers,
-    verifier scores and the cost of every call. The agent reveals evidence one action at a time and pays
-    for what it reveals; STOP selects a final answer with the fusion rank of paper Eq. 3 (or another
-    configured selection rule). Correctness labels never enter an observation or a mask.
+    Test-time scaling as compute allocation (the CoBa paper, Sections 3-4), with routing between generators as
+    the same decision. A candidate pool caches, for every (item, generator) pair, N solutions with their
+    extracted answers, verifier scores and the cost of every call. An episode is one item's evidence, grouped
+    by the ``grouping`` argument:
+
+    - ``"pair"`` (``coba/Replay-v0``, the default): one (item, generator) pair, its N candidates;
+    - ``"item"`` (``coba/Route-v0``): one item with every generator's candidates (answers clustered across
+      generators when the pool is compiled, ``coba_env.route_pool``); the agent also chooses which generator
+      to sample from. A pair episode is an item episode with one generator.
+
+    The agent reveals evidence one action at a time and pays for what it reveals; STOP selects a final answer
+    with the fusion rank of paper Eq. 3 (or another configured selection rule) among every revealed candidate.
+    Correctness labels never enter an observation or a mask.
 
     ## Action Space
 
-    ``Discrete(2 + L)`` for the L verifier tiers (default V1, V2, V3, so 5 actions):
+    ``Discrete(G + V + 1)`` from the action layout ``env.layout`` (``coba_env.rules.actions.ActionLayout``),
+    generated from the pool: one SAMPLE per generator (G = 1 with the pair grouping: the episode's own, named
+    plain ``SAMPLE``; ``SAMPLE_<g>`` per generator of the pool with the item grouping, in order of first
+    appearance), one ``VERIFY_<v>`` per verifier of the pool (V; on the paper's pools V1, V2, V3), ``STOP``.
+    The paper pool's pair layout:
 
     | Num | Action    | Effect                                                                        |
     |-----|-----------|-------------------------------------------------------------------------------|
@@ -78,28 +86,34 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
     | 3   | VERIFY_V3 | strong verifier on the target candidate                                        |
     | 4   | STOP      | select the answer and end the episode                                          |
 
-    Target of VERIFY_l: the revealed, answered, not yet tier-l verified candidate with a tier-l call of
-    highest fusion rank R (``coba_env.rules.verify``).
-    ``action_masks()`` and ``info["action_mask"]`` forbid: SAMPLE past N_max or the pool; VERIFY_l when
-    nothing is left to verify at l or the tier is disabled or absent from the pool; everything but STOP
-    once the hard budget ``max_cost`` is spent; STOP before the first candidate (unless nothing else is
-    possible). A forbidden action raises ``ValueError``; ``step()`` after the episode ended raises
-    ``RuntimeError``.
+    ``SAMPLE_<g>`` reveals generator g's next candidate and is charged at g's own cost. Target of VERIFY_v: the
+    revealed, answered, not yet v-verified candidate with a v call of highest fusion rank R, whatever its
+    generator (``coba_env.rules.verify``). ``action_masks()`` and ``info["action_mask"]`` forbid: SAMPLE past
+    N_max (per generator with the item grouping) or the pool, or from a generator the item has no candidates
+    of; VERIFY_v when nothing is left to verify at v or the verifier is disabled or absent from the pool;
+    everything but STOP once the hard budget ``max_cost`` is spent; STOP before the first candidate (unless
+    nothing else is possible). A forbidden action raises ``ValueError``; ``step()`` after the episode ended
+    raises ``RuntimeError``.
 
     ## Observation Space
 
-    ``Box(shape=(21,), dtype=float32)``, in [0, 1] but for budget_used and lambda (unbounded above); all
-    values derive from revealed evidence only. The features, in index order, are the one feature table
-    ``coba_env.rules.features.FEATURES`` (printed in ``docs/ENV.md``): answer-cluster statistics, the top
-    cluster's V1/V3 scores, the share verified at each tier, budget used, mean length, cap hits, answer flips,
-    step fraction, lambda and the fusion rank R of the candidate STOP would select now.
+    ``Box(shape=(G * (4 + V) + 18 + V,), dtype=float32)`` with the item grouping, ``Box(shape=(18 + V,))`` with
+    the pair grouping (21 on the paper's pools); in [0, 1] but for each spend, budget_used and lambda (unbounded
+    above); all values derive from revealed evidence only. The features, in index order, are the feature table
+    of ``coba_env.rules.feature_table`` (``env.feature_names``; printed in ``docs/ENV.md``): with the item
+    grouping first, per generator g, revealed / N_max, remaining / N_max, agreement (its largest answer's
+    share), its mean score per verifier and its generation spend / B; then the pooled features over every
+    revealed candidate: answer-cluster statistics, the top cluster's V1/V3 scores, the share verified at each
+    verifier, budget used, mean length, cap hits, answer flips, step fraction, lambda (``env.lambda_index``)
+    and the fusion rank R of the candidate STOP would select now.
 
     ## Rewards
 
     Each action costs ``-lambda * c / B`` where c is its cost in the chosen cost model (``tokens``: prompt +
     output tokens; ``p_tokens``: tokens x model parameters in billions; ``calls``: 1 per model call;
-    ``latency``: seconds). STOP adds ``1`` if the selected answer is correct. The episode return is
-    therefore exactly ``1[correct] - lambda * C / B``. Every cost measure is accumulated whatever the model.
+    ``latency``: seconds; ``usd``: dollars on a priced pool; ``coba_env.costs.COST_TABLE``). STOP adds ``1`` if
+    the selected answer is correct. The episode return is therefore exactly ``1[correct] - lambda * C / B``.
+    Every cost measure is accumulated whatever the model.
 
     ## Starting State
 
@@ -109,26 +123,33 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
 
     ## Episode End
 
-    Terminated on STOP. Never truncated (an episode has at most N_max * (1 + L) + 1 actions). The final
-    ``info`` holds ``trace`` (each action, its target, cost in every measure and revealed evidence),
-    ``selected_candidate``, ``selected_answer``, ``correct``, ``costs`` (every measure) and the episode's ids.
+    Terminated on STOP. Never truncated (an episode has at most N_max * (1 + V) + 1 actions, N_max counting
+    every generator's). The final ``info`` holds ``trace`` (each action, its target, cost in every measure and
+    revealed evidence), ``selected_candidate``, ``selected_answer``, ``correct``, ``costs`` (every measure) and
+    the episode's ids; with the item grouping also ``samples_by_generator``, ``spend_by_generator`` (every
+    measure) and ``selected_generator``.
 
     ## Arguments
 
     ``gymnasium.make("coba/Replay-v0", pool=None, datasets=None, generators=None, episode_ids=None,
     lam=0.1, lambda_range=None, budget=None, cost_model="p_tokens", n_max=None, tiers=None,
-    selection=None, order="sequential", max_cost=None)``
+    selection=None, order="sequential", max_cost=None)``; ``gymnasium.make("coba/Route-v0", ...)`` is the same
+    with ``grouping="item"``.
 
     - pool: a pool directory, a simulator profile name, a ``Pool``/``CompiledPool``, or None (the embedded
       ``paper`` simulator pool).
-    - datasets / generators / episode_ids: restrict the episodes.
+    - grouping: ``"pair"`` (default) or ``"item"`` (above).
+    - datasets / generators / episode_ids: restrict the episodes (the item grouping routes between the
+      generators kept: at least one).
     - lam, lambda_range: fixed lambda, or (low, high) to draw lambda uniformly per episode.
-    - budget: B in the reward (default: mean cost of drawing N_max candidates in the cost model).
-    - cost_model: one of ``tokens``, ``p_tokens``, ``calls``, ``latency``.
-    - n_max: most candidates an episode may draw (default: the pool's N).
-    - tiers: verifier tiers that exist for the agent (others are masked).
+    - budget: B in the reward (default: mean cost of drawing N_max candidates of one generator in the cost
+      model, so an item episode that samples one generator only is charged as a pair episode is).
+    - cost_model: one of ``coba_env.costs.COST_MEASURES``.
+    - n_max: most candidates an episode may draw from a generator (default: the pool's N).
+    - tiers: verifiers that exist for the agent (others are masked).
     - selection: the STOP rule (``SelectionRule`` or spec; default fusion with the paper's weights).
     - max_cost: hard per-episode budget in cost-model units; once spent only STOP is allowed.
+    - config: an ``EnvConfig`` already validated (instead of the arguments above).
 
     ## Version History
 
@@ -136,14 +157,6 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
-
-    def __new__(cls, *args: Any, config: EnvConfig | None = None, grouping: str = "pair", **kwargs: Any) -> CoBaEnv:
-        # Transitional: an "item"-grouped configuration is served by the route env until the two are one class.
-        if cls is CoBaEnv and (grouping == "item" or (config is not None and config.grouping == "item")):
-            from coba_env.route_env import RouteEnv
-
-            return super().__new__(RouteEnv)
-        return super().__new__(cls)
 
     def __init__(
         self,
@@ -164,15 +177,17 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         render_mode: str | None = None,
         config: EnvConfig | None = None,
         gate: ActionGate | None = None,
-        grouping: str = "pair",
+        grouping: str | None = None,
     ) -> None:
         if config is None:
             config = EnvConfig.build(pool, datasets=datasets, generators=generators, episode_ids=episode_ids,
                                      lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
                                      n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost,
-                                     grouping=grouping)
+                                     grouping=grouping or "pair")
         elif pool is not None:
             raise ValueError("pass either config= or a pool with its arguments, not both")
+        elif grouping is not None and grouping != config.grouping:
+            raise ValueError(f"grouping={grouping!r} but the configuration groups episodes by {config.grouping!r}")
         #: The composed gate (``coba_env.gate.ActionGate``), e.g. a live env's evidence fetching; None in replay.
         self.gate = gate
         self.config = config
@@ -184,28 +199,29 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         # The verifier axis is the pool's (``coba_env.compiled.verifier_axis``: V1..V3 on every pool of
         # paper-named verifiers, so their action ids are stable); a disabled or absent tier is never legal.
         self.tiers, self.n_tiers = config.pool.tiers, len(config.pool.tiers)
-        #: The feature table (``coba_env.rules.features.FeatureLayout``), generated from the verifiers.
+        #: The feature table (``coba_env.rules.feature_table.FeatureLayout``), generated from the verifiers (and the
+        #: item grouping's generators: ``observation`` is the whole vector, ``features`` its pooled part).
         self.features = fl = config.features
         self.enabled_tiers, self._tier_on = config.enabled_tiers, list(config.tier_on)
         #: Which tier slot serves each role a policy asks for (``coba_env.rules.roles``).
         self.roles = config.roles
-        #: Mask bit of each tier's VERIFY action, 0 for a disabled tier. ``_pending[t]`` counts the revealed
-        #: candidates with an answer and a tier-t call not yet verified at t; ``_verify_bits`` is the OR of the
-        #: bits of the tiers with ``_pending[t] > 0``, kept up to date by ``step`` (read by ``_compute_mask``).
+        #: The item grouping's episodes (``coba_env.route_pool.RoutePool``) and N_max per generator; None with pairs.
+        self.route, self.n_max_per_generator = config.route, config.n_max_per_generator
         #: The action ids and names (``coba_env.rules.actions.ActionLayout``); the step reads ids through it.
-        self.layout = layout = self._action_layout()
+        self.layout = layout = config.layout
         self._n_gen, self._stop = layout.n_generators, layout.stop_action
-        #: Whether SAMPLE puts a chosen generator's candidate into the next slot (``_place``; route episodes).
-        self._places = False
+        #: Whether SAMPLE puts a chosen generator's candidate into the next slot (``_place``; the item grouping).
+        self._places = config.route is not None
+        #: Mask bit of each tier's VERIFY action, 0 for a disabled tier.
         self._tier_bits = tier_bits(self._tier_on, layout)
         self._stop_bit = stop_bit(layout)
         self._tier_index_bits = tuple(enumerate(self._tier_bits))
         self.actions = list(layout.names)
         self.SAMPLE, self.STOP = layout.sample_action(), layout.stop_action
         self.action_space = MaskedDiscrete(layout.n_actions, mask_provider=self._current_mask)
-        low, high = self._observation_bounds()
+        low, high = fl.observation_bounds()
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self._init_packing(len(low))
+        self._init_packing(len(low), block=bool(fl.block))
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps
@@ -213,56 +229,72 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         self._mask_table = mask_table(layout.n_actions)
         self._clogc = clogc_table(self.pool.n_candidates)
         self._logs = log_table(self.pool.n_candidates)
+        self._init_episode_state()
+        if self._places:
+            self._init_generator_slots(config.route, config.n_max_per_generator)
+
+    def _init_episode_state(self) -> None:
+        """The state ``reset`` starts from, before the first reset."""
+        fl = self.features
         self._cursor = 0
         self._perm: np.ndarray | None = None
         self._ep = -1
         self._ev: Evidence | None = None
         self._done = True
         self._trace: list[tuple[int, int]] = []
+        #: ``_pending[t]`` counts the revealed candidates with an answer and a tier-t call not yet verified at t;
+        #: ``_verify_bits`` is the OR of the bits of the tiers with ``_pending[t] > 0``, kept up to date by ``step``
+        #: (read by ``_compute_mask``).
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
+        #: The legal SAMPLE actions' bits with the item grouping (``GeneratorSlots``); -1 with one generator, whose
+        #: SAMPLE is legal while fewer than N_max candidates are revealed (``rules.masks.mask_bits``).
+        self._sample_bits = -1
         #: Cost spent in the cost model (``Evidence.cost[cost_k]``, kept apart: masks and rewards read it).
         self._spent_k = 0.0
-        #: has_score of each revealed slot (VERIFY's target reads it); route: the pool candidate of each slot.
+        #: has_score of each revealed slot (VERIFY's target reads it); item grouping: the pool candidate of each slot.
         self._slot_has: list[list[bool]] = []
         self._slot_cand: list[int] = []
-        self._zero_obs = np.zeros(fl.n_features, dtype=np.float32)
-        self._lam_index, self._step_index = fl.lam, fl.step
-        #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it.
+        #: Index of lambda in the pooled features (``self._obs``) and in the observation array.
+        self._lam_index, self._lam_at, self._step_index = fl.lam, fl.lambda_index, fl.step
+        #: The current observation as Python floats: SAMPLE and reset rebuild it, VERIFY and STOP patch it; the
+        #: item grouping's per-generator block (``_block``, empty with one generator) comes first in the array.
         self._obs: list[float] = [0.0] * fl.n_features
+        self._block: list[float] = []
         self._first_list = first_observation(0.0, fl)
-
-    def _action_layout(self) -> ActionLayout:
-        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
-        return ActionLayout(verifiers=tuple(self.tiers))
-
-    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.features.bounds()
+        #: The first observation array, lambda aside (read-only; the item grouping's depends on the episode).
+        self._first = np.zeros(len(fl.observation), dtype=np.float32)
+        self._first.flags.writeable = False
 
     @classmethod
     def from_config(cls, config: EnvConfig, render_mode: str | None = None) -> CoBaEnv:
         """The env of an already validated configuration."""
         return cls(config=config, render_mode=render_mode)
 
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """The observation's feature names, in index order (generated from the verifiers and generators)."""
+        return self.features.observation_names
+
+    @property
+    def lambda_index(self) -> int:
+        """Index of lambda in the observation."""
+        return self._lam_at
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the next episode (or ``options["episode"]``; ``options["lam"]`` fixes lambda)."""
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             super().reset(seed=seed)  # gymnasium.Env.reset only seeds ``self.np_random``
             self._cursor, self._perm = 0, None
-        options = check_options(options, RESET_OPTIONS) if options is not None else _NO_OPTIONS
-        if "episode" in options:
-            ep = check_int("options['episode']", options["episode"], low=0, high=self.pool.n_episodes - 1)
-        else:
-            ep = self._next_episode()
-        if "lam" in options:
-            lam = check_lam("options['lam']", options["lam"])
-        elif self.lambda_range is not None:
-            lam = float(self.np_random.uniform(*self.lambda_range))
-        else:
-            lam = self.lam
+        ep, lam = self._episode_and_lambda(options)
         self._ep = ep
-        self._row = self._episode_data(ep)
-        self._ev = self._new_evidence(self.n_max, self._row.n_clusters, lam)
+        # The ``EpisodeData`` step reads for episode ``ep``, by pool candidate (``_place`` maps slots to them).
+        row = self._row = self._rows[ep]
+        if self._places:
+            self._ev = self._start_generators(self.n_max, row.n_clusters, lam)
+        else:  # slot = pool candidate: VERIFY's target reads the row's own has_score
+            self._slot_has = row.has_score
+            self._ev = Evidence(self.n_max, self.n_tiers, row.n_clusters, lam, self._weights, self.features.strong)
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
         self._spent_k = 0.0
@@ -271,38 +303,22 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         self._mask = self._compute_mask()
         obs = self._obs = self._first_list.copy()  # ``first_observation(lam)``: every feature 0 but lambda
         obs[self._lam_index] = lam
-        return self._first_observation(lam), {"action_mask": self._mask.copy(), "episode": ep}
-
-    def _first_observation(self, lam: float) -> np.ndarray:
-        """The observation array before anything is revealed (a route env puts its per-generator block first)."""
-        first = self._zero_obs.copy()
-        first[self._lam_index] = lam
-        return first
-
-    def _episode_data(self, ep: int) -> EpisodeData:
-        """The ``EpisodeData`` step reads for episode ``ep``, by pool candidate (``_place`` maps slots to them).
-
-        ``self._slot_has``: has_score of each revealed slot (VERIFY's target reads it); in replay the row's own.
-        """
-        row = self._rows[ep]
-        self._slot_has = row.has_score
-        return row
-
-    def _new_evidence(self, n_max: int, n_clusters: int, lam: float) -> Evidence:
-        """A fresh episode's (empty) evidence."""
-        return Evidence(n_max, self.n_tiers, n_clusters, lam, self._weights, self.features.strong)
+        first = self._first.copy()
+        first[self._lam_at] = lam
+        return first, {"action_mask": self._mask.copy(), "episode": ep}
 
     # -- masks ---------------------------------------------------------------------------------------
     def _compute_mask(self) -> np.ndarray:
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
         spent = self._spent_k >= self.max_cost
-        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit)
+        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit,
+                         sample_bits=self._sample_bits)
         if self.gate is not None:
             blocked = self.gate.blocked(self, bits & ~self._stop_bit)
             if blocked:
                 bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked,
-                                 stop_bit=self._stop_bit)
+                                 stop_bit=self._stop_bit, sample_bits=self._sample_bits)
         self._bits = bits
         return self._mask_table[bits]
 
@@ -339,7 +355,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
         n_gen = self._n_gen
         if a < n_gen:  # SAMPLE (from generator a)
             c = ev.n_revealed
-            # p: the pool candidate revealed into slot c (a route episode's chosen generator's next one)
+            # p: the pool candidate revealed into slot c (an item episode's chosen generator's next one)
             p = self._place(a, c) if self._places else c
             cluster = row.cluster[p]
             cost = row.gen_cost[p]
@@ -362,7 +378,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
             score = row.score[p][t]
             ev.add_score(c, t, score)
             if self._places:
-                self._after_verify(c, t)
+                self._after_verify(c, t, score)
             self._pending[t] -= 1
             if not self._pending[t]:
                 self._verify_bits &= ~self._tier_bits[t]
@@ -380,30 +396,3 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, gym.Env):
             patch_after_verify(obs, ev, t, c, score, spent_k / budget, self.max_steps, self.features)
         self._mask = self._compute_mask()
         return self._as_observation(obs), reward, False, False, {"action_mask": self._mask.copy()}
-
-    def _stop_step(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        """STOP: select the answer, end the episode, and return the final step's outputs."""
-        ev = self._ev
-        self._trace.append((self._stop, -1))
-        self._done = True
-        if self._fusion_stop and (ev.n_answered == 0 or ev.best_r >= 0.0):
-            selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
-        else:
-            selected = select_candidate(ev, self.selection)
-        correct = self._is_correct(selected)
-        extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
-        self._mask, self._bits = self._mask_table[0], 0
-        obs = self._obs
-        obs[self._step_index] = ev.steps / self.max_steps
-        info = self._final_info(selected, correct)
-        if extra:
-            info.update(extra)
-        return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
-
-    def _place(self, action: int, slot: int) -> int:
-        """The pool candidate SAMPLE ``action`` reveals into ``slot``, recorded in ``_slot_cand`` (route only)."""
-        raise NotImplementedError("a one-generator episode reveals its candidates in pool order")
-
-    def _after_verify(self, slot: int, tier: int) -> None:
-        """What a route episode updates after revealed slot ``slot`` was verified at ``tier`` (route only)."""
-        raise NotImplementedError("a one-generator episode keeps no per-generator evidence")

@@ -1,8 +1,8 @@
 """One episode's evidence as plain Python lists with named fields: what the one-episode env's step reads.
 
-The replay env reads candidate ``c``'s fields in reveal order (``cluster[c]``, ``score[c][t]``...). A live
-episode fills a blank ``EpisodeData`` slot by slot as candidates are revealed (the live source's answer); a
-route episode reads its problem's row by pool candidate through the slot -> candidate map of the env's
+A pair-grouped episode reads candidate ``c``'s fields in reveal order (``cluster[c]``, ``score[c][t]``...). A live
+episode fills a blank ``EpisodeData`` slot by slot as candidates are revealed (the live source's answer); an
+item-grouped episode reads its item's row by pool candidate through the slot -> candidate map of the env's
 ``_place`` (its trace reads the row through the same map).
 """
 

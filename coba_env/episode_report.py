@@ -1,7 +1,8 @@
-"""What a one-episode env reports besides the observation: the final info, illegal-action messages, rendering.
+"""How a one-episode env's episode ends and what it reports: STOP's selection and final info, illegal-action
+messages, rendering.
 
-A mixin of ``CoBaEnv`` (it reads the env's state; ``RouteEnv`` overrides ``_slots`` and ``_final_info``). The
-correctness label is read here, at STOP only, never for an observation or a mask.
+A mixin of ``CoBaEnv`` (it reads the env's state). The correctness label is read here, at STOP only, never for
+an observation or a mask.
 """
 
 from __future__ import annotations
@@ -13,19 +14,39 @@ import numpy as np
 from coba_env.costs import cost_record
 from coba_env.rules.features import observe
 from coba_env.rules.masks import illegal_reason
+from coba_env.rules.selection import select_candidate
 from coba_env.trace import Trace
 
 __all__ = ["EpisodeReport"]
 
 
 class EpisodeReport:
-    """The final ``info`` of an episode, the reason an action is illegal, the ANSI rendering (``CoBaEnv``'s)."""
+    """STOP and the final ``info`` of an episode, the reason an action is illegal, the ANSI rendering (``CoBaEnv``'s)."""
 
     # The attributes read here are set by ``CoBaEnv.__init__`` / ``reset`` / ``step``.
     _ev: Any
     _ep: int
     _mask: np.ndarray
     _trace: list[tuple[int, int]]
+
+    def _stop_step(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """STOP: select the answer, end the episode, and return the final step's outputs."""
+        ev = self._ev
+        self._trace.append((self._stop, -1))
+        self._done = True
+        if self._fusion_stop and (ev.n_answered == 0 or ev.best_r >= 0.0):
+            selected = ev.best  # refresh_rank keeps it current: the earliest candidate of highest R
+        else:
+            selected = select_candidate(ev, self.selection)
+        correct = self._is_correct(selected)
+        extra = self.gate.on_stop(self, self._bits) if self.gate is not None else None
+        self._mask, self._bits = self._mask_table[0], 0
+        obs = self._obs
+        obs[self._step_index] = ev.steps / self.max_steps
+        info = self._final_info(selected, correct)
+        if extra:
+            info.update(extra)
+        return self._as_observation(obs), 1.0 if correct else 0.0, True, False, info
 
     def _observation(self) -> np.ndarray:
         """The observation rebuilt from the evidence (``step`` keeps ``self._obs`` equal to it, cheaper)."""
@@ -50,8 +71,8 @@ class EpisodeReport:
         return bool(selected >= 0 and self.pool.labels.correct[self._ep, self._candidate(selected)])
 
     def _slots(self) -> list[int] | None:
-        """The pool candidate of each revealed slot (a route episode's), or None when slot = candidate (replay)."""
-        return None
+        """The pool candidate of each revealed slot (an item episode's), or None when slot = candidate (one generator)."""
+        return self._slot_cand if self._places else None
 
     def _candidate(self, slot: int) -> int:
         """The pool candidate revealed into ``slot`` (``_slots``)."""
@@ -64,7 +85,7 @@ class EpisodeReport:
         answers = self.pool.answer[ep]  # by pool candidate
         slots = self._slots()
         names, cost = self.actions, ev.cost
-        return {
+        info = {
             "action_mask": self._mask.copy(),
             "episode": ep,
             "episode_id": ids[ep],
@@ -80,6 +101,9 @@ class EpisodeReport:
             # every measure by construction (Evidence.cost); usd is 0 on a pool without prices
             "costs": cost_record(cost),
         }
+        if self._places:
+            self._generator_info(info, selected)
+        return info
 
     def render(self) -> str | None:
         """ANSI text of the current evidence (render_mode="ansi")."""

@@ -1,12 +1,13 @@
-"""Which episode comes next: the episode order of the one-episode envs (a mixin of ``CoBaEnv``)."""
+"""Which episode comes next, with which lambda: the episode order of the one-episode envs (a mixin of ``CoBaEnv``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coba_env.compiled import CompiledPool
 from coba_env.episode_data import EpisodeData
 from coba_env.evidence import Evidence
+from coba_env.rules.config import RESET_OPTIONS, check_int, check_lam, check_options
 
 if TYPE_CHECKING:  # annotations only
     import numpy as np
@@ -15,6 +16,8 @@ __all__ = ["ORDERS", "EpisodeStream"]
 
 #: Episode orders: "sequential" cycles in pool order, "shuffle" permutes each pass, "random" draws with replacement.
 ORDERS = ("sequential", "shuffle", "random")
+#: ``reset`` without options (read only).
+_NO_OPTIONS: dict[str, Any] = {}
 
 
 class EpisodeStream:
@@ -22,6 +25,8 @@ class EpisodeStream:
 
     pool: CompiledPool
     order: str
+    lam: float
+    lambda_range: tuple[float, float] | None
     np_random: np.random.Generator
     _rows: list[EpisodeData]
     _cursor: int
@@ -58,6 +63,20 @@ class EpisodeStream:
         if self._ev is None:
             raise RuntimeError("call reset() first")
         return self._ev
+
+    def _episode_and_lambda(self, options: dict[str, Any] | None) -> tuple[int, float]:
+        """The episode and lambda a reset starts: ``options["episode"]`` or the next one in ``order``;
+        ``options["lam"]``, else a draw from ``lambda_range``, else ``lam``."""
+        options = check_options(options, RESET_OPTIONS) if options is not None else _NO_OPTIONS
+        if "episode" in options:
+            ep = check_int("options['episode']", options["episode"], low=0, high=self.pool.n_episodes - 1)
+        else:
+            ep = self._next_episode()
+        if "lam" in options:
+            return ep, check_lam("options['lam']", options["lam"])
+        if self.lambda_range is not None:
+            return ep, float(self.np_random.uniform(*self.lambda_range))
+        return ep, self.lam
 
     def _next_episode(self) -> int:
         if self.order == "sequential":

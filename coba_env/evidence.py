@@ -4,6 +4,14 @@
 costs. It holds no correctness label. Policies read it (``info["evidence"]``) but must not modify it.
 The rules computed from it (fusion rank, observation features, VERIFY target, STOP selection) live in
 ``coba_env.rules``; the feature table is ``coba_env.rules.features.FEATURES``.
+
+The pooled state covers every revealed candidate whatever its generator (an item-grouped episode joins answer
+clusters across generators when the pool is compiled, ``coba_env.route_pool``), so every rule and every policy
+reading it works on either grouping. An item-grouped episode also keeps each generator's own evidence
+(``track_generators``): what a router reads, namely candidates revealed and still available, the size of the
+generator's own largest answer (agreement), the sums of its candidates' usable scores per verifier and the
+generation cost spent on it. A one-generator episode keeps none of it (those fields stay unset), so its step
+does no per-generator work.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ __all__ = ["Evidence"]
 
 #: Nothing spent yet, in every cost measure.
 _NO_COST: tuple[float, ...] = (0.0,) * len(COST_MEASURES)
+#: Zero spend rows by generator count: rows shared within a template, copied row by row (never modified).
+_ZERO_SPEND: dict[int, list[list[float]]] = {}
 
 
 class Evidence:
@@ -25,6 +35,9 @@ class Evidence:
         "clogc_sum", "flips", "scores", "n_verified", "tier_stats", "best_v3",
         "len_sum", "cap_count", "cost_rows", "_cost", "_cost_n", "steps", "lam", "output_tokens", "weights", "fnum", "fden",
         "cap_hits", "top_count", "second_count", "rank", "best", "best_r", "strong",
+        # per generator (``track_generators``; item grouping only)
+        "n_generators", "n_clusters", "gen_revealed", "gen_cap", "gen_counts", "gen_top_count", "score_sums",
+        "score_counts", "gen_spend", "slot_generator",
     )
 
     def __init__(self, n_max: int, n_tiers: int, n_clusters: int, lam: float,
@@ -142,6 +155,83 @@ class Evidence:
                     stats[2] = score
         if tier == self.strong and score == score and score > self.best_v3:
             self.best_v3 = score
+
+    # -- per generator (item grouping) -------------------------------------------------------------
+    def track_generators(self, gen_cap: list[int]) -> None:
+        """Keep each generator's own evidence from now on (lists indexed by generator; before any candidate).
+
+        ``gen_cap[g]``: the most candidates generator g can have revealed in this episode (0: the item has none).
+        """
+        g, n_tiers, n_clusters = len(gen_cap), self.n_tiers, len(self.counts)
+        self.n_generators = g
+        #: Answer clusters of the episode (the size of each generator's counters).
+        self.n_clusters = n_clusters
+        #: Candidates revealed from each generator.
+        self.gen_revealed = [0] * g
+        #: Most candidates each generator can still have revealed in this episode (0: the item has none from it).
+        self.gen_cap = list(gen_cap)
+        #: Per generator, answers per (pooled) cluster among its revealed candidates, flat: [g * n_clusters + cluster].
+        self.gen_counts = [0] * (g * n_clusters)
+        #: Per generator, the size of its largest answer cluster.
+        self.gen_top_count = [0] * g
+        #: Sum and count of the usable tier-t scores of generator g's candidates, flat: [g * n_tiers + t]
+        #: (``score_mean`` reads them; flat lists are built per episode at a fraction of nested ones' cost).
+        self.score_sums = [0.0] * (g * n_tiers)
+        self.score_counts = [0] * (g * n_tiers)
+        # g independent rows: copies of the rows of a zero template built once per g (cheaper than new rows)
+        zeros = _ZERO_SPEND.get(g)
+        if zeros is None:
+            zeros = _ZERO_SPEND[g] = [[0.0] * len(COST_MEASURES)] * g
+        #: Generation cost spent on each generator, in every cost measure ([g][measure]).
+        self.gen_spend = list(map(list.copy, zeros))
+        #: The generator of each revealed candidate, in reveal order.
+        self.slot_generator: list[int] = []
+
+    def remaining(self, generator: int) -> int:
+        """Candidates of ``generator`` that SAMPLE can still reveal."""
+        return self.gen_cap[generator] - self.gen_revealed[generator]
+
+    def agreement(self, generator: int) -> float:
+        """Share of ``generator``'s revealed candidates in its own largest answer cluster (0 before any)."""
+        n = self.gen_revealed[generator]
+        return self.gen_top_count[generator] / n if n else 0.0
+
+    def score_mean(self, generator: int, tier: int) -> float | None:
+        """Mean usable tier-``tier`` score over ``generator``'s verified candidates, or None if there is none."""
+        at = generator * self.n_tiers + tier
+        k = self.score_counts[at]
+        return self.score_sums[at] / k if k else None
+
+    def add_generator_candidate(self, generator: int, cluster: int, cost: list[float]) -> None:
+        """Count the candidate just revealed from ``generator`` (its pooled answer cluster and generation cost).
+
+        Called beside ``add_candidate`` (which counts it in the pooled evidence).
+        """
+        self.gen_revealed[generator] += 1
+        self.slot_generator.append(generator)
+        if cluster >= 0:
+            at = generator * self.n_clusters + cluster
+            c = self.gen_counts[at] + 1
+            self.gen_counts[at] = c
+            if c > self.gen_top_count[generator]:
+                self.gen_top_count[generator] = c
+        spend = self.gen_spend[generator]
+        if len(spend) == 5:  # the five cost measures of today's table, unrolled: SAMPLE's hot path
+            spend[0] += cost[0]
+            spend[1] += cost[1]
+            spend[2] += cost[2]
+            spend[3] += cost[3]
+            spend[4] += cost[4]
+        else:
+            for k, c in enumerate(cost):
+                spend[k] += c
+
+    def add_generator_score(self, candidate: int, tier: int, score: float) -> None:
+        """Count a usable ``score`` for ``candidate``'s generator (called beside ``add_score``)."""
+        if score == score:  # NaN is no evidence
+            at = self.slot_generator[candidate] * self.n_tiers + tier
+            self.score_sums[at] += score
+            self.score_counts[at] += 1
 
     def fusion(self, candidate: int) -> float:
         """Fusion rank R(c) (``coba_env.rules.fusion``); -1 for a candidate without an answer."""

@@ -1,16 +1,19 @@
 """Live routing: ``CoBaEnv`` fed by an evidence source instead of a cached pool, under hard per-problem budgets.
 
 ``LiveEnv`` is a ``CoBaEnv`` that composes a ``LiveGate`` (``coba_env.gate.ActionGate``): each episode is a
-blank one-episode ``LiveEpisode`` of N_max candidates, which the env replays through ``CoBaEnv.use_pool``;
-before the env applies SAMPLE (VERIFY_l) the gate fetches that candidate (the score of ``verify_target(l)``)
-from its ``EvidenceSource`` and reveals it in the episode. Everything else (evidence, features, masks, costs,
-STOP selection, trace) is ``CoBaEnv``'s own code on the rules of ``coba_env.rules``, so a policy sees exactly
-what it would see in replay.
+blank one-episode ``LiveEpisode``, which the env replays through ``CoBaEnv.use_pool``; before the env applies
+SAMPLE (VERIFY_l) the gate fetches that candidate (the score of ``verify_target(l)``) from its
+``EvidenceSource`` and reveals it in the episode. A source with one generator gives the pair grouping (N_max
+candidate slots, ``SAMPLE``); one with several named generators the item grouping (``G * N_max`` slots,
+generator-major as ``coba_env.route_pool`` lays item episodes out; ``SAMPLE_<name>`` reveals that generator's
+next candidate in its next slot, and the env places it in the episode's next slot exactly as in replay).
+Everything else (pooled and per-generator evidence, features, masks, costs, STOP selection, trace) is
+``CoBaEnv``'s own code on the rules of ``coba_env.rules``, so a policy sees exactly what it would see in replay.
 
-Sources (``coba_env.live_sources``): ``EndpointSource`` calls OpenAI-compatible servers (generator, V1
-judge, V2 step judge, V3 verifier; several named generators route, ``coba_env.live_route``);
-``PoolReplaySource`` (``RoutePoolReplaySource``: route episodes) replays a cached pool's episodes, so a live run
-can be checked action for action against ``CoBaEnv`` replay.
+Sources: ``coba_env.endpoint_source.EndpointSource`` calls OpenAI-compatible servers (one generator or several
+named ones, and a judge endpoint per verifier); ``coba_env.live_sources.PoolReplaySource`` replays a cached pool's episodes
+(one generator's, or every generator's of an item), so a live run can be checked action for action against
+``CoBaEnv`` replay.
 
 Hard budgets (``Limits``: tokens, calls, seconds per problem) are checked before every call: an action
 whose call could exceed a limit is masked (its token bound is the prompt's bound plus the request's
@@ -29,30 +32,29 @@ from typing import Any
 import numpy as np
 
 from coba_env.compiled import CompiledPool, Labels
-from coba_env.costs import COST_MEASURES, cost_record
+from coba_env.costs import CALLS, COST_MEASURES, LATENCY, TOKENS, cost_record
+from coba_env.endpoint_source import EndpointSource
 from coba_env.env import CoBaEnv
 from coba_env.episode_data import EpisodeData
 from coba_env.gate import ActionGate
 from coba_env.live_sources import (
     CallBound,
     CallInterrupted,
-    EndpointSource,
     EvidenceSource,
     LiveEndpointError,
     PoolReplaySource,
     Revealed,
     Scored,
 )
-from coba_env.route_replay_source import RoutePoolReplaySource
+from coba_env.route_pool import RoutePool
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.masks import stop_bit
+from coba_env.rules.roles import declared_roles
 from coba_env.rules.selection import SelectionRule
-from pools.schema import TIERS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
-           "LiveEpisode", "LiveGate", "LiveTasks", "Limits", "PoolReplaySource",
-           "RoutePoolReplaySource", "replay_normalizers"]
+           "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
 
 #: Seconds below which no new call is started (it could not finish anyway).
 MIN_CALL_SECONDS = 0.01
@@ -99,25 +101,25 @@ class LiveEpisode:
     unrevealed and is filled by ``reveal_candidate`` / ``reveal_score`` before the env applies the action.
     """
 
-    def __init__(self, n: int, ep: int, meta: dict[str, Any], tiers_present: tuple[str, ...],
-                 max_output_tokens: float, *, verifier_roles: tuple[str, ...] | None = None) -> None:
-        t, k = len(TIERS), len(COST_MEASURES)
+    def __init__(self, n: int, ep: int, meta: dict[str, Any], verifiers: tuple[str, ...],
+                 tiers_present: tuple[str, ...], max_output_tokens: float, *,
+                 verifier_roles: tuple[str, ...] | None = None) -> None:
+        t, k = len(verifiers), len(COST_MEASURES)
         labels = meta.get("labels")
         correct = np.zeros((1, n), dtype=bool)
         if labels is not None:
             correct[0, :] = np.asarray(labels[:n], dtype=bool)
         obj = lambda v: np.array([v], dtype=object)  # noqa: E731
         self.pool = CompiledPool(
-            n_candidates=n, tiers=TIERS, episode_ids=np.array([ep], dtype=np.int64),
+            n_candidates=n, tiers=tuple(verifiers), episode_ids=np.array([ep], dtype=np.int64),
             dataset=obj(meta.get("dataset")), generator=obj(meta.get("generator")), item_id=obj(meta.get("item_id")),
             cluster=np.full((1, n), -1, dtype=np.int32), answer=np.full((1, n), None, dtype=object),
             output_tokens=np.zeros((1, n)), cap_hit=np.zeros((1, n), dtype=bool), gen_cost=np.zeros((1, n, k)),
             has_score=np.zeros((1, n, t), dtype=bool), score=np.full((1, n, t), np.nan),
             ver_cost=np.zeros((1, n, t, k)), max_output_tokens=max_output_tokens,
             labels=Labels(correct=correct, gold_cluster=np.full(1, -1, dtype=np.int32)),
-            tiers_present=tiers_present)
-        if verifier_roles is not None:  # a replayed pool's declared roles (coba_env.rules.roles)
-            self.pool.verifier_roles = tuple(verifier_roles)
+            tiers_present=tiers_present, verifier_models=("",) * t,
+            verifier_roles=declared_roles(None, verifiers) if verifier_roles is None else tuple(verifier_roles))
         # Up to n answer clusters (the blank pool's arrays do not know how many the source will reveal).
         self.row = EpisodeData.blank(n, t, k, n)
 
@@ -145,8 +147,8 @@ class LiveGate(ActionGate):
     def begin(self, ep: int, meta: dict[str, Any]) -> LiveEpisode:
         """Start episode ``ep`` (the source's task, described by ``meta``): a blank episode, nothing spent."""
         self.ep, self.task = ep, meta
-        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.tiers), self.max_output_tokens,
-                                   verifier_roles=getattr(self.source, "verifier_roles", None))
+        self.episode = LiveEpisode(self.n_max, max(ep, 0), meta, tuple(self.source.verifiers), tuple(self.source.tiers),
+                                   self.max_output_tokens, verifier_roles=self.source.verifier_roles)
         self.calls: list[dict[str, Any]] = []
         self.abandoned = [0.0, 0.0, 0.0]  # tokens (bound), calls, seconds of calls cut by the time budget
         self.interrupted: str | None = None
@@ -161,8 +163,8 @@ class LiveGate(ActionGate):
             cost = env.evidence.cost
         except RuntimeError:  # before the first reset
             cost = [0.0] * len(COST_MEASURES)
-        seconds = cost[3] + self.abandoned[2] if self.source.simulated_time else time.monotonic() - self.t0
-        return {"tokens": cost[0] + self.abandoned[0], "calls": cost[2] + self.abandoned[1], "seconds": seconds}
+        seconds = cost[LATENCY] + self.abandoned[2] if self.source.simulated_time else time.monotonic() - self.t0
+        return {"tokens": cost[TOKENS] + self.abandoned[0], "calls": cost[CALLS] + self.abandoned[1], "seconds": seconds}
 
     def call_bound(self, env: CoBaEnv, action: int) -> CallBound:
         """The most a call for ``action`` can use."""
@@ -271,22 +273,45 @@ class LiveGate(ActionGate):
         return f"done: N_max={env.n_max} candidates revealed and nothing left to verify"
 
 
-class LiveTasks:
-    """What a live env adds to its env class: the source's tasks as episodes, the gate's budgets, and where
-    the gate puts revealed evidence in the episode's data (``LiveEnv``; ``coba_env.live_route.LiveRouteEnv``)."""
+class LiveEnv(CoBaEnv):
+    """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
 
-    source: EvidenceSource
-    limits: Limits
-    gate: LiveGate
+    Arguments as ``CoBaEnv`` (``tiers``: the source's verifiers the agent may call, default all of them), plus:
+    ``source`` (its verifiers, by role, are the VERIFY actions; one generator: the pair grouping; several with distinct names:
+    the item grouping, ``SAMPLE_<name>`` per ``source.generator_names`` in that order, ``self.route`` holding the
+    generators' parameters, ``source.generator_params``, that routing policies choose by); ``n_max`` (most
+    candidates per problem and generator); ``budget`` (B of the reward and of the ``budget_used`` feature) and
+    ``max_output_tokens`` (normalizer of ``mean_length``), which a learned controller needs equal to its training
+    env's (``replay_normalizers``); ``limits``. Episode i is the source's task i (a problem, or a cached
+    episode); ``info["correct"]`` is None unless the source knows the labels (only ``PoolReplaySource`` does).
+    """
 
-    def _live_gate(self, source: EvidenceSource, limits: Limits | None, slots: int,
-                   max_output_tokens: float) -> LiveGate:
-        """Keep ``source`` and ``limits``; the gate over episodes of ``slots`` candidate slots."""
+    def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
+                 limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
+                 cost_model: str = "p_tokens", tiers: tuple[str, ...] | None = None,
+                 selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
+                 render_mode: str | None = None) -> None:
+        names = tuple(source.generator_names)
+        if len(names) > 1 and (len(set(names)) != len(names) or not all(names)):
+            raise ValueError(f"routing needs generators with distinct non-empty names, got {list(names)}")
+        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
         max_output_tokens = check_number("max_output_tokens", max_output_tokens, low_open=True)
         self.source = source
         self.limits = limits or Limits()
         self._live_cursor = 0
-        return LiveGate(source, self.limits, slots, max_output_tokens)
+        gate = LiveGate(source, self.limits, len(names) * n_max, max_output_tokens)
+        blank = gate.episode.pool
+        rules = dict(lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model, tiers=tiers,
+                     selection=selection, max_cost=max_cost)
+        if len(names) > 1:  # the item grouping over one blank item with every generator
+            g = len(names)
+            route = RoutePool(pool=blank, generators=names, n_per_generator=n_max,
+                              available=np.ones((1, g), dtype=bool), source_episode=np.full((1, g), -1, dtype=np.int64),
+                              generator_params=tuple(float(p) for p in source.generator_params))
+            config = EnvConfig.for_route(route, n_max, **rules)
+        else:
+            config = EnvConfig.for_pool(blank, n_max=n_max, **rules)
+        super().__init__(config=config, gate=gate, render_mode=render_mode)
 
     @property
     def n_episodes(self) -> int:
@@ -303,12 +328,16 @@ class LiveTasks:
         return self.gate.spent(self)
 
     def slot_of_next_sample(self, generator: int) -> int:
-        """The slot of the episode's data that generator ``generator``'s next candidate is revealed into."""
-        return self.evidence.n_revealed
+        """The slot of the episode's data that generator ``generator``'s next candidate is revealed into (with
+        several generators its next slot, ``g * n_max + revealed from g``)."""
+        ev = self.evidence
+        if self._places:
+            return generator * self.n_max_per_generator + ev.gen_revealed[generator]
+        return ev.n_revealed
 
     def slot_of_candidate(self, candidate: int) -> int:
         """The slot of the episode's data holding revealed candidate ``candidate``."""
-        return candidate
+        return self._candidate(candidate)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start task ``options["episode"]`` of the source (default: the next one in order)."""
@@ -325,31 +354,3 @@ class LiveTasks:
         obs, info = super().reset(seed=seed, options={**options, "episode": 0})
         info["episode"] = ep
         return obs, info
-
-
-class LiveEnv(LiveTasks, CoBaEnv):
-    """``CoBaEnv`` whose episodes are revealed online by ``source`` (see the module docstring).
-
-    Arguments as ``CoBaEnv``, plus: ``source`` (one generator; several: ``coba_env.live_route.LiveRouteEnv``);
-    ``n_max`` (most candidates per problem); ``budget`` (B of the reward and of the ``budget_used`` feature)
-    and ``max_output_tokens`` (normalizer of ``mean_length``), which a learned controller needs equal to its
-    training env's (``replay_normalizers``); ``limits``. Episode i is the source's task i (a problem, or a
-    cached episode); ``info["correct"]`` is None unless the source knows the labels (only
-    ``PoolReplaySource`` does).
-    """
-
-    def __init__(self, source: EvidenceSource, *, n_max: int, budget: float, max_output_tokens: float,
-                 limits: Limits | None = None, lam: float = 0.1, lambda_range: tuple[float, float] | None = None,
-                 cost_model: str = "p_tokens", tiers: tuple[str, ...] = TIERS,
-                 selection: SelectionRule | dict | str | None = None, max_cost: float | None = None,
-                 render_mode: str | None = None) -> None:
-        if len(source.generator_names) != 1:
-            raise ValueError(f"the source has {len(source.generator_names)} generators "
-                             f"{list(source.generator_names)}; route between them with "
-                             "coba_env.live_route.LiveRouteEnv")
-        n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
-        gate = self._live_gate(source, limits, n_max, max_output_tokens)
-        config = EnvConfig.for_pool(gate.episode.pool, lam=lam, lambda_range=lambda_range, budget=budget,
-                                    cost_model=cost_model, n_max=n_max, tiers=tiers, selection=selection,
-                                    max_cost=max_cost)
-        super().__init__(config=config, gate=gate, render_mode=render_mode)

@@ -1,36 +1,30 @@
-"""Evidence sources of ``LiveEnv``: model endpoints (``EndpointSource``) or a cached pool (``PoolReplaySource``).
+"""Evidence sources of ``LiveEnv``: the interface, and a cached pool replayed call by call (``PoolReplaySource``);
+model endpoints are ``coba_env.endpoint_source.EndpointSource``.
 
 A source holds tasks (problems, or cached episodes); ``begin(i)`` starts task i, ``sample(c, generator=g)``
 reveals candidate c (from generator g, when the source has several: ``generator_names``), ``verify(c, t)``
-scores candidate c at tier t, and ``*_bound`` give an upper bound on what that
+scores candidate c with verifier slot t, and ``*_bound`` give an upper bound on what that
 call can cost before it is made (for the hard budgets). Sources compute nothing the environment computes:
 they return the raw evidence (answer cluster, tokens, cap hit, score, cost in every measure).
+
+Verifiers are data, as in a pool: a source names its verifier axis (``verifiers``: one slot per verifier, the
+env's VERIFY actions; ``coba_env.compiled.verifier_axis``, so the paper's names keep the axis V1, V2, V3), the
+ones it can call (``tiers``) and each slot's declared role (``verifier_roles``), which the env maps onto the roles
+policies ask for exactly as on a pool (``coba_env.rules.roles``).
 """
 
 from __future__ import annotations
 
-import math
-import threading
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from coba_env.compiled import CompiledPool
+from coba_env.costs import LATENCY, TOKENS
 from coba_env.episode_data import EpisodeData
-from pools.client.judges import DEFAULT_JUDGES, judge
-from pools.client.openai_client import Endpoint, EndpointError, OpenAIClient
-from pools.client.prompts import SamplingSettings, call_prompt, chat_messages, derive_seed, load_prompt
-from pools.grading import AnswerClusterer, extract_answer, uses_task_scorer
-from pools.problems import Problem
+from coba_env.route_pool import RoutePool
 from pools.schema import TIERS
-from pools.tokens import estimate_tokens
-
-#: Role of each tier's endpoint, for messages.
-TIER_ROLES = {"V1": "judge (V1)", "V2": "step judge (V2)", "V3": "verifier (V3)"}
-#: Tokens a chat template may add around the messages (special tokens, a default system prompt).
-CHAT_TEMPLATE_TOKENS = 256
 
 
 class CallInterrupted(RuntimeError):
@@ -58,7 +52,7 @@ class Revealed:
     output_tokens: float
     cap_hit: bool
     cost: Sequence[float]  # in COST_MEASURES order
-    has_tiers: Sequence[bool]  # per tier of TIERS: whether this candidate can be verified there
+    has_tiers: Sequence[bool]  # per slot of the source's verifiers: whether this candidate can be verified there
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,7 +69,12 @@ class EvidenceSource(ABC):
     """Where a ``LiveEnv`` gets its evidence. ``simulated_time``: seconds are the calls' recorded latencies
     (a replay) instead of the wall clock."""
 
+    #: The verifier axis: one slot per verifier, in the order of the env's VERIFY actions.
+    verifiers: tuple[str, ...] = TIERS
+    #: The verifiers the source can call, in axis order.
     tiers: tuple[str, ...] = ()
+    #: Each axis slot's declared role (``pools.schema.VERIFIER_ROLES``); None: the paper names' roles.
+    verifier_roles: tuple[str, ...] | None = None
     simulated_time: bool = False
     max_candidates: int = 1 << 30
     #: The generators SAMPLE can draw from, in action order (one: the replay layout's plain SAMPLE).
@@ -110,258 +109,74 @@ class EvidenceSource(ABC):
 
 
 class PoolReplaySource(EvidenceSource):
-    """Reveals a compiled pool's cached episodes (costs, latencies and labels as stored)."""
+    """Reveals a compiled pool's cached episodes (costs, latencies and labels as stored), so a live run can be
+    checked action for action against ``CoBaEnv`` replay.
+
+    ``pool``: a ``CompiledPool`` (one generator per episode: ``sample(c)`` reveals its candidate c), or a
+    ``coba_env.route_pool.RoutePool`` with several generators (``sample(c, generator=g)`` reveals g's next stored
+    candidate, clusters joined across generators as the route pool holds them; every item must have every
+    generator's candidates, and its labels are in the route pool's slot order, so run it with ``n_max`` = the
+    pool's N per generator for ``info["correct"]``).
+    """
 
     simulated_time = True
 
-    def __init__(self, compiled: CompiledPool) -> None:
-        if tuple(compiled.tiers) != TIERS:  # the live episode's tier axis is the paper's (coba_env.live)
-            raise ValueError(f"a live replay takes a pool whose verifiers carry the paper's names {list(TIERS)}; "
-                             f"this pool's verifiers are {list(compiled.tiers)}")
-        self.compiled = compiled
-        self.tiers = tuple(compiled.tiers_present)
+    def __init__(self, pool: CompiledPool | RoutePool) -> None:
+        #: The detail each generator's revealed candidates carry (its name, when there are several).
+        self._details: list[dict[str, Any]] = [{}]
+        if isinstance(pool, RoutePool):  # every generator's candidates of an item, N per generator, generator-major
+            if not pool.available.all():
+                raise ValueError("some items lack a generator's candidates; a live item episode has them all")
+            self.generator_names, self.generator_params = tuple(pool.generators), tuple(pool.generator_params)
+            self._details = [{"generator": g} for g in pool.generators]
+            pool, self._per_generator = pool.pool, pool.n_per_generator
+        else:
+            self._per_generator = pool.n_candidates
+        self.compiled = compiled = pool
+        self.verifiers, self.tiers = tuple(compiled.tiers), tuple(compiled.tiers_present)
         #: The pool's declared verifier roles, so a replay maps roles as ``CoBaEnv`` does on the pool.
         self.verifier_roles = compiled.verifier_roles
-        self.max_candidates = compiled.n_candidates
+        #: Candidates per generator: the pool's N.
+        self.max_candidates = self._per_generator
         self._rows = compiled.episode_rows()
         self._row: EpisodeData | None = None
 
     @property
     def n_episodes(self) -> int:
-        """Episodes of the pool."""
+        """Episodes of the pool (items, with several generators)."""
         return self.compiled.n_episodes
 
     def begin(self, episode: int) -> dict[str, Any]:
-        """Start pool episode ``episode``; its labels come along for the evaluator-side ``correct``."""
+        """Start pool episode ``episode``; its labels (slot order) come along for the evaluator-side ``correct``."""
         p, e = self.compiled, episode
         self._e, self._row = e, self._rows[e]
+        self._drawn = [0] * len(self.generator_names)
+        self._slots: list[int] = []  # the pool slot of each revealed candidate
         return {"dataset": p.dataset[e], "item_id": p.item_id[e], "generator": p.generator[e],
                 "labels": p.labels.correct[e].tolist(), "problem": None}
 
-    def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
-        """The stored candidate (the pool's episodes have one generator each)."""
-        row, c = self._row, candidate
-        return Revealed(row.cluster[c], self.compiled.answer[self._e, c], row.output_tokens[c], row.cap_hit[c],
-                        row.gen_cost[c], row.has_score[c])
-
-    def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
-        """The stored score."""
-        return Scored(self._row.score[candidate][tier], self._row.ver_cost[candidate][tier])
-
-    def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
-        """Exact: the stored cost."""
-        cost = self._row.gen_cost[candidate]
-        return CallBound(cost[0], cost[3])
-
-    def verify_bound(self, candidate: int, tier: int) -> CallBound:
-        """Exact: the stored cost."""
-        cost = self._row.ver_cost[candidate][tier]
-        return CallBound(cost[0], cost[3])
-
-
-def _bytes(text: str | None) -> int:
-    return len((text or "").encode("utf-8"))
-
-
-class EndpointSource(EvidenceSource):
-    """Samples from generator endpoints and scores with judge endpoints (``pools.client.openai_client``).
-
-    ``generator``: one endpoint (SAMPLE, the replay layout), or several by name (``{name: endpoint}``, in
-    action order: ``SAMPLE_<name>`` each, a route episode). Every generator's answers of a problem go into
-    the problem's one ``AnswerClusterer``, so answers are clustered across generators by the project's one
-    grading code; a sample costs its tokens x its own generator's parameters. The k-th sample of a generator
-    is seeded by (seed, dataset, item, model, k), so one generator alone draws exactly what it always drew.
-
-    Prompts, sampling settings and judge scoring are those of ``coba pools generate`` / ``verify``
-    (``pools.generation.generate``, ``pools.generation.verify_calls``); answers are extracted with ``pools.grading`` and clustered
-    as a pool build would (``pools.grading.AnswerClusterer``). Token bounds: a prompt has at most one token
-    per UTF-8 byte of its messages plus ``CHAT_TEMPLATE_TOKENS`` (the generator prompt's exact count is used
-    once the first call has reported it); output at most the request's ``max_tokens``.
-    """
-
-    def __init__(self, problems: Sequence[Problem], generator: Endpoint | Mapping[str, Endpoint],
-                 judges: Mapping[str, Endpoint], *,
-                 settings: SamplingSettings | None = None, prompts: Mapping[str, str] | None = None,
-                 request_timeout_s: float = 600.0, max_attempts: int = 3, backoff_s: float = 1.0,
-                 api_key: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        unknown = sorted(set(judges) - set(TIERS))
-        if unknown:
-            raise ValueError(f"unknown tier(s) {unknown}; expected some of {list(TIERS)}")
-        if not problems:
-            raise ValueError("no problem given")
-        self.problems = list(problems)
-        named = dict(generator) if isinstance(generator, Mapping) else {"": generator}
-        if not named or any(not isinstance(ep, Endpoint) for ep in named.values()):
-            raise ValueError("expected a generator endpoint, or several by name")
-        if len(named) > 1 and not all(isinstance(n, str) and n for n in named):
-            raise ValueError(f"several generators need non-empty names, got {list(named)}")
-        #: The generator endpoints in action order (``generator_names``); ``generator`` is the first.
-        self.generators = list(named.values())
-        self.generator = self.generators[0]
-        self.generator_names = tuple(named) if len(named) > 1 else ("",)
-        self.generator_params = tuple(float(ep.params_b) for ep in self.generators)
-        self.judges = dict(judges)
-        self.tiers = tuple(t for t in TIERS if t in self.judges)
-        self.settings = settings or SamplingSettings(n=1)
-        self.gen_spec = load_prompt(self.settings.prompt)
-        prompts = dict(prompts or {})
-        self.judge_specs = {t: load_prompt(prompts.get(t, DEFAULT_JUDGES[t])) for t in self.tiers}
-        self.request_timeout_s = request_timeout_s
-        self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.api_key = api_key
-        self._sleep = sleep
-        self.records: list[dict[str, Any]] = []
-
-    @property
-    def n_episodes(self) -> int:
-        """Problems given."""
-        return len(self.problems)
-
-    def begin(self, episode: int) -> dict[str, Any]:
-        """Start problem ``episode``: fresh answer clusters and an empty record."""
-        p = self.problems[episode]
-        self.problem = p
-        self._clusters = AnswerClusterer(literal=uses_task_scorer(p.task, p.metadata))
-        self._messages = chat_messages(self.gen_spec, problem=p.problem)
-        self._gen_prompt_tokens: list[int | None] = [None] * len(self.generators)
-        self._drawn = [0] * len(self.generators)
-        self.records = []
-        model = "+".join(self.generator_names) if len(self.generators) > 1 else self.generator.model
-        return {"dataset": p.dataset, "item_id": p.item_id, "generator": model, "labels": None,
-                "problem": {"dataset": p.dataset, "item_id": p.item_id, "problem": p.problem}}
-
-    # -- calls --------------------------------------------------------------------------------------
-    def check_endpoints(self, timeout_s: float = 10.0) -> None:
-        """Raise ``LiveEndpointError`` naming the first endpoint that does not answer GET /v1/models."""
-        generators = [(self._generator_role(g), ep) for g, ep in enumerate(self.generators)]
-        for role, ep in [*generators, *[(TIER_ROLES[t], self.judges[t]) for t in self.tiers]]:
-            client = OpenAIClient(ep.url, ep.model, api_key=self.api_key, timeout_s=timeout_s, max_attempts=1)
-            try:
-                client.models()
-            except EndpointError as exc:
-                raise LiveEndpointError(f"{role} endpoint {ep.url} (model {ep.model}) is not usable: {exc}") from None
-
-    def _call(self, role: str, ep: Endpoint, fn: Callable[[OpenAIClient], Any], timeout_s: float | None) -> Any:
-        """Run ``fn(client)``; with ``timeout_s`` the call (retries included) is cut at that many seconds."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-
-        def sleep(delay: float) -> None:  # backoff between retries never runs past the deadline
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                raise CallInterrupted(f"the time budget ran out while retrying the {role} call")
-            self._sleep(delay)
-
-        per_request = self.request_timeout_s if timeout_s is None else max(min(self.request_timeout_s, timeout_s),
-                                                                             1e-3)
-        client = OpenAIClient(ep.url, ep.model, api_key=self.api_key, timeout_s=per_request,
-                              max_attempts=self.max_attempts, backoff_s=self.backoff_s, sleep=sleep)
-        outcome: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                outcome["value"] = fn(client)
-            except BaseException as exc:  # handed to the caller's thread
-                outcome["error"] = exc
-
-        if timeout_s is None:
-            run()
-        else:
-            worker = threading.Thread(target=run, daemon=True, name="coba-live-call")
-            worker.start()
-            worker.join(max(deadline - time.monotonic(), 0.0))
-            if worker.is_alive():  # abandoned: the daemon thread ends with its socket timeout
-                raise CallInterrupted(f"the time budget ran out during the {role} call")
-        error = outcome.get("error")
-        if isinstance(error, EndpointError):
-            if deadline is not None and time.monotonic() >= deadline and error.status is None:
-                raise CallInterrupted(f"the time budget ran out during the {role} call")
-            raise LiveEndpointError(f"{role} endpoint {ep.url} (model {ep.model}): {error}") from None
-        if error is not None:
-            raise error
-        return outcome["value"]
-
-    def _generator_role(self, generator: int) -> str:
-        """``generator``, or ``generator <name>`` when there are several (for messages)."""
-        return "generator" if len(self.generators) == 1 else f"generator {self.generator_names[generator]}"
+    def _next_slot(self, generator: int) -> int:
+        return generator * self._per_generator + self._drawn[generator]
 
     def sample(self, candidate: int, timeout_s: float | None, generator: int = 0) -> Revealed:
-        """One call to generator ``generator``; the answer is extracted and clustered with the earlier ones."""
-        s, p, ep, role = self.settings, self.problem, self.generators[generator], self._generator_role(generator)
-        k = self._drawn[generator]  # this generator's k-th sample (= candidate with one generator)
-        seed = derive_seed(s.seed, p.dataset, p.item_id, ep.model, k)
-        params = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": seed,
-                  "extra_body": self.gen_spec.get("request") or None}
-        completion = self._call(role, ep, lambda c: call_prompt(c, s.api, self._messages, **params), timeout_s)
-        if not completion.choices:
-            raise LiveEndpointError(f"{role} endpoint {ep.url} (model {ep.model}) returned no choices")
+        """Generator ``generator``'s next stored candidate (with one generator: candidate ``candidate``)."""
+        row, p = self._row, self._next_slot(generator)
         self._drawn[generator] += 1
-        choice = completion.choices[0]
-        prompt_tokens = completion.prompt_tokens
-        estimated = prompt_tokens is None
-        if estimated:
-            prompt_tokens = sum(estimate_tokens(m["content"]) for m in self._messages)
-        else:
-            self._gen_prompt_tokens[generator] = prompt_tokens
-        output_tokens = completion.completion_tokens
-        if output_tokens is None:
-            output_tokens = choice.n_tokens if choice.n_tokens is not None else estimate_tokens(choice.text)
-            estimated = estimated or choice.n_tokens is None
-        found = extract_answer(choice.text)
-        cluster = self._clusters.add(found.answer)
-        tokens = float(prompt_tokens + output_tokens)
-        cost = (tokens, tokens * ep.params_b, 1.0, float(completion.latency_s), 0.0)  # usd: endpoints carry no prices
-        cap_hit = choice.finish_reason == "length"
-        self.records.append({"text": choice.text, "finish_reason": choice.finish_reason, "prompt_tokens":
-                             int(prompt_tokens), "output_tokens": int(output_tokens), "tokens_estimated": estimated,
-                             "latency_s": float(completion.latency_s), "answer": found.answer,
-                             "extraction_status": found.status, "incomplete_boxed": found.incomplete_boxed,
-                             "cluster": cluster, "seed": seed, "scores": {}})
-        detail = {"generator": self.generator_names[generator]} if len(self.generators) > 1 else {}
-        if detail:
-            self.records[-1].update(detail, model=ep.model, params_b=ep.params_b)
-        detail |= {"model": ep.model, "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
-                  "latency_s": float(completion.latency_s), "finish_reason": choice.finish_reason,
-                  "answer": found.answer, "extraction_status": found.status, "text": choice.text}
-        return Revealed(cluster, found.answer, float(output_tokens), cap_hit, cost,
-                        [t in self.judges for t in TIERS], detail)
+        self._slots.append(p)
+        return Revealed(row.cluster[p], self.compiled.answer[self._e, p], row.output_tokens[p], row.cap_hit[p],
+                        row.gen_cost[p], row.has_score[p], dict(self._details[generator]))
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
-        """One judge call with the tier's prompt file; a reply without a usable score gives NaN."""
-        name = TIERS[tier]
-        ep, spec, rec = self.judges[name], self.judge_specs[name], self.records[candidate]
-        out = self._call(TIER_ROLES[name], ep, lambda c: judge(c, spec, self.problem.problem, rec["text"] or "",
-                                                               api=self.settings.api), timeout_s)
-        tokens = float((out.prompt_tokens or 0) + (out.output_tokens or 0))
-        score = math.nan if out.score is None else float(out.score)
-        cost = (tokens, tokens * ep.params_b, 1.0, float(out.latency_s), 0.0)
-        rec["scores"][name] = {"score": out.score, "model": ep.model, "params_b": ep.params_b,
-                               "prompt_tokens": int(out.prompt_tokens or 0), "output_tokens": int(out.output_tokens or 0),
-                               "latency_s": float(out.latency_s)}
-        return Scored(score, cost, {"model": ep.model, "tier": name, "score": out.score, "method": out.method,
-                                    "prompt_tokens": out.prompt_tokens, "output_tokens": out.output_tokens,
-                                    "latency_s": float(out.latency_s), "reply": out.reply[:200]})
+        """The stored score of revealed candidate ``candidate``."""
+        p = self._slots[candidate]
+        return Scored(self._row.score[p][tier], self._row.ver_cost[p][tier])
 
-    # -- bounds -------------------------------------------------------------------------------------
     def sample_bound(self, candidate: int, generator: int = 0) -> CallBound:
-        """Prompt tokens (exact once that generator has reported them) + the request's max_tokens."""
-        prompt = self._gen_prompt_tokens[generator]
-        if prompt is None:
-            prompt = sum(_bytes(m["content"]) for m in self._messages) + CHAT_TEMPLATE_TOKENS
-        return CallBound(float(prompt + self.settings.max_tokens))
+        """Exact: the stored cost."""
+        cost = self._row.gen_cost[self._next_slot(generator)]
+        return CallBound(cost[TOKENS], cost[LATENCY])
 
     def verify_bound(self, candidate: int, tier: int) -> CallBound:
-        """Bytes of the judge prompt's template, problem and (clipped) solution, + max_tokens; inf if unbounded."""
-        spec = self.judge_specs[TIERS[tier]]
-        if spec.get("max_tokens") is None:
-            return CallBound(math.inf)
-        text = self.records[candidate]["text"] or ""
-        limit = int(spec.get("max_solution_chars", 12000))
-        solution = min(_bytes(text), 4 * limit + 16)
-        steps = spec.get("mode") == "steps"
-        template = (spec.get("system") or "") + spec["user"]
-        n_problem = template.count("{{problem}}")
-        n_solution = template.count("{{solution}}") + (template.count("{{steps}}") if steps else 0)
-        overhead = 16 * int(spec.get("max_steps", 20)) + 8 if steps else 0  # "Step K: " labels, {{n_steps}}
-        prompt = (_bytes(template) + n_problem * _bytes(self.problem.problem) + n_solution * solution + overhead
-                  + CHAT_TEMPLATE_TOKENS)
-        return CallBound(float(prompt + int(spec["max_tokens"])))
+        """Exact: the stored cost."""
+        cost = self._row.ver_cost[self._slots[candidate]][tier]
+        return CallBound(cost[TOKENS], cost[LATENCY])

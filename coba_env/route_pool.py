@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coba_env.compiled import CompiledPool, Labels
+from coba_env.compiled import CompiledPool, Labels, gold_clusters
 from coba_env.costs import P_TOKENS, TOKENS
 from pools.grading import AnswerClusterer
 
@@ -74,10 +74,6 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
 
     cluster = _joined_clusters(replay, source)
     correct = gather(replay.labels.correct, False)
-    gold = np.full(e_count, -1, dtype=np.int32)
-    any_correct = correct.any(axis=1)
-    first = correct.argmax(axis=1)
-    gold[any_correct] = cluster[np.flatnonzero(any_correct), first[any_correct]]
     eps = np.arange(e_count)
     pool = CompiledPool(
         n_candidates=slots,
@@ -96,7 +92,7 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
         score=gather(replay.score, np.nan),
         ver_cost=gather(replay.ver_cost, 0.0),
         max_output_tokens=replay.max_output_tokens,
-        labels=Labels(correct=correct, gold_cluster=gold),
+        labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster)),
         tiers_present=replay.tiers_present,
         verifier_roles=replay.verifier_roles,
         verifier_models=replay.verifier_models,

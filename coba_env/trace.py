@@ -14,10 +14,10 @@ class Trace(Sequence):
     """A list of step records, built on first access so that replaying many episodes stays cheap.
 
     ``row`` and ``answers`` hold the episode's data by pool candidate; ``slots`` maps each revealed slot (a
-    step's ``candidate``) to its pool candidate (a route episode), None when they are the same (replay).
+    step's ``candidate``) to its pool candidate (an item-grouped episode), None when they are the same (one generator).
 
     Each record: ``{"action", "candidate", "cost": {measure: value}, "evidence": {...}}``. SAMPLE reveals
-    ``answer, cluster, output_tokens, cap_hit`` (and ``generator`` in a route episode); VERIFY reveals ``tier, score`` (None when unusable);
+    ``answer, cluster, output_tokens, cap_hit`` (and ``generator`` in an item-grouped episode); VERIFY reveals ``tier, score`` (None when unusable);
     STOP reveals ``selected_candidate``.
     """
 

@@ -1,4 +1,4 @@
-"""CoBaVectorEnv: many episodes of the same pool stepped at once with numpy.
+"""CoBaVectorEnv: many episodes of the same pool stepped at once with numpy, either grouping.
 
 It runs the same state machine as ``CoBaEnv`` with the same incremental arithmetic (running sums added
 in the same order, the same lookup tables), so for the same actions it returns the same observations,
@@ -6,27 +6,24 @@ masks, rewards and selections as the one-episode env, bit for bit. Terminated su
 same step (SB3's convention): ``infos["final_observation"]`` and the final fields hold the finished
 episode's values.
 
+With the item grouping (``grouping="item"``, ``coba/Route-v0``) a SAMPLE reveals the chosen generator's next
+candidate into the next slot (``slot_candidate`` records which pool candidate each revealed slot holds, and
+every gather of a slot's pool data goes through it), answer counts are zeroed on reset (candidates are not
+revealed in pool order), and each generator's evidence is kept beside the pooled one, feature-major [G, B]:
+``gen_revealed``, ``gen_cap``, ``gen_top_count``, ``gen_score_sum`` / ``gen_score_count`` [G, T, B] and
+``gen_spend`` (cost model), with the observation's per-generator block ``generator_block`` [B, G * (4 + T)].
+
 Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) is, and nearly all of them run
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
 computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
-still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. State
-is laid out feature-major: the integer counters are one [K, B] block and the float sums one [3, B] block,
-each named array a contiguous row (the cost sums are row-major [B, K], like the cost rows a step adds); the
-per-slot fusion terms, each slot's cluster count, the slots VERIFY may still pick and R are slot-major
-([N, B], [N, B * T]), so the fusion arithmetic, VERIFY's target choice and the STOP selection read whole rows
-(and only the first few slots for the rows that revealed few candidates; R of later slots is computed only
-where revealed). The observation is built feature by feature in a [F, B] buffer and cast into its [B, F]
-result a few features at a time. Per answer cluster it keeps only the score statistics that the observation
-reads (one 40-byte record per row and cluster), plus a copy of each row's top-answer record rewritten when it
-changes. A step's costs are one gather from a table of every cost a step can add. A reset zeroes the counters
-with one multiply and writes a few rows, a slot's terms are written when it is revealed, and a reset only
-marks the revealed slots unrevealed again (fnum = -inf); the answer counts and per-cluster statistics are
-zeroed lazily, when a cluster first appears in an episode (a per-candidate table of the pool says which
-candidate that is). Per-step figures: docs/PERFORMANCE.md and scripts/profile_vector_env.py.
+still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
+observation is built feature by feature in a [F, B] buffer and cast into its [B, F] result a few features at
+a time. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
+docs/PERFORMANCE.md and scripts/profile_vector_env.py.
 
-The batched SAMPLE/VERIFY updates, the fusion rank and the STOP selection over this state are
-``coba_env.vector_evidence.VectorEvidence`` (a mixin); the rules themselves live in coba_env/rules/ (batched
-forms).
+The state arrays, their layout and their per-row reset are ``coba_env.vector_state.VectorState``; the batched
+SAMPLE/VERIFY updates, the fusion rank and the STOP selection over them ``coba_env.vector_evidence.VectorEvidence``
+(mixins); the rules themselves live in coba_env/rules/ (batched forms).
 """
 
 from __future__ import annotations
@@ -39,10 +36,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from coba_env.compiled import CompiledPool
-from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.row_items import row_items, zero_item
-from coba_env.rules.actions import ActionLayout
+from coba_env.row_items import row_items
 from coba_env.rules.config import EnvConfig, check_int, check_lam, check_options
 from coba_env.rules.features import (
     batch_observe,
@@ -51,7 +46,8 @@ from coba_env.rules.features import (
 )
 from coba_env.rules.masks import batch_masks
 from coba_env.spaces import MaskedDiscrete
-from coba_env.vector_evidence import FEW_SLOTS, VectorEvidence, slot_spans
+from coba_env.vector_evidence import FEW_SLOTS, ITEM_FEW_SLOTS, VectorEvidence
+from coba_env.vector_state import VectorState
 from coba_env.vector_tables import VectorTables
 
 __all__ = ["FEW_SLOTS", "VECTOR_RESET_OPTIONS", "CoBaVectorEnv"]
@@ -60,27 +56,21 @@ __all__ = ["FEW_SLOTS", "VECTOR_RESET_OPTIONS", "CoBaVectorEnv"]
 VECTOR_RESET_OPTIONS = ("episodes", "lams")
 
 
-class CoBaVectorEnv(VectorEvidence, VectorEnv):
-    """``num_envs`` replay episodes stepped together; takes the same keyword arguments as ``CoBaEnv``."""
+class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
+    """``num_envs`` episodes stepped together, either grouping; takes the same keyword arguments as ``CoBaEnv``."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
-
-    def __new__(cls, *args: Any, config: EnvConfig | None = None, **kwargs: Any) -> CoBaVectorEnv:
-        # Transitional: an "item"-grouped configuration is served by the route vector env until they are one class.
-        if cls is CoBaVectorEnv and (kwargs.get("grouping") == "item" or (config is not None and
-                                                                         config.grouping == "item")):
-            from coba_env.route_vector_env import RouteVectorEnv
-
-            return super().__new__(RouteVectorEnv)
-        return super().__new__(cls)
 
     def __init__(self, num_envs: int, pool: Any = None, *, config: EnvConfig | None = None,
                  render_mode: str | None = None, **env_kwargs: Any) -> None:
         num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
+        grouping = env_kwargs.pop("grouping", None)
         if config is None:
-            config = EnvConfig.build(pool, **env_kwargs)
+            config = EnvConfig.build(pool, grouping=grouping or "pair", **env_kwargs)
         elif pool is not None or env_kwargs:
             raise ValueError("pass either config= or the pool and env arguments, not both")
+        elif grouping is not None and grouping != config.grouping:
+            raise ValueError(f"grouping={grouping!r} but the configuration groups episodes by {config.grouping!r}")
         self.config = config
         p = config.pool
         #: The verifier names (the pool's axis) and the feature table generated from them.
@@ -88,10 +78,16 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
+        #: The item grouping's episodes (``coba_env.route_pool.RoutePool``) and N_max per generator; None with pairs.
+        self.route, self.n_max_per_generator = config.route, config.n_max_per_generator
+        #: Whether SAMPLE puts a chosen generator's candidate into the next slot (the item grouping), so slots are
+        #: not in pool order: ``slot_candidate`` maps them, and a cluster's first candidate in the pool need not be
+        #: its first revealed one (the lazy zeroing of its counts relies on that; such counts are zeroed on reset).
+        self._places = config.route is not None
         #: The action ids and names (``coba_env.rules.actions.ActionLayout``), as the one-episode env's.
-        self.layout = layout = self._action_layout()
+        self.layout = layout = config.layout
         self._n_gen, self._stop = layout.n_generators, layout.stop_action
-        low, high = self._observation_bounds()
+        low, high = self.features.observation_bounds()
         self.n_obs = len(low)
         self.single_observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
         self.single_action_space = MaskedDiscrete(layout.n_actions)
@@ -114,7 +110,7 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
         self._correct_flat = p.labels.correct.ravel()  # [E * N]: the STOP reward (never reaches an observation)
-        self.lambda_index = self._lambda_index()
+        self.lambda_index = self.features.lambda_index
         self.n_cand = p.n_candidates
         # Cluster ids per slot, small so that the per-step comparison is cheap (-1: no answer, -2: no SAMPLE).
         self._cluster_dtype = np.int8 if self.n_clusters < 127 else np.int64
@@ -123,31 +119,12 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         self._reset_fden = bool(np.min(self.weights) <= 0)
         self._cursor = 0
         self._perm: np.ndarray | None = None
+        if self._places:
+            self.n_generators = config.route.n_generators
+            self._caps = np.where(config.route.available, config.n_max_per_generator, 0).astype(np.int64)  # [E, G]
+            self._few_slots = ITEM_FEW_SLOTS
         self._single: CoBaEnv | None = None
         self._alloc()
-
-    def _action_layout(self) -> ActionLayout:
-        """The replay layout: SAMPLE (the episode's generator), VERIFY_<v> per verifier of the pool, STOP."""
-        return ActionLayout(verifiers=tuple(self.tiers))
-
-    def _observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.features.bounds()
-
-    def _lambda_index(self) -> int:
-        return self.features.lam
-
-    #: Whether candidates are revealed in pool order (slot = candidate), so a cluster's first candidate in the
-    #: pool is its first revealed one (the lazy zeroing of its counts relies on it); route episodes are not.
-    _pool_order = True
-
-    def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
-        return self.ep.take(rows) * self.n_cand + slots
-
-    def _sample_flat(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(flat pool index, ``sample_int`` row) of the candidate each SAMPLE of ``rows`` reveals into ``slots``."""
-        flat = self.ep.take(rows) * self.n_cand + slots
-        return flat, self.sample_int.take(flat, axis=0)
 
     @property
     def single(self) -> CoBaEnv:
@@ -155,81 +132,6 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         if self._single is None:
             self._single = CoBaEnv.from_config(self.config)
         return self._single
-
-    # -- state ---------------------------------------------------------------------------------------
-    def _alloc(self) -> None:
-        b, n, t, c = self.num_envs, self.pool.n_candidates, self.n_tiers, self.n_clusters
-        self.ep = np.zeros(b, dtype=np.int64)
-        # Integer counters, counter-major [K, B]: each named array is one contiguous row, so the observation,
-        # the masks and the updates run over contiguous memory. The order makes the observation's divisions
-        # two block operations (see ``_observations``).
-        int_names = ("n", "n_distinct", "flips", "steps", "top_count", "cap_count")
-        k = len(int_names)
-        self._ints = np.zeros((k + 2 * t + 3, b), dtype=np.int64)
-        for i, name in enumerate(int_names):
-            setattr(self, name, self._ints[i])
-        self._verified_n, self._pending = self._ints[k:k + t], self._ints[k + t:k + 2 * t]  # [T, B]
-        self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
-        # top: -1 before any answer; second: the largest count among the other answers
-        self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
-        # Flat row starts of the counters a SAMPLE changes (n, cap_count, pending[T]), and of those an answer
-        # changes (n_distinct, flips, top_count, n_answered, top, second): one gather and one scatter each.
-        self._sampled_at = np.array([0, 5, *range(k + t, k + 2 * t)]) * b
-        self._answered_at = np.array([1, 2, 4, k + 2 * t, k + 2 * t + 1, k + 2 * t + 2]) * b
-        # Float sums, feature-major [3, B] (fresh = all zeros): clogc_sum, best_v3, len_sum.
-        self._floats = np.zeros((3, b))
-        self.clogc_sum, self.best_v3, self.len_sum = self._floats
-        # The K cost measures, row-major [B, K] like a step's gathered cost rows (one contiguous add per step; a
-        # reset zeroes a row as one item); ``_cost`` is the [K, B] view.
-        k_costs = len(COST_MEASURES)
-        self.cost = np.zeros((b, k_costs))
-        self._cost = self.cost.T
-        self._cost_items, self._zero_cost = row_items(self.cost), zero_item(k_costs)
-        # Per answer cluster (Evidence.tier_stats keeps all tiers): the feature layout's cheap judge's sum, count,
-        # max and strong verifier's sum, count, adjacent
-        # so that a gather hits one cache line; zeroed when the cluster first appears in an episode (SAMPLE).
-        self.top_stats = np.zeros((b, c + 1, 5))
-        # A copy of the top answer's record per row (zeros without one), rewritten whenever the top answer or its
-        # record changes (SAMPLE, VERIFY, reset), so that the observation reads it without a gather from all rows'
-        # records; records are moved as single 40-byte items.
-        self.top_record = np.zeros((b, 5))
-        self._stats_items = row_items(self.top_stats.reshape(-1, 5))
-        self._top_items = row_items(self.top_record)
-        self._zero_stats = zero_item(5)
-        # Answers per cluster (<= N: the small dtype of ``count_t``), zeroed when the cluster first appears in an
-        # episode.
-        self.counts = np.zeros((b, c + 1), dtype=np.int8 if n < 127 else np.int64)
-        # Per candidate slot, slot-major [N, B] so that the fusion arithmetic and its row max run over
-        # contiguous rows (see ``_fusion``): the fusion terms, the count of the slot's answer cluster (int8: a
-        # count <= N, or a wrapped stale one) and the slot's cluster. They are written when the slot is revealed;
-        # an unrevealed slot has fnum = -inf (set on reset) and stale values elsewhere, which never reach an R.
-        self.fnum_t = np.full((n, b), -np.inf)
-        self.fden_t = np.ones((n, b))
-        self.count_t = np.zeros((n, b), dtype=np.int8 if n < 127 else np.int64)
-        self.cluster_t = np.full((n, b), -1, dtype=self._cluster_dtype)
-        self._added = np.full(b, -2, dtype=self._cluster_dtype)
-        # Which slots VERIFY at tier t may still pick: answered, with a tier-t call in the pool, not verified at t.
-        # Slot-major [N, B * T] (column row * T + t), like the R that VERIFY compares it with: written from the
-        # pool when the slot is revealed, cleared when verified (stale for unrevealed slots, whose R is -inf).
-        # A slot's T flags of one row are adjacent, so SAMPLE writes them as one T-byte item from ``_open_items``.
-        self.open_t = np.zeros((n, b * t), dtype=bool)
-        if t:
-            self._open_view = row_items(self.open_t.reshape(n * b, t))  # [N * B] items, index slot * B + row
-            self._open_items = row_items(np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0))  # [E * N]
-        self.lams = np.full(b, self.lam)
-        self.rows = np.arange(b)
-        self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
-        self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
-        self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
-        # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
-        self.rank_t = np.full((n, b), -np.inf)
-        #: Each row's largest R after the last ``_fusion`` [B].
-        self.top_rank = np.full(b, -np.inf)
-
-    @property
-    def rank(self) -> np.ndarray:
-        """R of every candidate slot after the last step [B, N]."""
-        return self.rank_t.T
 
     def _next_episodes(self, k: int) -> np.ndarray:
         n = self.pool.n_episodes
@@ -247,37 +149,6 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
             out[i] = self._perm[self._cursor]
             self._cursor += 1
         return out
-
-    def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
-        b = self.num_envs
-        # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
-        revealed = self.n.take(rows)  # before the counters are zeroed
-        if revealed.any():
-            at, row, _ = slot_spans(rows, 0, revealed, b)
-            self._clear_slots(at, row)
-        self.ep[rows] = episodes
-        keep = np.ones(self.num_envs, dtype=np.int64)
-        keep[rows] = 0
-        self._ints *= keep  # every counter 0 ...
-        self.top[rows] = -1  # ... but top
-        self.top_rank[rows] = -np.inf  # nothing revealed (``_fusion`` recomputes it every step)
-        self._top_items[rows] = self._zero_stats
-        # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
-        self._floats.ravel()[(np.arange(len(self._floats)) * b)[:, None] + rows] = 0.0
-        self._cost_items[rows] = self._zero_cost
-        if self._reset_fden:
-            self.fden_t[:, rows] = 1.0
-        if self.lambda_range is not None:
-            self.lams[rows] = self.np_random.uniform(*self.lambda_range, size=len(rows))
-        else:
-            self.lams[rows] = self.lam
-
-    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
-        """Mark the revealed slots at flat [N, B] indices ``at`` (of rows ``row``) unrevealed, before a reset."""
-        # R = -inf; the other slots still have fnum = -inf. Most episodes reveal a few of the N slots, so writing
-        # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
-        self.fnum_t.ravel()[at] = -np.inf
-        self.rank_t.ravel()[at] = -np.inf
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset every sub-env; ``options["episodes"]`` (length num_envs) picks the episodes."""
@@ -310,11 +181,19 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
         return items
 
     def _masks(self) -> np.ndarray:
-        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost)
+        can_sample = self.gen_revealed < self.gen_cap if self._places else None  # one SAMPLE per generator
+        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost,
+                           can_sample=can_sample)
 
     def _observations(self) -> np.ndarray:
-        """Observations [B, N_FEATURES] of the current state (``self._fusion`` must be current)."""
-        return batch_observe(self, self._obs_t, self.features)
+        """Observations [B, F] of the current state (``self._fusion`` must be current)."""
+        if not self._places:
+            return batch_observe(self, self._obs_t, self.features)
+        k = self.generator_block.shape[1]
+        out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
+        out[:, :k] = self.generator_block  # kept current by the steps (``VectorState._alloc_generators``)
+        batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
+        return out
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
@@ -325,6 +204,8 @@ class CoBaVectorEnv(VectorEvidence, VectorEnv):
     def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
         """Fill the zeroed first observations ``fresh`` [len(rows), F] of the episodes ``rows`` just started."""
         fresh[:, self.lambda_index] = self.lams.take(rows)  # a fresh episode has revealed nothing: all 0 but lambda
+        if self._places:  # ... and the item grouping's block, fresh since the reset
+            fresh[:, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

@@ -1,9 +1,12 @@
 """The batched evidence arithmetic of ``CoBaVectorEnv``: SAMPLE, VERIFY, fusion rank and STOP selection over
-the state arrays it allocates (``CoBaVectorEnv._alloc``), mirroring ``coba_env.evidence.Evidence``.
+the state arrays it allocates (``coba_env.vector_state``), mirroring ``coba_env.evidence.Evidence``.
 
 A mixin: the state layout (flat slot-major arrays, counter rows, per-cluster records) is described in
-``coba_env.vector_env``; the rules themselves live in ``coba_env.rules`` (batched forms). ``RouteVectorEnv``
-extends ``_sample`` and ``_verify`` with its per-generator evidence.
+``coba_env.vector_state``; the rules themselves live in ``coba_env.rules`` (batched forms). With the item
+grouping a SAMPLE first places the chosen generator's next candidate into the next slot (``_place``, which also
+keeps the per-generator evidence and block) and a VERIFY's usable score also counts for its generator
+(``_verify_generators``); every read of a revealed slot's pool data goes through ``slot_candidate``
+(``_pool_flat``, ``_slot_table``).
 """
 
 from __future__ import annotations
@@ -12,15 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from coba_env.rules.features import batch_patch_block_after_sample, batch_patch_block_after_verify
 from coba_env.rules.fusion import batch_best, batch_fusion
 from coba_env.rules.selection import select_by_rule, tier_columns
 from coba_env.rules.verify import batch_verify_target
 
-__all__ = ["FEW_SLOTS", "FUSION_SLOTS", "VectorEvidence", "slot_spans"]
+__all__ = ["FEW_SLOTS", "FUSION_SLOTS", "ITEM_FEW_SLOTS", "VectorEvidence", "slot_spans"]
 
-#: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``); a
-#: route env's episodes reveal more (``RouteVectorEnv._few_slots``).
+#: Candidate slots that VERIFY and STOP read for the rows with few revealed candidates (see ``_slot_groups``); an
+#: item-grouped episode reveals more (``ITEM_FEW_SLOTS``).
 FEW_SLOTS = 4
+ITEM_FEW_SLOTS = 8
 #: Candidate slots whose R ``_fusion`` computes for every row (later ones only where revealed).
 FUSION_SLOTS = 8
 
@@ -37,13 +42,22 @@ def slot_spans(rows: np.ndarray, first: int, lengths: np.ndarray, b: int) -> tup
 class VectorEvidence:
     """SAMPLE / VERIFY updates, the fusion rank and the STOP selection of a ``CoBaVectorEnv`` state (batched)."""
 
-    #: The split of ``_slot_groups``.
+    #: The split of ``_slot_groups`` (``ITEM_FEW_SLOTS`` with the item grouping).
     _few_slots = FEW_SLOTS
+    #: Whether SAMPLE places a chosen generator's candidate (the item grouping; set by ``CoBaVectorEnv.__init__``).
+    _places = False
     # Set by ``CoBaVectorEnv.__init__`` / ``_alloc`` (the state layout is described there).
     num_envs: int
     n: np.ndarray
     ep: np.ndarray
     rank_t: np.ndarray
+
+    def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``table``'s [E, N, ...] values of each revealed slot of ``rows``, [R, N, ...] (stale beyond n)."""
+        if not self._places:  # slot = pool candidate
+            return table[self.ep[rows]]
+        flat = self.ep[rows, None] * self.n_cand + self.slot_candidate[:, rows].T
+        return table.reshape(-1, *table.shape[2:])[flat]
 
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
         """Whether each revealed candidate of ``rows`` is verified at tier ``t`` [len(rows), N].
@@ -51,8 +65,11 @@ class VectorEvidence:
         Only a candidate with a tier-t call can be verified, so verified = revealed, has the call and not open.
         """
         revealed = np.arange(self.pool.n_candidates)[None, :] < self.n[rows, None]
-        has = self.has_t[:, t * self.pool.n_episodes + self.ep[rows]]
-        return (has & ~self.open_t[:, rows * self.n_tiers + t]).T & revealed
+        if self._places:
+            has = self._slot_table(self.pool.has_score[:, :, t], rows) & (self._slot_table(self.pool.cluster, rows) >= 0)
+        else:  # the pool's own table of answered candidates with a tier-t call, in slot order
+            has = self.has_t[:, t * self.pool.n_episodes + self.ep[rows]].T
+        return has & ~self.open_t[:, rows * self.n_tiers + t].T & revealed
 
     @property
     def verified(self) -> np.ndarray:
@@ -61,8 +78,23 @@ class VectorEvidence:
 
     @property
     def scores(self) -> np.ndarray:
-        """Revealed scores [B, N, T]: NaN where not verified (or verified without a usable score)."""
-        return np.where(self.verified.transpose(1, 2, 0), self.pool.score[self.ep], np.nan)
+        """Revealed scores [B, N, T] in reveal order: NaN where not verified (or without a usable score)."""
+        return np.where(self.verified.transpose(1, 2, 0), self._slot_table(self.pool.score, self.rows), np.nan)
+
+    def _pool_flat(self, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """Flat pool index ``episode * N + candidate`` of revealed slot ``slots`` of each row of ``rows``."""
+        if self._places:
+            return self.ep.take(rows) * self.n_cand + self.slot_candidate.ravel().take(slots * self.num_envs + rows)
+        return self.ep.take(rows) * self.n_cand + slots
+
+    @property
+    def slot_generator(self) -> np.ndarray:
+        """The generator of each revealed slot (item grouping), slot-major [S, B] int64 (stale beyond each row's n)."""
+        return np.floor_divide(self.slot_candidate, self.route.n_per_generator, dtype=np.int64)
+
+    def _slot_generator(self, at: np.ndarray) -> np.ndarray:
+        """The generator of the revealed slots at flat [S, B] indices ``at`` (item grouping)."""
+        return np.floor_divide(self.slot_candidate.ravel().take(at), self.route.n_per_generator, dtype=np.int64)
 
     # -- evidence arithmetic (mirrors coba_env.evidence.Evidence) ------------------------------------
     def _fusion(self) -> np.ndarray:
@@ -104,19 +136,20 @@ class VectorEvidence:
                 sel[part] = batch_best(self.rank_t[:k].take(rows[part], axis=1), none[part],
                                        hidden=k < self.n_cand)
             return sel
-        ep = self.ep[rows]
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            tier_scores, tier_verified = tier_columns(rule, self.pool.score[ep], lambda t: self._verified(t, rows))
-        sel = select_by_rule(rule, self.pool.cluster[ep], self.n[rows], self.top[rows], tier_scores, tier_verified)
+            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows),
+                                                      lambda t: self._verified(t, rows))
+        sel = select_by_rule(rule, self._slot_table(self.pool.cluster, rows), self.n[rows], self.top[rows],
+                             tier_scores, tier_verified)
         return np.where(none, -1, sel)
 
     def _slot_groups(self, rows: np.ndarray) -> list[tuple[Any, int]]:
         """``rows`` split as [(positions in rows, k)]: each group's revealed candidates are in its first k slots.
 
         Unrevealed slots have R = -inf, so VERIFY and STOP need only a group's first k slots; most episodes
-        reveal few candidates (under random actions about 95% of replay rows have at most 4 and 91% of route rows at
-        most 8; a route split at 4 measured about 25% slower for VERIFY's target choice).
+        reveal few candidates (under random actions about 95% of pair-grouped rows have at most 4 and 91% of
+        item-grouped rows at most 8; an item split at 4 measured about 25% slower for VERIFY's target choice).
         """
         k = min(self._few_slots, self.n_cand)
         n = self.n.take(rows)
@@ -132,7 +165,11 @@ class VectorEvidence:
         b = self.num_envs
         c = self.n.take(rows)
         # table: cluster (-1: none), cap_hit, has_score with an answer [T], first
-        flat, table = self._sample_flat(rows, a, c)
+        if self._places:  # the chosen generator's next candidate
+            flat, table = self._place(rows, a, c)
+        else:  # slot = pool candidate
+            flat = self.ep.take(rows) * self.n_cand + c
+            table = self.sample_int.take(flat, axis=0)
         cost_at[rows] = flat  # the generation cost's row of ``cost_rows``
         cl = table[:, 0]
         ints = self._ints.ravel()
@@ -158,33 +195,16 @@ class VectorEvidence:
             at = r * (self.n_clusters + 1) + cc  # flat (row, cluster) index
             counts = self.counts.ravel()
             old = counts.take(at)
-            if self._pool_order:
+            if self._places:  # counts were zeroed on reset
+                first = old == 0
+            else:
                 first = table[ans, 2 + t_n] > 0  # the cluster's first candidate in the episode
                 old[first] = 0
-            else:  # counts were zeroed on reset
-                first = old == 0
             self._stats_items[at[first]] = self._zero_stats  # one scatter of 40-byte items
             new = old + 1  # <= N: no wrap in the small dtype
             counts[at] = new
             count[ans] = new
-            # Every revealed slot of the same cluster counts the new answer (stale unrevealed ones may too): the
-            # first slots as whole rows (added is -2 outside the answering rows, never a cluster id), the later
-            # revealed ones of the rows that have them through flat indices. Slots at or past a row's n are
-            # unrevealed (their count is rewritten when revealed).
-            added = self._added
-            added[r] = cc
-            k = min(int(c.max()) + 1, FUSION_SLOTS)
-            count_k = self.count_t[:k]
-            np.add(count_k, self.cluster_t[:k] == added, out=count_k)
-            added[r] = -2
-            c_ans = c.take(ans)
-            deep = np.flatnonzero(c_ans > k)
-            if len(deep):
-                m = c_ans.take(deep) - k
-                at_deep, _, _ = slot_spans(r.take(deep), k, m, b)
-                at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(cc.take(deep), m)]
-                count_t = self.count_t.ravel()
-                count_t[at_deep] = count_t.take(at_deep) + 1
+            self._count_new_answers(r, cc, c.take(ans), min(int(c.max()) + 1, FUSION_SLOTS))
             self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
             at_ints = self._answered_at[:, None] + r
             counters = ints.take(at_ints)
@@ -205,12 +225,29 @@ class VectorEvidence:
             self._top_items[r.take(moved)] = self._stats_items.take(at.take(moved))
         self.count_t.ravel()[slot] = count
 
-    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                                     np.ndarray]:
-        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate).
+    def _count_new_answers(self, rows: np.ndarray, clusters: np.ndarray, revealed: np.ndarray, k: int) -> None:
+        """Every revealed slot of ``rows`` in the cluster of the answer just revealed (``clusters``) counts it;
+        ``revealed``: each row's slots revealed before it; ``k``: the first slots, updated as whole rows.
 
-        Returns (slot verified, tier, score) per row of ``rows``.
+        Stale unrevealed slots may count it too: the first k slots as whole rows (``_added`` is -2 outside the
+        answering rows, never a cluster id), the later revealed ones of the rows that have them through flat
+        indices. Slots at or past a row's n are unrevealed (their count is rewritten when revealed).
         """
+        added = self._added
+        added[rows] = clusters
+        count_k = self.count_t[:k]
+        np.add(count_k, self.cluster_t[:k] == added, out=count_k)
+        added[rows] = -2
+        deep = np.flatnonzero(revealed > k)
+        if len(deep):
+            m = revealed.take(deep) - k
+            at_deep, _, _ = slot_spans(rows.take(deep), k, m, self.num_envs)
+            at_deep = at_deep[self.cluster_t.ravel().take(at_deep) == np.repeat(clusters.take(deep), m)]
+            count_t = self.count_t.ravel()
+            count_t[at_deep] = count_t.take(at_deep) + 1
+
+    def _verify(self, rows: np.ndarray, a: np.ndarray, cost_at: np.ndarray) -> None:
+        """VERIFY for ``rows``, each at its own tier (Evidence.add_score on the highest-R eligible candidate)."""
         t_n = self.n_tiers
         b = self.num_envs
         t = self.layout.verifier_of(a)  # works on arrays too
@@ -252,4 +289,47 @@ class VectorEvidence:
         stats[a3 + 4] += 1
         on_top = np.flatnonzero(cl == self.top.take(ru))
         self._top_items[ru.take(on_top)] = self._stats_items.take(at.take(on_top))
-        return c, t, s
+        if self._places:
+            self._verify_generators(ru, cu, su, tu)
+
+    # -- the item grouping's per-generator evidence (Evidence.add_generator_candidate / add_generator_score) ------
+    def _place(self, rows: np.ndarray, actions: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(flat pool index, ``sample_int`` row) of the chosen generator's next candidate, revealed into ``slots``
+        of ``rows``: records it in ``slot_candidate`` and counts it for its generator (block patched)."""
+        b, g_n = self.num_envs, self.n_generators
+        g = self.layout.generator_of(actions)
+        at_gen = g * b + rows  # flat [G, B]
+        revealed = self.gen_revealed.ravel()
+        k = revealed.take(at_gen)
+        p = g * self.route.n_per_generator + k
+        at_slot = slots * b + rows
+        self.slot_candidate.ravel()[at_slot] = p
+        k += 1
+        revealed[at_gen] = k
+        flat = self.ep.take(rows) * self.n_cand + p
+        # A 1-D gather from the flat cost table (cheaper than 2-D fancy indexing): column cost_k
+        spend = self.gen_spend.ravel()
+        new_spend = spend.take(at_gen) + self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
+        spend[at_gen] = new_spend
+        table = self.sample_int.take(flat, axis=0)
+        cl = table[:, 0]
+        answered = np.flatnonzero(cl >= 0)
+        if len(answered):
+            ra, ga = rows[answered], g[answered]
+            at = (ra * g_n + ga) * (self.n_clusters + 1) + cl[answered]
+            count = self._gen_counts.take(at) + 1
+            self._gen_counts[at] = count
+            top = self.gen_top_count.ravel()
+            at_top = ga * b + ra
+            top[at_top] = np.maximum(top.take(at_top), count)
+        batch_patch_block_after_sample(self.generator_block, self, rows, g, at_gen, k, new_spend)
+        return flat, table
+
+    def _verify_generators(self, rows: np.ndarray, slots: np.ndarray, scores: np.ndarray, tiers: np.ndarray) -> None:
+        """Count the usable ``scores`` of the verified ``slots`` of ``rows`` for their generators (block patched)."""
+        g = self._slot_generator(slots * self.num_envs + rows)
+        at = rows * self._score_sum.shape[1] + g * self.n_tiers + tiers  # (row, g, tier) in the row-major [B, G * T]
+        sums, counts = self._score_sum.ravel(), self._score_count.ravel()
+        new_sums, new_counts = sums.take(at) + scores, counts.take(at) + 1
+        sums[at], counts[at] = new_sums, new_counts
+        batch_patch_block_after_verify(self.generator_block, self, rows, g, tiers, new_sums, new_counts)

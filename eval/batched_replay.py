@@ -1,7 +1,7 @@
 """Replay one policy over every episode of a compiled pool through ``CoBaVectorEnv``, many episodes at once.
 
-The batched twin of ``eval.runner``'s one-episode loop: ``batch`` rows step together, each row taking the
-pool's episodes in order (the vector env's "sequential" order hands a finished row the next episode in the
+The batched twin of the one-episode loop (``eval.single_replay``), for either episode grouping: ``batch`` rows
+step together, each row taking the pool's episodes in order (the vector env's "sequential" order hands a finished row the next episode in the
 same step), and the policy's ``act_batch`` chooses every row's action. The env's rules run in the vector env,
 which is bit-identical to ``CoBaEnv``; so a policy whose ``act_batch`` is its ``act`` taken row-wise gives
 the same records as the one-episode replay (tests/test_batched_policies.py). Per-episode results are kept in
@@ -19,19 +19,13 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
-from coba_env.compiled import CompiledPool
+from coba_env.rules.actions import ActionLayout
 from coba_env.vector_env import CoBaVectorEnv
+from eval.records import PlayedEpisodes, action_codes
 
 #: Rows stepped together: large enough that numpy's per-call overhead is amortized, small enough that the
 #: per-step state stays in cache.
 DEFAULT_BATCH = 4096
-
-
-def batched_env(policy: Policy, pool: CompiledPool, *, batch: int, cost_model: str, lam: float,
-                env_kwargs: dict[str, Any]) -> CoBaVectorEnv:
-    """The vector env ``policy`` replays in: its selection rule, the cost model, lambda, episodes in order."""
-    return CoBaVectorEnv(max(1, min(batch, pool.n_episodes)), pool, cost_model=cost_model, lam=lam,
-                         order="sequential", **env_kwargs)
 
 
 def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
@@ -111,3 +105,31 @@ def action_strings(log: np.ndarray, codes: list[str]) -> tuple[np.ndarray, np.nd
     counts = np.stack([(uniq == k).sum(axis=1) for k in range(n_actions)], axis=1).astype(np.int64)
     inverse = inverse.reshape(-1)
     return texts[inverse], counts[inverse]
+
+
+def played_in_batch(out: dict[str, np.ndarray], venv: CoBaVectorEnv) -> PlayedEpisodes:
+    """What ``replay_batched`` returned on ``venv``, as ``PlayedEpisodes`` (the selected slots' answers looked up)."""
+    layout, pool = venv.layout, venv.config.pool
+    actions, counts = action_strings(out["actions"], action_codes(layout))
+    selected = out["selected_candidate"]
+    candidate = slot_candidates(out["actions"], selected, layout, pool.n_candidates)
+    answers = pool.answer[np.arange(len(selected)), np.maximum(candidate, 0)]
+    answers[selected < 0] = None
+    return PlayedEpisodes(actions=actions, counts=counts, selected=selected, answers=answers, correct=out["correct"],
+                          costs=out["costs"], reward=out["reward"])
+
+
+def slot_candidates(log: np.ndarray, selected: np.ndarray, layout: ActionLayout, n_candidates: int) -> np.ndarray:
+    """The pool candidate in each episode's ``selected`` slot, from its action ``log``: the (s+1)-th SAMPLE put a
+    candidate in slot s, and a generator's k-th SAMPLE draws its k-th candidate (slots generator-major,
+    ``n_candidates`` over the layout's generators). On one generator the slot is the candidate."""
+    n_gen = layout.n_generators
+    if n_gen == 1:
+        return selected
+    log = log.astype(np.int64)
+    rows = np.arange(len(log))
+    is_sample = (log >= 0) & (log < n_gen)  # the layout's SAMPLE actions are 0 .. G-1
+    pos = np.argmax(np.cumsum(is_sample, axis=1) == (selected + 1)[:, None], axis=1)
+    generator = np.clip(log[rows, pos], 0, n_gen - 1)
+    k = np.cumsum(log == generator[:, None], axis=1)[rows, pos] - 1  # the generator's samples up to that one
+    return generator * (n_candidates // n_gen) + np.maximum(k, 0)

@@ -11,6 +11,8 @@ import pandas as pd
 from coba_env.compiled import CompiledPool
 from eval import bootstrap
 from eval.cost_notes import CostEstimates
+from eval.envs import ENV_GROUPING
+from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import PolicyInfo
 from pools.store import Pool
@@ -57,6 +59,29 @@ class BenchData:
     routing: dict[str, Any] | None = None
     #: The env the policies ran in: "replay" (one episode per problem and generator) or "route" (one per problem).
     env: str = "replay"
+    #: The policy the paired bootstrap compares every other one against (None: it did not run), and the one the
+    #: user asked for (None: the default, ``eval.tables.REFERENCE``).
+    reference: str | None = None
+    requested_reference: str | None = None
+    #: The generators of the pool's (item, generator) episodes (``generators`` holds the episodes' own generator
+    #: names: on item-grouped episodes, each item's generators joined by "+").
+    pool_generators: list[str] = field(default_factory=list)
+
+    @property
+    def grouping(self) -> str:
+        """The episodes' grouping (``EnvConfig.grouping``): "pair" for the replay env, "item" for the route env."""
+        return ENV_GROUPING[self.env]
+
+    @property
+    def candidates_per_generator(self) -> int:
+        """N: the candidates an episode may draw from each of its generators."""
+        per_episode = {"pair": 1, "item": len(self.pool_generators)}[self.grouping]
+        return self.compiled.n_candidates // max(1, per_episode)
+
+    @property
+    def layout(self) -> RecordLayout:
+        """The record columns of the run's episodes (``eval.records``)."""
+        return RecordLayout.of(self.compiled)
 
     @property
     def cost_metric(self) -> str:

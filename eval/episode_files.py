@@ -17,26 +17,23 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from eval.runner import RECORD_COLUMNS
+from eval.records import RecordLayout
 
-_TYPES = {"episode_id": pa.int64(), "n_actions": pa.int64(), "n_samples": pa.int64(), "n_v1": pa.int64(),
-          "n_v2": pa.int64(), "n_v3": pa.int64(), "selected_candidate": pa.int64(), "correct": pa.bool_(),
-          "tokens": pa.float64(), "p_tokens": pa.float64(), "calls": pa.float64(), "latency": pa.float64(),
-          "reward": pa.float64(), "oracle_available": pa.bool_()}
-#: The Arrow schema of an episode-records table (``eval.runner.RECORD_COLUMNS``; the other columns are text).
-RECORD_SCHEMA = pa.schema([(c, _TYPES.get(c, pa.string())) for c in RECORD_COLUMNS])
+#: The Arrow type of each column kind (``RecordLayout.kinds``).
+ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
 
 
-#: The same with the dollar cost of a priced pool (``pools.prices``) last.
-PRICED_RECORD_SCHEMA = RECORD_SCHEMA.append(pa.field("usd", pa.float64()))
+def record_schema(layout: RecordLayout) -> pa.Schema:
+    """The Arrow schema of an episode-records table of ``layout`` (its columns in order, dollars last if priced)."""
+    return pa.schema([(c, ARROW_TYPES[kind]) for c, kind in layout.kinds.items()])
 
 
 def write_episode_files(frames: Iterable[pd.DataFrame], parquet_path: Path, csv_path: Path, *,
-                        usd: bool = False) -> int:
-    """Write the record frames (one per policy, ``RECORD_COLUMNS``, and ``usd`` when ``usd``) to both files;
-    returns the rows written."""
+                        layout: RecordLayout) -> int:
+    """Write the record frames (one per policy, the columns of ``layout``; any other column is left out) to both
+    files; returns the rows written."""
     rows = 0
-    schema = PRICED_RECORD_SCHEMA if usd else RECORD_SCHEMA
+    schema = record_schema(layout)
     with pq.ParquetWriter(parquet_path, schema) as parquet, \
             gzip.open(csv_path, "wb", compresslevel=1) as raw:
         csv = pa_csv.CSVWriter(raw, schema)

@@ -24,24 +24,47 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from coba_env.rules.roles import ROLE_NAMES  # noqa: E402
 from eval.cost_notes import CostEstimates  # noqa: E402
 from eval.label_placement import place_labels  # noqa: E402
 from eval.pareto import Point, pareto_front  # noqa: E402
+from eval.records import RecordLayout  # noqa: E402
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo  # noqa: E402
 
+#: Marker style of each policy group (``agents.registry.GROUPS``); a group not listed is drawn as a baseline.
 GROUP_STYLE = {
     "coba": {"color": "#c0392b", "marker": "o", "size": 70},
     "baseline": {"color": "#2c6fbb", "marker": "s", "size": 40},
     "learned": {"color": "#7d3c98", "marker": "D", "size": 45},
+    "routing": {"color": "#1b7f5f", "marker": "^", "size": 60},
     ORACLE_GROUP: {"color": "#222222", "marker": "*", "size": 160},
 }
+#: Drawing order (later groups on top), legend order, and the groups whose labels are placed first.
+GROUP_ORDER = ("baseline", "learned", "routing", "coba", ORACLE_GROUP)
+LEGEND_ORDER = ("coba", "routing", "baseline", "learned", ORACLE_GROUP)
+LABELLED_FIRST = ("coba", "routing", ORACLE_GROUP)
 COST_LABEL = {"p_tokens": "parameter-weighted tokens per item (log scale)",
               "total_tokens": "total tokens per item (log scale)", "calls": "model calls per item (log scale)",
               "latency_s": "latency per item, s (log scale)", "usd": "dollars per item (log scale)"}
 #: "Comparable accuracy" in the cost-savings figure: at most this many points below the reference's accuracy.
 COMPARABLE_WITHIN = 1.0
-ACTION_STYLE = (("n_samples", "Sample", "#9ecae1"), ("n_v1", "V1 cheap judge", "#fdae6b"),
-                ("n_v2", "V2 process judge", "#bcbddc"), ("n_v3", "V3 strong verifier", "#e6550d"))
+#: The colour of the SAMPLE bars, of the first verifier of each role, and of further verifiers in turn.
+SAMPLE_COLOR = "#9ecae1"
+ROLE_COLOR = {"cheap_judge": "#fdae6b", "process_judge": "#bcbddc", "strong_verifier": "#e6550d",
+              "reward_model": "#74c476"}
+MORE_COLORS = ("#fdd0a2", "#9e9ac8", "#a63603", "#31a354", "#636363")
+
+
+def action_style(layout: RecordLayout) -> list[tuple[str, str, str]]:
+    """(count column, legend label, colour) of SAMPLE and of every verifier of ``layout`` ("V1 cheap judge")."""
+    out = [("n_samples", "Sample", SAMPLE_COLOR)]
+    seen: set[str] = set()
+    for k, (name, column) in enumerate(layout.counts.items()):
+        role = layout.roles[k]
+        color = ROLE_COLOR.get(role) if role not in seen else None
+        seen.add(role)
+        out.append((column, f"{name} {ROLE_NAMES.get(role, role)}", color or MORE_COLORS[k % len(MORE_COLORS)]))
+    return out
 
 
 def _style(name: str, info: Mapping[str, PolicyInfo]) -> dict:
@@ -58,11 +81,13 @@ def _is_oracle(name: str, info: Mapping[str, PolicyInfo]) -> bool:
 
 
 GROUP_LEGEND = {"coba": "CoBa routing", "baseline": "baselines", "learned": "learned",
-                ORACLE_GROUP: "pool oracle (upper bound)"}
+                "routing": "routing between generators", ORACLE_GROUP: "pool oracle (upper bound)"}
 
 
 def _group(name: str, info: Mapping[str, PolicyInfo]) -> str:
-    return info[name].group if name in info else "baseline"
+    """The group a policy is drawn as: its own when ``GROUP_STYLE`` has it, else "baseline"."""
+    group = info[name].group if name in info else "baseline"
+    return group if group in GROUP_STYLE else "baseline"
 
 
 def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str) -> tuple[list[str], list[Point]]:
@@ -75,7 +100,7 @@ def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: s
         ax.step([p.cost for p in front], [p.accuracy for p in front], where="post", color="#888888", lw=1.2,
                 ls="--", zorder=1)
     on_front = {p.name for p in front}
-    for group in (["baseline", "learned", "coba", ORACLE_GROUP]):
+    for group in GROUP_ORDER:
         sel = [n for n in names if _group(n, info) == group]
         if not sel:
             continue
@@ -97,7 +122,7 @@ def _legend_handles(groups: Sequence[str], with_front: bool) -> list:
     from matplotlib.lines import Line2D
 
     handles = []
-    for group in ("coba", "baseline", "learned", ORACLE_GROUP):
+    for group in LEGEND_ORDER:
         if group in groups:
             st = GROUP_STYLE[group]
             handles.append(Line2D([], [], ls="none", marker=st["marker"], color=st["color"], markeredgecolor="white",
@@ -141,12 +166,12 @@ def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_t
     ax.set_xlim(xmin / 1.3, xmax * 1.5)  # room for labels left and right of the extreme points
     ymin, ymax = ax.get_ylim()
     ax.set_ylim(ymin - 0.03 * (ymax - ymin), ymax + 0.05 * (ymax - ymin))
-    legend = ax.legend(handles=_legend_handles({_group(n, info) for n in names}, bool(front)), loc="lower right",
+    # "best": the corner where the legend hides the fewest markers (a fixed corner hid route benches' points).
+    legend = ax.legend(handles=_legend_handles({_group(n, info) for n in names}, bool(front)), loc="best",
                        fontsize=8, frameon=True, framealpha=0.9)
     fig.tight_layout()
     # Label after the layout is final, so the text extents measured are the ones drawn.
-    order = sorted(names, key=lambda n: (not _is_oracle(n, info) and _group(n, info) != "coba",
-                                         -float(mac.loc[n, "acc"])))
+    order = sorted(names, key=lambda n: (_group(n, info) not in LABELLED_FIRST, -float(mac.loc[n, "acc"])))
     renderer = fig.canvas.get_renderer()
     place_labels(ax, [float(mac.loc[n, cost]) for n in order], [float(mac.loc[n, "acc"]) for n in order],
                  [_label(n, info) + (" (upper bound)" if _is_oracle(n, info) else "") for n in order],
@@ -157,7 +182,7 @@ def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_t
 
 def _numbering(names: Sequence[str], info: Mapping[str, PolicyInfo]) -> dict[str, int]:
     """Point numbers for the per-dataset panels: CoBa variants first, then baselines, learned, the oracle."""
-    rank = {"coba": 0, "baseline": 1, "learned": 2, ORACLE_GROUP: 3}
+    rank = {"coba": 0, "routing": 0, "baseline": 1, "learned": 2, ORACLE_GROUP: 3}
     ordered = sorted(names, key=lambda n: (rank.get(_group(n, info), 1), list(names).index(n)))
     return {n: k + 1 for k, n in enumerate(ordered)}
 
@@ -263,7 +288,7 @@ def _short(name: str, info: Mapping[str, PolicyInfo]) -> str:
 
 
 def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Sequence[str],
-               datasets: Sequence[str]) -> Figure:
+               datasets: Sequence[str], layout: RecordLayout) -> Figure:
     """Stacked bars of the mean number of each action per item: one panel per dataset, one bar per policy
     (named under it), the actions stacked in the legend's colours."""
     names = [n for n in names if n in alloc.index.get_level_values("policy")]
@@ -276,10 +301,11 @@ def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Seque
                              dpi=150, sharey=True, squeeze=False)
     xs = np.arange(len(names))
     top = 0.0
+    style = action_style(layout)
     for k, ds in enumerate(datasets):
         ax = axes[k // ncols][k % ncols]
         bottom = np.zeros(len(names))
-        for col, lab, color in ACTION_STYLE:
+        for col, lab, color in style:
             vals = np.array([alloc.loc[(n, ds), col] if (n, ds) in alloc.index else 0.0 for n in names])
             ax.bar(xs, vals, 0.75, bottom=bottom, color=color, edgecolor="#333333", lw=0.4, label=lab)
             bottom += vals
@@ -295,8 +321,8 @@ def allocation(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Seque
     for k in range(n_ds, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
     axes[0][0].set_ylim(0, top * 1.08 if top > 0 else 1.0)
-    fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", lw=0.4, label=lab) for _, lab, c in ACTION_STYLE],
-               loc="upper center", ncol=4, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.94))
+    fig.legend(handles=[Patch(facecolor=c, edgecolor="#333333", lw=0.4, label=lab) for _, lab, c in style],
+               loc="upper center", ncol=min(4, len(style)), fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.94))
     fig.suptitle("Action allocation per dataset: mean actions per item for each CoBa variant", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.90))
     return fig

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from eval.records import RecordLayout
+
 #: Metric name -> the episode-record column it averages (accuracy is scaled to percent).
 METRICS: dict[str, str] = {
     "acc": "correct",
@@ -26,8 +28,11 @@ METRICS: dict[str, str] = {
     "latency_s": "latency",
 }
 
-#: Action-count columns of the records and the action code each counts.
-ACTION_COLUMNS: dict[str, str] = {"n_samples": "S", "n_v1": "V1", "n_v2": "V2", "n_v3": "V3"}
+
+def action_columns(layout: RecordLayout) -> dict[str, str]:
+    """The action-count columns of records of ``layout`` and the code each counts: ``n_samples`` (S), then each
+    verifier's calls (its name: ``n_v1`` -> V1 on the paper's verifiers)."""
+    return {"n_samples": "S", **{column: name for name, column in layout.counts.items()}}
 
 PAIR = ["dataset", "generator"]
 
@@ -94,31 +99,33 @@ def per_generator(records: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def allocation(records: pd.DataFrame) -> pd.DataFrame:
+def allocation(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
     """Action-allocation audit per (policy, dataset): mean count of each action and its share of all actions.
 
-    Counts are means over generators of the per-pair means (like every per-dataset number). ``share_*`` is
-    an action's share of the non-STOP actions; ``candidates`` is the mean number of candidates drawn and
-    ``strong_calls`` the mean number of strong-verifier (V3) calls.
+    Counts are means over generators of the per-pair means (like every per-dataset number). ``share_<code>`` is
+    an action's share of the non-STOP actions (``action_columns``); ``candidates`` is the mean number of
+    candidates drawn and ``strong_calls`` the mean number of calls of the verifier standing for the strong
+    verifier V3 (``RecordLayout.strong``; 0 without one).
     """
-    cols = list(ACTION_COLUMNS)
-    pairs = records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index()
-    out = pairs.groupby(["policy", "dataset"], sort=False)[cols].mean()
-    total = out[cols].sum(axis=1).replace(0.0, np.nan)
-    for col, code in ACTION_COLUMNS.items():
-        out[f"share_{code}"] = (out[col] / total).fillna(0.0)
+    out = _action_shares(records, layout, ["policy", "dataset"])
     out["candidates"] = out["n_samples"]
-    out["strong_calls"] = out["n_v3"]
+    out["strong_calls"] = out[layout.strong] if layout.strong is not None else 0.0
     return out
 
 
-def allocation_overall(records: pd.DataFrame) -> pd.DataFrame:
+def allocation_overall(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
     """The allocation audit per policy over all pairs (macro: mean over pairs)."""
-    cols = list(ACTION_COLUMNS)
+    return _action_shares(records, layout, ["policy"])
+
+
+def _action_shares(records: pd.DataFrame, layout: RecordLayout, by: list[str]) -> pd.DataFrame:
+    """Mean action counts per ``by`` group (means of the per-pair means) and each action's ``share_<code>``."""
+    codes = action_columns(layout)
+    cols = list(codes)
     pairs = records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index()
-    out = pairs.groupby("policy", sort=False)[cols].mean()
+    out = pairs.groupby(by, sort=False)[cols].mean()
     total = out[cols].sum(axis=1).replace(0.0, np.nan)
-    for col, code in ACTION_COLUMNS.items():
+    for col, code in codes.items():
         out[f"share_{code}"] = (out[col] / total).fillna(0.0)
     return out
 
@@ -148,16 +155,18 @@ def oracle_gap(records: pd.DataFrame, by: str | None = "dataset") -> pd.DataFram
     return out
 
 
-#: The aggregates ``summarize`` reports, by the name ``computed`` passes them under.
+#: The aggregates ``summarize`` reports, by the name ``computed`` passes them under (each of records and their
+#: record layout).
 AGGREGATES: dict[str, Any] = {
-    "macro": lambda r: macro(r), "pooled": lambda r: pooled(r), "per_dataset": lambda r: per_dataset(r),
-    "per_generator": lambda r: per_generator(r), "allocation": lambda r: allocation(r),
-    "allocation_overall": lambda r: allocation_overall(r), "gap": lambda r: oracle_gap(r, None),
-    "gap_by_dataset": lambda r: oracle_gap(r, "dataset"),
+    "macro": lambda r, _: macro(r), "pooled": lambda r, _: pooled(r), "per_dataset": lambda r, _: per_dataset(r),
+    "per_generator": lambda r, _: per_generator(r), "allocation": allocation,
+    "allocation_overall": allocation_overall, "gap": lambda r, _: oracle_gap(r, None),
+    "gap_by_dataset": lambda r, _: oracle_gap(r, "dataset"),
 }
 
 
-def summarize(records: pd.DataFrame, computed: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+def summarize(records: pd.DataFrame, layout: RecordLayout,
+              computed: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
     """Every aggregate above as nested plain dicts keyed by policy (then dataset / generator).
 
     ``computed``: aggregates of ``records`` already at hand, by their ``AGGREGATES`` name (not recomputed:
@@ -166,7 +175,7 @@ def summarize(records: pd.DataFrame, computed: dict[str, pd.DataFrame] | None = 
     if not len(records):
         return out
     have = dict(computed or {})
-    agg = {name: have[name] if name in have else make(records) for name, make in AGGREGATES.items()}
+    agg = {name: have[name] if name in have else make(records, layout) for name, make in AGGREGATES.items()}
     pairs = pair_means(records)
     pairs.index = pd.MultiIndex.from_arrays([pairs["policy"], pairs["dataset"] + "/" + pairs["generator"]])
     tables = {

@@ -75,106 +75,130 @@ def _resolve_name(short: str, names: list[str]) -> str | None:
 
 def paper_comparison(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any], list[Table]]:
     """Our numbers beside the paper's: main table, per-dataset accuracy, bootstrap, claims, setup."""
-    mac, names = data.macro, data.ran
     out: dict[str, Any] = {}
     shown: list[Table] = []
+    for key, compare in (("main_table", _main_table), ("per_dataset_accuracy", _per_dataset),
+                         ("paired_bootstrap", _bootstrap), ("claims", _claims)):
+        block, table = compare(data, targets)
+        if block is not None:
+            out[key] = block
+        if table is not None:
+            shown.append(table)
+    out["setup"], setup = _setup(data, targets)
+    return out, [setup, *shown]
+
+
+def _main_table(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any] | None, Table | None]:
+    """The main table: each paper row's columns, ours beside the paper's, 'off' beyond the tolerance."""
     main = targets.get("main_table") or {}
     cols = list(main.get("columns") or [])
-    if cols and main.get("rows"):
-        rows, block = [], {}
-        for name, values in main["rows"].items():
-            ours = mac.loc[name] if name in mac.index else None
-            entry = {}
-            row: dict[str, Any] = {"method": data.info[name].label if name in data.info else name, "policy": name}
-            for col, paper in zip(cols, values, strict=False):
-                mine = float(ours[col]) if ours is not None and col in ours.index else None
-                entry[col] = {"ours": mine, "paper": paper,
-                              "delta": None if mine is None else mine - paper}
-                row[f"{col}_ours"], row[f"{col}_paper"] = mine, paper
-            row["acc_delta"] = entry.get("acc", {}).get("delta")
-            off = row["acc_delta"] is not None and abs(row["acc_delta"]) > TOLERANCE_POINTS
-            row["flag"] = "off" if off else ""
-            block[name] = {**entry, "beyond_tolerance": off}
-            rows.append(row)
-        out["main_table"] = block
-        fmt = {"acc": tabs.fmt_acc, "total_tokens": tabs.fmt_k, "calls": tabs.fmt_2, "p_tokens": tabs.fmt_k,
-               "latency_s": tabs.fmt_1}
-        header = {"acc": "Acc.", "total_tokens": "Tok.", "calls": "Calls", "p_tokens": "P-Tok.",
-                  "latency_s": "Latency"}
-        columns = [Column("method", "Method")]
-        for col in cols:
-            columns += [Column(f"{col}_ours", f"{header.get(col, col)} ours", fmt.get(col, tabs.fmt_2)),
-                        Column(f"{col}_paper", f"{header.get(col, col)} paper", fmt.get(col, tabs.fmt_2))]
-            if col == "acc":
-                columns += [Column("acc_delta", "Δ acc", tabs.fmt_signed),
-                            Column("flag", f"|Δ| > {TOLERANCE_POINTS:g}")]
-        columns.append(Column("policy", "Policy", csv_only=True))
-        shown.append(Table("paper_main", f"Main table: this run (macro) beside the paper's {_source(targets, 'main_table')}"
-                           f". 'off' marks an accuracy more than {TOLERANCE_POINTS:g} point away from the paper's "
-                           "(beyond the simulator's tolerance).", columns, [rows]))
+    if not (cols and main.get("rows")):
+        return None, None
+    rows, block = [], {}
+    for name, values in main["rows"].items():
+        ours = data.macro.loc[name] if name in data.macro.index else None
+        entry = {}
+        row: dict[str, Any] = {"method": data.info[name].label if name in data.info else name, "policy": name}
+        for col, paper in zip(cols, values, strict=False):
+            mine = float(ours[col]) if ours is not None and col in ours.index else None
+            entry[col] = {"ours": mine, "paper": paper, "delta": None if mine is None else mine - paper}
+            row[f"{col}_ours"], row[f"{col}_paper"] = mine, paper
+        row["acc_delta"] = entry.get("acc", {}).get("delta")
+        off = row["acc_delta"] is not None and abs(row["acc_delta"]) > TOLERANCE_POINTS
+        row["flag"] = "off" if off else ""
+        block[name] = {**entry, "beyond_tolerance": off}
+        rows.append(row)
+    fmt = {"acc": tabs.fmt_acc, "total_tokens": tabs.fmt_k, "calls": tabs.fmt_2, "p_tokens": tabs.fmt_k,
+           "latency_s": tabs.fmt_1}
+    header = {"acc": "Acc.", "total_tokens": "Tok.", "calls": "Calls", "p_tokens": "P-Tok.", "latency_s": "Latency"}
+    columns = [Column("method", "Method")]
+    for col in cols:
+        columns += [Column(f"{col}_ours", f"{header.get(col, col)} ours", fmt.get(col, tabs.fmt_2)),
+                    Column(f"{col}_paper", f"{header.get(col, col)} paper", fmt.get(col, tabs.fmt_2))]
+        if col == "acc":
+            columns += [Column("acc_delta", "Δ acc", tabs.fmt_signed), Column("flag", f"|Δ| > {TOLERANCE_POINTS:g}")]
+    columns.append(Column("policy", "Policy", csv_only=True))
+    return block, Table("paper_main", f"Main table: this run (macro) beside the paper's {_source(targets, 'main_table')}"
+                        f". 'off' marks an accuracy more than {TOLERANCE_POINTS:g} point away from the paper's "
+                        "(beyond the simulator's tolerance).", columns, [rows])
+
+
+def _per_dataset(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any] | None, Table | None]:
+    """Per-dataset accuracy, ours / the paper's."""
     per_ds = targets.get("per_dataset_accuracy") or {}
-    if per_ds.get("rows") and len(data.per_dataset):
-        ds_cols = list(per_ds.get("columns") or [])
-        block, rows = {}, []
-        for name, values in per_ds["rows"].items():
-            row = {"method": data.info[name].label if name in data.info else name, "policy": name}
-            entry = {}
-            for ds, paper in zip(ds_cols, values, strict=False):
-                key = (name, ds)
-                mine = float(data.per_dataset.loc[key, "acc"]) if key in data.per_dataset.index else None
-                entry[ds] = {"ours": mine, "paper": paper, "delta": None if mine is None else mine - paper}
-                row[ds] = f"{tabs.fmt_acc1(mine)} / {paper:.1f}"
-            block[name] = entry
-            rows.append(row)
-        out["per_dataset_accuracy"] = block
-        shown.append(Table("paper_per_dataset", "Per-dataset accuracy, this run / paper "
-                           f"({_source(targets, 'per_dataset_accuracy')}).",
-                           [Column("method", "Method")] + [Column(ds, ds) for ds in ds_cols]
-                           + [Column("policy", "Policy", csv_only=True)], [rows]))
-    boot = targets.get("paired_bootstrap_per_example") or {}
-    if boot:
-        block, rows = {}, []
-        lookup = {(r.a, r.b): r for r in data.pairwise.itertuples(index=False)} if len(data.pairwise) else {}
-        for key, paper in boot.items():
-            a_short, _, b_short = key.partition("_minus_")
-            a, b = _resolve_name(a_short, names), _resolve_name(b_short, names)
-            r = lookup.get((a, b))
-            mine = None if r is None else {"diff": r.diff, "ci": [r.ci_low, r.ci_high], "p": r.p,
-                                           "significant": bool(r.significant)}
-            block[key] = {"a": a, "b": b, "ours": mine, "paper": paper}
-            paper_ci = paper.get("ci")
-            rows.append({
-                "comparison": f"{a or a_short} - {b or b_short}",
-                "ours": "-" if mine is None else f"{r.diff:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], "
-                                                 f"p {format_p(r.p, data.resamples)}",
-                "paper": f"{paper.get('diff', float('nan')):+.2f} "
-                         + (f"[{paper_ci[0]:+.2f}, {paper_ci[1]:+.2f}]" if paper_ci else
-                            ("CI includes 0" if paper.get("ci_includes_zero") else ""))
-                         + (f", p {paper['p']}" if "p" in paper else ""),
-            })
-        out["paired_bootstrap"] = block
-        shown.append(Table("paper_bootstrap", f"Paired bootstrap ({data.bootstrap_unit} unit): this run vs paper "
-                           f"({_source(targets, 'paired_bootstrap_per_example')}).",
-                           [Column("comparison", "Comparison"), Column("ours", "This run"),
-                            Column("paper", "Paper")], [rows]))
-    claims = targets.get("claims") or {}
+    if not (per_ds.get("rows") and len(data.per_dataset)):
+        return None, None
+    ds_cols = list(per_ds.get("columns") or [])
     block, rows = {}, []
-    for key, paper in claims.items():
+    for name, values in per_ds["rows"].items():
+        row = {"method": data.info[name].label if name in data.info else name, "policy": name}
+        entry = {}
+        for ds, paper in zip(ds_cols, values, strict=False):
+            key = (name, ds)
+            mine = float(data.per_dataset.loc[key, "acc"]) if key in data.per_dataset.index else None
+            entry[ds] = {"ours": mine, "paper": paper, "delta": None if mine is None else mine - paper}
+            row[ds] = f"{tabs.fmt_acc1(mine)} / {paper:.1f}"
+        block[name] = entry
+        rows.append(row)
+    return block, Table("paper_per_dataset", "Per-dataset accuracy, this run / paper "
+                        f"({_source(targets, 'per_dataset_accuracy')}).",
+                        [Column("method", "Method")] + [Column(ds, ds) for ds in ds_cols]
+                        + [Column("policy", "Policy", csv_only=True)], [rows])
+
+
+def _bootstrap(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any] | None, Table | None]:
+    """The paper's paired-bootstrap comparisons beside ours (the pairwise matrix's entries)."""
+    boot = targets.get("paired_bootstrap_per_example") or {}
+    if not boot:
+        return None, None
+    block, rows = {}, []
+    lookup = {(r.a, r.b): r for r in data.pairwise.itertuples(index=False)} if len(data.pairwise) else {}
+    for key, paper in boot.items():
+        a_short, _, b_short = key.partition("_minus_")
+        a, b = _resolve_name(a_short, data.ran), _resolve_name(b_short, data.ran)
+        r = lookup.get((a, b))
+        mine = None if r is None else {"diff": r.diff, "ci": [r.ci_low, r.ci_high], "p": r.p,
+                                       "significant": bool(r.significant)}
+        block[key] = {"a": a, "b": b, "ours": mine, "paper": paper}
+        paper_ci = paper.get("ci")
+        rows.append({
+            "comparison": f"{a or a_short} - {b or b_short}",
+            "ours": "-" if mine is None else f"{r.diff:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], "
+                                             f"p {format_p(r.p, data.resamples)}",
+            "paper": f"{paper.get('diff', float('nan')):+.2f} "
+                     + (f"[{paper_ci[0]:+.2f}, {paper_ci[1]:+.2f}]" if paper_ci else
+                        ("CI includes 0" if paper.get("ci_includes_zero") else ""))
+                     + (f", p {paper['p']}" if "p" in paper else ""),
+        })
+    return block, Table("paper_bootstrap", f"Paired bootstrap ({data.bootstrap_unit} unit): this run vs paper "
+                        f"({_source(targets, 'paired_bootstrap_per_example')}).",
+                        [Column("comparison", "Comparison"), Column("ours", "This run"),
+                         Column("paper", "Paper")], [rows])
+
+
+def _claims(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any], Table | None]:
+    """The paper's cost claims (p-token savings of one method against another) beside ours."""
+    mac = data.macro
+    block, rows = {}, []
+    for key, paper in (targets.get("claims") or {}).items():
         if not key.endswith("_p_tokens_saving") or "_vs_" not in key:
             block[key] = {"paper": paper, "ours": None}
             continue
         a_short, _, b_short = key[: -len("_p_tokens_saving")].partition("_vs_")
-        a, b = _resolve_name(a_short, names), _resolve_name(b_short, names)
+        a, b = _resolve_name(a_short, data.ran), _resolve_name(b_short, data.ran)
         mine = None
         if a in mac.index and b in mac.index and mac.loc[b, "p_tokens"] > 0:
             mine = 1.0 - float(mac.loc[a, "p_tokens"]) / float(mac.loc[b, "p_tokens"])
         block[key] = {"a": a, "b": b, "ours": mine, "paper": paper}
         rows.append({"claim": f"p-token saving of {a or a_short} vs {b or b_short}",
                      "ours": "-" if mine is None else f"{100 * mine:.1f}%", "paper": f"{100 * paper:.1f}%"})
-    out["claims"] = block
-    if rows:
-        shown.append(Table("paper_claims", f"Cost claims: this run vs paper ({_source(targets, 'claims')}).",
-                           [Column("claim", "Claim"), Column("ours", "This run"), Column("paper", "Paper")], [rows]))
+    table = Table("paper_claims", f"Cost claims: this run vs paper ({_source(targets, 'claims')}).",
+                  [Column("claim", "Claim"), Column("ours", "This run"), Column("paper", "Paper")], [rows])
+    return block, table if rows else None
+
+
+def _setup(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str, Any], Table]:
+    """Evaluations, unique examples, pairs and paired examples: this run vs the paper."""
     setup = targets.get("setup") or {}
     items = data.records[["dataset", "item_id"]].drop_duplicates().shape[0] if len(data.records) else 0
     n_pairs = int(data.pairwise["n_units"].iloc[0]) if len(data.pairwise) else None
@@ -182,9 +206,8 @@ def paper_comparison(data: BenchData, targets: dict[str, Any]) -> tuple[dict[str
                   "pairs": len(data.datasets) * len(data.generators), "paired_examples": n_pairs}
     paper_setup = {"evaluations": setup.get("evaluations"), "unique_examples": setup.get("unique_examples"),
                    "pairs": setup.get("pairs"), "paired_examples": (setup.get("bootstrap") or {}).get("paired_examples")}
-    out["setup"] = {k: {"ours": ours_setup[k], "paper": paper_setup[k]} for k in ours_setup}
-    shown.insert(0, Table("paper_setup", f"Setup: this run vs paper ({_source(targets, 'setup')}).",
-                          [Column("what", "Quantity"), Column("ours", "This run"), Column("paper", "Paper")],
-                          [[{"what": k.replace("_", " "), "ours": v["ours"], "paper": v["paper"]}
-                            for k, v in out["setup"].items()]]))
-    return out, shown
+    block = {k: {"ours": ours_setup[k], "paper": paper_setup[k]} for k in ours_setup}
+    return block, Table("paper_setup", f"Setup: this run vs paper ({_source(targets, 'setup')}).",
+                        [Column("what", "Quantity"), Column("ours", "This run"), Column("paper", "Paper")],
+                        [[{"what": k.replace("_", " "), "ours": v["ours"], "paper": v["paper"]}
+                          for k, v in block.items()]])

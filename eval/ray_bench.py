@@ -45,12 +45,15 @@ def _replay_task(task: tuple[list[int], list[int] | None], pool: CompiledPool, p
 def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *, ray_address: str,
                         split: str = "episodes", shards: int | None = None, cost_model: str = "p_tokens",
                         lam: float = 0.0, seed: int = 0, specs: dict | None = None,
-                        progress: bool = True, replay: str = "batched") -> BenchRun:
+                        progress: bool = True, replay: str = "batched", grouping: str = "pair") -> BenchRun:
     """``run_policies`` on the Ray cluster at ``ray_address``: ``split="episodes"`` runs every policy on each of
     ``shards`` episode slices (default: twice the cluster's CPUs), ``split="policies"`` one task per policy;
-    ``replay`` as in ``run_policies`` (batched by default)."""
+    ``replay`` and ``grouping`` as in ``run_policies`` (batched, "pair" by default). Item-grouped episodes are
+    split by policy only: an episode slice could cut an item's generators apart."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {list(SPLITS)}")
+    if split == "episodes" and grouping != "pair":
+        raise ValueError("item-grouped episodes are split by policy (split='policies'), not into episode slices")
     start = time.perf_counter()
     policies = resolve_unique_policies(policies, specs)
     ray = connect_ray(ray_address)
@@ -60,7 +63,7 @@ def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *,
         tasks: list[tuple[list[int], list[int] | None]] = [(everyone, ids) for ids in slices]
     else:
         tasks = [([i], None) for i in everyone]
-    options = {"cost_model": cost_model, "lam": lam, "seed": seed, "replay": replay}
+    options = {"cost_model": cost_model, "lam": lam, "seed": seed, "replay": replay, "grouping": grouping}
     results = map_tasks(_replay_task, tasks, shared=(pool, policies, options), ray_address=ray_address,
                         progress=progress, desc="coba bench on Ray")
     if split == "policies":

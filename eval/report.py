@@ -28,9 +28,20 @@ from eval.metrics import to_plain
 from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
 from eval.report_html import render_html
-from eval.route_report import route_blocks, route_figures, route_summary_lines, route_tables
-from eval.tables import HIGHCOST, REFERENCE, Table
+from eval.route_report import route_figures, route_summary_lines, route_tables
+from eval.tables import HIGHCOST, Table
 from pools.atomic_write import atomic_write, atomic_write_text  # also re-exported from here
+
+#: Why a bench is not compared with the paper, by its episodes' grouping (results.json ``paper.note``).
+NOT_THE_PAPER: dict[str, str] = {
+    "pair": "the pool's provenance profile is {profile!r}, not 'paper'",
+    "item": "a route bench has one episode per problem, the paper one per problem and generator",
+}
+#: The frontier figure's title: what its macro average runs over.
+FRONTIER_TITLE: dict[str, str] = {
+    "pair": "Accuracy-cost frontier (macro over dataset x generator pairs)",
+    "item": "Accuracy-cost frontier (macro over datasets; each episode holds all of a problem's generators)",
+}
 
 # ---------------------------------------------------------------- atomic files
 
@@ -70,14 +81,14 @@ def build_tables(data: BenchData) -> dict[str, Table]:
                                               caption="Per-generator accuracy averaged over datasets.",
                                               order=data.generators),
         "highcost": tabs.highcost_table(data.macro, info),
-        "allocation": tabs.allocation_table(data.allocation, info, ran, data.datasets),
+        "allocation": tabs.allocation_table(data.allocation, info, ran, data.datasets, data.layout),
         "oracle_gap": tabs.oracle_gap_table(data.gap, info),
         "oracle_gap_by_dataset": tabs.oracle_gap_by_dataset_table(data.gap_by_dataset, info, ran, data.datasets),
     }
     if _coba_names(data):  # the routing-strength ablation compares CoBa variants; without one it says nothing
-        out["ablation"] = tabs.ablation_table(data.macro, data.allocation_overall, info)
+        out["ablation"] = tabs.ablation_table(data.macro, data.allocation_overall, info, data.layout)
     if len(data.versus):
-        out["bootstrap"] = tabs.bootstrap_table(data.versus, info, resamples=data.resamples)
+        out["bootstrap"] = tabs.bootstrap_table(data.versus, info, reference=data.reference, resamples=data.resamples)
     if len(data.pairwise):
         order = list(data.macro.sort_values("acc", ascending=False).index)
         out["pairwise"] = tabs.pairwise_table(data.pairwise, info, order)
@@ -94,14 +105,16 @@ def build_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
         return {}
     cost = data.cost_metric
     out: dict[str, Callable[[], Any]] = {
-        "frontier": lambda: figs.frontier(data.macro, data.info, cost, estimates=data.cost_estimates),
+        "frontier": lambda: figs.frontier(data.macro, data.info, cost, FRONTIER_TITLE[data.grouping],
+                                          estimates=data.cost_estimates),
         "per_dataset_frontiers": lambda: figs.small_multiples(data.per_dataset, data.info, data.datasets, cost,
                                                               estimates=data.cost_estimates),
         "per_dataset_heatmap": lambda: figs.heatmap(data.per_dataset, data.info, data.datasets),
     }
     coba = _coba_names(data)
     if coba:
-        out["action_allocation"] = lambda: figs.allocation(data.allocation, data.info, coba, data.datasets)
+        out["action_allocation"] = lambda: figs.allocation(data.allocation, data.info, coba, data.datasets,
+                                                                   data.layout)
     comparable = figs.comparable_methods(data.macro, data.info, always=HIGHCOST)
     if len(comparable) >= 2:
         out["cost_savings"] = lambda: figs.savings(data.macro, data.info, comparable)
@@ -125,10 +138,10 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
                                            "significant": bool(row.significant)}
     boot = {"unit": data.bootstrap_unit, "resamples": data.resamples, "seed": data.seed, "ci": 0.95,
             "method": "paired percentile bootstrap; p = min(1, 2*min(#{d<=0}+1, #{d>=0}+1)/(B+1))",
-            "reference": REFERENCE if REFERENCE in data.ran else None,
+            "reference": data.reference,
             "n_units": int(data.pairwise["n_units"].iloc[0]) if len(data.pairwise) else 0,
             "dropped_units": int(data.pairwise.attrs.get("dropped", 0)) if len(data.pairwise) else 0,
-            "vs_reference": pw.get(REFERENCE, {}), "pairwise": pw}
+            "vs_reference": pw.get(data.reference, {}) if data.reference else {}, "pairwise": pw}
     out = {
         "meta": {
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -174,8 +187,7 @@ def _paper(data: BenchData, tables: dict[str, Table]) -> tuple[dict[str, Any], d
     """The paper comparison: its state for the report, its block for results.json, and its tables."""
     if not data.is_paper_pool:
         profile = (data.pool.manifest.get("provenance") or {}).get("profile")
-        why = (f"the pool's provenance profile is {profile!r}, not 'paper'" if data.env == "replay" else
-               "a route bench has one episode per problem, the paper one per problem and generator")
+        why = NOT_THE_PAPER[data.grouping].format(profile=profile)
         state = {"status": "skipped", "message": f"No paper comparison: {why}."}
         return state, {"status": "skipped", "note": state["message"]}, []
     targets, source = load_paper_targets()
@@ -225,7 +237,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         episodes = ThreadPoolExecutor(max_workers=1)
         written = episodes.submit(atomic_write, out_dir / "episodes.parquet", lambda parquet: atomic_write(
             out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv,
-                                                                         usd=data.compiled.usd_priced)))
+                                                                         layout=data.layout)))
         episodes.shutdown(wait=False)
         for stem, make in makers.items():
             _stage(bar, f"figure {stem}")
@@ -240,7 +252,7 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         if t0 is not None:
             data.timings["total_s"] = time.perf_counter() - t0
         results = results_json(data, files, paper_block)
-        blocks = render_blocks(data, tables, files, paper_state, paper_tables) + route_blocks(data, tables, files)
+        blocks = render_blocks(data, tables, files, paper_state, paper_tables)
         atomic_write_text(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
         atomic_write_text(out_dir / "report.md", to_markdown(blocks))
         atomic_write_text(out_dir / "report.html", render_html(blocks, out_dir))

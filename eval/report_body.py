@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,9 @@ from eval import tables as tabs
 from eval.bench_data import BenchData
 from eval.figures import COMPARABLE_WITHIN
 from eval.paper_comparison import DEVIATION_NOTES, TOLERANCE_POINTS
+from eval.route_report import route_blocks
+from eval.table_render import FigureRef
 from eval.tables import REFERENCE, Table
-
-
-@dataclass(frozen=True)
-class FigureRef:
-    """A figure of the report: ``figures/<stem>.png``, its alt text and the caption printed under it."""
-
-    stem: str
-    alt: str
-    caption: str = ""
-
 
 #: A report block: Markdown text (headings, bullets, paragraphs), a table, or a figure.
 Block = str | Table | FigureRef
@@ -65,35 +56,32 @@ def _short_provenance(prov: dict[str, Any]) -> dict[str, Any]:
     return {**prov, "grader_agreement": {**agreement, "disagreements": len(agreement["disagreements"])}}
 
 
+#: How each grouping's episodes are counted in the setup ({n} episodes, {d} datasets, {g} generators, {per}
+#: candidates per generator), and what one costs ("per item (...)").
+EPISODES_LINE: dict[str, str] = {
+    "pair": "{n} (item x generator) over {d} datasets x {g} generators = {pairs} pairs; N = {per} candidates",
+    "item": "{n} (one per item, with all its generators) over {d} datasets x {g} generators; N = {per} candidates "
+            "per generator",
+}
+COST_UNIT: dict[str, str] = {"pair": "one item-generator evaluation", "item": "one problem with all its generators"}
+#: What the headline macro average runs over (an item-grouped episode's generator column joins its generators).
+MACRO_OVER: dict[str, str] = {"pair": "dataset x generator pairs, as in the paper",
+                              "item": "datasets (each episode holds all of a problem's generators)"}
+#: What "Results by generator" says first (item-grouped episodes have one generator column: all of them).
+BY_GENERATOR_NOTE: dict[str, str] = {
+    "pair": "",
+    "item": "Each episode holds all of a problem's generators, so there is one column here; how each policy spread "
+            "its samples and cost over the generators is in 'Routing between generators'.",
+}
+
+
 def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any], paper_state: dict[str, Any],
                   paper_tables: list[Table]) -> list[Block]:
-    """The report as blocks: setup, main results, paper comparison, per dataset, allocation, statistics."""
-    prov = public(_short_provenance(data.pool.manifest.get("provenance") or {}))
-    ds_counts = data.records.drop_duplicates(["dataset", "item_id"]).groupby("dataset", sort=False).size() \
-        if len(data.records) else pd.Series(dtype=int)
-    setup = [
-        f"- **Pool**: `{public(data.pool_spec)}`; provenance: {json.dumps(prov) if prov else 'none recorded'}",
-        f"- **Episodes**: {data.compiled.n_episodes} (item x generator) over "
-        f"{len(data.datasets)} datasets x {len(data.generators)} generators = "
-        f"{len(data.datasets) * len(data.generators)} pairs; N = {data.compiled.n_candidates} candidates; "
-        f"tiers present: {', '.join(data.compiled.tiers_present) or 'none'}",
-        "- **Items per dataset**: " + ", ".join(f"{k} {v}" for k, v in ds_counts.items()),
-        f"- **Generators**: {', '.join(data.generators)}",
-        f"- **Cost model** (frontier x axis): `{data.cost_model}`; seed {data.seed}; "
-        f"replay workers {data.run.workers}",
-        f"- **Policies run** ({len(data.ran)}): " + ", ".join(f"`{n}`" for n in data.ran),
-    ]
-    roles = pool_role_map(data.compiled)
-    setup.append("- **Verifier roles** (which verifier serves each role policies ask for; docs/POLICIES.md, "
-                 "'Verifier roles'): " + "; ".join(roles.describe()))
-    na = data.run.not_applicable
-    if na:
-        setup.append("- **Not applicable** (not run): " + "; ".join(f"`{k}`: {v}" for k, v in na.items()))
-    t = data.timings
-    setup.append(f"- **Time**: replay {t.get('replay_s', 0):.1f} s, total {t.get('total_s', 0):.1f} s")
-    out: list[Block] = ["# CoBa bench report", "\n".join(setup),
-                        "Accuracy is in percent; costs are per item (one item-generator evaluation). Headline "
-                        "numbers are macro averages over dataset x generator pairs, as in the paper; the pooled "
+    """The report as blocks: setup, main results, paper comparison, per dataset, allocation, statistics, the
+    routing section (episodes over several generators), files."""
+    out: list[Block] = ["# CoBa bench report", "\n".join(setup_lines(data)),
+                        f"Accuracy is in percent; costs are per item ({COST_UNIT[data.grouping]}). Headline "
+                        f"numbers are macro averages over {MACRO_OVER[data.grouping]}; the pooled "
                         "tables weigh every episode equally. The pool oracle reads correctness labels and is an "
                         "upper bound only: it never enters a Pareto front or a best-method choice."]
     note = literal_note(data)
@@ -115,16 +103,57 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
     if front:
         out.append("Pareto front (" + data.cost_metric + "): " + " -> ".join(f"`{n}`" for n in front) + ".")
     out += ["## Comparison with the paper", *_paper_blocks(paper_state, paper_tables)]
-    out += ["## Results by dataset", tables["per_dataset"]]
+    out += _group_blocks(data, tables, fig)
+    out += _allocation_blocks(data, tables, fig)
+    out += ["## Significance (paired bootstrap)", *_significance_blocks(data, tables)]
+    out += _ablation_and_cost_blocks(data, tables, fig)
+    return [*out, *route_blocks(data, tables, files), *_files_blocks(files)]
+
+
+def setup_lines(data: BenchData) -> list[str]:
+    """The report's setup bullets: pool, episodes, items, generators, cost model, policies, roles, time."""
+    prov = public(_short_provenance(data.pool.manifest.get("provenance") or {}))
+    ds_counts = data.records.drop_duplicates(["dataset", "item_id"]).groupby("dataset", sort=False).size() \
+        if len(data.records) else pd.Series(dtype=int)
+    gens, n_ds = data.pool_generators, len(data.datasets)
+    episodes = EPISODES_LINE[data.grouping].format(n=data.compiled.n_episodes, d=n_ds, g=len(gens),
+                                                   pairs=n_ds * len(gens), per=data.candidates_per_generator)
+    setup = [
+        f"- **Pool**: `{public(data.pool_spec)}`; provenance: {json.dumps(prov) if prov else 'none recorded'}",
+        f"- **Episodes**: {episodes}; tiers present: {', '.join(data.compiled.tiers_present) or 'none'}",
+        "- **Items per dataset**: " + ", ".join(f"{k} {v}" for k, v in ds_counts.items()),
+        f"- **Generators**: {', '.join(gens)}",
+        f"- **Cost model** (frontier x axis): `{data.cost_model}`; seed {data.seed}; "
+        f"replay workers {data.run.workers}",
+        f"- **Policies run** ({len(data.ran)}): " + ", ".join(f"`{n}`" for n in data.ran),
+        "- **Verifier roles** (which verifier serves each role policies ask for; docs/POLICIES.md, "
+        "'Verifier roles'): " + "; ".join(pool_role_map(data.compiled).describe()),
+    ]
+    na = data.run.not_applicable
+    if na:
+        setup.append("- **Not applicable** (not run): " + "; ".join(f"`{k}`: {v}" for k, v in na.items()))
+    t = data.timings
+    setup.append(f"- **Time**: replay {t.get('replay_s', 0):.1f} s, total {t.get('total_s', 0):.1f} s")
+    return setup
+
+
+def _group_blocks(data: BenchData, tables: dict[str, Table], fig: Any) -> list[Block]:
+    """Results by dataset and by generator, and per example (pooled)."""
+    out: list[Block] = ["## Results by dataset", tables["per_dataset"]]
     out += fig("per_dataset_heatmap", "per-dataset accuracy heatmap")
     out += fig("per_dataset_frontiers", "per-dataset frontiers",
                "One panel per dataset (accuracy and cost averaged over generators). Numbers label the points; "
                "the key under the panels names them. Ringed points form each panel's Pareto front.")
-    out += [tables["per_dataset_p_tokens"], "## Results by generator", tables["per_generator"],
-            "## Per example (pooled)", tables["pooled"], "## Adaptive allocation"]
+    out += [tables["per_dataset_p_tokens"], "## Results by generator", BY_GENERATOR_NOTE[data.grouping]]
+    return [*out, tables["per_generator"], "## Per example (pooled)", tables["pooled"]]
+
+
+def _allocation_blocks(data: BenchData, tables: dict[str, Table], fig: Any) -> list[Block]:
+    """The action-allocation audit of the CoBa variants and the oracle-gap split."""
+    out: list[Block] = ["## Adaptive allocation"]
     coba = [n for n in data.ran if data.info[n].group == "coba"]
     if coba:
-        out += [tabs.allocation_table(data.allocation, data.info, coba, data.datasets),
+        out += [tabs.allocation_table(data.allocation, data.info, coba, data.datasets, data.layout),
                 "All policies: `tables/allocation.md`."]
     else:
         out.append("No CoBa variant ran, so there is no allocation to show; all policies: `tables/allocation.md`.")
@@ -135,8 +164,12 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
     if focus:
         out += [tabs.oracle_gap_by_dataset_table(data.gap_by_dataset, data.info, focus, data.datasets),
                 "All policies: `tables/oracle_gap_by_dataset.md`."]
-    out += ["## Significance (paired bootstrap)", *_significance_blocks(data, tables)]
-    out.append("## Routing-strength ablation")
+    return out
+
+
+def _ablation_and_cost_blocks(data: BenchData, tables: dict[str, Table], fig: Any) -> list[Block]:
+    """The routing-strength ablation and the cost among high-accuracy methods."""
+    out: list[Block] = ["## Routing-strength ablation"]
     out.append(tables["ablation"] if "ablation" in tables else
                "No CoBa variant ran, so there is no routing-strength ablation (it compares CoBa's Light, Balanced "
                "and Strong settings).")
@@ -149,14 +182,17 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
                      "paper's high-cost comparisons (self-evaluation vote, best-of-16) whatever their accuracy.")
     else:
         threshold = f"{ref} did not run: the paper's high-cost comparisons only."
-    out += fig("cost_savings", "cost savings at comparable accuracy", threshold)
-    out += ["## Files", "\n".join([
+    return out + fig("cost_savings", "cost savings at comparable accuracy", threshold)
+
+
+def _files_blocks(files: dict[str, Any]) -> list[Block]:
+    """What the bench folder holds."""
+    return ["## Files", "\n".join([
         "- `report.html`: this report as one self-contained page (figures embedded, tables sortable)",
         "- `results.json`: every number above, keyed by policy and dataset",
         "- `episodes.parquet`, `episodes.csv.gz`: one record per (policy, episode)",
         "- `tables/`: " + ", ".join(f"`{k}`" for k in files.get("tables", {})) + " (.md, .csv, .tex)",
-        "- `figures/`: " + (", ".join(f"`{k}`" for k in has) or "none") + " (.png, .svg)"])]
-    return out
+        "- `figures/`: " + (", ".join(f"`{k}`" for k in files.get("figures", {})) or "none") + " (.png, .svg)"])]
 
 
 def _paper_blocks(paper_state: dict[str, Any], paper_tables: list[Table]) -> list[Block]:
@@ -177,15 +213,20 @@ def _paper_blocks(paper_state: dict[str, Any], paper_tables: list[Table]) -> lis
 
 
 def _significance_blocks(data: BenchData, tables: dict[str, Table]) -> list[Block]:
-    if "bootstrap" not in tables:
-        return [f"No comparison against `{REFERENCE}` (it did not run)."]
+    """The paired bootstrap: every policy against the reference, or (no reference ran) the pairwise matrix."""
+    if "pairwise" not in tables:
+        return ["Fewer than two policies ran, so there is nothing to compare."]
     n_units = int(data.pairwise["n_units"].iloc[0])
     dropped = int(data.pairwise.attrs.get("dropped", 0))
-    return [f"Unit: {data.bootstrap_unit} ({n_units} paired units"
-            + (f", {dropped} dropped for incomplete paired coverage" if dropped else "")
-            + f"); {data.resamples} resamples, seed {data.seed}; percentile 95% CI; two-sided p from the "
-            "bootstrap distribution with the +1 correction (floor 2/(B+1)).",
-            tables["bootstrap"], "Full pairwise matrix: `tables/pairwise.md` / `.csv`."]
+    method = (f"Unit: {data.bootstrap_unit} ({n_units} paired units"
+              + (f", {dropped} dropped for incomplete paired coverage" if dropped else "")
+              + f"); {data.resamples} resamples, seed {data.seed}; percentile 95% CI; two-sided p from the "
+              "bootstrap distribution with the +1 correction (floor 2/(B+1)).")
+    if "bootstrap" in tables:
+        return [method, tables["bootstrap"], "Full pairwise matrix: `tables/pairwise.md` / `.csv`."]
+    why = ("it did not run" if data.requested_reference is None else "it is not applicable here")
+    return [f"No reference policy (`{data.requested_reference or REFERENCE}`: {why}); every pair instead, row minus "
+            "column. `coba bench --reference NAME` tests every policy against NAME.", method, tables["pairwise"]]
 
 
 def to_markdown(blocks: list[Block]) -> str:

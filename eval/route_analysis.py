@@ -1,7 +1,9 @@
-"""The routing sections of a route bench: allocation by generator, the route front, model-routing metrics.
+"""The routing section of a bench whose episodes hold several generators: allocation by generator, the route
+front, model-routing metrics (``routing_section``: results.json's ``routing`` block; ``eval.route_report``
+renders it).
 
 - Allocation by generator: per policy and generator, the share of its samples and of its generation cost
-  (the bench's cost measure) spent on that generator, and samples per item (``eval.route_replay`` columns).
+  (the bench's cost measure) spent on that generator, and samples per item (``eval.records`` columns).
 - The route front: the accuracy-cost Pareto front of the routing policies (oracles excluded), which is the
   bench's own front when it runs on route episodes.
 - On a pool with exactly two generators, the model-routing literature's metrics (``eval.routing_metrics``):
@@ -20,10 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.route_pool import compile_route_pool
+from coba_env.rules.config import EnvConfig
 from eval import routing_metrics as rm
-from eval.route_replay import cost_column, replay_route_policy, samples_column
+from eval.bench_data import BenchData
+from eval.records import cost_column, samples_column
+from eval.runner import replay_policy
 
 #: Thresholds a threshold router is swept over in a two-model route bench (its curve).
 THRESHOLDS: tuple[float, ...] = (-0.01, *(i / 20 for i in range(21)), 1.01)
@@ -126,7 +132,7 @@ def threshold_sweep(policy: Any, compiled: CompiledPool, *, thresholds: Sequence
     rows = []
     for t in thresholds:
         point = cls(name=f"{policy.name}@{t:g}", **{**policy.params, "threshold": float(t)})
-        run = replay_route_policy(point, compiled, cost_model=cost_model)
+        run = replay_policy(point, compiled, grouping="item", cost_model=cost_model)
         if not run.applicable:
             raise ValueError(f"{policy.name}: {run.not_applicable}")
         target = strong or route.generators[chosen_generator(route, "largest")]
@@ -134,3 +140,38 @@ def threshold_sweep(policy: Any, compiled: CompiledPool, *, thresholds: Sequence
         rows.append({"threshold": float(t), "strong_share": float((frame[samples_column(target)] > 0).mean()),
                      "acc": float(frame["correct"].mean()), cost_model: float(frame[cost_model].mean())})
     return pd.DataFrame(rows)
+
+
+def routing_section(data: BenchData, episodes: EnvConfig, compiled: CompiledPool,
+                    policies: Sequence[Policy]) -> dict[str, Any] | None:
+    """The ``routing`` block of results.json: generators, allocation by generator, route front, model routing.
+
+    ``episodes`` is the bench's env configuration over ``compiled`` (the (item, generator) episodes). None unless
+    its episodes hold several generators each, or when no policy ran (nothing to show). ``note``: why a two-model
+    pool has no model-routing section, else None."""
+    route = episodes.route
+    if route is None or route.n_generators < 2 or not data.ran:
+        return None
+    gens = list(route.generators)
+    unshared = no_shared_items(compiled)
+    curves = {}
+    if len(gens) == 2 and not unshared:  # the swept curves feed the model-routing section only
+        ran = set(data.ran)
+        for p in policies:
+            if p.name in ran and getattr(p, "kind", "") == "route_threshold":
+                curves[p.name] = threshold_sweep(p, compiled, cost_model=data.cost_model,
+                                                 strong=gens[p.gen["strong"]] if hasattr(p, "gen") else None)
+    groups = {name: info.group for name, info in data.info.items()}
+    return {
+        "env": "coba/Route-v0",
+        "generators": gens,
+        "generator_params_b": dict(zip(gens, route.generator_params, strict=True)),
+        "items": int(route.pool.n_episodes),
+        "cost_model": data.cost_model,
+        "allocation_by_generator": allocation_by_generator(data.records, gens) if len(data.records) else {},
+        "front": list(data.pareto.get("front", [])),
+        "model_routing": model_routing(compiled, data.records, groups, seed=data.seed, curves=curves)
+        if len(data.records) else None,
+        "note": (f"No model-routing section: no problem has candidates from both {gens[0]} and {gens[1]}, so "
+                 "there is nothing to compare the two models on." if unshared else None),
+    }

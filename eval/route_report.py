@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eval.bench_data import BenchData
-from eval.table_render import Column, Table, fmt_pct
+from eval.table_render import Column, FigureRef, Table, fmt_pct
 
 
 def _num(digits: int) -> Callable[[Any], str]:
@@ -72,8 +72,12 @@ def route_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
 
 
 def model_routing_figure(data: BenchData) -> Any:
-    """Accuracy vs share of strong-model calls: random and oracle reference lines, swept curves, policy points."""
+    """Accuracy vs share of strong-model calls: random and oracle reference lines, swept curves, and each policy
+    as a marker with its label beside it (``eval.label_placement``: no two labels overlap, a far one has a leader
+    line to its marker)."""
     import matplotlib.pyplot as plt
+
+    from eval.label_placement import line_boxes, place_labels
 
     mr = data.routing["model_routing"]
     fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=150)
@@ -82,16 +86,26 @@ def model_routing_figure(data: BenchData) -> Any:
         ax.plot(c["shares"], [100 * a for a in c["accuracy"]], style, color="grey", label=label)
     for name, c in mr["threshold_curves"].items():
         ax.plot(c["shares"], [100 * a for a in c["accuracy"]], "-o", ms=3, label=f"{data.info[name].label} (swept)")
-    for name, p in mr["policies"].items():
-        ax.scatter([p["strong_share"]], [100 * p["accuracy"]], zorder=3,
-                   marker="*" if p["group"] == "oracle" else "o")
-        ax.annotate(data.info[name].label, (p["strong_share"], 100 * p["accuracy"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
+    names = list(mr["policies"])
+    xs = [mr["policies"][n]["strong_share"] for n in names]
+    ys = [100 * mr["policies"][n]["accuracy"] for n in names]
+    colors = []
+    for name, x, y in zip(names, xs, ys, strict=True):
+        oracle = mr["policies"][name]["group"] == "oracle"
+        dot = ax.scatter([x], [y], zorder=3, marker="*" if oracle else "o", s=90 if oracle else 30)
+        colors.append(dot.get_facecolor()[0])
     ax.set_xlabel(f"share of items calling {mr['strong']}")
     ax.set_ylabel("accuracy (%)")
     ax.set_title(f"Model routing: {mr['weak']} -> {mr['strong']}", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlim(-0.08, 1.08)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low - 0.04 * (high - low), high + 0.08 * (high - low))  # room for labels above the top points
+    legend = ax.legend(fontsize=8, loc="best")  # where it hides the fewest markers and lines
     fig.tight_layout()
+    # Label after the layout is final, so the text extents measured are the ones drawn; labels keep off the
+    # legend and the curves.
+    place_labels(ax, xs, ys, [data.info[n].label for n in names], colors, fontsize=7,
+                 avoid=[legend.get_window_extent(fig.canvas.get_renderer()), *line_boxes(ax)])
     return fig
 
 
@@ -100,7 +114,6 @@ def route_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any
     routing = data.routing
     if not routing:
         return []
-    from eval.report_body import FigureRef
 
     params = ", ".join(f"{g} ({p:g}B)" for g, p in routing["generator_params_b"].items())
     front = ", ".join(data.info[n].label for n in routing["front"]) or "none"

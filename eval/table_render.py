@@ -202,3 +202,12 @@ _TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "
 
 def _tex(text: str) -> str:
     return "".join(_TEX_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+@dataclass(frozen=True)
+class FigureRef:
+    """A figure of the report: ``figures/<stem>.png``, its alt text and the caption printed under it."""
+
+    stem: str
+    alt: str
+    caption: str = ""

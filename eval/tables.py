@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from eval.cost_notes import CostEstimates, marked
+from eval.records import RecordLayout
 from eval.table_render import (  # noqa: F401  (re-exported: callers format with tables.fmt_*)
     Column,
     Table,
@@ -146,13 +147,14 @@ def per_group_table(frame: pd.DataFrame, level: str, info: Mapping[str, PolicyIn
     return table
 
 
-def ablation_table(mac: pd.DataFrame, alloc: pd.DataFrame, info: Mapping[str, PolicyInfo],
+def ablation_table(mac: pd.DataFrame, alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], layout: RecordLayout,
                    names: Sequence[str] = ABLATION) -> Table:
-    """Paper Table "ablation": routing strength; the setting is measured (mean candidates, V3 calls)."""
+    """Paper Table "ablation": routing strength; the setting is measured (mean candidates, strong-verifier calls)."""
     present = [n for n in names if n in mac.index]
+    strong = layout.standing_for(2) or "V3"
     cols = [Column("method", "Variant"), Column("acc", "Acc.", fmt_acc, "up"),
             Column("calls", "Calls", fmt_2, "down"), Column("p_tokens", "P-Tok.", fmt_k, "down"),
-            Column("candidates", "Candidates", fmt_2), Column("strong_calls", "V3 calls", fmt_2),
+            Column("candidates", "Candidates", fmt_2), Column("strong_calls", f"{strong} calls", fmt_2),
             Column("policy", "Policy", csv_only=True)]
     coba = [n for n in present if info.get(n, PolicyInfo(n, "")).group == "coba"]
     if not coba:  # the ablation is about routing strength: without a CoBa variant there is nothing to ablate
@@ -166,10 +168,11 @@ def ablation_table(mac: pd.DataFrame, alloc: pd.DataFrame, info: Mapping[str, Po
             sections.append([{"method": _label(n, info), "policy": n, "acc": mac.loc[n, "acc"],
                               "calls": mac.loc[n, "calls"], "p_tokens": mac.loc[n, "p_tokens"],
                               "candidates": alloc.loc[n, "n_samples"] if n in alloc.index else None,
-                              "strong_calls": alloc.loc[n, "n_v3"] if n in alloc.index else None}
+                              "strong_calls": alloc.loc[n, layout.strong]
+                              if n in alloc.index and layout.strong is not None else None}
                              for n in sec])
-    table = Table("ablation", "Routing-strength ablation. Candidates and V3 calls are measured means per item.",
-                  cols, sections)
+    table = Table("ablation", f"Routing-strength ablation. Candidates and {strong} calls are measured means per "
+                  "item.", cols, sections)
     _bold_best(table, ["acc"], info)
     return table
 
@@ -232,12 +235,15 @@ def pairwise_table(pw: pd.DataFrame, info: Mapping[str, PolicyInfo], order: Sequ
 
 
 def allocation_table(alloc: pd.DataFrame, info: Mapping[str, PolicyInfo], names: Sequence[str],
-                     datasets: Sequence[str]) -> Table:
-    """Action-allocation audit per dataset: share of each action, mean candidates, mean V3 calls."""
+                     datasets: Sequence[str], layout: RecordLayout) -> Table:
+    """Action-allocation audit per dataset: share of each action (every verifier of ``layout``), mean candidates,
+    mean calls of the verifiers standing for the cheap judge V1 and the strong verifier V3."""
+    cheap, strong = layout.standing_for(0), layout.standing_for(2)
     cols = [Column("dataset", "Dataset"), Column("method", "Method"), Column("share_S", "Sample", fmt_pct),
-            Column("share_V1", "V1", fmt_pct), Column("share_V2", "V2", fmt_pct), Column("share_V3", "V3", fmt_pct),
-            Column("candidates", "Candidates", fmt_2), Column("n_v1", "V1 calls", fmt_2),
-            Column("strong_calls", "V3 calls", fmt_2), Column("policy", "Policy", csv_only=True)]
+            *(Column(f"share_{v}", v, fmt_pct) for v in layout.verifiers), Column("candidates", "Candidates", fmt_2),
+            *([Column(layout.counts[cheap], f"{cheap} calls", fmt_2)] if cheap is not None else []),
+            *([Column("strong_calls", f"{strong} calls", fmt_2)] if strong is not None else []),
+            Column("policy", "Policy", csv_only=True)]
     sections = []
     for ds in datasets:
         rows = []

@@ -1,7 +1,8 @@
 """Summary statistics of a pool per (dataset, generator): accuracy of simple selectors, tokens, coverage.
 
 ``inspect_pool`` is a pure function of the pool (correctness labels included: these are evaluator-side
-figures, never policy inputs); ``format_inspection`` renders its result as a text table.
+figures, never policy inputs); ``format_inspection`` renders its result as a text table; ``pool_summary`` is
+the one line ``coba pools import`` and ``validate`` print (the manifest's counts).
 
 Selectors over the first ``n`` candidates of an episode:
 
@@ -195,3 +196,12 @@ def format_inspection(stats: dict[str, Any]) -> str:
         footer.append(f"grader disagreements with the source's labels: {stats['grader_disagreements']} "
                       "(listed in manifest.json provenance.grader_agreement)")
     return "\n".join(lines + [""] + footer)
+
+
+def pool_summary(pool: Pool) -> str:
+    """One line of the manifest's counts: episodes x candidates, items per dataset, models, tiers, verifications."""
+    m = pool.manifest
+    datasets = ", ".join(f"{k} {v}" for k, v in m["datasets"].items())
+    return (f"{m['counts']['episodes']} episodes x {m['n_candidates']} candidates; items {m['counts']['items']} "
+            f"({datasets}); models {m['counts']['models']}; tiers {', '.join(m['tiers']) or 'none'}; "
+            f"verifications {m['counts']['verifications']}")

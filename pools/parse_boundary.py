@@ -60,6 +60,20 @@ def load_json(text: str | bytes, *, where: str) -> Any:
         raise PoolError(parse_problem(exc), file=where) from None
 
 
+def parse_json_line(line: str, *, where: str, what: str = "JSON") -> Any:
+    """The JSON value of one line of a JSON-lines file; malformed (with its column), unreadable (nested too deep,
+    an integer of thousands of digits) or holding a lone surrogate escape raises ``PoolError`` naming ``where``
+    (``what`` names the line in the message: "malformed <what> (...)")."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PoolError(f"malformed {what} ({exc.msg} at column {exc.colno})", file=where) from exc
+    except PARSE_ERRORS as exc:
+        raise PoolError(f"unreadable {what} ({parse_problem(exc)})", file=where) from None
+    refuse_lone_surrogates(value, line, where=where)
+    return value
+
+
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """The JSON value in file ``path``; missing, unreadable or malformed raises ``PoolError`` naming it."""
     try:

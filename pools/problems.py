@@ -1,4 +1,5 @@
-"""Problem sets with gold answers: MATH-500, AIME 2024/2025, AMC 2023 (JSONL files) and Reasoning Gym.
+"""Problem sets with gold answers: MATH-500, AIME 2024/2025, AMC 2023 (JSONL files) and Reasoning Gym; a user's
+problem file (``load_problems_file``, what ``coba solve --file`` reads).
 
 The four benchmark files are read in their original formats (see ``shared/data/SOURCES.md``) from a
 problems folder: ``--problems-dir``, else ``$COBA_PROBLEMS_DIR``, else ``../shared/data/problems`` relative
@@ -28,6 +29,7 @@ __all__ = [
     "load_dataset",
     "load_jsonl_problems",
     "load_problems",
+    "load_problems_file",
     "load_reasoning_gym",
     "numeric_gold",
 ]
@@ -217,3 +219,34 @@ def load_problems(datasets: Sequence[str], problems_dir: str | os.PathLike[str] 
     for dataset in datasets:
         out.extend(load_dataset(dataset, problems_dir, rgym_config=rgym_config, limit=limit))
     return out
+
+
+#: The fields of a line of a user's problem file and their JSON types (``load_problems_file``).
+PROBLEM_FILE_FIELDS: dict[str, type] = {"problem": str, "dataset": str, "item_id": str, "gold": str, "level": str,
+                                        "subject": str, "task": str, "metadata": dict}
+
+
+def load_problems_file(path: str | os.PathLike[str]) -> list[Problem]:
+    """Problems from a JSONL file, one object per line (``problem`` required; dataset default ``live``, item_id
+    ``line-N``); a bad line raises PoolError naming the file, line and field."""
+    from pools.importers.canonical_records import read_json_lines
+
+    problems = []
+    for lineno, obj in read_json_lines(path):
+        where = f"{path}, line {lineno}"
+        if not isinstance(obj, dict):
+            raise PoolError("expected a JSON object", file=where)
+        for name, value in obj.items():
+            if name not in PROBLEM_FILE_FIELDS:
+                raise PoolError(f"unknown field; expected some of {list(PROBLEM_FILE_FIELDS)}", file=where, field=name)
+            if value is not None and not isinstance(value, PROBLEM_FILE_FIELDS[name]):
+                raise PoolError(f"expected {PROBLEM_FILE_FIELDS[name].__name__}, got {type(value).__name__}",
+                                file=where, field=name)
+        if not obj.get("problem"):
+            raise PoolError("missing or empty (the problem text)", file=where, field="problem")
+        problems.append(Problem(dataset=obj.get("dataset") or "live", item_id=obj.get("item_id") or f"line-{lineno}",
+                                problem=obj["problem"], gold=obj.get("gold") or "", level=obj.get("level"),
+                                subject=obj.get("subject"), task=obj.get("task"), metadata=obj.get("metadata")))
+    if not problems:
+        raise PoolError("no problem found; expected one JSON object per line", file=str(path))
+    return problems

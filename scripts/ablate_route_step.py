@@ -24,7 +24,6 @@ import numpy as np
 
 import coba_env  # noqa: F401  (registers coba/Route-v0)
 import coba_env.env as env_module
-import coba_env.route_env as route_module
 from coba_env import compile_pool
 from pools.default import resolve_pool
 
@@ -41,9 +40,9 @@ def stub(ablation: str) -> None:
         env_module.observe = lambda ev, *args: fixed
     elif ablation == "pack":
         zeros = np.zeros(42, np.float32)
-        route_module.RouteEnv._as_observation = lambda self, obs: zeros.copy()
+        env_module.CoBaEnv._as_block_observation = lambda self, obs: zeros.copy()
     elif ablation == "final_info":
-        route_module.RouteEnv._final_info = lambda self, selected, correct: {"action_mask": self._mask.copy()}
+        env_module.CoBaEnv._final_info = lambda self, selected, correct: {"action_mask": self._mask.copy()}
 
 
 def seconds_per_step(env: gym.Env, uniform: np.ndarray, n_actions: int, step: bool = True) -> float:

@@ -10,8 +10,8 @@ Timing uses the process's CPU time (time.process_time). The measurements run in 
 (coba, CartPole, vector, ...), each round gives its own ratios, and the medians over the rounds are
 printed, so a burst of load from other jobs on a shared machine disturbs one round, not the figures.
 
-3. The same two figures for coba/Route-v0 (one episode per problem, one SAMPLE per generator) and its
-   RouteVectorEnv over the same pool (--env route, or --env both for all of them in the same rounds).
+3. The same two figures for coba/Route-v0 (the item grouping: one episode per problem, one SAMPLE per generator)
+   and its CoBaVectorEnv over the same pool (--env route, or --env both for all of them in the same rounds).
 
 Usage: python scripts/bench_env.py [--pool paper] [--env replay|route|both] [--steps 20000] [--num-envs 16384]
        [--repeats 15]
@@ -27,7 +27,6 @@ import numpy as np
 
 import coba_env  # noqa: F401  (registers coba/Replay-v0 and coba/Route-v0)
 from coba_env import compile_pool
-from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 from pools.default import resolve_pool
 
@@ -94,7 +93,8 @@ def main() -> None:
     if args.env in ("replay", "both"):
         pairs["coba/Replay-v0"] = (gym.make("coba/Replay-v0", pool=compiled), CoBaVectorEnv(args.num_envs, compiled))
     if args.env in ("route", "both"):
-        pairs["coba/Route-v0"] = (gym.make("coba/Route-v0", pool=compiled), RouteVectorEnv(args.num_envs, compiled))
+        pairs["coba/Route-v0"] = (gym.make("coba/Route-v0", pool=compiled),
+                                  CoBaVectorEnv(args.num_envs, compiled, grouping="item"))
     cartpole = gym.make("CartPole-v1")
     vector_steps = args.vector_steps or max(20 * args.steps, 8 * args.num_envs)
     steps_per_second(cartpole, 2_000, rng, cartpole.action_space.n)  # warm-up
@@ -116,7 +116,7 @@ def main() -> None:
         print(f"{name} (gymnasium.make):".ljust(34) + f"{c:12,.0f} steps/s")
         print(f"CartPole-v1 (gymnasium.make):     {p:12,.0f} steps/s")
         print(f"ratio {name} / CartPole:".ljust(34) + f"{cp:12.2f}   (target >= 1.0; quartiles {low:.2f}..{high:.2f})")
-        print(f"{type(venv).__name__} x{args.num_envs}:".ljust(34) + f"{v:12,.0f} env-steps/s")
+        print(f"{type(venv).__name__} ({venv.config.grouping}) x{args.num_envs}:".ljust(34) + f"{v:12,.0f} env-steps/s")
         print(f"ratio vector / single:            {vc:12.1f}   (target >= 20)")
 
 

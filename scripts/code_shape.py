@@ -2,8 +2,7 @@
 
 Prints every non-test Python file over ``--max-lines`` lines (default 400), every function or method over
 ``--max-function`` lines (default 80, decorators and docstring included), and every conditional that branches on
-the replay/route split (an ``if``/``elif``/conditional expression/``match`` whose test names ``route``, ``replay``,
-``grouping`` or ``is_route_policy``), outside tests and outside the routing analyses (``eval/route_analysis.py``,
+the replay/route split (an ``if``/``elif``/conditional expression/``match`` whose test reads the grouping: ``GROUPING_TEST``), outside tests and outside the routing analyses (``eval/route_analysis.py``,
 ``eval/routing_metrics.py``). Exits 0 always: the figures are for the reader.
 
 Usage: python scripts/code_shape.py [--max-lines 400] [--max-function 80] [--list-branches]
@@ -21,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("pools", "coba_env", "agents", "eval", "train", "coba_cli")
 #: The routing analyses, where branching on several generators is the point.
 ANALYSES = ("eval/route_analysis.py", "eval/routing_metrics.py")
-#: A test that decides between the two groupings.
-GROUPING_TEST = re.compile(r"\broute\b|\breplay\b|route_|_route|grouping|is_route|Route")
+#: A test that decides between the two groupings: it reads the grouping, compares an env name with "route" or
+#: "replay", asks whether there is a route pool (``route is None``), whether a policy is written for one grouping
+#: (``is_route_policy``, ``written_for``, ``routes``) or whether something is a ``RoutePool`` / route env.
+GROUPING_TEST = re.compile(r"grouping|[=!]= *[\"']route[\"']|[=!]= *[\"']replay[\"']|\broute is (not )?None|"
+                           r"\bif route\b|is_route|written_for|\.routes\b|isinstance\([^)]*Route")
 
 
 def python_files() -> list[Path]:

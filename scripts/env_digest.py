@@ -22,7 +22,6 @@ import numpy as np
 
 import coba_env  # noqa: F401  (registers the envs)
 from coba_env import compile_pool
-from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 from pools.default import resolve_pool
 
@@ -101,11 +100,12 @@ def main() -> None:
     args = parser.parse_args()
     for name, pool in pools().items():
         for k, config in enumerate(CONFIGS):
-            for env_id, vector in (("coba/Replay-v0", CoBaVectorEnv), ("coba/Route-v0", RouteVectorEnv)):
+            for env_id, grouping in (("coba/Replay-v0", "pair"), ("coba/Route-v0", "item")):
                 if env_id == "coba/Route-v0" and len(set(pool.generator)) < 2:
                     continue
                 single = single_digest(gym.make(env_id, pool=pool, **config), args.steps, seed=k)
-                batched = vector_digest(vector(args.num_envs, pool, **config), args.vector_steps, seed=k)
+                batched = vector_digest(CoBaVectorEnv(args.num_envs, pool, grouping=grouping, **config),
+                                        args.vector_steps, seed=k)
                 print(f"{name:20s} config {k} {env_id:15s} single {single}  vector {batched}", flush=True)
 
 

@@ -17,7 +17,6 @@ import numpy as np
 from bench_env import legal_action_table  # scripts/ is sys.path[0] when run as a script
 
 from coba_env import compile_pool
-from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 from pools.default import resolve_pool
 
@@ -29,12 +28,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pool", default="paper", help="pool directory or simulator profile (default: paper)")
     parser.add_argument("--env", choices=("replay", "route"), default="replay",
-                        help="CoBaVectorEnv (replay) or RouteVectorEnv (route); default: replay")
+                        help="CoBaVectorEnv with the pair grouping (replay) or the item grouping (route); "
+                             "default: replay")
     parser.add_argument("--num-envs", type=int, default=16384, help="sub-envs (default: 16384)")
     parser.add_argument("--steps", type=int, default=300, help="timed batched steps after 20 warm-up steps")
     args = parser.parse_args()
-    vector_env = RouteVectorEnv if args.env == "route" else CoBaVectorEnv
-    venv = vector_env(args.num_envs, compile_pool(resolve_pool(args.pool)))
+    grouping = {"replay": "pair", "route": "item"}[args.env]
+    venv = CoBaVectorEnv(args.num_envs, compile_pool(resolve_pool(args.pool)), grouping=grouping)
     spent: dict[str, float] = collections.defaultdict(float)
     for name in SECTIONS:
         method = getattr(venv, name)

@@ -1,8 +1,8 @@
 """How often the route cost-aware oracle is exact, and how long it takes per episode.
 
-For every route episode of a pool (default: the paper pool, ``route_config("paper")``: one episode per
-problem, every generator of it) the oracle plans at each lambda (one search serves them all,
-``RouteCostAwareOracle.plan_many``). Prints the number of episodes whose plan is not exact (the search hit its
+For every route episode of a pool (default: the paper pool grouped by item, ``EnvConfig.build("paper",
+grouping="item")``: one episode per problem, every generator of it) the oracle plans at each lambda (one search
+serves them all, ``CostAwareOracle.plan_many``). Prints the number of episodes whose plan is not exact (the search hit its
 node limit) at any lambda, per lambda, the expanded nodes, and the CPU seconds per episode (mean, median, max).
 Timing uses the process's CPU time (time.process_time): the machines are shared.
 
@@ -17,10 +17,9 @@ import time
 
 import numpy as np
 
-from coba_env.route_env import route_config
-from train.cost_aware_oracle import DEFAULT_NODE_LIMIT
-from train.route_cost_aware_oracle import RouteCostAwareOracle
-from train.route_oracle_model import RouteOracleModel
+from coba_env.rules.config import EnvConfig
+from train.cost_aware_oracle import DEFAULT_NODE_LIMIT, CostAwareOracle
+from train.oracle_model import OracleModel
 
 LAMBDAS = (0.0, 0.01, 0.05, 0.1, 0.3, 1.0)
 
@@ -37,8 +36,9 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true", help="one line per slow (> 1 s) or inexact episode")
     args = parser.parse_args()
 
-    route, n_max_g, config = route_config(args.pool, n_max=args.n_max)
-    oracle = RouteCostAwareOracle(RouteOracleModel(route, n_max_g, config), node_limit=args.node_limit)
+    config = EnvConfig.build(args.pool, grouping="item", n_max=args.n_max)
+    route, n_max_g = config.route, config.n_max_per_generator
+    oracle = CostAwareOracle(OracleModel(config), node_limit=args.node_limit)
     n_episodes = route.pool.n_episodes if args.limit is None else min(args.limit, route.pool.n_episodes)
     seconds, nodes, inexact_eps = [], [], []
     inexact_by_lam = np.zeros(len(args.lambdas), dtype=int)

@@ -27,9 +27,11 @@ import numpy as np
 
 from coba_env.env import as_compiled
 from coba_env.splits import leave_one_dataset_out
+from train.ppo_method import PPO_PROTOCOLS, PPOFitted, PPOMethod
 from train.protocol import cost_unit, episodes_of, inner_splits
 from train.protocol_arena import ROUTE
-from train.route_ppo_method import TOTAL_TIMESTEPS, RoutePPOFitted, RoutePPOMethod
+
+TOTAL_TIMESTEPS = PPO_PROTOCOLS["route"].total_timesteps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.inner == args.held_out:
         raise SystemExit("--inner must be a training dataset of the fold, not its held-out dataset")
     inner = next(s for s in inner_splits(compiled, outer.train_episode_ids) if s.held_out == args.inner)
-    method = RoutePPOMethod(total_timesteps=args.timesteps)
+    method = PPOMethod("route", total_timesteps=args.timesteps)
     grid = method.grid()
     with tempfile.TemporaryDirectory(prefix="coba-route-ppo-time-") as tmp:
         t0 = time.process_time()
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         refit_s = time.process_time() - t0
         meta = json.loads((Path(tmp) / "refit" / "controller.json").read_text())
         # In-sample: the refit's grid on its own training problems beside the cascade (does training learn?).
-        refit = RoutePPOFitted(Path(tmp) / "refit")
+        refit = PPOFitted(Path(tmp) / "refit")
         in_sample = [refit.policy(p) for p in grid[:-1]]
         for policy, point in zip(in_sample, grid, strict=False):
             policy.name = f"lam={point['lam']:g}"

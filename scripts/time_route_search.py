@@ -3,7 +3,7 @@
 Runs what one (seed, outer fold) of ``coba train route_search --lodo --env route`` runs, except the held-out
 replay: the 4 inner fits (3 training datasets each), the replay of every grid point beside the cascade on each
 inner validation dataset, and the refit on the 4 training datasets. Nothing of aime2025 is read or replayed, and
-no accuracy is printed: only timings (wall and process CPU seconds) and the trial counts, to size ``N_TRIALS``.
+no accuracy is printed: only timings (wall and process CPU seconds) and the trial counts, to size ``LADDER_TRIALS``.
 
     OMP_NUM_THREADS=1 python scripts/time_route_search.py [--trials 300] [--seed 0]
 
@@ -18,9 +18,9 @@ import time
 
 from coba_env.env import as_compiled
 from coba_env.splits import leave_one_dataset_out
+from train.coba_search import LADDER_TRIALS, search_method
 from train.protocol import _replay, cost_unit, inner_splits, point_name
 from train.protocol_arena import ROUTE
-from train.route_search import N_TRIALS, RouteSearchMethod
 
 HELD_OUT = "aime2025"
 
@@ -28,13 +28,13 @@ HELD_OUT = "aime2025"
 def main() -> None:
     """Time one outer fold's training side and print the estimate for the 3-seed run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=N_TRIALS)
+    parser.add_argument("--trials", type=int, default=LADDER_TRIALS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="/tmp/time_route_search", help="scratch folder for trials.csv")
     args = parser.parse_args()
     paper = as_compiled("paper")
     split = next(s for s in leave_one_dataset_out(paper) if s.held_out == HELD_OUT)
-    method = RouteSearchMethod(n_trials=args.trials)
+    method = search_method("route_search", n_trials=args.trials)
     grid, budget = method.grid(), cost_unit(paper)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     for inner in inner_splits(paper, split.train_episode_ids):

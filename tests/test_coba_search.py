@@ -11,15 +11,10 @@ import pytest
 from agents.registry import make_policy
 from coba_env.env import as_compiled
 from eval.runner import run_policies
-from train.coba_search import (
-    SPACE,
-    CoBaSearchMethod,
-    FittedSearch,
-    ItemCache,
-    in_sample,
-    make_coba,
-    strong_point,
-)
+from train.coba_search import FAMILIES, SPACE, make_coba, search_method, strong_point
+from train.param_search import FittedSearch, ItemCache, in_sample
+
+COBA = FAMILIES["coba_search"]
 
 BASE = {"warmup_k": 2, "n_max": 8, "strong_routes": 4, "share_min": 0.6, "s1_min": 0.7, "use_v2": True}
 
@@ -38,7 +33,7 @@ def _trials(rows):
 def test_a_point_is_the_cheapest_trial_clearing_its_margin(margin, n_max):
     trials = _trials([(8, 0.0, 0.0, 1.0), (3, 0.2, -0.1, 0.4), (4, 0.1, 0.0, 0.6), (6, 0.6, 0.9, 0.8),
                       (10, 1.0, 1.5, 1.2)])
-    params = FittedSearch(trials).params({"margin": margin})
+    params = FittedSearch(trials, COBA, SPACE, strong_point()).params({"margin": margin})
     assert params["n_max"] == n_max
     assert set(params) == set(SPACE)
 
@@ -64,7 +59,7 @@ def test_in_sample_figures_by_hand():
     pool = _small_paper()
     light = {**strong_point(), "n_max": 2, "strong_routes": 0}
     datasets = ["math500", "aime2024"]
-    got = in_sample(ItemCache(pool), light, datasets)
+    got = in_sample(ItemCache(pool, COBA), light, strong_point(), datasets)
     rec = run_policies([make_policy("coba_light"), make_policy("coba_strong")],
                        pool.select(np.isin(pool.dataset, datasets)), progress=False, workers=1).records
     items = rec.assign(correct=rec["correct"].astype(float)).groupby(["policy", "dataset", "item_id"])[
@@ -78,7 +73,7 @@ def test_in_sample_figures_by_hand():
 
 def test_fit_searches_the_training_datasets_starting_from_strong(tmp_path):
     pool = _small_paper()
-    method = CoBaSearchMethod(n_trials=6)
+    method = search_method("coba_search", n_trials=6)
     train = pool.episode_ids[pool.dataset != "amc2023"]
     fitted = method.fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path, progress=False)
     first = fitted.trials.iloc[0]
@@ -87,12 +82,12 @@ def test_fit_searches_the_training_datasets_starting_from_strong(tmp_path):
     assert len(fitted.trials) == 6 and (tmp_path / "trials.csv").is_file()
     assert {d for _, d in method._cache.store} == set(pool.dataset.tolist()) - {"amc2023"}
     # the same seed reproduces the search
-    again = CoBaSearchMethod(n_trials=6).fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path / "b", progress=False)
+    again = search_method("coba_search", n_trials=6).fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path / "b", progress=False)
     assert again.trials.equals(fitted.trials)
 
 
 def test_fit_refuses_part_of_a_dataset(tmp_path):
     pool = _small_paper()
     with pytest.raises(ValueError, match="whole datasets"):
-        CoBaSearchMethod(n_trials=2).fit(pool, pool.episode_ids[:7], budget=1.0, seed=0, out_dir=tmp_path,
+        search_method("coba_search", n_trials=2).fit(pool, pool.episode_ids[:7], budget=1.0, seed=0, out_dir=tmp_path,
                                          progress=False)

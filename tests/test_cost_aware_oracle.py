@@ -126,13 +126,13 @@ def test_action_values_agree_with_the_plan(tiny):
 def test_illegal_prefix_is_rejected(tiny, prefix, match):
     """A prefix with an illegal (or ending) action raises ValueError naming its position."""
     with pytest.raises(ValueError, match=match):
-        CostAwareOracle(tiny).start_state(0, prefix)
+        CostAwareOracle.for_pool(tiny).start_state(0, prefix)
 
 
 def test_negative_lambda_is_rejected(tiny):
     """Lambda must be >= 0."""
     with pytest.raises(ValueError, match="lambda must be >= 0"):
-        CostAwareOracle(tiny).plan(0, -0.1)
+        CostAwareOracle.for_pool(tiny).plan(0, -0.1)
 
 
 def test_plans_are_legal_with_unanswered_candidates():

@@ -100,7 +100,7 @@ def test_the_graph_sees_known_imports() -> None:
     graph = import_graph()
     assert "coba_env.rules.fusion" in graph["coba_env.env"]
     assert "pools.store" in graph["coba_env.compiled"]
-    assert "agents.learned_mlp" in graph["agents.learned"]  # a function-level import counts
+    assert "agents.learned_sb3" in graph["agents.learned"]  # a function-level import counts
 
 
 def test_cycle_finder_finds_a_cycle() -> None:

@@ -112,15 +112,15 @@ def test_only_the_oracle_follows_the_labels(pools):
 
 
 #: The oracle group's modules: the only policy code allowed to read ``labels``.
-ORACLE_MODULES = ("oracle.py", "routing_oracle.py")
+ORACLE_MODULES = ("oracle.py",)
 
 
 def test_no_fixed_policy_module_mentions_labels():
-    # The static half of the guarantee: only the oracles (agents/oracle.py, agents/routing_oracle.py) may touch
+    # The static half of the guarantee: only the oracles (agents/oracle.py, both groupings) may touch
     # ``labels``; every routing module, the stop gate and the plugin loader are checked like the replay policies.
     agents = Path(__file__).resolve().parents[1] / "agents"
     routing = sorted(p.name for p in agents.glob("routing*.py"))
-    assert {"routing.py", "routing_base.py", "routing_oracle.py"} <= set(routing)  # the glob finds them
+    assert {"routing.py", "routing_base.py", "routing_ladder.py"} <= set(routing)  # the glob finds them
     deployable = [m for m in ("coba.py", "sampling.py", "adaptive.py", "evaluators.py", "registry.py", "runner.py",
                               "stop_gate.py", "plugins.py", *routing) if m not in ORACLE_MODULES]
     for module in deployable:
@@ -132,14 +132,14 @@ def test_no_fixed_policy_module_mentions_labels():
 @pytest.mark.parametrize("name", ROUTING)
 def test_route_env_observations_masks_and_actions_ignore_labels(name):
     from agents.runner import replay as replay_episodes
-    from coba_env.route_env import RouteEnv
+    from coba_env import CoBaEnv
     from pools.default import resolve_pool
 
     compiled = compile_pool(resolve_pool("tiny"))
     runs = []
     for pool in (compiled, permuted_labels(compiled)):
         policy = make_policy(name)
-        env = RouteEnv(pool, **policy.env_kwargs())
+        env = CoBaEnv(pool, grouping="item", **policy.env_kwargs())
         assert policy.applicable(env)[0]
         runs.append(replay_episodes(policy, env, record=True))
     before, after = runs

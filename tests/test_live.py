@@ -208,6 +208,41 @@ def test_endpoint_source_trace_matches_what_the_server_sent():
             assert out["selected_answer"] in answers
 
 
+def test_an_endpoint_source_takes_any_verifiers_by_role():
+    """Judges named as a pool names its verifiers, with declared roles: one VERIFY action each (in the order
+    given), the needs mapped by role as on a pool (docs/POLICIES.md "Verifier roles": the cheap judge serves V1,
+    the reward model V3), and each call goes to that verifier's endpoint."""
+    with FakeOpenAIServer() as srv:
+        ep = lambda model, size: Endpoint(srv.url, model, size)  # noqa: E731
+        source = EndpointSource(PROBLEMS, ep("gen", 1.0), {"rm": ep("rm-7b", 7.0), "judge-s": ep("js", 0.5)},
+                                roles={"rm": "reward_model", "judge-s": "cheap_judge"},
+                                settings=SamplingSettings(n=1, max_tokens=64), max_attempts=1)
+        env = LiveEnv(source, n_max=4, budget=1000.0, max_output_tokens=64)
+        assert env.actions == ["SAMPLE", "VERIFY_rm", "VERIFY_judge-s", "STOP"]
+        assert env.roles.serving == (1, None, 0)
+        env.reset(options={"episode": 0})
+        for name in ("SAMPLE", "VERIFY_rm", "VERIFY_judge-s", "STOP"):
+            _, _, done, _, info = env.step(env.layout.action_id(name))
+        assert done and [b["model"] for b in srv.requests] == ["gen", "rm-7b", "js"]
+        tiers = [s["evidence"]["tier"] for s in info["trace"] if s["action"].startswith("VERIFY")]
+        assert tiers == ["rm", "judge-s"]
+        assert info["trace"][1]["cost"]["p_tokens"] == pytest.approx(info["trace"][1]["cost"]["tokens"] * 7.0)
+
+
+@pytest.mark.parametrize("judges, roles, match", [
+    (("rm",), None, r"verifier\(s\) \['rm'\] have no role; expected roles=\{name: role\} with a role of "
+                    r"\['cheap_judge', 'process_judge', 'strong_verifier', 'reward_model'\]"),
+    (("SAMPLE_x",), {"SAMPLE_x": "cheap_judge"}, r"verifier name\(s\) \['SAMPLE_x'\] cannot name a VERIFY action"),
+    (("V1",), {"V9": "cheap_judge"}, r"roles name verifier\(s\) \['V9'\] without a judge endpoint; the judges are "
+                                     r"\['V1'\]"),
+    (("rm",), {"rm": "oracle"}, r"unknown verifier role\(s\) \['oracle'\]"),
+])
+def test_bad_verifiers_of_an_endpoint_source_are_refused(judges, roles, match):
+    ep = Endpoint("http://127.0.0.1:9", "m", 1.0)
+    with pytest.raises(ValueError, match=match):
+        EndpointSource(PROBLEMS, ep, dict.fromkeys(judges, ep), roles=roles)
+
+
 @pytest.mark.parametrize("limits", [Limits(tokens=900), Limits(tokens=400, calls=6), Limits(calls=3)])
 def test_endpoint_budgets_are_never_exceeded(limits):
     with FakeOpenAIServer() as srv:

@@ -1,4 +1,4 @@
-"""LiveRouteEnv: live routing between several generator endpoints (fake servers here; real llama.cpp servers in
+"""LiveEnv with several generators (the item grouping): live routing between generator endpoints (fake servers here; real llama.cpp servers in
 tests/test_solve_route.py).
 
 Each generator is its own server, so which endpoint a SAMPLE hit is read off the server that received the
@@ -16,7 +16,6 @@ import pytest
 from agents.registry import make_policy
 from agents.runner import check_selection, run_episode
 from coba_env.live import EndpointSource, Limits, LiveEnv
-from coba_env.live_route import LiveRouteEnv
 from pools.client.openai_client import Endpoint
 from pools.client.prompts import SamplingSettings
 from pools.grading import cluster_answers, extract_answer
@@ -50,7 +49,7 @@ def served_tokens(server: FakeOpenAIServer, k: int) -> int:
 
 
 def test_each_sample_hits_its_generator_and_is_charged_at_its_size(servers):
-    env = LiveRouteEnv(route_source(servers), n_max=4, budget=1000.0, max_output_tokens=64)
+    env = LiveEnv(route_source(servers), n_max=4, budget=1000.0, max_output_tokens=64)
     assert env.actions == ["SAMPLE_small", "SAMPLE_big", "VERIFY_V1", "VERIFY_V2", "VERIFY_V3", "STOP"]
     env.reset(options={"episode": 0})
     plan = ["SAMPLE_small", "SAMPLE_big", "SAMPLE_big", "SAMPLE_small", "SAMPLE_big", "VERIFY_V1", "STOP"]
@@ -97,7 +96,7 @@ def test_each_sample_hits_its_generator_and_is_charged_at_its_size(servers):
 @pytest.mark.parametrize("name, chosen", [("route_cheapest_coba", "small"), ("route_largest_coba", "big")])
 def test_a_routing_policy_samples_only_the_generator_it_chooses(servers, name, chosen):
     policy = make_policy(name)
-    env = LiveRouteEnv(route_source(servers), n_max=4, budget=1000.0, max_output_tokens=64, **policy.env_kwargs())
+    env = LiveEnv(route_source(servers), n_max=4, budget=1000.0, max_output_tokens=64, **policy.env_kwargs())
     assert policy.applicable(env) == (True, "")
     check_selection(policy, env)
     outs = [run_episode(env, policy, e) for e in range(2)]
@@ -114,7 +113,7 @@ def test_a_routing_policy_samples_only_the_generator_it_chooses(servers, name, c
 
 @pytest.mark.parametrize("limits", [Limits(calls=3), Limits(tokens=300), Limits(tokens=500, calls=5)])
 def test_random_routing_never_exceeds_the_hard_budgets(servers, limits):
-    env = LiveRouteEnv(route_source(servers), n_max=4, budget=1000.0, max_output_tokens=64, limits=limits)
+    env = LiveEnv(route_source(servers), n_max=4, budget=1000.0, max_output_tokens=64, limits=limits)
     env.action_space.seed(0)
     for e in range(2):
         before = {k: len(s.requests) for k, s in servers.items()}
@@ -131,7 +130,7 @@ def test_random_routing_never_exceeds_the_hard_budgets(servers, limits):
 
 
 def test_token_bounds_hold_for_every_routed_call(servers):
-    env = LiveRouteEnv(route_source(servers), n_max=3, budget=1000.0, max_output_tokens=64)
+    env = LiveEnv(route_source(servers), n_max=3, budget=1000.0, max_output_tokens=64)
     env.reset(options={"episode": 1})
     for name in ["SAMPLE_big", "SAMPLE_small", "SAMPLE_big", "VERIFY_V1", "VERIFY_V1", "STOP"]:
         _, _, done, _, info = env.step(env.layout.action_id(name))
@@ -139,18 +138,37 @@ def test_token_bounds_hold_for_every_routed_call(servers):
         assert call["tokens"] <= call["token_bound"] < math.inf
 
 
+@pytest.mark.parametrize("generators, actions", [
+    (("small",), ["SAMPLE", "VERIFY_V1", "VERIFY_V2", "VERIFY_V3", "STOP"]),
+    (("small", "big"), ["SAMPLE_small", "SAMPLE_big", "VERIFY_V1", "VERIFY_V2", "VERIFY_V3", "STOP"]),
+])
+def test_a_live_env_takes_the_layout_its_source_has(servers, generators, actions):
+    """One generator: the pair grouping's layout; several: one SAMPLE per generator (the item grouping)."""
+    endpoints = {name: Endpoint(servers[name].url, f"model-{name}", PARAMS[name]) for name in generators}
+    source = EndpointSource(PROBLEMS, endpoints if len(endpoints) > 1 else endpoints["small"], {})
+    env = LiveEnv(source, n_max=2, budget=10.0, max_output_tokens=64)
+    assert env.actions == actions
+    assert env.config.grouping == ("item" if len(generators) > 1 else "pair")
+    assert not any(s.requests for s in servers.values())
+
+
+class NamedSource(EndpointSource):
+    """An endpoint source whose generators carry the names a test gives (EndpointSource itself keys them)."""
+
+    def __init__(self, servers, names: tuple[str, ...]) -> None:
+        super().__init__(PROBLEMS, {"a": Endpoint(servers["small"].url, "m", 1.0),
+                                    "b": Endpoint(servers["big"].url, "m", 1.0)}, {})
+        self.generator_names = names
+
+
 @pytest.mark.parametrize("setup, match", [
-    ("one_generator_route", r"routing needs at least two generators"),
-    ("two_generators_replay", r"the source has 2 generators \['small', 'big'\]; route between them"),
+    ("repeated", r"routing needs generators with distinct non-empty names, got \['a', 'a'\]"),
     ("unnamed", r"several generators need non-empty names"),
 ])
-def test_a_live_env_needs_the_layout_its_source_has(servers, setup, match):
+def test_a_live_env_refuses_generators_it_cannot_name(servers, setup, match):
     with pytest.raises(ValueError, match=match):
-        if setup == "one_generator_route":
-            source = EndpointSource(PROBLEMS, Endpoint(servers["small"].url, "m", 1.0), {})
-            LiveRouteEnv(source, n_max=2, budget=10.0, max_output_tokens=64)
-        elif setup == "two_generators_replay":
-            LiveEnv(route_source(servers), n_max=2, budget=10.0, max_output_tokens=64)
+        if setup == "repeated":
+            LiveEnv(NamedSource(servers, ("a", "a")), n_max=2, budget=10.0, max_output_tokens=64)
         else:
             EndpointSource(PROBLEMS, {"": Endpoint(servers["small"].url, "m", 1.0),
                                       "b": Endpoint(servers["big"].url, "m", 1.0)}, {})
@@ -177,14 +195,14 @@ def _same_outcome(info_l: dict, info_r: dict) -> None:
 
 @pytest.mark.parametrize("name", ["route_cheapest_coba", "route_largest_coba"])
 def test_a_routing_policy_live_over_a_cached_pool_equals_route_env_replay(tiny_route, name):
-    """Two paths: RouteEnv reads its compiled route rows; LiveRouteEnv fills blank rows call by call."""
-    from coba_env.live import RoutePoolReplaySource, replay_normalizers
-    from coba_env.route_env import RouteEnv
+    """Two paths: CoBaEnv (item grouping) reads its compiled rows; LiveEnv fills blank rows call by call."""
+    from coba_env import CoBaEnv
+    from coba_env.live import PoolReplaySource, replay_normalizers
 
     compiled, route = tiny_route
     replay_policy, live_policy = make_policy(name), make_policy(name)
-    replay = RouteEnv(compiled, **replay_policy.env_kwargs())
-    live = LiveRouteEnv(RoutePoolReplaySource(route), **replay_normalizers(compiled), **live_policy.env_kwargs())
+    replay = CoBaEnv(compiled, grouping="item", **replay_policy.env_kwargs())
+    live = LiveEnv(PoolReplaySource(route), **replay_normalizers(compiled), **live_policy.env_kwargs())
     assert live.actions == replay.actions and live.budget == replay.budget
     assert live_policy.applicable(live) == (True, "")
     for e in range(route.pool.n_episodes):
@@ -194,12 +212,12 @@ def test_a_routing_policy_live_over_a_cached_pool_equals_route_env_replay(tiny_r
 def test_random_routing_live_over_a_cached_pool_sees_what_route_env_replay_sees(tiny_route):
     import numpy as np
 
-    from coba_env.live import RoutePoolReplaySource, replay_normalizers
-    from coba_env.route_env import RouteEnv
+    from coba_env import CoBaEnv
+    from coba_env.live import PoolReplaySource, replay_normalizers
 
     compiled, route = tiny_route
-    replay = RouteEnv(compiled)
-    live = LiveRouteEnv(RoutePoolReplaySource(route), **replay_normalizers(compiled))
+    replay = CoBaEnv(compiled, grouping="item")
+    live = LiveEnv(PoolReplaySource(route), **replay_normalizers(compiled))
     rng = np.random.default_rng(0)
     for e in range(route.pool.n_episodes):
         obs_r, info_r = replay.reset(options={"episode": e})
@@ -218,7 +236,7 @@ def test_random_routing_live_over_a_cached_pool_sees_what_route_env_replay_sees(
 def test_the_time_budget_cuts_a_slow_routed_call_and_stops():
     with ExitStack() as stack:
         slow = {name: stack.enter_context(FakeOpenAIServer(delay_s=0.4)) for name in ("small", "big", "judge")}
-        env = LiveRouteEnv(route_source(slow), n_max=4, budget=1000.0, max_output_tokens=64,
+        env = LiveEnv(route_source(slow), n_max=4, budget=1000.0, max_output_tokens=64,
                            limits=Limits(seconds=1.0))
         env.reset(options={"episode": 0})
         turn, done = 0, False

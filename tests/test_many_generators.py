@@ -3,13 +3,13 @@ and the bench run on 3 and 4 generators with no code change."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import make_env, replay
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env import CoBaEnv, compile_pool
 from eval.bench import run_bench
 from tests.conftest import make_synthetic_pool
 
@@ -31,7 +31,7 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
     for name, spec in specs.items():
         policy = make_policy(name)
         route = is_route_policy(policy)
-        env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
+        env = CoBaEnv(compiled, grouping="item", **policy.env_kwargs()) if route else make_env(policy, compiled)
         assert policy.applicable(env) == (True, "")  # every verifier role is served, N = 16
         records = replay(policy, env)
         ran += 1
@@ -52,7 +52,7 @@ def test_replay_and_route_envs_and_every_applicable_policy_run(n_generators):
 
 @pytest.mark.parametrize("n_generators", [3, 4])
 def test_route_layout_grows_with_the_pool(n_generators):
-    env = RouteEnv(compile_pool(pool_with(n_generators)))
+    env = CoBaEnv(compile_pool(pool_with(n_generators)), grouping="item")
     gens = list(GENERATORS)[:n_generators]
     assert env.layout.names == (*[f"SAMPLE_{g}" for g in gens], "VERIFY_V1", "VERIFY_V2", "VERIFY_V3", "STOP")
     assert env.observation_space.shape == (n_generators * 7 + 21,)
@@ -124,14 +124,14 @@ def test_verifiers_are_data(n_generators, n_verifiers, tmp_path):
     # docs/ENV.md: 11 features, one verified share per verifier, 7 more.
     assert replay_env.observation_space.shape == (11 + n_verifiers + 7,)
     assert replay_env.features.names[11:11 + n_verifiers] == tuple(f"{v}_verified_frac" for v in names)
-    route_env = RouteEnv(compiled)
+    route_env = CoBaEnv(compiled, grouping="item")
     gens = list(GENERATORS)[:n_generators]
     assert route_env.layout.names == (*[f"SAMPLE_{g}" for g in gens], *[f"VERIFY_{v}" for v in names], "STOP")
     ran = set()
     for name in load_specs():
         policy = make_policy(name)
         route = is_route_policy(policy)
-        env = RouteEnv(compiled, **policy.env_kwargs()) if route else make_env(policy, compiled)
+        env = CoBaEnv(compiled, grouping="item", **policy.env_kwargs()) if route else make_env(policy, compiled)
         ok, why = policy.applicable(env)
         if not ok:
             assert why, name
@@ -188,10 +188,29 @@ def test_a_learned_controller_refuses_a_layout_it_was_not_trained_on():
                                      "'STOP']; the env has ['SAMPLE', 'VERIFY_judge-s'")
 
 
-def test_a_live_replay_names_a_pool_whose_verifiers_it_cannot_take():
-    """The live env keeps the paper's verifier axis (coba_env.live); another pool is refused by name."""
-    from coba_env.live_sources import PoolReplaySource
+@pytest.mark.parametrize("grouping", ["pair", "item"])
+def test_a_live_replay_takes_any_verifiers_by_role(grouping):
+    """Five named verifiers with declared roles: the live path (blank rows filled call by call) shows a policy the
+    same layout, role map, observations, masks, rewards and final info as replay, with either grouping."""
+    from coba_env.live import LiveEnv, PoolReplaySource, replay_normalizers
 
-    with pytest.raises(ValueError, match=r"a live replay takes a pool whose verifiers carry the paper's names "
-                                         r"\['V1', 'V2', 'V3'\]; this pool's verifiers are \['judge-s'"):
-        PoolReplaySource(compile_pool(pool_with_verifiers(3, 5)))
+    compiled = compile_pool(pool_with_verifiers(3, 5))
+    replay = CoBaEnv(compiled, grouping=grouping)
+    live = LiveEnv(PoolReplaySource(compiled if grouping == "pair" else replay.route), **replay_normalizers(compiled))
+    assert live.actions == replay.actions and live.actions[-6:-1] == [f"VERIFY_{v}" for v in VERIFIERS][:5]
+    assert live.roles.serving == replay.roles.serving
+    rng = np.random.default_rng(0)
+    for e in range(replay.n_episodes):
+        obs_r, info_r = replay.reset(options={"episode": e})
+        obs_l, info_l = live.reset(options={"episode": e})
+        done = False
+        while not done:
+            assert obs_l.tobytes() == obs_r.tobytes()
+            assert np.array_equal(info_l["action_mask"], info_r["action_mask"])
+            a = int(rng.choice(np.flatnonzero(info_r["action_mask"])))
+            obs_r, reward_r, done, _, info_r = replay.step(a)
+            obs_l, reward_l, done_l, _, info_l = live.step(a)
+            assert (reward_l, done_l) == (reward_r, done)
+        for key in ("actions", "selected_answer", "correct", "costs"):
+            assert info_l[key] == info_r[key], key
+        assert info_l["trace"].to_list() == info_r["trace"].to_list()

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from eval import metrics
+from eval.records import RecordLayout
 
 # (dataset, generator, correct, tokens, n_samples, n_v1, n_v3, oracle_available)
 ROWS_A = [
@@ -57,8 +58,12 @@ def test_per_dataset_averages_over_generators_and_per_generator_over_datasets():
     assert dset.loc[("A", "d1"), "n"] == 6
 
 
+#: The paper's verifiers with their paper roles: record columns n_v1, n_v2, n_v3; V3 is the strong verifier.
+PAPER = RecordLayout(("V1", "V2", "V3"), ("cheap_judge", "process_judge", "strong_verifier"))
+
+
 def test_allocation_audit():
-    alloc = metrics.allocation(_frame())
+    alloc = metrics.allocation(_frame(), PAPER)
     row = alloc.loc[("A", "d1")]
     # (d1,g1): samples 10/4 = 2.5, V1 2.5, V3 0.5; (d1,g2): samples 2, V1 2, V3 0 -> mean over generators
     assert row["n_samples"] == pytest.approx((2.5 + 2) / 2)
@@ -90,7 +95,7 @@ def test_oracle_gap_split():
 def test_summarize_is_plain_json():
     import json
 
-    out = metrics.summarize(_frame())
+    out = metrics.summarize(_frame(), PAPER)
     json.dumps(out, allow_nan=False)
     assert out["A"]["macro"]["acc"] == pytest.approx(56.25)
     assert out["A"]["per_dataset"]["d1"]["acc"] == pytest.approx(62.5)

@@ -12,7 +12,7 @@ import pytest
 from agents.base import Policy
 from agents.registry import make_policy
 from coba_env.env import as_compiled
-from eval.route_replay import run_route_policies
+from eval.runner import run_policies
 from train.protocol import run_protocol
 from train.protocol_arena import REPLAY, ROUTE, arena_named
 from train.protocol_stats import Coverage, verdict
@@ -58,7 +58,7 @@ def test_route_arena_replays_route_episodes_beside_the_cascade(small_paper, tmp_
     # one record per problem (route episode), not per (problem, generator)
     assert len(records[records["policy"] == "route_cascade"]) == 12
     # the reference's records are the route bench's own on those problems (an independent replay)
-    bench = run_route_policies(["route_cascade"], small_paper, progress=False).records
+    bench = run_policies(["route_cascade"], small_paper, grouping="item", workers=1, progress=False).records
     bench = bench[bench["dataset"].isin(["aime2025", "amc2023"])].set_index(["dataset", "item_id"]).sort_index()
     ref = records[records["policy"] == "route_cascade"].set_index(["dataset", "item_id"]).sort_index()
     assert ref["correct"].tolist() == bench["correct"].tolist()
@@ -97,7 +97,7 @@ def test_unknown_arena(env):
 @pytest.mark.parametrize("argv, message", [
     (["train", "route_search", "--lodo"], r"route_search has no protocol method on the replay env; there: mlp, ppo"),
     (["train", "rollout", "--lodo", "--env", "route"], r"rollout has no protocol method on the route env"),
-    (["train", "mlp", "--env", "route"], r"--env route needs --lodo"),
+    (["train", "route_search", "--env", "route"], r"route_search trains under the protocol only: add --lodo"),
 ])
 def test_bad_env_kind_pairs_exit_2_before_any_work(argv, message, tmp_path, capsys):
     from coba_cli.main import main

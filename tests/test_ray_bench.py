@@ -72,6 +72,18 @@ def test_sharded_bench_equals_local_bench(ray_address, tmp_path, pool, extra):
     assert json.loads((sharded / "results.json").read_text())["meta"]["workers"] == 4  # 2 CPUs x 2 shards
 
 
+def test_route_bench_on_ray_equals_local_bench(ray_address, tmp_path):
+    """A route bench on Ray runs one task per policy (an item's generators stay together): same results."""
+    local, on_ray = tmp_path / "local", tmp_path / "ray"
+    _bench(["--env", "route", "--pool", "tiny", "--out", str(local)])
+    _bench(["--env", "route", "--pool", "tiny", "--out", str(on_ray), "--ray-address", ray_address])
+    assert _results(on_ray) == _results(local)
+    pd.testing.assert_frame_equal(pd.read_parquet(on_ray / "episodes.parquet"),
+                                  pd.read_parquet(local / "episodes.parquet"))
+    results = json.loads((on_ray / "results.json").read_text())
+    assert results["meta"]["workers"] == len(results["meta"]["policies"])  # one task per policy
+
+
 def test_bench_subprocess_connects_by_address(ray_address, tmp_path):
     """A separate `coba` process reaches the cluster by its address, as on a real cluster."""
     local, sharded = tmp_path / "local", tmp_path / "ray"

@@ -9,15 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.registry import load_specs, make_policy
+from agents.registry import load_specs, make_policy, select_policies
 from agents.routing_base import is_route_policy
 from agents.runner import replay
 from coba_cli.main import main
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
-from eval.bench import select_policies
+from coba_env import CoBaEnv, compile_pool
 from eval.route_analysis import threshold_sweep
-from eval.route_replay import replay_route_policy
+from eval.runner import replay_policy
 from tests.conftest import make_synthetic_pool
 
 # The routellm-gsm8k figures SOURCES.md computes from the source's own labels (one sample per model).
@@ -35,7 +33,8 @@ def test_the_replay_bench_selection_leaves_every_route_policy_out():
     chosen = select_policies(None, specs)
     route = [n for n in specs if is_route_policy(make_policy(n))]
     assert len(route) == 8 and not set(route) & set(chosen)
-    assert select_policies(None, specs, "route") == route
+    assert select_policies(None, specs, "item") == route
+    assert select_policies(["main"], specs, "item") == route  # no main-table row runs on item-grouped episodes
     assert "greedy" in chosen and "pool_oracle" in chosen
 
 
@@ -58,7 +57,7 @@ def test_route_bench_runs_every_routing_policy_with_allocation_by_generator(rout
     for name, by_gen in routing["allocation_by_generator"].items():
         # Independently: replay the policy episode by episode and count each generator's samples and spend.
         policy = make_policy(name)
-        records = replay(policy, RouteEnv(compiled, lam=0.0, **policy.env_kwargs()))
+        records = replay(policy, CoBaEnv(compiled, grouping="item", lam=0.0, **policy.env_kwargs()))
         samples = {g: sum(r["samples_by_generator"][g] for r in records) for g in routing["generators"]}
         spend = {g: sum(r["spend_by_generator"][g]["p_tokens"] for r in records) for g in routing["generators"]}
         for g in routing["generators"]:
@@ -79,8 +78,8 @@ def test_route_bench_records_equal_the_one_episode_replay(route_bench):
     pool, _, _ = route_bench
     compiled = compile_pool(pool)
     for name in ("route_cascade", "model_switch", "route_threshold_judge", "route_pool_oracle"):
-        batched = replay_route_policy(make_policy(name), compiled, replay="batched").records
-        single = replay_route_policy(make_policy(name), compiled, replay="single").records
+        batched = replay_policy(make_policy(name), compiled, grouping="item", replay="batched").records
+        single = replay_policy(make_policy(name), compiled, grouping="item", replay="single").records
         assert batched.drop(columns="actions").equals(single.drop(columns="actions"))
         assert batched["actions"].tolist() == single["actions"].tolist()
 
@@ -147,7 +146,7 @@ def test_an_unknown_env_exits_2(tmp_path, capsys):
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"env": "routing"}, "unknown bench env 'routing'; expected one of"),
-    ({"env": "route", "ray_address": "127.0.0.1:1"}, "a route bench runs locally"),
+    ({"env": "route", "unit": "problem"}, "unknown bootstrap unit 'problem'; expected 'item' or 'episode'"),
 ])
 def test_bad_route_bench_input_is_refused_before_any_work(kwargs, match, tmp_path):
     from eval.bench import BenchInputError, run_bench
@@ -233,7 +232,7 @@ def test_model_routing_is_none_when_no_problem_has_both_generators():
     from eval.route_analysis import model_routing, no_shared_items
 
     compiled = compile_pool(disjoint_two_generator_pool())
-    records = replay_route_policy(make_policy("route_cascade"), compiled).records
+    records = replay_policy(make_policy("route_cascade"), compiled, grouping="item").records
     assert len(records) == 4 and no_shared_items(compiled)
     assert model_routing(compiled, records, {"route_cascade": "routing"}) is None
     assert not no_shared_items(compile_pool(three_generator_pool()))  # three generators: not a two-model pool
@@ -243,8 +242,8 @@ def test_model_routing_is_none_when_no_problem_has_both_generators():
 def test_batched_route_replay_equals_single_when_items_miss_a_generator(name):
     """Idle rows (placeholders after the last episode) must not SAMPLE generator 0 where it has no candidates."""
     compiled = compile_pool(disjoint_two_generator_pool())
-    single = replay_route_policy(make_policy(name), compiled, replay="single").records
-    batched = replay_route_policy(make_policy(name), compiled, replay="batched").records
+    single = replay_policy(make_policy(name), compiled, grouping="item", replay="single").records
+    batched = replay_policy(make_policy(name), compiled, grouping="item", replay="batched").records
     assert batched["actions"].tolist() == single["actions"].tolist()
     assert batched["correct"].tolist() == single["correct"].tolist()
     if name != "route_cascade":  # the oracles: every problem has a correct candidate (hand-built pool)

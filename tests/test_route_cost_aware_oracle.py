@@ -1,5 +1,5 @@
 """The cost-aware oracle over route episodes: a hand-worked two-generator episode, exact against brute force
-through the real RouteEnv, an upper bound on every routing policy, and the pool oracle over generators."""
+through the real env (item grouping), an upper bound on every routing policy, and the pool oracle over generators."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import run_episode
 from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env.env import CoBaEnv
 from tests.conftest import make_synthetic_pool
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS
 from tests.test_routing_policies import partly_available_pool
-from train.route_cost_aware_oracle import RouteCostAwareOracle
+from train.cost_aware_oracle import CostAwareOracle
 
 ROUTE_POLICIES = [n for n in load_specs() if is_route_policy(make_policy(n))]
 
@@ -37,7 +37,7 @@ def verify_first_pool():
                       models=MODELS)
 
 
-def _replay(env: RouteEnv, episode: int, lam: float, actions: list[int]) -> float:
+def _replay(env: CoBaEnv, episode: int, lam: float, actions: list[int]) -> float:
     env.reset(options={"episode": episode, "lam": lam})
     total, done = 0.0, False
     for a in actions:
@@ -63,8 +63,8 @@ HAND = [
 
 @pytest.mark.parametrize(("lam", "actions", "value"), HAND)
 def test_hand_worked_two_generator_episode(lam, actions, value):
-    env = RouteEnv(verify_first_pool(), budget=1000.0, lam=lam)
-    plan = RouteCostAwareOracle.for_env(env).plan(0, lam)
+    env = CoBaEnv(verify_first_pool(), grouping="item", budget=1000.0, lam=lam)
+    plan = CostAwareOracle.for_env(env).plan(0, lam)
     assert [env.layout.names[a] for a in plan.actions] == actions
     assert plan.value == pytest.approx(value, abs=1e-12)
     assert plan.exact
@@ -77,8 +77,8 @@ def test_hand_worked_action_values():
     "7", "0.5", "7". Then V1 scores slot 0 (tie, earliest: 0.3 -> R 0.4467), slot 2 (0.6 -> 0.6267), slot 1
     (0.9 -> R = (0.2 / 3 + 0.27) / 0.5 = 0.6733, now the highest): correct after three V1 calls, cost
     200 + 2000 + 330 = 2530, worth 0.747 (big's "1/2" instead would cost another 2000)."""
-    env = RouteEnv(verify_first_pool(), budget=1000.0, lam=0.1)
-    oracle = RouteCostAwareOracle.for_env(env)
+    env = CoBaEnv(verify_first_pool(), grouping="item", budget=1000.0, lam=0.1)
+    oracle = CostAwareOracle.for_env(env)
     lay = env.layout
     q = oracle.action_values(0, [0.1], [lay.action_id("SAMPLE_small")] * 2)[0]
     assert q[lay.action_id("STOP")] == pytest.approx(-0.02)
@@ -92,7 +92,7 @@ def small_route_pool():
     return compile_pool(make_synthetic_pool({"d": 6}, {"gA": 1.5, "gB": 7.0}, n_candidates=3, seed=3))
 
 
-def _brute_force(env: RouteEnv, episode: int, lam: float) -> float:
+def _brute_force(env: CoBaEnv, episode: int, lam: float) -> float:
     """Best return over every legal action sequence, by exhaustive search through the real route env."""
     best = -math.inf
 
@@ -120,8 +120,8 @@ def _brute_force(env: RouteEnv, episode: int, lam: float) -> float:
 def test_oracle_equals_brute_force_on_small_route_episodes(tiers, lam):
     """With 2 candidates per generator and one or two verifiers every action sequence can be enumerated: the
     oracle's value is the exhaustive maximum (every interleaving of the generators included)."""
-    env = RouteEnv(small_route_pool(), lam=lam, n_max=2, tiers=tiers)
-    oracle = RouteCostAwareOracle.for_env(env)
+    env = CoBaEnv(small_route_pool(), grouping="item", lam=lam, n_max=2, tiers=tiers)
+    oracle = CostAwareOracle.for_env(env)
     episodes = range(env.n_episodes) if len(tiers) == 1 else (1, 3)  # two verifiers: 3 s per episode
     for e in episodes:
         plan = oracle.plan(e, lam)
@@ -137,12 +137,12 @@ def test_oracle_value_is_never_below_a_routing_policys_return(name, lam, pool):
     policy's realized return, and the plan replays in that env to exactly its value."""
     compiled = small_route_pool() if pool == "synthetic" else compile_pool(partly_available_pool())
     policy = make_policy(name)
-    env = RouteEnv(compiled, lam=lam, **policy.env_kwargs())
+    env = CoBaEnv(compiled, grouping="item", lam=lam, **policy.env_kwargs())
     if name in ("route_cheapest_coba", "route_largest_coba") and pool == "partly_available":
         assert not policy.applicable(env)[0]  # CoBa on one generator needs it in every problem
         return
     assert policy.applicable(env) == (True, "")
-    oracle = RouteCostAwareOracle.for_env(env)
+    oracle = CostAwareOracle.for_env(env)
     for e in range(env.n_episodes):
         realized = run_episode(env, policy, e)["return"]
         plan = oracle.plan(e, lam)
@@ -158,9 +158,9 @@ def test_lambda_zero_equals_the_pool_oracle_over_generators(pool):
     the env's fusion selection it is never above it (fusion may be unable to select a correct candidate)."""
     compiled = small_route_pool() if pool == "synthetic" else compile_pool(partly_available_pool())
     pool_oracle = make_policy("route_pool_oracle")
-    env = RouteEnv(compiled, lam=0.0, **pool_oracle.env_kwargs())
-    oracle = RouteCostAwareOracle.for_env(env)
-    fusion_oracle = RouteCostAwareOracle.for_env(RouteEnv(compiled, lam=0.0))
+    env = CoBaEnv(compiled, grouping="item", lam=0.0, **pool_oracle.env_kwargs())
+    oracle = CostAwareOracle.for_env(env)
+    fusion_oracle = CostAwareOracle.for_env(CoBaEnv(compiled, grouping="item", lam=0.0))
     any_correct = compiled.labels.correct.any(axis=1)  # replay rows; join them by item below
     solvable = {}
     for row, (d, i) in enumerate(zip(compiled.dataset.tolist(), compiled.item_id.tolist(), strict=True)):
@@ -179,18 +179,18 @@ def test_selection_last_equals_the_closed_form_route_oracle(lam):
     """Under selection ``last`` the search finds the closed-form optimum of ``route_cost_aware_oracle``
     (cheapest correct prefix of one generator, or one cheapest sample): two independent derivations."""
     policy = make_policy("route_cost_aware_oracle")
-    env = RouteEnv(small_route_pool(), lam=lam, **policy.env_kwargs())
-    oracle = RouteCostAwareOracle.for_env(env)
+    env = CoBaEnv(small_route_pool(), grouping="item", lam=lam, **policy.env_kwargs())
+    oracle = CostAwareOracle.for_env(env)
     for e in range(env.n_episodes):
         assert oracle.plan(e, lam).value == pytest.approx(run_episode(env, policy, e)["return"], abs=1e-9), e
 
 
 def test_the_oracle_policy_plans_route_episodes():
-    """``CostAwareOraclePolicy`` on a RouteEnv plays the hand-worked plan (the route search, labels read on the
+    """``CostAwareOraclePolicy`` on an item-grouped env plays the hand-worked plan (the route search, labels read on the
     evaluator side) and earns its value."""
     from train.oracle_policy import CostAwareOraclePolicy
 
-    env = RouteEnv(verify_first_pool(), budget=1000.0, lam=0.1)
+    env = CoBaEnv(verify_first_pool(), grouping="item", budget=1000.0, lam=0.1)
     info = run_episode(env, CostAwareOraclePolicy(), 0)
     assert [env.layout.names[a] for a in info["action_ids"]] == HAND[1][1]
     assert info["return"] == pytest.approx(HAND[1][2])

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 import coba_env  # noqa: F401  (registers the envs)
-from coba_env import compile_pool
-from coba_env.route_env import RouteEnv
+from coba_env import CoBaEnv, compile_pool
 from coba_env.route_pool import compile_route_pool
-from coba_env.route_vector_env import RouteVectorEnv
+from coba_env.vector_env import CoBaVectorEnv
 from tests.factory import Cand, Ep, build_pool
 
 MODELS = {"small": 1.0, "big": 10.0, "J1": 2.0, "J2": 4.0, "J3": 20.0}
@@ -44,7 +43,7 @@ def test_route_pool_joins_clusters_across_generators_with_the_grading_code():
 
 
 def test_hand_worked_two_generator_episode():
-    env = RouteEnv(two_generator_pool(), budget=1000.0, lam=0.1)
+    env = CoBaEnv(two_generator_pool(), grouping="item", budget=1000.0, lam=0.1)
     lay = env.layout
     assert lay.names == ("SAMPLE_small", "SAMPLE_big", "VERIFY_V1", "VERIFY_V2", "VERIFY_V3", "STOP")
     assert [lay.action_id(n) for n in lay.names] == [0, 1, 2, 3, 4, 5]
@@ -96,7 +95,7 @@ def test_hand_worked_two_generator_episode():
 
 def test_a_generator_never_sampled_spent_nothing():
     """The final info names every generator; one never sampled has a zero record of its own every episode."""
-    env = RouteEnv(two_generator_pool(), budget=1000.0, lam=0.1)
+    env = CoBaEnv(two_generator_pool(), grouping="item", budget=1000.0, lam=0.1)
     spends = []
     for _ in range(2):
         env.reset()
@@ -112,7 +111,7 @@ def test_a_generator_never_sampled_spent_nothing():
 
 
 def test_route_observation_table_comes_from_the_layout():
-    env = RouteEnv(two_generator_pool(), budget=1000.0)
+    env = CoBaEnv(two_generator_pool(), grouping="item", budget=1000.0)
     names = env.feature_names
     assert names[:7] == ("revealed_small", "remaining_small", "agreement_small", "mean_V1_small", "mean_V2_small",
                          "mean_V3_small", "spend_small")
@@ -128,23 +127,23 @@ def test_route_observation_table_comes_from_the_layout():
 def test_gymnasium_make_and_make_vec_build_the_route_envs():
     pool = two_generator_pool()
     env = gym.make("coba/Route-v0", pool=pool, budget=1000.0)
-    assert isinstance(env.unwrapped, RouteEnv)
+    assert isinstance(env.unwrapped, CoBaEnv) and env.unwrapped.config.grouping == "item"
     venv = gym.make_vec("coba/Route-v0", num_envs=3, vectorization_mode="vector_entry_point", pool=pool)
-    assert isinstance(venv.unwrapped, RouteVectorEnv)
+    assert isinstance(venv.unwrapped, CoBaVectorEnv) and venv.unwrapped.config.grouping == "item"
     assert venv.single_action_space.n == 6
 
 
 def lockstep_hashes(pool, num_envs: int, n_steps: int, seed: int, **kw) -> tuple[str, str, int]:
     """(hash of the vector env's outputs, hash of the one-episode envs' outputs, episodes finished).
 
-    Each vector row is mirrored by a ``RouteEnv`` playing the same episodes (the vector env's ``episode`` info
+    Each vector row is mirrored by a ``CoBaEnv`` (item grouping) playing the same episodes (the vector env's ``episode`` info
     says which) with the same uniform random legal actions; every observation, mask, reward, selection and
     cost goes into the hashes.
     """
     rng = np.random.default_rng(seed)
-    venv = RouteVectorEnv(num_envs, pool, **kw)
+    venv = CoBaVectorEnv(num_envs, pool, grouping="item", **kw)
     obs_v, info_v = venv.reset(seed=seed)
-    singles = [RouteEnv(pool, **kw) for _ in range(num_envs)]
+    singles = [CoBaEnv(pool, grouping="item", **kw) for _ in range(num_envs)]
     _ = [env.reset(options={"episode": int(e)})[0] for env, e in zip(singles, info_v["episode"], strict=True)]
     hv, hs = hashlib.sha256(), hashlib.sha256()
     mask = info_v["action_mask"]
@@ -198,10 +197,10 @@ def test_routing_policies_batched_equal_single_on_the_paper_pool(name):
 
     paper = as_compiled("paper")
     policy = make_policy(name)
-    env = RouteEnv(paper, **policy.env_kwargs())
+    env = CoBaEnv(paper, grouping="item", **policy.env_kwargs())
     assert env.route.n_generators == 3 and env.route.available.all()  # the paper pool: 3 generators per problem
     single = replay(policy, env)
-    venv = RouteVectorEnv(997, paper, **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
+    venv = CoBaVectorEnv(997, paper, grouping="item", **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
     batched = replay_batched(make_policy(name), venv)
     assert_batched_equals_single(single, batched, env.layout.names)
     # Every SAMPLE draws from the one chosen generator (by parameters: label-free).
@@ -218,7 +217,7 @@ def test_vector_route_env_equals_the_single_one_with_any_number_of_verifiers(n_v
     pool = pool_with_verifiers(3, n_verifiers)
     venv = gym.make_vec("coba/Route-v0", num_envs=2, vectorization_mode="vector_entry_point", pool=pool)
     obs, _ = venv.reset(seed=0)
-    assert obs.shape == (2, RouteEnv(pool).observation_space.shape[0])
+    assert obs.shape == (2, CoBaEnv(pool, grouping="item").observation_space.shape[0])
     vector, single, finished = lockstep_hashes(pool, num_envs=5, n_steps=60, seed=2)
     assert finished > 10
     assert vector == single

@@ -1,4 +1,4 @@
-"""RouteVectorEnv keeps its per-generator block current by patching the rows a step changes: after every step
+"""The item-grouped CoBaVectorEnv keeps its per-generator block current by patching the rows a step changes: after every step
 it must equal the block computed from scratch from the counters (``batch_generator_block``), bit for bit."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from coba_env.compiled import as_compiled
-from coba_env.route_vector_env import RouteVectorEnv
-from coba_env.rules.route_features import batch_generator_block
+from coba_env.rules.features import batch_generator_block
+from coba_env.vector_env import CoBaVectorEnv
 
 
 def random_legal(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -28,7 +28,7 @@ def pool_named(name: str):
 
 @pytest.mark.parametrize("pool_name", ["paper", "verifiers=0", "verifiers=5"])
 def test_patched_generator_block_equals_the_recomputed_one(pool_name):
-    venv = RouteVectorEnv(257, pool_named(pool_name))
+    venv = CoBaVectorEnv(257, pool_named(pool_name), grouping="item")
     rng = np.random.default_rng(4)
     obs, info = venv.reset(seed=4)
     k = venv.generator_block.shape[1]

@@ -11,12 +11,23 @@ from agents.registry import make_policy
 from agents.routing_ladder import LadderCascadePolicy
 from agents.runner import run_episode
 from coba_env.compiled import as_compiled
-from coba_env.route_env import RouteEnv
-from coba_env.route_vector_env import RouteVectorEnv
+from coba_env.env import CoBaEnv
+from coba_env.vector_env import CoBaVectorEnv
 from eval.batched_replay import replay_batched
-from eval.route_replay import run_route_policies
+from eval.runner import run_policies
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS, assert_batched_equals_single, two_generator_pool
+
+
+def route_env(pool, **kwargs):
+    """The one-episode env over ``pool``'s items with all their generators (``coba/Route-v0``)."""
+    return CoBaEnv(pool, grouping="item", **kwargs)
+
+
+def route_venv(num_envs, pool, **kwargs):
+    """The vector env over ``pool``'s items with all their generators."""
+    return CoBaVectorEnv(num_envs, pool, grouping="item", **kwargs)
+
 
 #: The training datasets of the outer fold with aime2025 held out (no test here replays aime2025).
 TRAINING_SIDE = ["math500", "aime2024", "amc2023", "rgym_hard"]
@@ -45,7 +56,7 @@ def three_sample_pool():
 def play(pool, **params):
     """One episode of the ladder with ``params``: (action names, final info)."""
     policy = LadderCascadePolicy(**params)
-    env = RouteEnv(pool, budget=1000.0, **policy.env_kwargs())
+    env = route_env(pool, budget=1000.0, **policy.env_kwargs())
     assert policy.applicable(env) == (True, "")
     info = run_episode(env, policy, 0)
     return [env.layout.names[a] for a in info["action_ids"]], info
@@ -93,7 +104,8 @@ def test_hand_worked_ladder_episode(pool, params, actions, selected, correct, p_
 def test_the_default_point_replays_as_the_registered_cascade():
     """On the paper pool's route episodes the ladder's defaults take route_cascade's every decision."""
     pool = paper_problems(60)
-    run = run_route_policies([LadderCascadePolicy(name="ladder"), make_policy("route_cascade")], pool, progress=False)
+    run = run_policies([LadderCascadePolicy(name="ladder"), make_policy("route_cascade")], pool, grouping="item",
+                       progress=False)
     mine, ref = (run.records[run.records["policy"] == n].reset_index(drop=True) for n in ("ladder", "route_cascade"))
     cols = ["item_id", "actions", "selected_candidate", "correct", "p_tokens"]
     assert len(ref) == 60 + 30 + 40 + 60 and mine[cols].equals(ref[cols])
@@ -113,10 +125,10 @@ BATCH_CASES = [
 def test_batched_equals_single_on_paper_route_episodes(params):
     pool = paper_problems(40)
     policy = LadderCascadePolicy(**params)
-    env = RouteEnv(pool, **policy.env_kwargs())
+    env = route_env(pool, **policy.env_kwargs())
     assert policy.applicable(env) == (True, "")
     single = [run_episode(env, policy, i) for i in range(env.n_episodes)]
-    venv = RouteVectorEnv(97, pool, **policy.env_kwargs())  # rows refill mid-run: 97 does not divide 150
+    venv = route_venv(97, pool, **policy.env_kwargs())  # rows refill mid-run: 97 does not divide 150
     batched = replay_batched(LadderCascadePolicy(**params), venv)
     assert_batched_equals_single(single, batched, env.layout.names)
     if params.get("judge"):  # the judge was called somewhere
@@ -145,7 +157,7 @@ def test_bad_ladder_parameters_are_refused(params, match):
 
 def test_rung_k_must_match_the_pools_ladder():
     policy = LadderCascadePolicy(rung_k=[2, 2])
-    ok, why = policy.applicable(RouteEnv(two_generator_pool()))
+    ok, why = policy.applicable(route_env(two_generator_pool()))
     assert not ok and why == "rung_k has 2 entries; the pool's ladder has 1 rungs below its largest generator"
 
 
@@ -153,9 +165,9 @@ def test_the_judge_needs_a_cheap_judge():
     small = [Cand("1", True, prompt_tokens=50, output_tokens=50)] * 2
     big = [Cand("1", True, prompt_tokens=100, output_tokens=100)] * 2
     pool = build_pool([Ep(small, generator="small"), Ep(big, generator="big")], models=MODELS)
-    ok, why = LadderCascadePolicy(judge=True).applicable(RouteEnv(pool))
+    ok, why = LadderCascadePolicy(judge=True).applicable(route_env(pool))
     assert not ok and "V1" in why
-    assert LadderCascadePolicy().applicable(RouteEnv(pool)) == (True, "")
+    assert LadderCascadePolicy().applicable(route_env(pool)) == (True, "")
 
 
 @pytest.mark.parametrize("params", [{}, {"rung_k": [3], "votes": 3, "early_escalate": True, "final_k": 2,
@@ -172,7 +184,7 @@ def test_actions_ignore_labels(params):
     runs = []
     for pool in (compiled, permuted_labels(compiled)):
         policy = LadderCascadePolicy(**params)
-        env = RouteEnv(pool, **policy.env_kwargs())
+        env = route_env(pool, **policy.env_kwargs())
         assert policy.applicable(env) == (True, "")
         runs.append(replay(policy, env, record=True))
     before, after = runs

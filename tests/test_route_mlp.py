@@ -1,4 +1,5 @@
-"""The MLP controller on the route env (issue 27, item 3): the protocol method, the route policy, its checkpoint."""
+"""The MLP controller on the route env (issue 27, item 3; one controller and method for both envs since issue 34):
+the protocol method, the route policy, its checkpoint."""
 
 from __future__ import annotations
 
@@ -8,17 +9,26 @@ import math
 import numpy as np
 import pytest
 
-from agents.learned_mlp import load
-from agents.learned_route_mlp import RouteMLPController, load_route
+from agents.learned_mlp import MLPController, load
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
-from coba_env.env import as_compiled
-from coba_env.route_env import RouteEnv
-from eval.route_replay import replay_route_policy
+from coba_env.env import CoBaEnv, as_compiled
+from eval.runner import replay_policy
+from train.cost_aware_oracle import CostAwareOracle
 from train.protocol import cost_unit, run_protocol
 from train.protocol_arena import ROUTE
-from train.route_cost_aware_oracle import RouteCostAwareOracle
-from train.route_mlp_method import CachedOracle, OracleCache, RouteMLPMethod
+from train.protocol_mlp import CachedOracle, MLPMethod, OracleCache
+
+
+def route_env(pool, **kwargs):
+    """The env of item grouping (coba/Route-v0)."""
+    return CoBaEnv(pool, grouping="item", **kwargs)
+
+
+def route_mlp_method(**kwargs):
+    """The MLP method on the route arena."""
+    return MLPMethod("route", **kwargs)
+
 
 #: Small settings for tests (the protocol's own are ``ROUTE_MLP_SETTINGS``).
 QUICK = {"dagger_rounds": 1, "episodes_per_round": 4, "epochs": 2, "balance_datasets": True, "tensorboard": False}
@@ -39,7 +49,7 @@ def small_paper():
 @pytest.fixture(scope="module")
 def fitted(small_paper, tmp_path_factory):
     """One fit on the small pool's datasets but aime2025, at the paper pool's cost unit."""
-    method = RouteMLPMethod(lambdas=(0.2, 1.0), settings=QUICK)
+    method = route_mlp_method(lambdas=(0.2, 1.0), settings=QUICK)
     train_ids = small_paper.episode_ids[small_paper.dataset != "aime2025"]
     budget = cost_unit(as_compiled("paper"))
     out = tmp_path_factory.mktemp("route_mlp")
@@ -47,7 +57,7 @@ def fitted(small_paper, tmp_path_factory):
 
 
 def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_paper, tmp_path):
-    method = RouteMLPMethod(lambdas=(0.2, 1.0), settings=QUICK)
+    method = route_mlp_method(lambdas=(0.2, 1.0), settings=QUICK)
     result = run_protocol(small_paper, method, seeds=(0,), held_out=["aime2025"], progress=False, out_dir=tmp_path,
                           pool_name="paper, 3 problems per dataset", arena=ROUTE)
     records = result.records
@@ -67,13 +77,13 @@ def test_partial_protocol_run_on_the_route_arena_writes_a_partial_verdict(small_
 def test_fit_writes_a_route_checkpoint_that_is_a_route_policy(fitted, small_paper):
     fit, budget = fitted
     config = json.loads((fit.path / "controller.json").read_text())
-    env = RouteEnv(small_paper, budget=budget)
+    env = route_env(small_paper, budget=budget)
     assert config["env"] == "route" and config["n_max_per_generator"] == 16
     assert config["actions"] == list(env.layout.names) and config["observation"] == list(env.feature_names)
     # trained on the training datasets only (aime2025 held out)
     assert config["train_datasets"] == ["aime2024", "amc2023", "math500", "rgym_hard"]
     policy = fit.policy({"lam": 0.2})
-    assert is_route_policy(policy) and isinstance(policy, RouteMLPController)
+    assert is_route_policy(policy) and isinstance(policy, MLPController)
     assert policy.lam == 0.2
     assert policy.env_kwargs() == {"budget": budget, "n_max": 16}
     assert policy.applicable(env) == (True, "")
@@ -81,13 +91,14 @@ def test_fit_writes_a_route_checkpoint_that_is_a_route_policy(fitted, small_pape
     from agents.learned import load_checkpoint
 
     loaded = load_checkpoint(f"{fit.path}@0.35")
-    assert isinstance(loaded, RouteMLPController) and is_route_policy(loaded) and loaded.lam == 0.35
+    assert isinstance(loaded, MLPController) and is_route_policy(loaded) and loaded.lam == 0.35
+    assert loaded.describe()["kind"] == "route_mlp" and loaded.label == "Learned route MLP (lambda=0.35)"
 
 
 def test_fallback_point_is_the_reference_cascade(fitted, small_paper):
     fit, _ = fitted
-    mine = replay_route_policy(fit.policy({"lam": math.inf}), small_paper).records
-    ref = replay_route_policy(make_policy(ROUTE.reference), small_paper).records
+    mine = replay_policy(fit.policy({"lam": math.inf}), small_paper, grouping="item").records
+    ref = replay_policy(make_policy(ROUTE.reference), small_paper, grouping="item").records
     assert mine["actions"].tolist() == ref["actions"].tolist()
 
 
@@ -95,8 +106,8 @@ def test_fallback_point_is_the_reference_cascade(fitted, small_paper):
 def test_batched_replay_equals_single(fitted, small_paper, lam):
     fit, _ = fitted
     policy = fit.policy({"lam": lam})
-    batched = replay_route_policy(policy, small_paper, replay="batched").records
-    single = replay_route_policy(policy, small_paper, replay="single").records
+    batched = replay_policy(policy, small_paper, grouping="item", replay="batched").records
+    single = replay_policy(policy, small_paper, grouping="item", replay="single").records
     for column in ("actions", "selected_candidate", "correct", "p_tokens"):
         assert batched[column].tolist() == single[column].tolist(), column
 
@@ -107,49 +118,54 @@ def test_actions_do_not_depend_on_the_labels(fitted, small_paper):
     policy = fit.policy({"lam": 0.2})
     flipped = small_paper.select(np.ones(small_paper.n_episodes, dtype=bool))
     flipped.labels.correct[:] = ~flipped.labels.correct
-    a = replay_route_policy(policy, small_paper).records
-    b = replay_route_policy(policy, flipped).records
+    a = replay_policy(policy, small_paper, grouping="item").records
+    b = replay_policy(policy, flipped, grouping="item").records
     assert a["actions"].tolist() == b["actions"].tolist()
     assert (a["correct"] != b["correct"]).any()
 
 
 def test_checkpoint_is_refused_on_a_different_layout_or_env(fitted, small_paper):
     fit, budget = fitted
-    policy = load_route(fit.path, lam=0.5)
-    two = RouteEnv(small_paper, budget=budget, generators=list(RouteEnv(small_paper).layout.generators[:2]))
+    policy = load(fit.path, lam=0.5)
+    two = route_env(small_paper, budget=budget, generators=list(route_env(small_paper).layout.generators[:2]))
     ok, why = policy.applicable(two)
     assert not ok and "trained on the actions" in why
-    assert policy.applicable(RouteEnv(small_paper, budget=budget, n_max=8))[1] == \
+    assert policy.applicable(route_env(small_paper, budget=budget, n_max=8))[1] == \
         "trained with N_max = 16 per generator, the env has 8"
-    assert "trained with budget B" in policy.applicable(RouteEnv(small_paper, budget=budget / 2))[1]
-    from coba_env.env import CoBaEnv
+    assert "trained with budget B" in policy.applicable(route_env(small_paper, budget=budget / 2))[1]
+    assert policy.applicable(CoBaEnv(small_paper, budget=budget))[1] == \
+        "trained on coba/Route-v0 (route env); the env is coba/Replay-v0"
 
-    assert "needs a route env" in policy.applicable(CoBaEnv(small_paper, budget=budget))[1]
 
-
-def test_replay_checkpoint_is_refused_as_a_route_controller(fitted, tmp_path):
-    fit, _ = fitted
+def test_a_checkpoint_without_its_env_field_is_a_replay_controller(fitted, small_paper, tmp_path):
+    """controller.json's env names the env (absent: the replay env, as every checkpoint before the route env)."""
+    fit, budget = fitted
     config = json.loads((fit.path / "controller.json").read_text())
     del config["env"]
     (tmp_path / "controller.json").write_text(json.dumps(config))
     (tmp_path / "model.pt").write_bytes((fit.path / "model.pt").read_bytes())
-    with pytest.raises(ValueError, match=r"field 'env' is None; expected 'route'"):
-        load_route(tmp_path)
-    assert not is_route_policy(load(tmp_path))  # as a replay MLP it is no route policy
+    policy = load(tmp_path)
+    assert not is_route_policy(policy) and policy.env_kwargs() == {}  # as a replay MLP it is no route policy
+    assert policy.applicable(route_env(small_paper, budget=budget))[1] == \
+        "trained on coba/Replay-v0 (replay env); the env is coba/Route-v0"
 
 
 @pytest.mark.parametrize("change, message", [
     ({"n_max_per_generator": 0}, r"field 'n_max_per_generator' is 0; expected an integer >= 1"),
     ({"n_max_per_generator": 2.5}, r"field 'n_max_per_generator' is 2.5"),
     ({"budget": -1.0}, r"field 'budget' is -1.0; expected a finite number > 0"),
-    ({"env": "replay"}, r"field 'env' is 'replay'; expected 'route'"),
+    ({"env": "routes"}, r"field 'env' is 'routes'; expected one of \['replay', 'route'\]"),
 ])
-def test_bad_controller_config(fitted, change, message):
+def test_bad_controller_config(fitted, change, message, tmp_path):
     fit, _ = fitted
     config = {**json.loads((fit.path / "controller.json").read_text()), **change}
-    network = load_route(fit.path)
-    with pytest.raises(ValueError, match=message):
-        RouteMLPController(_network_of(network, config), config)
+    network = load(fit.path)
+    with pytest.raises(ValueError, match=f"^controller config: {message}"):
+        MLPController(_network_of(network, config), config)
+    (tmp_path / "controller.json").write_text(json.dumps(config))  # loaded from a file, the message names it
+    (tmp_path / "model.pt").write_bytes((fit.path / "model.pt").read_bytes())
+    with pytest.raises(ValueError, match=f"controller.json: {message}"):
+        load(tmp_path)
 
 
 def _network_of(controller, config):
@@ -168,11 +184,11 @@ def _network_of(controller, config):
 ])
 def test_bad_method_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        RouteMLPMethod(**kwargs)
+        route_mlp_method(**kwargs)
 
 
 def test_method_is_built_without_arguments_and_states_its_grid():
-    method = RouteMLPMethod()
+    method = route_mlp_method()
     # the grid stated in docs/LEARNING.md (route MLP paragraph), written out
     assert method.grid() == [{"lam": v} for v in (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)] + [{"lam": math.inf}]
     assert method.fallback() == {"lam": math.inf}
@@ -182,16 +198,16 @@ def test_cached_oracle_answers_as_the_oracle(small_paper):
     """Answers through the cache equal a fresh oracle's, also from a second env holding the problems in
     another order (the cache is keyed by problem, not by env index)."""
     budget = cost_unit(as_compiled("paper"))
-    env = RouteEnv(small_paper, budget=budget)
+    env = route_env(small_paper, budget=budget)
     cache = OracleCache()
-    cached = CachedOracle(RouteCostAwareOracle.for_env(env), env, cache)
-    fresh = RouteCostAwareOracle.for_env(env)
+    cached = CachedOracle(CostAwareOracle.for_env(env), env, cache)
+    fresh = CostAwareOracle.for_env(env)
     for e in range(0, env.n_episodes, 5):
         assert cached.plan(e, 0.3).actions == fresh.plan(e, 0.3).actions
         assert np.array_equal(cached.action_values(e, [0.1, 1.0]), fresh.action_values(e, [0.1, 1.0]))
     later = small_paper.select(small_paper.dataset != "aime2024")  # other problems first: other env indices
-    env2 = RouteEnv(later, budget=budget)
-    cached2 = CachedOracle(RouteCostAwareOracle.for_env(env2), env2, cache)
-    fresh2 = RouteCostAwareOracle.for_env(env2)
+    env2 = route_env(later, budget=budget)
+    cached2 = CachedOracle(CostAwareOracle.for_env(env2), env2, cache)
+    fresh2 = CostAwareOracle.for_env(env2)
     for e in range(0, env2.n_episodes, 4):
         assert np.array_equal(cached2.action_values(e, [0.1, 1.0]), fresh2.action_values(e, [0.1, 1.0]))

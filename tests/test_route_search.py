@@ -12,23 +12,30 @@ import pytest
 from agents.registry import make_policy
 from agents.routing_base import is_route_policy
 from agents.routing_ladder import LadderCascadePolicy
-from eval.route_replay import replay_route_policy, run_route_policies
+from eval.runner import replay_policy, run_policies
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS
 from tests.test_route_ladder import paper_problems
 from train import param_search
-from train.protocol import run_protocol
-from train.protocol_arena import ROUTE
-from train.route_search import (
-    FittedRouteSearch,
-    RouteItemCache,
-    RouteSearchMethod,
+from train.coba_search import (
+    FAMILIES,
     canonical,
     cascade_point,
     ladder_rungs,
     make_ladder,
     route_space,
+    search_method,
 )
+from train.protocol import run_protocol
+from train.protocol_arena import ROUTE
+
+LADDER = FAMILIES["route_search"]
+
+
+def route_search_method(**settings):
+    """The route kind's method, as `coba train route_search` builds it."""
+    return search_method("route_search", **settings)
+
 
 CASCADE = {"k_rung1": 2, "k_rung2": 2, "votes": 2, "final_k": 1, "early_escalate": False, "judge": False,
            "judge_accept": 1.0, "judge_escalate": 0.0, "answer": "last"}
@@ -48,7 +55,7 @@ def test_the_cascade_point_is_route_cascade():
     assert (policy.rung_k, policy.votes, policy.final_k, policy.judge, policy.selection) == ([2, 2], 2, 1, False,
                                                                                                "last")
     pool = paper_problems(15)
-    run = run_route_policies([policy, make_policy("route_cascade")], pool, progress=False).records
+    run = run_policies([policy, make_policy("route_cascade")], pool, grouping="item", workers=1, progress=False).records
     mine, ref = (run[run["policy"] == n].reset_index(drop=True) for n in ("x", "route_cascade"))
     assert mine[["correct", "p_tokens", "actions"]].equals(ref[["correct", "p_tokens", "actions"]])
 
@@ -84,7 +91,7 @@ def _trials(rows):
 def test_a_point_is_the_cheapest_trial_clearing_its_margin(margin, k_rung1):
     trials = _trials([(2, 0.0, 0.0, 1.0), (0, 0.3, -0.2, 0.5), (1, 0.1, 0.0, 0.7), (3, 0.6, 0.9, 1.1),
                       (4, 1.0, 1.5, 1.3)])
-    fitted = FittedRouteSearch(trials, n_rungs=2)
+    fitted = param_search.FittedSearch(trials, LADDER, route_space(2), CASCADE)
     params = fitted.params({"margin": margin})
     assert params["k_rung1"] == k_rung1 and set(params) == set(CASCADE)
     assert isinstance(params["judge"], bool) and isinstance(params["k_rung2"], int)
@@ -96,10 +103,10 @@ def test_in_sample_figures_by_hand():
     pool = paper_problems(20)
     cheap = {**CASCADE, "k_rung1": 0, "final_k": 1}  # Phi-4 twice, then Qwen3-14B
     datasets = ["math500", "amc2023"]
-    got = param_search.in_sample(RouteItemCache(pool), cheap, CASCADE, datasets)
+    got = param_search.in_sample(param_search.ItemCache(pool, LADDER), cheap, CASCADE, datasets)
     sub = pool.select(np.isin(pool.dataset, datasets))
-    rec = run_route_policies([LadderCascadePolicy(name="route_ladder", rung_k=[0, 2]), make_policy("route_cascade")], sub,
-                             progress=False).records
+    rec = run_policies([LadderCascadePolicy(name="route_ladder", rung_k=[0, 2]), make_policy("route_cascade")], sub,
+                       grouping="item", workers=1, progress=False).records
     items = rec.assign(correct=rec["correct"].astype(float)).set_index(["policy", "dataset", "item_id"])
     mine, ref = items.loc["route_ladder"].sort_index(), items.loc["route_cascade"].sort_index()
     diff = mine["correct"] - ref["correct"]
@@ -111,7 +118,7 @@ def test_in_sample_figures_by_hand():
 
 def test_fit_searches_the_training_datasets_starting_from_the_cascade(tmp_path):
     pool = paper_problems(10)
-    method = RouteSearchMethod(n_trials=6)
+    method = route_search_method(n_trials=6)
     train = pool.episode_ids[pool.dataset != "amc2023"]
     fitted = method.fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path, progress=False)
     first = fitted.trials.iloc[0]
@@ -120,7 +127,7 @@ def test_fit_searches_the_training_datasets_starting_from_the_cascade(tmp_path):
     assert len(fitted.trials) == 6 and (tmp_path / "trials.csv").is_file()
     assert {d for _, d in method._cache.store} == {"math500", "aime2024", "rgym_hard"}
     # the same seed reproduces the search; the fallback is the cascade
-    again = RouteSearchMethod(n_trials=6).fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path / "b",
+    again = route_search_method(n_trials=6).fit(pool, train, budget=1.0, seed=0, out_dir=tmp_path / "b",
                                               progress=False)
     assert again.trials.equals(fitted.trials)
     assert method.fallback() == {"margin": math.inf} == method.grid()[-1]
@@ -130,7 +137,7 @@ def test_fit_searches_the_training_datasets_starting_from_the_cascade(tmp_path):
 def test_fit_refuses_part_of_a_dataset(tmp_path):
     pool = paper_problems(5)
     with pytest.raises(ValueError, match="route_search fits on whole datasets"):
-        RouteSearchMethod(n_trials=2).fit(pool, pool.episode_ids[:7], budget=1.0, seed=0, out_dir=tmp_path,
+        route_search_method(n_trials=2).fit(pool, pool.episode_ids[:7], budget=1.0, seed=0, out_dir=tmp_path,
                                           progress=False)
 
 
@@ -149,7 +156,7 @@ def _pool(generators_by_dataset):
 def test_pools_without_one_ladder_are_refused(layout, match, tmp_path):
     pool = _pool(layout)
     with pytest.raises(ValueError, match=match):
-        RouteSearchMethod(n_trials=2).fit(pool, pool.episode_ids, budget=1.0, seed=0, out_dir=tmp_path,
+        route_search_method(n_trials=2).fit(pool, pool.episode_ids, budget=1.0, seed=0, out_dir=tmp_path,
                                           progress=False)
 
 
@@ -162,18 +169,17 @@ def test_pools_without_one_ladder_are_refused(layout, match, tmp_path):
     ({"margins": (float("nan"),)}, r"margins must be finite numbers >= 0"),
     ({"margins": (-0.5,)}, r"margins must be finite numbers >= 0"),
     ({"margins": ("0",)}, r"margins must be finite numbers >= 0"),
-    ({"name": ""}, r"name must be a non-empty string"),
 ])
 def test_bad_constructor_input_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        RouteSearchMethod(**kwargs)
+        route_search_method(**kwargs)
 
 
 def test_the_cli_builds_the_method_with_the_stated_settings():
     from coba_cli.train_cmd import protocol_method
 
     method = protocol_method("route_search", "route")
-    assert isinstance(method, RouteSearchMethod)
+    assert isinstance(method, param_search.SearchMethod) and method.family is LADDER
     assert method.grid() == [{"margin": 0.0}, {"margin": 0.5}, {"margin": 1.0}, {"margin": math.inf}]
     assert method.n_trials == 300
 
@@ -182,7 +188,7 @@ def test_a_partial_protocol_run_on_the_route_arena(tmp_path):
     """One seed, one held-out fold on a small pool without aime2025: a partial verdict, and the held-out records
     are the replay of the point chosen, recomputed from the written trials."""
     pool = paper_problems(6)
-    result = run_protocol(pool, RouteSearchMethod(n_trials=8), seeds=(0,), held_out=["amc2023"], progress=False,
+    result = run_protocol(pool, route_search_method(n_trials=8), seeds=(0,), held_out=["amc2023"], progress=False,
                           out_dir=tmp_path, pool_name="paper, 6 problems of 4 datasets", arena=ROUTE, resamples=200)
     v = result.verdict
     assert (v["env"], v["reference"], v["scope"], v["beats"]) == ("route", "route_cascade", "partial", False)
@@ -202,6 +208,6 @@ def test_a_partial_protocol_run_on_the_route_arena(tmp_path):
                                  final_k=int(row["final_k"]), early_escalate=bool(row["early_escalate"]),
                                  judge=bool(row["judge"]), judge_accept=float(row["judge_accept"]),
                                  judge_escalate=float(row["judge_escalate"]), answer=str(row["answer"]))
-    again = replay_route_policy(policy, pool.select(pool.dataset == "amc2023")).records.set_index("item_id")
+    again = replay_policy(policy, pool.select(pool.dataset == "amc2023"), grouping="item").records.set_index("item_id")
     assert held["correct"].tolist() == again.sort_index()["correct"].tolist()
     assert held["p_tokens"].tolist() == again.sort_index()["p_tokens"].tolist()

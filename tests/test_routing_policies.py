@@ -11,11 +11,22 @@ from agents.registry import load_specs, make_policy
 from agents.routing_base import is_route_policy
 from agents.runner import run_episode
 from coba_env.compiled import as_compiled
-from coba_env.route_env import RouteEnv
-from coba_env.route_vector_env import RouteVectorEnv
+from coba_env.env import CoBaEnv
+from coba_env.vector_env import CoBaVectorEnv
 from eval.batched_replay import replay_batched
 from tests.factory import Cand, Ep, build_pool
 from tests.test_route_env import MODELS, assert_batched_equals_single, two_generator_pool
+
+
+def route_env(pool, **kwargs):
+    """The one-episode env over ``pool``'s items with all their generators (``coba/Route-v0``)."""
+    return CoBaEnv(pool, grouping="item", **kwargs)
+
+
+def route_venv(num_envs, pool, **kwargs):
+    """The vector env over ``pool``'s items with all their generators."""
+    return CoBaVectorEnv(num_envs, pool, grouping="item", **kwargs)
+
 
 #: Every registered route-env policy (routing group and the route oracles).
 ROUTE_POLICIES = [n for n in load_specs() if is_route_policy(make_policy(n))]
@@ -34,7 +45,7 @@ def small_wrong_pool():
 def play(name, pool, **params):
     """One episode of policy ``name`` (``params`` overriding its spec): (action names, final info)."""
     policy = make_policy(name, **params)
-    env = RouteEnv(pool, budget=1000.0, **policy.env_kwargs())
+    env = route_env(pool, budget=1000.0, **policy.env_kwargs())
     assert policy.applicable(env) == (True, "")
     info = run_episode(env, policy, 0)
     return [env.layout.names[a] for a in info["action_ids"]], info
@@ -87,12 +98,12 @@ def test_model_switch_keeps_a_unanimous_first_model():
 def test_oracles_over_generators_on_a_wrong_cheap_model(lam, actions, correct):
     pool = small_wrong_pool()
     policy = make_policy("route_cost_aware_oracle")
-    env = RouteEnv(pool, budget=1000.0, lam=lam, **policy.env_kwargs())
+    env = route_env(pool, budget=1000.0, lam=lam, **policy.env_kwargs())
     info = run_episode(env, policy, 0)
     assert [env.layout.names[a] for a in info["action_ids"]] == actions and info["correct"] is correct
     # The pool oracle ignores lambda: big's correct candidate whatever it costs.
     policy = make_policy("route_pool_oracle")
-    env = RouteEnv(pool, budget=1000.0, lam=lam, **policy.env_kwargs())
+    env = route_env(pool, budget=1000.0, lam=lam, **policy.env_kwargs())
     info = run_episode(env, policy, 0)
     assert [env.layout.names[a] for a in info["action_ids"]] == ["SAMPLE_big", "STOP"] and info["correct"]
 
@@ -102,11 +113,11 @@ def test_oracles_over_generators_on_a_wrong_cheap_model(lam, actions, correct):
 def test_batched_equals_single_on_route_episodes(name, profile):
     pool = as_compiled(profile)
     policy = make_policy(name)
-    env = RouteEnv(pool, **policy.env_kwargs())
+    env = route_env(pool, **policy.env_kwargs())
     assert env.route.n_generators == 3 and env.route.available.all()
     assert policy.applicable(env) == (True, "")
     single = [run_episode(env, policy, i) for i in range(env.n_episodes)]
-    venv = RouteVectorEnv(997, pool, **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
+    venv = route_venv(997, pool, **policy.env_kwargs())  # rows refill mid-run: 997 does not divide E
     batched = replay_batched(make_policy(name), venv)
     assert_batched_equals_single(single, batched, env.layout.names)
     if make_policy(name).kind in ("route_cascade", "model_switch", "route_threshold"):  # they do route
@@ -124,7 +135,7 @@ def first_correct_within(profile: str, n_max: int) -> pd.DataFrame:
 @pytest.mark.parametrize("profile", ["paper", "ladder"])
 def test_pool_oracle_over_generators_beats_every_single_generator(profile):
     policy = make_policy("route_pool_oracle")
-    env = RouteEnv(as_compiled(profile), **policy.env_kwargs())
+    env = route_env(as_compiled(profile), **policy.env_kwargs())
     correct = np.array([run_episode(env, policy, i)["correct"] for i in range(env.n_episodes)])
     table = first_correct_within(profile, env.n_max_per_generator)
     best_single = table.mean().max()  # the best single generator's pool oracle
@@ -142,7 +153,7 @@ def test_routing_policies_refuse_the_replay_env_and_one_generator_pools():
         ok, why = policy.applicable(make_env(policy, pool))
         assert not ok and "route env" in why
         if name not in ("route_pool_oracle", "route_cost_aware_oracle", "route_cheapest_coba", "route_largest_coba"):
-            ok, why = policy.applicable(RouteEnv(pool, **policy.env_kwargs()))
+            ok, why = policy.applicable(route_env(pool, **policy.env_kwargs()))
             assert not ok and "2 or more generators" in why
 
 
@@ -164,7 +175,7 @@ def test_bad_routing_parameters_are_refused(kind, params, match):
 
 def test_a_named_generator_that_the_pool_lacks_is_reported():
     policy = make_policy("model_switch", second="nope")
-    ok, why = policy.applicable(RouteEnv(two_generator_pool()))
+    ok, why = policy.applicable(route_env(two_generator_pool()))
     assert not ok and "unknown generator 'nope'" in why
 
 
@@ -184,14 +195,14 @@ def partly_available_pool():
 def test_problems_missing_a_generator_are_routed_around(name):
     """A generator without candidates for a problem is never sampled; batched equals single there too."""
     policy = make_policy(name)
-    env = RouteEnv(partly_available_pool(), **policy.env_kwargs())
+    env = route_env(partly_available_pool(), **policy.env_kwargs())
     if name in ("route_cheapest_coba", "route_largest_coba"):  # CoBa on one generator needs it everywhere
         ok, why = policy.applicable(env)
         assert not ok and "has no candidates for some problems" in why
         return
     single = [run_episode(env, policy, i) for i in range(3)]
     assert single[1]["samples_by_generator"]["small"] == 0 and single[2]["samples_by_generator"]["big"] == 0
-    venv = RouteVectorEnv(2, partly_available_pool(), **policy.env_kwargs())
+    venv = route_venv(2, partly_available_pool(), **policy.env_kwargs())
     batched = replay_batched(make_policy(name), venv)
     assert [r["action_ids"] for r in single] == [[a for a in row if a >= 0] for row in batched["actions"].tolist()]
     assert [r["correct"] for r in single] == batched["correct"].tolist()
@@ -211,9 +222,9 @@ def test_batched_equals_single_on_a_priced_route_pool(name):
     prices = {m: {"input": 1.0 + k, "output": 3.0 + k} for k, m in enumerate(base.models["name"].astype(str))}
     pool = compile_pool(dataclasses.replace(base, manifest={**base.manifest, PRICES_KEY: prices}))
     policy = make_policy(name)
-    env = RouteEnv(pool, **policy.env_kwargs())
+    env = route_env(pool, **policy.env_kwargs())
     single = [run_episode(env, policy, i) for i in range(env.n_episodes)]
-    batched = replay_batched(make_policy(name), RouteVectorEnv(997, pool, **policy.env_kwargs()))
+    batched = replay_batched(make_policy(name), route_venv(997, pool, **policy.env_kwargs()))
     single_costs = np.array([list(r["costs"].values()) for r in single])
     assert (single_costs[:, USD] > 0).all()  # every episode samples at least once, and every call is priced
     assert np.array_equal(single_costs, batched["costs"])

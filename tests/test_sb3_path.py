@@ -66,8 +66,9 @@ def dqn_zip(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("cartpole", r"observation space Box\(.*\(4,\).* does not fit the pool's Box\(18,\) observations for its 2 "
-                 r"actions \(the paper's pool: Box\(21,\) with Discrete\(5\)\)"),
+    ("cartpole", r"observation space Box\(.*\(4,\).* does not fit the env's Box\(18,\) observations for its 2 "
+                 r"actions \(coba/Replay-v0's with that many actions; the paper's pool: Box\(21,\) with "
+                 r"Discrete\(5\); a coba/Route-v0 observation is longer than Box\(18,\)\)"),
     ("damaged", r"not a readable SB3 model"),
     ("bad_lambda", r"expected a finite lambda >= 0 after '@'"),
 ])

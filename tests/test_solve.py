@@ -193,3 +193,35 @@ def test_trained_controller_solves_reasoning_gym_problems_on_a_real_server(llama
     for result in results:
         check_result(result, limits)
     assert_graded_by_the_task_scorer(results, rgym_file)
+
+
+# -------------------------------------------------------------------------------------------------- env scales
+@pytest.mark.parametrize("cost, one_call", [
+    ("p_tokens", (200 + 512) * 7.0),  # a typical 200-token prompt plus the cap, at the generators' mean size
+    ("tokens", 200 + 512),
+    ("calls", 1.0),
+])
+def test_without_a_reference_b_is_n_max_generator_calls_at_the_cap(cost, one_call):
+    from eval.solve import live_env_settings
+    from pools.client.openai_client import Endpoint
+    from pools.client.prompts import SamplingSettings
+
+    generators = [Endpoint("http://a", "small", 6.0), Endpoint("http://b", "big", 8.0)]  # mean size 7
+    got = live_env_settings(make_policy("coba_light"), generators, SamplingSettings(n=1, max_tokens=512),
+                            cost_model=cost)
+    assert (got["n_max"], got["budget"], got["max_output_tokens"]) == (16, pytest.approx(16 * one_call), 512)
+    assert got["selection"]["rule"] == "fusion"  # the policy's own env settings come along
+    given = live_env_settings(make_policy("coba_light"), generators, SamplingSettings(n=1, max_tokens=512),
+                              cost_model=cost, n_max=4, budget=100.0)
+    assert (given["n_max"], given["budget"]) == (4, 100.0)
+
+
+def test_live_env_settings_refuse_dollars():
+    from eval.solve import SolveInputError, live_env_settings
+    from pools.client.openai_client import Endpoint
+    from pools.client.prompts import SamplingSettings
+
+    with pytest.raises(SolveInputError, match=r"^--cost usd needs per-model prices, which live endpoints do not "
+                                              r"carry; choose --cost p_tokens, tokens, calls or latency$"):
+        live_env_settings(make_policy("coba_light"), [Endpoint("http://a", "g", 1.0)], SamplingSettings(n=1),
+                          cost_model="usd")

@@ -16,8 +16,7 @@ from contextlib import ExitStack
 import pytest
 
 from coba_cli.main import main
-from coba_env.live import EndpointSource
-from coba_env.live_route import LiveRouteEnv
+from coba_env.live import EndpointSource, LiveEnv
 from pools.client.openai_client import Endpoint
 from pools.client.prompts import SamplingSettings
 from pools.grading import cluster_answers
@@ -82,8 +81,7 @@ def test_one_generator_keeps_the_replay_layout(servers, tmp_path):
 def test_record_a_routed_run_then_replay_it_in_the_route_env(servers, tmp_path, name):
     from agents.registry import make_policy
     from agents.runner import run_episode
-    from coba_env import compile_pool
-    from coba_env.route_env import RouteEnv
+    from coba_env import CoBaEnv, compile_pool
     from pools.store import load_pool
 
     with FakeOpenAIServer() as judge:
@@ -100,7 +98,7 @@ def test_record_a_routed_run_then_replay_it_in_the_route_env(servers, tmp_path, 
     compiled = compile_pool(load_pool(pool_dir))
     assert set(compiled.generator) == {chosen} and compiled.n_episodes == 3  # the other generator drew nothing
     policy = make_policy(name)
-    env = RouteEnv(compiled, **policy.env_kwargs())
+    env = CoBaEnv(compiled, grouping="item", **policy.env_kwargs())
     compared = 0
     for e, result in enumerate(results):
         assert all(a in (f"SAMPLE_{chosen}", "VERIFY_V1", "STOP") for a in result["actions"])
@@ -189,7 +187,7 @@ def test_one_problem_routed_across_both_real_servers(two_servers):
                             {"a": Endpoint(first.base_url, MODEL, PARAMS_B),
                              "b": Endpoint(second.base_url, MODEL, BIG_PARAMS_B)}, {},
                             settings=SamplingSettings(n=1, max_tokens=32), max_attempts=1)
-    env = LiveRouteEnv(source, n_max=2, budget=1000.0, max_output_tokens=32)
+    env = LiveEnv(source, n_max=2, budget=1000.0, max_output_tokens=32)
     before = [chat_requests(s) for s in two_servers]
     env.reset(options={"episode": 0})
     plan = ["SAMPLE_a", "SAMPLE_b", "SAMPLE_b", "STOP"]

@@ -165,7 +165,8 @@ def test_stop_gate_protocol_cli_partial_run(tmp_path, capsys):
 
 @pytest.mark.parametrize(("kind", "extra", "message"), [
     ("stop_gate", ("--timesteps", "5"), "--timesteps applies to ppo only"),
-    ("coba_search", ("--rounds", "2"), "--rounds apply to mlp only"),
+    ("coba_search", ("--rounds", "2"), "--rounds applies to mlp only"),
+    ("coba_search", ("--rounds", "2", "--epochs", "3"), "--rounds, --epochs apply to mlp only"),
     ("coba_search", ("--lambdas", "0.1"), "--lambdas does not apply with --lodo"),
     ("stop_gate", ("--seed", "1"), "--seed does not apply with --lodo"),
     ("stop_gate", ("--held-out", "nope"), r"--held-out: unknown dataset\(s\) \['nope'\]"),

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 
 from coba_env import CoBaEnv, compile_pool
-from coba_env.route_env import RouteEnv
-from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 from tests.conftest import make_synthetic_pool
 
@@ -24,10 +22,10 @@ NEGATIVE_WEIGHTS = {"rule": "fusion", "weights": {"f": -1.0, "V1": 0.5, "V2": 0.
 def lockstep(route: bool, n_candidates: int, n_envs: int, n_steps: int, p_sample: float, **env_kwargs) -> int:
     """Step a vector env and ``n_envs`` single envs together; returns the deepest reveal any row reached."""
     pool = compile_pool(make_synthetic_pool({"d1": 3, "d2": 2}, GENERATORS, n_candidates=n_candidates, seed=0))
-    vector, single = (RouteVectorEnv, RouteEnv) if route else (CoBaVectorEnv, CoBaEnv)
-    venv = vector(n_envs, pool, **env_kwargs)
+    grouping = "item" if route else "pair"
+    venv = CoBaVectorEnv(n_envs, pool, grouping=grouping, **env_kwargs)
     obs_v, info_v = venv.reset(seed=1)
-    envs = [single(pool, **env_kwargs) for _ in range(n_envs)]
+    envs = [CoBaEnv(pool, grouping=grouping, **env_kwargs) for _ in range(n_envs)]
 
     def restart(i: int) -> np.ndarray:
         obs, _ = envs[i].reset(options={"episode": int(info_v["episode"][i]), "lam": float(venv.lams[i])})

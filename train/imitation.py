@@ -1,8 +1,11 @@
 """Train the MLP routing controller by imitation of the cost-aware oracle, with DAgger-style rollouts.
 
-Reads top to bottom:
+Reads top to bottom, like CleanRL's scripts (``MLPSettings`` is its ``Args``):
 
-1. Build the env on the training episodes and the cost-aware oracle with the env's exact configuration.
+1. ``train_mlp`` builds the env on the training episodes (either grouping: ``grouping="item"`` trains on the
+   route env, one episode per problem with a SAMPLE per generator; ``datasets`` / ``episode_ids`` hold the rest
+   out) and the cost-aware oracle with the env's exact configuration; ``train_mlp_in_env`` takes a built env and
+   teacher (the learning protocol's methods pass their own).
 2. Round 0 rolls out the oracle itself; every later round rolls out the current learner (mixed with the
    oracle with probability ``beta ** round``), so the data holds the states the learner actually reaches.
 3. Every visited state is relabelled with a value per action. Round 0: the oracle's cost-to-go for every
@@ -17,28 +20,28 @@ Reads top to bottom:
    policy plays their argmax, so STOP wins only where stopping is worth more than continuing: no collapse
    to STOP by class imbalance. ``loss="ce"`` clones the best-valued action with inverse-frequency class
    weights (capped at 20), the classic remedy against that collapse.
-5. The checkpoint (``controller.json`` + ``model.pt``) is written with everything needed to reload it.
+5. The checkpoint (``controller.json`` + ``model.pt``) is written with everything needed to reload it,
+   including the env it was trained on and the datasets it saw (``train_datasets``).
 
 The learner never reads a label: the oracle does, on the evaluator side, to produce targets.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from agents.learned_mlp import (
-    MLPController,
-    build_network,
-    controller_features,
-    save,
-)
-from coba_env.env import CoBaEnv, as_compiled, default_budget
+from agents.checkpoint import LAMBDA_INDEX, observation_names, trained_env_fields
+from agents.learned_mlp import MLPController, build_network, controller_features, save
+from coba_env.env import CoBaEnv, as_compiled
+from coba_env.rules.config import episode_subset
 from pools.store import Pool
 from train.cost_aware_oracle import CostAwareOracle
 from train.training_log import run_logger
@@ -46,6 +49,231 @@ from train.training_log import run_logger
 DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 LOSSES = ("q", "ce")
 TARGETS = ("rollout", "oracle")
+
+
+@dataclass(frozen=True)
+class MLPSettings:
+    """Every setting of a DAgger run (the keyword arguments of ``train_mlp`` / ``train_mlp_in_env``).
+
+    ``balance_datasets`` draws each round's episodes with replacement, every training dataset with equal
+    probability (the macro objective), instead of uniformly over episodes. A fixed ``seed`` reproduces the
+    checkpoint. ``tensorboard`` logs every round's scalars (``rollout/mean_return``, ``train/loss``,
+    ``train/rows``, ``train/states``, ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and
+    ``progress.csv`` in ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
+    """
+
+    lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
+    cost_model: str = "p_tokens"
+    dagger_rounds: int = 4
+    epochs: int = 20
+    seed: int = 0
+    progress: bool = True
+    loss: str = "q"
+    hidden: tuple[int, ...] = (128, 128)
+    episodes_per_round: int | None = 1200
+    beta: float = 0.5
+    lr: float = 3e-3
+    batch_size: int = 256
+    name: str = "mlp"
+    targets: str = "rollout"
+    keep_oracle_rows: bool = False
+    tensorboard: bool = True
+    balance_datasets: bool = False
+    extra_config: dict[str, Any] = field(default_factory=dict)  # more controller.json fields
+
+    def __post_init__(self) -> None:
+        if self.targets not in TARGETS:
+            raise ValueError(f"unknown targets {self.targets!r}; expected one of {list(TARGETS)}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; expected one of {list(LOSSES)}")
+        values = tuple(float(v) for v in self.lambdas)
+        if not values or any(v < 0 for v in values):
+            raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {list(values)}")
+        if self.dagger_rounds < 0 or self.epochs < 1:
+            raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {self.dagger_rounds} and {self.epochs}")
+        object.__setattr__(self, "lambdas", values)
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The settings' names (a protocol method's settings are checked against them)."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, grouping: str = "pair",
+              episode_ids: Sequence[int] | None = None, datasets: Sequence[str] | None = None,
+              budget: float | None = None, n_max: int | None = None, node_limit: int = 300,
+              **settings: Any) -> Path:
+    """Train an MLP controller by DAgger imitation of the cost-aware oracle; returns the checkpoint dir.
+
+    ``pool``: a pool, compiled pool, directory or profile name; ``grouping`` the env's ("pair": the replay env,
+    "item": the route env, ``n_max`` then per generator); ``episode_ids`` / ``datasets`` restrict the training
+    episodes. ``budget`` fixes B (default: the env's default budget over the training episodes only, so no
+    held-out episode shapes lambda's scale or the ``budget_used`` feature). ``settings``: ``MLPSettings``.
+    """
+    settings = dict(settings)
+    if settings.get("lambdas") is None:
+        settings.pop("lambdas", None)
+    MLPSettings(**settings)  # every setting checked before the env is built
+    train_pool = episode_subset(as_compiled(pool), datasets, None, episode_ids)
+    env = CoBaEnv(train_pool, grouping=grouping, cost_model=settings.get("cost_model", "p_tokens"), budget=budget,
+                  n_max=n_max)
+    return train_mlp_in_env(env, CostAwareOracle.for_env(env, node_limit=node_limit), out_dir, **settings)
+
+
+def train_mlp_in_env(env: CoBaEnv, oracle: Any, out_dir: str | Path, **settings: Any) -> Path:
+    """``train_mlp``'s DAgger loop on a built ``env`` (either grouping, over the training episodes only) with its
+    teacher ``oracle`` (``plan`` / ``action_values`` over ``env``'s episode indices); returns the checkpoint dir.
+    ``settings``: ``MLPSettings``."""
+    s = MLPSettings(**settings)
+    t0 = time.perf_counter()
+    # A small MLP trains fastest on one thread (more threads only contend on a shared machine); it also
+    # makes a seeded run bit-reproducible.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(s.seed)
+        return _dagger(env, oracle, out_dir, s, np.random.default_rng(s.seed), t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@dataclass
+class _Rows:
+    """The aggregated training rows: features, action values, the oracle's action."""
+
+    x: list[np.ndarray] = field(default_factory=list)
+    q: list[np.ndarray] = field(default_factory=list)
+    y: list[int] = field(default_factory=list)
+
+    def drop_first(self, n: int) -> None:
+        """Forget the first ``n`` rows."""
+        del self.x[:n], self.q[:n], self.y[:n]
+
+
+def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, s: MLPSettings, rng: np.random.Generator,
+            t0: float) -> Path:
+    """Steps 2-5 on ``env`` with ``oracle``."""
+    config = _checkpoint_config(env, s)
+    network = build_network(s.hidden, len(config["observation"]), env.layout.n_actions)
+    n_eps, per_round = env.n_episodes, config["episodes_per_round"]
+    rows, history, learner = _Rows(), [], None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=(s.dagger_rounds + 1) * per_round, desc="train mlp", unit="ep", disable=not s.progress,
+               leave=False)
+    logger = run_logger(out_dir, "mlp") if s.tensorboard else None
+    for rnd in range(s.dagger_rounds + 1):
+        # -- 2. rollouts: the oracle in round 0, then the learner mixed with the oracle
+        t_round = time.perf_counter()
+        expert_prob = 1.0 if rnd == 0 else s.beta ** rnd
+        if s.balance_datasets:  # every training dataset equally likely, whatever its size
+            episodes = rng.choice(n_eps, size=per_round, replace=True, p=_dataset_balanced(env))
+        else:
+            episodes = rng.choice(n_eps, size=per_round, replace=False)
+        returns, n_states = _gather(env, oracle, learner, episodes, rnd, expert_prob, s, rng, rows, bar, config)
+        # -- 4. fit on everything gathered so far
+        x = np.asarray(rows.x, dtype=np.float32)
+        if rnd == 0:
+            config.update(_normalization(x, env.layout.n_actions))
+        if rnd == 1 and s.targets == "rollout" and not s.keep_oracle_rows:
+            # The oracle's hindsight values overrate continuing; once the learner's own cost-to-go is
+            # available, the first round's rows are dropped.
+            rows.drop_first(history[0]["rows"])
+            x = x[history[0]["rows"]:]
+        xn = (x - np.asarray(config["feature_mean"], np.float32)) / np.asarray(config["feature_scale"], np.float32)
+        fit_loss = _fit(network, xn.astype(np.float32), np.asarray(rows.q), np.asarray(rows.y, dtype=np.int64),
+                        loss=s.loss, epochs=s.epochs, batch_size=s.batch_size, lr=s.lr, seed=s.seed + rnd)
+        learner = MLPController(network, config)
+        history.append({"round": rnd, "expert_prob": expert_prob, "rollout_mean_return": float(np.mean(returns)),
+                        "states": n_states, "rows": len(rows.x), "loss": fit_loss,
+                        "seconds": time.perf_counter() - t_round})
+        bar.set_postfix_str(f"round {rnd} return {np.mean(returns):.3f} loss {fit_loss:.4f}")
+        _log_round(logger, history[-1], rnd)
+    bar.close()
+    if logger is not None:
+        logger.close()
+    # -- 5. checkpoint
+    config.update(history=history, train_seconds=time.perf_counter() - t0)
+    return save(out_dir, network, config)
+
+
+def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
+    """controller.json before training: the settings, the env it trains on, the datasets it sees."""
+    n_eps = env.n_episodes
+    seen = sorted(set(env.pool.dataset.tolist()))
+    return {
+        "kind": "mlp", "name": s.name, "hidden": list(s.hidden), "budget": float(env.budget),
+        "cost_model": s.cost_model, "max_output_tokens": float(env.pool.max_output_tokens), "n_max": env.n_max,
+        "lambdas": list(s.lambdas), "default_lambda": float(np.median(s.lambdas)), "loss": s.loss,
+        "targets": s.targets, "keep_oracle_rows": s.keep_oracle_rows, "dagger_rounds": s.dagger_rounds,
+        "epochs": s.epochs, "seed": s.seed,
+        "episodes_per_round": n_eps if s.episodes_per_round is None else min(int(s.episodes_per_round), n_eps),
+        "beta": s.beta, "lr": s.lr, "datasets": seen, "n_train_episodes": n_eps, "train_datasets": seen,
+        "balance_datasets": s.balance_datasets, "actions": list(env.layout.names),
+        "observation": list(observation_names(env)), **trained_env_fields(env), **s.extra_config,
+    }
+
+
+def _dataset_balanced(env: CoBaEnv) -> np.ndarray:
+    """Per training episode, the probability that draws every dataset equally often."""
+    _, index, sizes = np.unique(env.pool.dataset, return_inverse=True, return_counts=True)
+    probs = 1.0 / (sizes[index] * len(sizes))
+    return probs / probs.sum()
+
+
+def _gather(env: CoBaEnv, oracle: Any, learner: MLPController | None, episodes: np.ndarray, rnd: int,
+            expert_prob: float, s: MLPSettings, rng: np.random.Generator, rows: _Rows, bar: Any,
+            config: dict[str, Any]) -> tuple[list[float], int]:
+    """Roll out ``episodes`` and relabel every visited state (step 3); (returns, states visited)."""
+    feature_kw = {"budget": config["budget"], "cost_model": s.cost_model,
+                  "max_output_tokens": config["max_output_tokens"]}
+    # lambda's index in a feature row (the observation, then the mask): counted from the observation's end
+    stop, lam_at = env.layout.stop_action, len(config["observation"]) + LAMBDA_INDEX
+    returns, n_states = [], 0
+    for i, e in enumerate(episodes):
+        lam = s.lambdas[(i + rnd) % len(s.lambdas)]
+        states, ret = _rollout(env, oracle, learner, int(e), lam, expert_prob, rng, feature_kw)
+        returns.append(ret)
+        # -- 3. relabel every visited state by the oracle (or the learner's own continuation)
+        for feats, prefix in states:
+            if s.targets == "rollout" and learner is not None:
+                label_lams = sorted({lam, s.lambdas[int(rng.integers(len(s.lambdas)))]})
+                q = np.vstack([_learner_values(env, learner, int(e), lam_j, prefix) for lam_j in label_lams])
+            else:
+                label_lams = s.lambdas
+                q = oracle.action_values(int(e), s.lambdas, prefix)
+            for j, lam_j in enumerate(label_lams):
+                row = feats.copy()
+                row[lam_at] = lam_j
+                rows.x.append(row)
+                rows.q.append(q[j])
+                legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
+                best = float(legal_q.max())
+                # The oracle's action; among equal values, STOP (cheapest) first, then the lowest id.
+                rows.y.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
+            n_states += 1
+        bar.update(1)
+    return returns, n_states
+
+
+def _normalization(x: np.ndarray, n_actions: int) -> dict[str, list[float]]:
+    """The feature normalization of round 0's rows (the mask bits stay 0/1)."""
+    mean = x.mean(axis=0)
+    scale = np.maximum(x.std(axis=0), 1e-3)
+    mean[-n_actions:], scale[-n_actions:] = 0.0, 1.0
+    return {"feature_mean": mean.tolist(), "feature_scale": scale.tolist()}
+
+
+def _log_round(logger: Any, entry: dict[str, Any], rnd: int) -> None:
+    """One round's scalars into the TensorBoard / CSV log (none without ``tensorboard``)."""
+    if logger is None:
+        return
+    for key, value in (("rollout/mean_return", entry["rollout_mean_return"]), ("train/loss", entry["loss"]),
+                       ("train/rows", entry["rows"]), ("train/states", entry["states"]),
+                       ("train/expert_prob", entry["expert_prob"]), ("time/round_seconds", entry["seconds"])):
+        logger.record(key, value)
+    logger.dump(step=rnd)
 
 
 def _rollout(env: CoBaEnv, oracle: CostAwareOracle, learner: MLPController | None, episode: int, lam: float,
@@ -135,211 +363,3 @@ def _fit(network: torch.nn.Module, x: np.ndarray, q: np.ndarray, target: np.ndar
         last = total / max(n, 1)
     network.eval()
     return last
-
-
-def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None = None,
-              datasets: Sequence[str] | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
-              cost_model: str = "p_tokens", dagger_rounds: int = 4, epochs: int = 20, seed: int = 0,
-              progress: bool = True, loss: str = "q", hidden: Sequence[int] = (128, 128),
-              episodes_per_round: int | None = 1200, beta: float = 0.5, lr: float = 3e-3, batch_size: int = 256,
-              budget: float | None = None, node_limit: int = 300, name: str = "mlp",
-              targets: str = "rollout", keep_oracle_rows: bool = False, tensorboard: bool = True,
-              balance_datasets: bool = False) -> Path:
-    """Train an MLP controller by DAgger imitation of the cost-aware oracle; returns the checkpoint dir.
-
-    ``pool``: a pool, compiled pool, directory or profile name; ``episode_ids`` / ``datasets`` restrict the
-    training episodes. ``budget`` fixes B (default: the default budget of the training episodes only, so no
-    held-out episode shapes lambda's scale or the ``budget_used`` feature). ``balance_datasets`` draws each
-    round's episodes with replacement, every training dataset with equal probability (the macro objective),
-    instead of uniformly over episodes. A fixed ``seed`` reproduces the checkpoint. ``tensorboard`` (default True) logs every
-    round's scalars (``rollout/mean_return``, ``train/loss``, ``train/rows``, ``train/states``,
-    ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and ``progress.csv`` in
-    ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
-    """
-    lambdas = _checked(targets, loss, lambdas, dagger_rounds, epochs)
-    t0 = time.perf_counter()
-    # A small MLP trains fastest on one thread (more threads only contend on a shared machine); it also
-    # makes a seeded run bit-reproducible.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train(pool, out_dir, episode_ids=episode_ids, datasets=datasets, lambdas=lambdas,
-                      cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
-                      progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round,
-                      beta=beta, lr=lr, batch_size=batch_size, budget=budget, node_limit=node_limit, name=name,
-                      targets=targets, keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard,
-                      balance_datasets=balance_datasets, t0=t0)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _checked(targets: str, loss: str, lambdas: Sequence[float], dagger_rounds: int, epochs: int) -> list[float]:
-    """The training lambdas as floats, after checking the settings (ValueError naming the bad one)."""
-    if targets not in TARGETS:
-        raise ValueError(f"unknown targets {targets!r}; expected one of {list(TARGETS)}")
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; expected one of {list(LOSSES)}")
-    values = [float(v) for v in lambdas]
-    if not values or any(v < 0 for v in values):
-        raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {values}")
-    if dagger_rounds < 0 or epochs < 1:
-        raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {dagger_rounds} and {epochs}")
-    return values
-
-
-def train_mlp_in_env(env: CoBaEnv, oracle: Any, out_dir: str | Path, *, budget: float, max_output_tokens: float,
-                     lambdas: Sequence[float], extra_config: dict[str, Any] | None = None, cost_model: str = "p_tokens",
-                     dagger_rounds: int = 4, epochs: int = 20, seed: int = 0, progress: bool = True,
-                     loss: str = "q", hidden: Sequence[int] = (128, 128), episodes_per_round: int | None = 1200,
-                     beta: float = 0.5, lr: float = 3e-3, batch_size: int = 256, name: str = "mlp",
-                     targets: str = "rollout", keep_oracle_rows: bool = False, tensorboard: bool = True,
-                     balance_datasets: bool = False) -> Path:
-    """``train_mlp``'s DAgger loop on a built ``env`` (e.g. a ``RouteEnv`` over the training episodes only) with
-    its teacher ``oracle`` (``plan`` / ``action_values`` over ``env``'s episode indices); returns the checkpoint
-    dir. ``budget`` must be ``env``'s B; ``extra_config`` is stored in ``controller.json``."""
-    values = _checked(targets, loss, lambdas, dagger_rounds, epochs)
-    if float(budget) != float(env.budget):
-        raise ValueError(f"budget {budget} differs from the env's B {env.budget}")
-    t0 = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in train_mlp: one thread, bit-reproducible
-    try:
-        torch.manual_seed(seed)
-        return _dagger(env, oracle, out_dir, budget=float(budget), max_output_tokens=float(max_output_tokens),
-                       lambdas=values, cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
-                       progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round,
-                       beta=beta, lr=lr, batch_size=batch_size, name=name, targets=targets,
-                       keep_oracle_rows=keep_oracle_rows, tensorboard=tensorboard,
-                       balance_datasets=balance_datasets, t0=t0, rng=np.random.default_rng(seed),
-                       extra_config=extra_config)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train(pool: Any, out_dir: str | Path, *, episode_ids: Sequence[int] | None, datasets: Sequence[str] | None,
-           lambdas: list[float], cost_model: str, dagger_rounds: int, epochs: int, seed: int, progress: bool,
-           loss: str, hidden: Sequence[int], episodes_per_round: int | None, beta: float, lr: float,
-           batch_size: int, budget: float | None, node_limit: int, name: str, targets: str, keep_oracle_rows: bool,
-           tensorboard: bool, balance_datasets: bool, t0: float) -> Path:
-    """The body of ``train_mlp`` (arguments validated)."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    # -- 1. env and oracle
-    full = as_compiled(pool)
-    env = CoBaEnv(full, datasets=datasets, episode_ids=episode_ids, cost_model=cost_model, budget=budget)
-    if budget is None:  # B from the training episodes only (the env's restricted pool)
-        budget = default_budget(env.pool, cost_model, full.n_candidates)
-        env = CoBaEnv(full, datasets=datasets, episode_ids=episode_ids, cost_model=cost_model, budget=budget)
-    oracle = CostAwareOracle.for_env(env, node_limit=node_limit)
-    return _dagger(env, oracle, out_dir, budget=float(budget), max_output_tokens=float(full.max_output_tokens),
-                   lambdas=lambdas, cost_model=cost_model, dagger_rounds=dagger_rounds, epochs=epochs, seed=seed,
-                   progress=progress, loss=loss, hidden=hidden, episodes_per_round=episodes_per_round, beta=beta,
-                   lr=lr, batch_size=batch_size, name=name, targets=targets, keep_oracle_rows=keep_oracle_rows,
-                   tensorboard=tensorboard, balance_datasets=balance_datasets, t0=t0, rng=rng)
-
-
-def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, *, budget: float, max_output_tokens: float,
-            lambdas: list[float], cost_model: str, dagger_rounds: int, epochs: int, seed: int, progress: bool,
-            loss: str, hidden: Sequence[int], episodes_per_round: int | None, beta: float, lr: float,
-            batch_size: int, name: str, targets: str, keep_oracle_rows: bool, tensorboard: bool,
-            balance_datasets: bool, t0: float, rng: np.random.Generator,
-            extra_config: dict[str, Any] | None = None) -> Path:
-    """Steps 2-5 on ``env`` (a ``CoBaEnv`` or ``RouteEnv`` over the training episodes) with ``oracle`` (its
-    ``plan`` / ``action_values`` on ``env``'s episode indices); ``extra_config`` goes into the checkpoint."""
-    n_eps = env.n_episodes
-    #: The observation's feature names (a route env's: per-generator blocks, then the pooled table).
-    observation = getattr(env, "feature_names", None) or env.features.names
-    per_round = n_eps if episodes_per_round is None else min(int(episodes_per_round), n_eps)
-    config: dict[str, Any] = {
-        "kind": "mlp", "name": name, "hidden": list(hidden), "budget": float(budget), "cost_model": cost_model,
-        "max_output_tokens": max_output_tokens, "n_max": env.n_max, "lambdas": lambdas,
-        "default_lambda": float(np.median(lambdas)), "loss": loss, "targets": targets,
-        "keep_oracle_rows": keep_oracle_rows, "dagger_rounds": dagger_rounds,
-        "epochs": epochs, "seed": seed, "episodes_per_round": per_round, "beta": beta, "lr": lr,
-        "datasets": sorted(set(env.pool.dataset.tolist())), "n_train_episodes": n_eps,
-        "train_datasets": sorted(set(env.pool.dataset.tolist())), "balance_datasets": balance_datasets,
-        "actions": list(env.layout.names), "observation": list(observation),
-        **(extra_config or {}),
-    }
-    feature_kw = {"budget": float(budget), "cost_model": cost_model, "max_output_tokens": max_output_tokens}
-    network = build_network(tuple(hidden), len(observation), env.layout.n_actions)
-    stop, n_actions = env.layout.stop_action, env.layout.n_actions
-    lam_at = getattr(env, "lambda_index", env.features.lam)  # a route env's observation has its own index
-    _, index, sizes = np.unique(env.pool.dataset, return_inverse=True, return_counts=True)
-    episode_probs = 1.0 / (sizes[index] * len(sizes))
-    episode_probs /= episode_probs.sum()
-    learner: MLPController | None = None
-    xs: list[np.ndarray] = []
-    qs: list[np.ndarray] = []
-    ys: list[np.ndarray] = []
-    history = []
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=(dagger_rounds + 1) * per_round, desc="train mlp", unit="ep", disable=not progress,
-               leave=False)
-    logger = run_logger(out_dir, "mlp") if tensorboard else None
-    for rnd in range(dagger_rounds + 1):
-        # -- 2. rollouts: the oracle in round 0, then the learner mixed with the oracle
-        t_round = time.perf_counter()
-        expert_prob = 1.0 if rnd == 0 else beta ** rnd
-        if balance_datasets:  # every training dataset equally likely, whatever its size
-            episodes = rng.choice(n_eps, size=per_round, replace=True, p=episode_probs)
-        else:
-            episodes = rng.choice(n_eps, size=per_round, replace=False)
-        returns, n_states = [], 0
-        for i, e in enumerate(episodes):
-            lam = lambdas[(i + rnd) % len(lambdas)]
-            states, ret = _rollout(env, oracle, learner, int(e), lam, expert_prob, rng, feature_kw)
-            returns.append(ret)
-            # -- 3. relabel every visited state by the oracle, for every training lambda
-            for feats, prefix in states:
-                if targets == "rollout" and learner is not None:
-                    label_lams = sorted({lam, lambdas[int(rng.integers(len(lambdas)))]})
-                    q = np.vstack([_learner_values(env, learner, int(e), lam_j, prefix) for lam_j in label_lams])
-                else:
-                    label_lams = lambdas
-                    q = oracle.action_values(int(e), lambdas, prefix)
-                for j, lam_j in enumerate(label_lams):
-                    row = feats.copy()
-                    row[lam_at] = lam_j
-                    xs.append(row)
-                    qs.append(q[j])
-                    legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
-                    best = float(legal_q.max())
-                    # The oracle's action; among equal values, STOP (cheapest) first, then the lowest id.
-                    ys.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
-                n_states += 1
-            bar.update(1)
-        # -- 4. fit on everything gathered so far
-        x = np.asarray(xs, dtype=np.float32)
-        if rnd == 0:
-            mean = x.mean(axis=0)
-            scale = np.maximum(x.std(axis=0), 1e-3)
-            mean[-n_actions:], scale[-n_actions:] = 0.0, 1.0  # mask bits stay 0/1
-            config.update(feature_mean=mean.tolist(), feature_scale=scale.tolist())
-        if rnd == 1 and targets == "rollout" and not keep_oracle_rows:
-            # The oracle's hindsight values overrate continuing; once the learner's own cost-to-go is
-            # available, the first round's rows are dropped.
-            n0 = history[0]["rows"]
-            del xs[:n0], qs[:n0], ys[:n0]
-            x = x[n0:]
-        xn = (x - np.asarray(config["feature_mean"], np.float32)) / np.asarray(config["feature_scale"], np.float32)
-        fit_loss = _fit(network, xn.astype(np.float32), np.asarray(qs), np.asarray(ys, dtype=np.int64), loss=loss,
-                        epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + rnd)
-        learner = MLPController(network, config)
-        history.append({"round": rnd, "expert_prob": expert_prob, "rollout_mean_return": float(np.mean(returns)),
-                        "states": n_states, "rows": len(xs), "loss": fit_loss,
-                        "seconds": time.perf_counter() - t_round})
-        bar.set_postfix_str(f"round {rnd} return {np.mean(returns):.3f} loss {fit_loss:.4f}")
-        if logger is not None:
-            for key, value in (("rollout/mean_return", history[-1]["rollout_mean_return"]),
-                               ("train/loss", fit_loss), ("train/rows", len(xs)), ("train/states", n_states),
-                               ("train/expert_prob", expert_prob), ("time/round_seconds", history[-1]["seconds"])):
-                logger.record(key, value)
-            logger.dump(step=rnd)
-    bar.close()
-    if logger is not None:
-        logger.close()
-    # -- 5. checkpoint
-    config.update(history=history, train_seconds=time.perf_counter() - t0)
-    return save(out_dir, network, config)

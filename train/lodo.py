@@ -1,4 +1,5 @@
-"""Training one controller of a kind (``train_kind``) and the action mix of replayed episodes.
+"""Training one controller of a kind (``train_kind``, the kind's declared trainer) and the action mix of replayed
+episodes.
 
 Leave-one-dataset-out evaluation is the learning protocol (``train.protocol``): ``coba train KIND --lodo``.
 The earlier LODO run here (the budget of the full pool given to the MLP, lambdas read off the held-out
@@ -11,34 +12,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from agents.checkpoint import KINDS
-from train.imitation import DEFAULT_LAMBDAS
+from agents.controller_kinds import controller_kind, resolve
 
 
-def train_kind(kind: str, compiled: Any, out_dir: str | Path, *, episode_ids: np.ndarray | None = None,
-               lambdas: Sequence[float] | None, cost_model: str, seed: int, progress: bool,
-               budget: float | None = None, options: dict[str, Any]) -> Path:
-    """Train one controller of ``kind`` on ``episode_ids`` (None: every episode); returns its checkpoint directory.
+def train_kind(kind: str, compiled: Any, out_dir: str | Path, *, grouping: str = "pair",
+               datasets: Sequence[str] | None = None, episode_ids: Sequence[int] | None = None,
+               lambdas: Sequence[float] | None = None, cost_model: str = "p_tokens", seed: int = 0,
+               progress: bool = True, options: dict[str, Any] | None = None) -> Path:
+    """Train one controller of ``kind`` (its declared trainer, ``agents/controllers.yaml``) on the env of
+    ``grouping`` over ``datasets`` / ``episode_ids`` (None: every one); returns its checkpoint directory.
 
-    ``lambdas`` None: each trainer's default (MLP: ``DEFAULT_LAMBDAS``; PPO: its own ``lambda_range``).
-    ``budget`` (MLP only) None: the MLP trainer's default budget."""
-    ids = None if episode_ids is None else episode_ids.tolist()
-    if kind == "mlp":
-        from train.imitation import train_mlp
-
-        return train_mlp(compiled, out_dir, episode_ids=ids, lambdas=lambdas or DEFAULT_LAMBDAS,
-                         cost_model=cost_model, seed=seed, progress=progress, budget=budget, **options)
-    if kind == "ppo":
-        from train.ppo import train_ppo
-
-        if lambdas:
-            options = {**options, "lambda_range": (float(min(lambdas)), float(max(lambdas)))}
-        return train_ppo(compiled, out_dir, episode_ids=ids, cost_model=cost_model, seed=seed,
-                         progress=progress, **options)
-    raise ValueError(f"unknown controller kind {kind!r}; expected one of {list(KINDS)}")
+    ``lambdas`` None: the trainer's default (MLP: ``DEFAULT_LAMBDAS``; PPO: its own ``lambda_range``)."""
+    spec = controller_kind(kind)
+    if spec.trainer is None:
+        raise ValueError(f"{kind} trains under the learning protocol only (coba train {kind} --lodo)")
+    given = {"lambdas": list(lambdas)} if lambdas else {}
+    return resolve(spec.trainer)(compiled, out_dir, grouping=grouping, datasets=datasets, episode_ids=episode_ids,
+                                 cost_model=cost_model, seed=seed, progress=progress, **given, **(options or {}))
 
 
 def action_mix(records: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:

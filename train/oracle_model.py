@@ -1,23 +1,23 @@
-"""The cost-aware oracle's model of the env: what ``CoBaEnv`` would do in a compact, hashable episode state.
+"""The cost-aware oracle's model of the env: what ``CoBaEnv`` would do, over a compact hashable ``SearchState``.
 
-It replays the env's exact rules (action masks, deterministic VERIFY targets by fusion rank, the STOP
-selection) on per-episode tables read from the compiled pool, labels included (evaluator side). The search
-over these states lives in ``train.cost_aware_oracle``.
+One model for both groupings of the env configuration (``EnvConfig.grouping``): an episode is one item with
+the candidates of G generators, and ``SAMPLE_<g>`` puts generator g's next candidate into the next slot; a
+"pair" episode (one item and one generator) is the case G = 1, whose one SAMPLE reveals the candidates in
+pool order. Every rule is the env's rules layer (``rank_list``, ``best_of``, ``verify_target_bits``,
+``mask_bits``, ``select_candidate``) and the cost arithmetic is ``coba_env.costs.add_costs``;
+``tests/test_oracle_transition.py`` pins this model to the env over random walks of both groupings. The
+search over these states lives in ``train.cost_aware_oracle``. Evaluator side: it reads the correctness labels.
 
-A state is the tuple ``(n, verified bits, fnum, fden, cost)``: ``n`` candidates revealed; verified bit
-``c * T + t`` set once verifier ``t`` (of the pool's T) verified candidate ``c``; ``fnum`` / ``fden`` the per-candidate fusion
-sums in the env's addition order; ``cost`` the tuple of cost measures accumulated in the env's order.
+The slot order is part of a state's key: the fusion rank breaks ties to the earliest slot (the STOP selection
+and every VERIFY target), so two interleavings of the same candidates are different states.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-import numpy as np
-
-from coba_env.compiled import CompiledPool
+from agents.oracle import GeneratorAxis
 from coba_env.costs import COST_MEASURES, add_costs
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import ActionLayout
@@ -28,11 +28,33 @@ from coba_env.rules.masks import legal_actions, mask_bits, stop_bit
 from coba_env.rules.selection import SelectionRule, select_candidate
 from coba_env.rules.verify import verify_target_bits
 
-__all__ = ["SCORE_FREE_RULES", "Episode", "OracleModel", "useful_actions"]
+__all__ = ["SCORE_FREE_RULES", "EpisodeTables", "OracleModel", "SearchState", "useful_actions"]
 
 #: Selection rules that read no verifier score (``coba_env.rules.selection.select_candidate``: ``majority``
 #: picks the top answer's first candidate, ``last`` the newest answered one).
 SCORE_FREE_RULES = frozenset({"majority", "last"})
+
+
+class SearchState(NamedTuple):
+    """One state of an episode, as the env would hold it after some legal actions (hashable).
+
+    ``verified`` has bit ``slot * T + t`` set once verifier t (of the pool's T) scored that slot; ``fnum`` and
+    ``fden`` are the per-slot fusion sums in the env's addition order; ``cost`` is one value per measure of
+    ``COST_MEASURES``; ``slots`` the episode's candidate (``g * N + k``) in each revealed slot.
+    """
+
+    n: int  # candidates revealed (slots filled)
+    verified: int
+    fnum: tuple[float, ...]
+    fden: tuple[float, ...]
+    cost: tuple[float, ...]
+    slots: tuple[int, ...]
+    per_generator: tuple[int, ...]  # candidates revealed from each generator
+    counts: tuple[int, ...]  # answer cluster sizes among the revealed ones (() before the first answer)
+
+    def key(self) -> tuple:
+        """The evidence part (slot order, verified bits, fusion sums): the cost follows from it."""
+        return self.slots, self.verified, self.fnum, self.fden
 
 
 def useful_actions(legal: list[int], layout: ActionLayout, selection: SelectionRule) -> list[int]:
@@ -48,8 +70,8 @@ def useful_actions(legal: list[int], layout: ActionLayout, selection: SelectionR
 
 
 @dataclass
-class Episode:
-    """Per-episode tables the oracle reads (plain Python lists for speed)."""
+class EpisodeTables:
+    """One episode's tables, indexed by the episode's candidate ``g * N + k`` (plain lists for speed)."""
 
     cl: list[int]
     gen: list[list[float]]
@@ -57,63 +79,61 @@ class Episode:
     score: list[list[float]]
     ver: list[list[list[float]]]
     correct: list[bool]
-    counts_at: list[list[int]]  # counts_at[n][cluster]: cluster sizes among the first n candidates
-    prefix_cost: list[float]  # generation cost (cost model) of the first n candidates
-    first_correct: int  # first correct candidate index < n_max, or -1
-    feas: Any = None  # numpy tables for the feasibility test
+    n_clusters: int
+    caps: list[int]  # most candidates each generator may reveal (0 when the item has none of it)
+    prefix_cost: list[list[float]]  # prefix_cost[g][k]: generation cost (cost model) of g's first k candidates
+    first_correct: list[int]  # first correct k < caps[g] of each generator, or -1
 
 
 class OracleModel:
-    """The env's rules on one compiled pool and env configuration, over hashable state tuples.
+    """The env's rules on one validated configuration (``EnvConfig``), over ``SearchState`` values."""
 
-    The configuration mirrors ``CoBaEnv``'s: budget (default as the env's), cost model, selection rule,
-    ``n_max``, enabled ``tiers`` and ``max_cost``. Episode tables are built on first use and cached.
-    """
-
-    def __init__(self, compiled: CompiledPool, *, budget: float | None = None, cost_model: str = "p_tokens",
-                 selection: SelectionRule | dict | str | None = None, n_max: int | None = None,
-                 tiers: Sequence[str] | None = None, max_cost: float | None = None) -> None:
-        config = EnvConfig.for_pool(compiled, budget=budget, cost_model=cost_model, selection=selection,
-                                    n_max=n_max, tiers=tiers, max_cost=max_cost)
-        self.pool = compiled
+    def __init__(self, config: EnvConfig) -> None:
+        self.config = config
+        self.pool = config.pool
+        self.axis = GeneratorAxis.of(config)
+        self.n_generators, self.n_per_generator = len(self.axis.names), self.axis.n_per_generator
         self.cost_model, self.k, self.n_max = config.cost_model, config.cost_k, config.n_max
         self.budget, self.selection, self.weights = config.budget, config.selection, config.weights
         self.tier_on, self.max_cost = list(config.tier_on), config.max_cost
-        #: The env's replay layout (``SAMPLE``, ``VERIFY_<v>`` per verifier of the pool, ``STOP``).
-        self.layout = ActionLayout(verifiers=tuple(compiled.tiers))
+        #: The env's layout: ``SAMPLE_<g>`` per generator (one ``SAMPLE`` for a pair), ``VERIFY_<v>``, ``STOP``.
+        self.layout = ActionLayout(generators=self.axis.names, verifiers=tuple(self.pool.tiers))
         self.n_tiers = self.layout.n_verifiers
-        self.sample, self.stop, self._stop_bit = self.layout.sample_action(), self.layout.stop_action, \
-            stop_bit(self.layout)
+        self.stop, self._stop_bit = self.layout.stop_action, stop_bit(self.layout)
+        self.sample = self.layout.sample_action()  # SAMPLE_<first generator>; every SAMPLE id is its generator
         self._strong = config.features.strong
-        #: Every subset of the verifiers as 0/1 rows [2 ** T, T] (the feasibility bound's verification choices).
-        self._subsets = np.array([[(s >> t) & 1 for t in range(self.n_tiers)] for s in range(1 << self.n_tiers)],
-                                 dtype=np.float64)
-        self._rows = compiled.episode_rows()
-        self._episodes: dict[int, Episode] = {}
+        self._rows = self.pool.episode_rows()
+        self._episodes: dict[int, EpisodeTables] = {}
+
+    @classmethod
+    def for_env(cls, env: Any) -> OracleModel:
+        """The model of ``env`` (either grouping): its validated configuration."""
+        return cls(env.unwrapped.config)
+
+    @classmethod
+    def for_pool(cls, compiled: Any, **env_kwargs: Any) -> OracleModel:
+        """The model of ``CoBaEnv(compiled, **env_kwargs)`` without building the env."""
+        return cls(EnvConfig.build(compiled, **env_kwargs))
 
     # ------------------------------------------------------------------ episode tables
-    def episode(self, e: int) -> Episode:
+    def episode(self, e: int) -> EpisodeTables:
         """The (cached) tables of episode ``e``."""
         ep = self._episodes.get(e)
         if ep is not None:
             return ep
-        row = self._rows[e]
-        cl, gen, has, score, ver, n_clusters = (row.cluster, row.gen_cost, row.has_score, row.score, row.ver_cost,
-                                                row.n_clusters)
+        row, n = self._rows[e], self.n_per_generator
         correct = self.pool.labels.correct[e].tolist()
-        counts = [0] * max(n_clusters, 1)
-        counts_at = [list(counts)]
-        prefix = [0.0]
-        for c in range(self.n_max):
-            if cl[c] >= 0:
-                counts[cl[c]] += 1
-            counts_at.append(list(counts))
-            prefix.append(prefix[-1] + gen[c][self.k])
-        first = next((c for c in range(self.n_max) if correct[c]), -1)
-        ep = Episode(cl=cl, gen=gen, has=has, score=score, ver=ver, correct=correct, counts_at=counts_at,
-                     prefix_cost=prefix, first_correct=first)
-        if self.selection.rule == "fusion" and first >= 0:
-            ep.feas = self._feasibility_tables(ep)
+        caps = [self.axis.cap if on else 0 for on in self.axis.available[e].tolist()]
+        prefix, first = [], []
+        for g, cap in enumerate(caps):
+            acc = [0.0]
+            for j in range(cap):
+                acc.append(acc[-1] + row.gen_cost[g * n + j][self.k])
+            prefix.append(acc)
+            first.append(next((j for j in range(cap) if correct[g * n + j]), -1))
+        ep = EpisodeTables(cl=row.cluster, gen=row.gen_cost, has=row.has_score, score=row.score, ver=row.ver_cost,
+                           correct=correct, n_clusters=row.n_clusters, caps=caps, prefix_cost=prefix,
+                           first_correct=first)
         self._episodes[e] = ep
         return ep
 
@@ -121,101 +141,97 @@ class OracleModel:
         """Forget the cached episode tables."""
         self._episodes.clear()
 
-    def _feasibility_tables(self, ep: Episode) -> dict[str, np.ndarray]:
-        n_max, w = self.n_max, self.weights
-        cl = np.array(ep.cl[:n_max])
-        counts = np.array([[row[x] if x >= 0 else 0 for x in ep.cl[:n_max]] for row in ep.counts_at])
-        n_prime = np.maximum(np.arange(n_max + 1), 1)[:, None]
-        freq = w[0] * counts / n_prime  # [N'+1, n_max], as the env computes wf * count / n
-        visible = np.arange(n_max)[None, :] < np.arange(n_max + 1)[:, None]
-        correct = np.array(ep.correct[:n_max], dtype=bool)
-        answered = cl >= 0
-        t_n = self.n_tiers  # reshaped: with no verifier the nested lists have no inner length
-        has = np.array(ep.has[:n_max], dtype=bool).reshape(n_max, t_n) & np.array(self.tier_on, dtype=bool)[None, :]
-        score = np.array(ep.score[:n_max], dtype=np.float64).reshape(n_max, t_n)
-        usable = has & ~np.isnan(score)
-        wt = np.array(w[1:], dtype=np.float64)[None, :]
-        ver_cost = np.array([[v[self.k] for v in row] for row in ep.ver[:n_max]], dtype=np.float64).reshape(n_max, t_n)
-        return {"freq": freq, "gold": visible & correct[None] & answered[None],
-                "rival": visible & ~correct[None] & answered[None], "usable": usable,
-                "wnum": np.where(usable, wt * np.nan_to_num(score), 0.0), "wden": np.where(usable, wt, 0.0),
-                "ver_cost": np.where(usable, ver_cost, np.inf), "prefix": np.array(ep.prefix_cost),
-                "shift": np.arange(n_max * self.n_tiers, dtype=np.int64).reshape(n_max, self.n_tiers),
-                "subsets": self._subsets}
-
     # ------------------------------------------------------------------ state machine
-    def root(self) -> tuple:
+    def root(self) -> SearchState:
         """The state at the start of an episode."""
-        return (0, 0, (), (), (0.0,) * len(COST_MEASURES))
+        return SearchState(0, 0, (), (), (0.0,) * len(COST_MEASURES), (), (0,) * self.n_generators, ())
 
-    @staticmethod
-    def key(state: tuple) -> tuple:
-        """The evidence part of ``state`` (its cost follows from it)."""
-        return state[:4]
+    def slot_clusters(self, ep: EpisodeTables, state: SearchState) -> list[int]:
+        """The answer cluster of every revealed slot."""
+        cl = ep.cl
+        return [cl[p] for p in state.slots]
 
-    def fusion(self, ep: Episode, state: tuple) -> list[float]:
-        """The fusion rank R of every revealed candidate (-1 for one without an answer)."""
-        n = state[0]
-        return rank_list(self.weights[0], n, ep.counts_at[n], ep.cl, state[2], state[3])
+    def fusion(self, ep: EpisodeTables, state: SearchState) -> list[float]:
+        """The fusion rank R of every revealed slot (-1 for one without an answer)."""
+        return rank_list(self.weights[0], state.n, list(state.counts or (0,)), self.slot_clusters(ep, state),
+                         state.fnum, state.fden)
 
-    def target(self, ep: Episode, state: tuple, r: list[float], t: int) -> int:
-        """The candidate a VERIFY of tier ``t`` would score (-1 if none)."""
-        return verify_target_bits(r, ep.cl, ep.has, state[1], self.n_tiers, t)
+    def target(self, ep: EpisodeTables, state: SearchState, r: list[float], t: int) -> int:
+        """The slot a VERIFY of verifier ``t`` would score (-1 if none)."""
+        has = ep.has
+        return verify_target_bits(r, self.slot_clusters(ep, state), [has[p] for p in state.slots], state.verified,
+                                  self.n_tiers, t)
 
-    def apply(self, ep: Episode, state: tuple, a: int, r: list[float] | None = None) -> tuple:
+    def apply(self, ep: EpisodeTables, state: SearchState, a: int, r: list[float] | None = None) -> SearchState:
         """The state after the (legal, non-STOP) action ``a``; ``r`` is ``fusion(ep, state)`` if known."""
-        n, ver, fnum, fden, cost = state
-        if a == self.sample:
-            g = ep.gen[n]
-            return (n + 1, ver, fnum + (0.0,), fden + (self.weights[0],),
-                    add_costs(cost, g))
+        n, verified, fnum, fden, cost, slots, per_generator, counts = state
+        if a < self.n_generators:  # SAMPLE_<a>: generator a's next candidate into slot n
+            p = a * self.n_per_generator + per_generator[a]
+            cluster = ep.cl[p]
+            if cluster >= 0:
+                counts = counts or (0,) * max(ep.n_clusters, 1)
+                counts = counts[:cluster] + (counts[cluster] + 1,) + counts[cluster + 1:]
+            return SearchState(n + 1, verified, fnum + (0.0,), fden + (self.weights[0],), add_costs(cost, ep.gen[p]),
+                               slots + (p,), per_generator[:a] + (per_generator[a] + 1,) + per_generator[a + 1:],
+                               counts)
         t = self.layout.verifier_of(a)
         c = self.target(ep, state, r if r is not None else self.fusion(ep, state), t)
-        s = ep.score[c][t]
-        g = ep.ver[c][t]
-        if s == s:
+        p = slots[c]
+        s = ep.score[p][t]
+        if s == s:  # a NaN score drops out of the fusion rank (the env's ``Evidence.add_score``)
             w = self.weights[t + 1]
             fnum = fnum[:c] + (fnum[c] + w * s,) + fnum[c + 1:]
             fden = fden[:c] + (fden[c] + w,) + fden[c + 1:]
-        return (n, ver | (1 << (c * self.n_tiers + t)), fnum, fden,
-                add_costs(cost, g))
+        return SearchState(n, verified | (1 << (c * self.n_tiers + t)), fnum, fden, add_costs(cost, ep.ver[p][t]),
+                           slots, per_generator, counts)
 
-    def legal(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
+    def legal(self, ep: EpisodeTables, state: SearchState, r: list[float]) -> list[int]:
         """Legal actions in the env's mask order (STOP last), by the env's mask rule."""
         verify_bits = 0
         for t in range(self.n_tiers):
             if self.tier_on[t] and self.target(ep, state, r, t) >= 0:
                 verify_bits |= 1 << self.layout.verify_action(t)
-        return legal_actions(mask_bits(state[0], self.n_max, verify_bits, state[4][self.k] >= self.max_cost,
-                                       stop_bit=self._stop_bit), self.layout)
+        sample_bits = 0
+        for g, cap in enumerate(ep.caps):
+            if state.per_generator[g] < cap:
+                sample_bits |= 1 << g
+        return legal_actions(mask_bits(state.n, 0, verify_bits, state.cost[self.k] >= self.max_cost,
+                                       stop_bit=self._stop_bit, sample_bits=sample_bits), self.layout)
 
-    def search_actions(self, ep: Episode, state: tuple, r: list[float]) -> list[int]:
+    def search_actions(self, ep: EpisodeTables, state: SearchState, r: list[float]) -> list[int]:
         """The legal actions the oracle's search expands (``useful_actions``)."""
         return useful_actions(self.legal(ep, state, r), self.layout, self.selection)
 
-    def selected(self, ep: Episode, state: tuple, r: list[float] | None = None) -> int:
-        """The candidate STOP would select in ``state`` (-1 if none)."""
+    def selected(self, ep: EpisodeTables, state: SearchState, r: list[float] | None = None) -> int:
+        """The slot STOP would select in ``state`` (-1 if none)."""
         if self.selection.rule == "fusion":
-            return best_of(r if r is not None else self.fusion(ep, state), ep.cl)
+            return best_of(r if r is not None else self.fusion(ep, state), self.slot_clusters(ep, state))
         return select_candidate(self.evidence(ep, state), self.selection)
 
-    def evidence(self, ep: Episode, state: tuple) -> Evidence:
+    def evidence(self, ep: EpisodeTables, state: SearchState) -> Evidence:
         """An env ``Evidence`` for ``state`` (used only for non-fusion selection rules)."""
-        n, ver = state[0], state[1]
-        ev = Evidence(self.n_max, self.n_tiers, len(ep.counts_at[0]), 0.0, self.weights, self._strong)
+        ev = Evidence(self.n_max, self.n_tiers, max(ep.n_clusters, 1), 0.0, self.weights, self._strong)
         clogc = clogc_table(self.pool.n_candidates)
-        for c in range(n):
-            ev.add_candidate(ep.cl[c], 0.0, False, clogc)
-        for c in range(n):
+        for p in state.slots:
+            ev.add_candidate(ep.cl[p], 0.0, False, clogc)
+        for c, p in enumerate(state.slots):
             for t in range(self.n_tiers):
-                if (ver >> (c * self.n_tiers + t)) & 1:
-                    ev.add_score(c, t, ep.score[c][t])
-        ev.fnum, ev.fden = list(state[2]), list(state[3])
+                if (state.verified >> (c * self.n_tiers + t)) & 1:
+                    ev.add_score(c, t, ep.score[p][t])
+        ev.fnum, ev.fden = list(state.fnum), list(state.fden)
         return ev
 
-    def is_correct(self, ep: Episode, state: tuple, r: list[float] | None = None) -> bool:
+    def is_correct(self, ep: EpisodeTables, state: SearchState, r: list[float] | None = None) -> bool:
         """Whether STOP in ``state`` would select a correct candidate."""
-        if state[0] == 0:
+        if state.n == 0:
             return False
         sel = self.selected(ep, state, r)
-        return sel >= 0 and ep.correct[sel]
+        return sel >= 0 and ep.correct[state.slots[sel]]
+
+    def slot_generator(self, state: SearchState, slot: int) -> int:
+        """The generator of the candidate in ``slot``."""
+        return state.slots[slot] // self.n_per_generator
+
+    def correct_revealed(self, ep: EpisodeTables, state: SearchState) -> bool:
+        """Whether some revealed candidate is correct (labels: evaluator side)."""
+        return any(ep.correct[p] for p in state.slots)

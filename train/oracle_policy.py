@@ -8,7 +8,6 @@ from agents.base import Policy
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from train.cost_aware_oracle import DEFAULT_NODE_LIMIT, CostAwareOracle
-from train.route_cost_aware_oracle import RouteCostAwareOracle
 
 
 class CostAwareOraclePolicy(Policy):
@@ -16,8 +15,7 @@ class CostAwareOraclePolicy(Policy):
 
     It plans at the first ``act`` of an episode with the env's episode index and the episode's lambda, then
     replays the plan. Without an oracle it builds one for the env at its first episode
-    (``CostAwareOracle.for_env``; on a ``RouteEnv``, ``RouteCostAwareOracle.for_env``); or pass an oracle
-    configured like the env it will run in.
+    (``CostAwareOracle.for_env``, either grouping); or pass an oracle configured like the env it will run in.
     """
 
     name = "cost_aware_oracle"
@@ -34,10 +32,7 @@ class CostAwareOraclePolicy(Policy):
     def reset(self, env: CoBaEnv) -> None:
         """Remember the env's episode; (re)build the oracle if it was built for another pool."""
         if self.oracle is None or self.oracle.pool is not env.pool:
-            if getattr(env, "route", None) is not None:  # a route episode: the search over SAMPLE_<g> too
-                self.oracle = RouteCostAwareOracle.for_env(env, self.node_limit)
-            else:
-                self.oracle = CostAwareOracle.for_env(env, self.node_limit)
+            self.oracle = CostAwareOracle.for_env(env, self.node_limit)
         self._episode = env.episode_index
         self._plan = []
         self._started = False

@@ -1,9 +1,10 @@
-"""A constrained Optuna TPE search over a fixed policy's own parameters, as a protocol method's machinery.
+"""A constrained Optuna TPE search over a fixed policy's own parameters, as a protocol method (``SearchMethod``).
 
-Shared by the structured searches of issue 27: ``train.coba_search`` (CoBa's parameters on the replay env,
-against CoBa-Strong) and ``train.route_search`` (a generalized consistency cascade on the route env, against
-the cascade). What varies is data: the search ``Space``, the reference's own parameters (the first trial and
-the fallback) and an ``ItemCache`` that replays one configuration on one dataset.
+One method for every searched ``Family`` (``train.coba_search``: CoBa's parameters on the replay env against
+CoBa-Strong, ``coba train coba_search``; the generalized consistency cascade on the route env against the
+cascade, ``coba train route_search``). What varies is data: the search ``Space`` (built from the pool), the
+reference's own parameters (the first trial and the fallback), the policy at a point and how one
+configuration replays.
 
 Reads top to bottom:
 
@@ -15,23 +16,45 @@ Reads top to bottom:
 4. ``cheapest_within``: the grid point ``margin`` m: the cheapest trial whose in-sample item-pooled and macro
    differences are both >= m points (the reference's parameters when none is, and at m = infinity).
 5. ``whole_training_datasets``: a fit's datasets, refusing a split that is not by whole datasets.
+6. ``SearchMethod``: grid point ``margin`` m in ``SEARCH_MARGINS``, then m = infinity (the reference: the
+   fallback); ``fit`` runs the search on the fold's training datasets, the protocol's nested selection chooses m.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from agents.base import Policy
 from coba_env.compiled import CompiledPool
 
 #: name -> ("int" | "float", low, high, step) or ("cat", choices): the arguments of ``trial.suggest_*``.
 Space = dict[str, tuple]
+#: The required in-sample margins of a search's grid (points): 0, then asking for a gain; stated in advance.
+SEARCH_MARGINS: tuple[float, ...] = (0.0, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A policy family searched over its own parameters.
+
+    ``space`` and ``reference`` are built from the pool (a ValueError for a pool the family cannot search);
+    ``make(params, name)`` is the policy at a point; ``records(params, episodes)`` replays one configuration
+    (columns item_id, correct, p_tokens); ``canonical`` maps a suggestion to the configuration it acts as."""
+
+    name: str
+    space: Callable[[CompiledPool], Space]
+    reference: Callable[[CompiledPool], dict[str, Any]]
+    make: Callable[[dict[str, Any], str], Policy]
+    records: Callable[[dict[str, Any], CompiledPool], pd.DataFrame]
+    n_trials: int
+    canonical: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def suggest(trial: Any, space: Space) -> dict[str, Any]:
@@ -64,17 +87,18 @@ def typed(row: pd.Series, space: Space) -> dict[str, Any]:
 
 
 @dataclass
-class ItemCache(ABC):
-    """Per (configuration, dataset): per-item mean correctness and p_tokens, replayed once."""
+class ItemCache:
+    """Per (configuration, dataset): per-item mean correctness and p_tokens of ``family``, replayed once."""
 
     compiled: CompiledPool
+    family: Family
     store: dict = field(default_factory=dict)
     _datasets: dict = field(default_factory=dict, repr=False)
 
-    @abstractmethod
     def records(self, params: dict[str, Any], episodes: CompiledPool) -> pd.DataFrame:
         """The replay records of the configuration ``params`` on ``episodes`` (columns item_id, correct,
         p_tokens)."""
+        return self.family.records(params, episodes)
 
     def episodes(self, dataset: str) -> CompiledPool:
         """The episodes of ``dataset`` (selected once: an env compiled from them is cached with them)."""
@@ -161,3 +185,69 @@ def whole_training_datasets(compiled: CompiledPool, train_ids: np.ndarray, metho
     if not np.array_equal(mask, whole):
         raise ValueError(f"{method} fits on whole datasets (leave-one-dataset-out folds)")
     return datasets
+
+
+@dataclass
+class FittedSearch:
+    """The trials of one fit's search; ``policy(point)`` is the chosen configuration of its family."""
+
+    trials: pd.DataFrame
+    family: Family
+    space: Space
+    reference: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The method's name, given to the policies."""
+        return self.family.name
+
+    def params(self, point: dict[str, float]) -> dict[str, Any]:
+        """The cheapest trial with both in-sample differences >= ``point["margin"]`` (the reference's parameters
+        when none is, and at margin infinity)."""
+        return cheapest_within(self.trials, self.space, self.reference, point["margin"])
+
+    def policy(self, point: dict[str, float]) -> Policy:
+        """The family's policy at the point's configuration (label-free)."""
+        return self.family.make(self.params(point), self.name)
+
+
+class SearchMethod:
+    """Optuna TPE over ``family``'s parameters on the training datasets (settings stated in advance)."""
+
+    def __init__(self, family: Family, *, margins: tuple[float, ...] = SEARCH_MARGINS,
+                 n_trials: int | None = None) -> None:
+        n_trials = family.n_trials if n_trials is None else n_trials
+        if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+            raise ValueError(f"n_trials must be an integer >= 1, got {n_trials!r}")
+        values = tuple(margins)
+        if not values or not all(isinstance(m, int | float) and not isinstance(m, bool) and math.isfinite(m)
+                                 and m >= 0 for m in values):
+            raise ValueError(f"margins must be finite numbers >= 0 (points; infinity is the fallback), got "
+                             f"{margins!r}")
+        self.family, self.name = family, family.name
+        self.margins, self.n_trials = tuple(float(m) for m in values), n_trials
+        self._cache: ItemCache | None = None
+
+    def grid(self) -> list[dict[str, float]]:
+        """margin in ``margins``, then margin = infinity (the reference)."""
+        return margin_grid(self.margins)
+
+    def fallback(self) -> dict[str, float]:
+        """margin = infinity: the reference's own parameters."""
+        return self.grid()[-1]
+
+    def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
+            progress: bool) -> FittedSearch:
+        """Search on the training datasets of ``train_ids`` (each whole: LODO folds are whole datasets).
+
+        ``budget`` is not used: the family's decisions and the p_tokens objective do not depend on B."""
+        space, reference = self.family.space(compiled), self.family.reference(compiled)
+        if self._cache is None or self._cache.compiled is not compiled:
+            self._cache = ItemCache(compiled, self.family)
+        datasets = whole_training_datasets(compiled, train_ids, self.name)
+        trials = search(self._cache, space, reference, datasets, seed=seed, n_trials=self.n_trials,
+                        canonical=self.family.canonical)
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        trials.to_csv(out / "trials.csv", index=False)
+        return FittedSearch(trials, self.family, space, reference)

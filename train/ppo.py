@@ -12,12 +12,12 @@ Example::
     ckpt = train_ppo("tiny", "runs/ppo-tiny", total_timesteps=20_000, n_envs=64, seed=0)
     # tensorboard --logdir runs/ppo-tiny/tb
 
-The route env (``route=True``, issue 27 item 3): the same trainer on ``RouteVectorEnv`` (one episode per problem,
-one SAMPLE action per generator), warm-started from the consistency cascade; ``train/route_ppo_method.py``
-runs it under the learning protocol, ``agents.learned_route_ppo`` acts with its checkpoint.
+The route env (``grouping="item"``): the same trainer on the item-grouped vector env (one episode per problem,
+one SAMPLE action per generator), warm-started from the route arena's reference, the consistency cascade;
+``train/ppo_method.py`` runs either under the learning protocol, ``agents.learned_ppo`` acts with the checkpoint.
 
 The checkpoint directory holds ``controller.json`` (kind "ppo", lambda range, cost model, budget, seed, training
-episodes, timesteps, hyperparameters, timing), ``model.zip`` (the SB3 model), ``checkpoints/step_*.zip``
+episodes and datasets, the env and its generators, the warm start's teacher, timesteps, hyperparameters, timing), ``model.zip`` (the SB3 model), ``checkpoints/step_*.zip``
 (periodic snapshots) and ``tb/`` (TensorBoard logs: SB3's losses and episode returns, plus
 ``time/steps_per_second``, ``time/env_share``, ``rollout/accuracy``, ``rollout/cost_over_budget`` and
 ``rollout/action_share/<ACTION>``, the action mix, so a collapse to STOP is visible while training).
@@ -77,24 +77,26 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
-from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.checkpoint import CONFIG_FILE
+from agents.checkpoint import CONFIG_FILE, observation_names, trained_env_fields
 from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.route_env import RouteEnv
+from coba_env.rules.config import episode_subset
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
 from pools.strict_json import strict_dumps
-from train.ppo_warm_start import ROUTE_TEACHER, clone_into, strong_demonstrations, teacher_policy
+from train.ppo_warm_start import clone_into, strong_demonstrations, teacher_policy
+from train.protocol_arena import arena_of
 from train.sb3_vec_env import BALANCED, CoBaSB3VecEnv
+from train.training_log import TrainingMonitor
 
 FORMAT_VERSION = 1
 MODEL_FILE = "model.zip"
@@ -120,222 +122,174 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
 }
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else goes to ``MaskablePPO``).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
-                   "warm_start", "route")
+                   "warm_start")
 #: Episode order of training unless ``order`` is given: each dataset drawn equally often.
 DEFAULT_ORDER = BALANCED
 
 
-def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, episode_ids: Sequence[int] | None = None,
-              datasets: Sequence[str] | None = None, lambda_range: tuple[float, float] = DEFAULT_LAMBDA_RANGE,
+def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pair",
+              episode_ids: Sequence[int] | None = None, datasets: Sequence[str] | None = None,
+              lambdas: Sequence[float] | None = None, lambda_range: tuple[float, float] = DEFAULT_LAMBDA_RANGE,
               cost_model: str = "p_tokens", total_timesteps: int = 200_000, n_envs: int = 1024, seed: int = 0,
               progress: bool = True, **ppo_kwargs: Any) -> Path:
     """Train a lambda-conditioned MaskablePPO controller on ``pool``; return its checkpoint directory.
 
     ``pool`` is anything ``CoBaEnv`` accepts (a Pool, CompiledPool, pool directory, profile name such as "paper"
-    or "tiny", or None for the default pool); ``episode_ids`` / ``datasets`` restrict the training episodes.
+    or "tiny", or None for the default pool); ``grouping`` the env's ("pair": the replay env; "item": the route
+    env, one episode per problem and a SAMPLE per generator, ``env_kwargs["n_max"]`` then per generator);
+    ``episode_ids`` / ``datasets`` restrict the training episodes (replay-pool episode ids: the route episodes
+    are the problems they cover). ``lambdas`` (the training lambdas) sets ``lambda_range`` to their min and max.
     ``ppo_kwargs`` override ``DEFAULT_PPO_KWARGS`` (e.g. ``n_steps``, ``batch_size``, ``learning_rate``) and take
     the trainer options ``checkpoint_every`` (timesteps between snapshots; default a fifth of the run),
     ``torch_threads`` (default 1), ``budget`` (B in the reward; default: the training episodes' own
     ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
     ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
-    or the env's "shuffle", "random", "sequential") and ``warm_start`` (default True: clone CoBa-Strong first). Training into a directory
-    that holds an earlier run replaces its model, snapshots and controller.json (TensorBoard runs accumulate).
-    ``route=True`` trains on the route env instead (``RouteVectorEnv``: one episode per problem, a SAMPLE per
-    generator; ``env_kwargs["n_max"]`` is then per generator), warm-started from the consistency cascade
-    (``train.ppo_warm_start.ROUTE_TEACHER``); ``episode_ids`` are replay-pool episode ids, and the route episodes
-    are the problems they cover.
+    or the env's "shuffle", "random", "sequential") and ``warm_start`` (default True: clone the env's reference
+    first, ``train.protocol_arena``). Training into a directory that holds an earlier run replaces its model,
+    snapshots and controller.json (TensorBoard runs accumulate).
     """
-    # ---- 0. arguments ------------------------------------------------------------------------------
+    # ---- 0. arguments and the training episodes ---------------------------------------------------
+    run = PPORun.parse(lambdas, lambda_range, cost_model, total_timesteps, n_envs, progress, ppo_kwargs)
     out = Path(out_dir)
-    options = {k: ppo_kwargs.pop(k) for k in TRAINER_OPTIONS if k in ppo_kwargs}
-    low, high = (float(v) for v in lambda_range)
-    if not 0.0 <= low <= high:
-        raise ValueError(f"lambda_range must be (low, high) with 0 <= low <= high, got {lambda_range}")
-    if cost_model not in COST_MEASURES:
-        raise ValueError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
-    if int(total_timesteps) < 1:
-        raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
-    if int(n_envs) < 1:
-        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
-    n_envs, total_timesteps = int(n_envs), int(total_timesteps)
-    hyper = {**DEFAULT_PPO_KWARGS, **ppo_kwargs}
-    # A short run gets a shorter rollout, so that e.g. 4,096 timesteps on 1,024 envs run 4 steps each, not one
-    # default rollout of 16,384 transitions.
-    hyper.setdefault("n_steps", max(1, min(max(16, math.ceil(ROLLOUT_TRANSITIONS / n_envs)),
-                                           math.ceil(total_timesteps / n_envs))))
-    hyper["batch_size"] = min(int(hyper["batch_size"]), n_envs * int(hyper["n_steps"]))
-    # PPO collects whole rollouts (n_envs x n_steps transitions): the run ends at the first multiple of the
-    # rollout at or above total_timesteps. Say so when that is not the number asked for.
-    rollout = n_envs * int(hyper["n_steps"])
-    timesteps_run = math.ceil(total_timesteps / rollout) * rollout
-    if timesteps_run != total_timesteps and progress:
-        print(f"ppo: {total_timesteps} timesteps asked; PPO collects whole rollouts of {n_envs} envs x "
-              f"{hyper['n_steps']} steps = {rollout} transitions, so it runs {timesteps_run}", file=sys.stderr)
-    env_kwargs = dict(options.get("env_kwargs") or {})
-    if options.get("budget") is not None:
-        env_kwargs["budget"] = float(options["budget"])
-    checkpoint_every = int(options.get("checkpoint_every") or max(1, total_timesteps // 5))
-    threads = int(options.get("torch_threads", 1))
-    route = bool(options.get("route", False))
-    if route:
-        pool = as_compiled(pool)
-        if episode_ids is not None:
-            # The route env takes no episode ids: its episodes are the problems of the selected replay episodes.
-            pool = pool.select(np.isin(pool.episode_ids, np.asarray(episode_ids)))
+    train_pool = episode_subset(as_compiled(pool), datasets, None, episode_ids)
 
     # ---- 1. seeding and threads (reproducibility) --------------------------------------------------
     previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(run.threads)
     try:
         # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
-        ids = {} if route else {"episode_ids": episode_ids}
-        env = CoBaSB3VecEnv(n_envs, pool, **ids, datasets=datasets, lambda_range=(low, high), cost_model=cost_model,
-                            order=options.get("order", DEFAULT_ORDER), route=route, **env_kwargs)
-        single: CoBaEnv = env.venv.single
+        env = CoBaSB3VecEnv(run.n_envs, train_pool, grouping=grouping, lambda_range=run.lambda_range,
+                            cost_model=cost_model, order=run.order, **run.env_kwargs)
 
-        # ---- 3. the model (a rerun into the same directory replaces its snapshots and model) --------
+        # ---- 3. the model (a rerun into the same directory replaces its snapshots and model), warm start
         out.mkdir(parents=True, exist_ok=True)
         for stale in [out / MODEL_FILE, *(out / CHECKPOINT_DIR).glob("step_*.zip")]:
             stale.unlink(missing_ok=True)
-        tb_dir = str(out / TENSORBOARD_DIR) if options.get("tensorboard", True) else None
+        tb_dir = str(out / TENSORBOARD_DIR) if run.tensorboard else None
         model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, tensorboard_log=tb_dir,
-                            **hyper)
-        warm: dict[str, Any] | None = None
-        if options.get("warm_start", True):
-            # The teacher replayed in an env of the run's own configuration (budget, lambda range, selection).
-            if route:
-                venv = env.venv
-                demos = strong_demonstrations(RouteEnv.from_route(venv.route, venv.n_max_per_generator, venv.config),
-                                              teacher=teacher_policy(ROUTE_TEACHER), seed=seed)
-            else:
-                demos = strong_demonstrations(CoBaEnv.from_config(env.venv.config), seed=seed)
-            warm = clone_into(model, demos, seed=seed)
+                            **run.hyper)
+        teacher = arena_of(grouping).reference if run.warm_start else None
+        warm = _warm_start(model, env, teacher, seed) if teacher is not None else None
 
         # ---- 4. controller.json first (snapshots are loadable while training runs), then the monitor --
-        meta = {
-            "kind": "ppo",
-            "format_version": FORMAT_VERSION,
-            "model": MODEL_FILE,
-            "complete": False,
-            "lambda_range": [low, high],
-            "cost_model": cost_model,
-            "budget": single.budget,
-            "n_max": single.n_max,
-            "tiers": list(single.tiers),
-            "enabled_tiers": list(single.enabled_tiers),
-            "selection": dataclasses.asdict(single.selection),
-            "seed": int(seed),
-            "timesteps": 0,
-            "total_timesteps": total_timesteps,
-            "timesteps_planned": timesteps_run,
-            "pool": _describe_pool(pool),
-            "train_datasets": sorted({str(d) for d in single.pool.dataset}),
-            "datasets_filter": list(datasets) if datasets is not None else None,
-            "episode_ids": _summarize_ids(single.pool.episode_ids, given=episode_ids is not None),
-            "observation": list(single.features.names),
-            "actions": list(single.layout.names),
-            "n_envs": n_envs,
-            "order": env.venv.order,
-            "warm_start": warm,
-            "ppo": _jsonable(hyper),
-        }
-        if route:  # the route layout: N_max per generator, the generators; ids of the replay episodes trained on
-            meta.update(env="route", observation=list(single.feature_names),
-                        n_max_per_generator=env.venv.n_max_per_generator,
-                        generators=list(env.venv.route.generators), teacher=ROUTE_TEACHER if warm else None,
-                        episode_ids=_summarize_ids(pool.episode_ids, given=episode_ids is not None))
+        meta = _controller_json(run, env, pool, train_pool, seed, given=episode_ids is not None,
+                                datasets=datasets, warm=warm, teacher=teacher)
         _write_json(out / CONFIG_FILE, meta)
-        monitor = TrainingMonitor(out / CHECKPOINT_DIR, checkpoint_every, timesteps_run, progress=progress)
+        monitor = TrainingMonitor(out / CHECKPOINT_DIR, run.checkpoint_every, run.timesteps_run, progress=progress)
 
         # ---- 5. learn -----------------------------------------------------------------------------
         start, cpu_start = time.perf_counter(), time.process_time()
-        model.learn(total_timesteps, callback=monitor, tb_log_name="ppo", progress_bar=False)
+        model.learn(run.total_timesteps, callback=monitor, tb_log_name="ppo", progress_bar=False)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
 
         # ---- 6. the final model and its controller.json -------------------------------------------
         atomic_write(out / MODEL_FILE, model.save)
-        meta.update(complete=True, timesteps=int(model.num_timesteps), training={
-            "seconds": round(seconds, 3), "env_seconds": round(env.env_seconds, 3),
-            "env_share": round(env.env_share(seconds), 5),
-            "cpu_seconds": round(cpu_seconds, 3), "env_cpu_seconds": round(env.env_cpu_seconds, 3),
-            "env_cpu_share": round(env.env_cpu_share(cpu_seconds), 5),
-            "steps_per_second": round(model.num_timesteps / seconds, 1) if seconds > 0 else None,
-            "torch_threads": threads,
-        }, checkpoints=sorted(p.name for p in (out / CHECKPOINT_DIR).glob("step_*.zip")))
+        meta.update(complete=True, timesteps=int(model.num_timesteps),
+                    training=_timing(env, model, seconds, cpu_seconds, run.threads),
+                    checkpoints=sorted(p.name for p in (out / CHECKPOINT_DIR).glob("step_*.zip")))
         _write_json(out / CONFIG_FILE, meta)
         return out
     finally:
         torch.set_num_threads(previous_threads)
 
 
-class TrainingMonitor(BaseCallback):
-    """Progress bar, TensorBoard scalars (steps per second, env share, accuracy, cost, action mix) and snapshots."""
+@dataclass(frozen=True)
+class PPORun:
+    """``train_ppo``'s checked arguments: PPO's hyperparameters and the trainer's options."""
 
-    def __init__(self, checkpoint_dir: Path, checkpoint_every: int, total_timesteps: int, *,
-                 progress: bool = True) -> None:
-        super().__init__(verbose=0)
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.total_timesteps = total_timesteps
-        self.progress = progress
-        self._next_checkpoint = checkpoint_every
-        self._bar: Any = None
+    lambda_range: tuple[float, float]
+    total_timesteps: int
+    n_envs: int
+    hyper: dict[str, Any]
+    timesteps_run: int  # whole rollouts: the first multiple of n_envs x n_steps at or above total_timesteps
+    env_kwargs: dict[str, Any]
+    checkpoint_every: int
+    threads: int
+    tensorboard: bool
+    order: str
+    warm_start: bool
 
-    def _on_training_start(self) -> None:
-        self._start = time.perf_counter()
-        self._reset_counts()
-        if self.progress:
-            from tqdm.auto import tqdm
+    @classmethod
+    def parse(cls, lambdas: Sequence[float] | None, lambda_range: tuple[float, float], cost_model: str,
+              total_timesteps: int, n_envs: int, progress: bool, ppo_kwargs: dict[str, Any]) -> PPORun:
+        """Check the arguments (ValueError naming the bad one); split trainer options from PPO's."""
+        options = {k: ppo_kwargs.pop(k) for k in TRAINER_OPTIONS if k in ppo_kwargs}
+        if lambdas is not None:
+            values = [float(v) for v in lambdas]
+            if not values:
+                raise ValueError("lambdas must name at least one lambda")
+            lambda_range = (min(values), max(values))
+        low, high = (float(v) for v in lambda_range)
+        if not 0.0 <= low <= high:
+            raise ValueError(f"lambda_range must be (low, high) with 0 <= low <= high, got {lambda_range}")
+        if cost_model not in COST_MEASURES:
+            raise ValueError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
+        if int(total_timesteps) < 1:
+            raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
+        if int(n_envs) < 1:
+            raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+        n_envs, total_timesteps = int(n_envs), int(total_timesteps)
+        hyper = {**DEFAULT_PPO_KWARGS, **ppo_kwargs}
+        # A short run gets a shorter rollout, so that e.g. 4,096 timesteps on 1,024 envs run 4 steps each, not one
+        # default rollout of 16,384 transitions.
+        hyper.setdefault("n_steps", max(1, min(max(16, math.ceil(ROLLOUT_TRANSITIONS / n_envs)),
+                                               math.ceil(total_timesteps / n_envs))))
+        hyper["batch_size"] = min(int(hyper["batch_size"]), n_envs * int(hyper["n_steps"]))
+        # PPO collects whole rollouts (n_envs x n_steps transitions): the run ends at the first multiple of the
+        # rollout at or above total_timesteps. Say so when that is not the number asked for.
+        rollout = n_envs * int(hyper["n_steps"])
+        timesteps_run = math.ceil(total_timesteps / rollout) * rollout
+        if timesteps_run != total_timesteps and progress:
+            print(f"ppo: {total_timesteps} timesteps asked; PPO collects whole rollouts of {n_envs} envs x "
+                  f"{hyper['n_steps']} steps = {rollout} transitions, so it runs {timesteps_run}", file=sys.stderr)
+        env_kwargs = dict(options.get("env_kwargs") or {})
+        if options.get("budget") is not None:
+            env_kwargs["budget"] = float(options["budget"])
+        return cls(lambda_range=(low, high), total_timesteps=total_timesteps, n_envs=n_envs, hyper=hyper,
+                   timesteps_run=timesteps_run, env_kwargs=env_kwargs,
+                   checkpoint_every=int(options.get("checkpoint_every") or max(1, total_timesteps // 5)),
+                   threads=int(options.get("torch_threads", 1)), tensorboard=bool(options.get("tensorboard", True)),
+                   order=options.get("order", DEFAULT_ORDER), warm_start=bool(options.get("warm_start", True)))
 
-            self._bar = tqdm(total=self.total_timesteps, desc="ppo", unit="step", smoothing=0.1)
 
-    def _reset_counts(self) -> None:
-        self._actions = np.zeros(self.training_env.action_space.n, dtype=np.int64)
-        self._correct = self._episodes = 0
-        self._cost = 0.0
+def _warm_start(model: Any, env: CoBaSB3VecEnv, teacher: str, seed: int) -> dict[str, Any]:
+    """Clone ``teacher`` (a registry name) into ``model``, replayed in an env of the run's own configuration
+    (budget, lambda range, selection, grouping)."""
+    demos = strong_demonstrations(CoBaEnv(config=env.venv.config), teacher=teacher_policy(teacher), seed=seed)
+    return clone_into(model, demos, seed=seed)
 
-    def _on_step(self) -> bool:
-        self._actions += np.bincount(np.asarray(self.locals["actions"]).ravel(), minlength=len(self._actions))
-        dones = np.flatnonzero(self.locals["dones"])
-        if len(dones):
-            infos = self.locals["infos"]
-            budget = self.training_env.venv.budget
-            cost_k = self.training_env.venv.cost_k
-            for i in dones.tolist():
-                info = infos[i]
-                self._correct += bool(info.get("correct", False))
-                self._cost += info["costs"][COST_MEASURES[cost_k]] / budget if "costs" in info else 0.0
-            self._episodes += len(dones)
-        if self._bar is not None:
-            self._bar.update(self.training_env.num_envs)
-        return True
 
-    def _on_rollout_end(self) -> None:
-        elapsed = time.perf_counter() - self._start
-        env: CoBaSB3VecEnv = self.training_env  # type: ignore[assignment]
-        self.logger.record("time/steps_per_second", self.num_timesteps / elapsed if elapsed > 0 else 0.0)
-        self.logger.record("time/env_share", env.env_share(elapsed))
-        if self._episodes:
-            self.logger.record("rollout/accuracy", self._correct / self._episodes)
-            self.logger.record("rollout/cost_over_budget", self._cost / self._episodes)
-        total = max(int(self._actions.sum()), 1)
-        for name, count in zip(env.venv.layout.names, self._actions.tolist(), strict=True):
-            self.logger.record(f"rollout/action_share/{name}", count / total)
-        if self._bar is not None and self._episodes:
-            self._bar.set_postfix(acc=f"{self._correct / self._episodes:.3f}",
-                                  cost=f"{self._cost / self._episodes:.3f}B")
-        self._reset_counts()
+def _controller_json(run: PPORun, env: CoBaSB3VecEnv, pool: Any, train_pool: Any, seed: int, *, given: bool,
+                     datasets: Sequence[str] | None, warm: dict[str, Any] | None,
+                     teacher: str | None) -> dict[str, Any]:
+    """controller.json before training: how the model is trained, on which env and which episodes."""
+    single: CoBaEnv = env.venv.single
+    return {
+        "kind": "ppo", "format_version": FORMAT_VERSION, "model": MODEL_FILE, "complete": False,
+        "lambda_range": list(run.lambda_range), "cost_model": single.cost_model, "budget": single.budget,
+        "n_max": single.n_max, "tiers": list(single.tiers), "enabled_tiers": list(single.enabled_tiers),
+        "selection": dataclasses.asdict(single.selection), "seed": int(seed), "timesteps": 0,
+        "total_timesteps": run.total_timesteps, "timesteps_planned": run.timesteps_run,
+        "pool": _describe_pool(pool), "train_datasets": sorted({str(d) for d in single.pool.dataset}),
+        "datasets_filter": list(datasets) if datasets is not None else None,
+        "episode_ids": _summarize_ids(train_pool.episode_ids, given=given),
+        "observation": list(observation_names(single)), "actions": list(single.layout.names),
+        "n_envs": run.n_envs, "order": env.venv.order, "warm_start": warm, "ppo": _jsonable(run.hyper),
+        **trained_env_fields(single),
+        "generators": list(dict.fromkeys(str(g) for g in train_pool.generator)), "teacher": teacher,
+    }
 
-    def _on_rollout_start(self) -> None:
-        # Called after each update: the weights saved here are the ones the next rollout will use.
-        if self.num_timesteps >= self._next_checkpoint:
-            atomic_write(self.checkpoint_dir / f"step_{self.num_timesteps:010d}.zip", self.model.save)
-            while self._next_checkpoint <= self.num_timesteps:
-                self._next_checkpoint += self.checkpoint_every
 
-    def _on_training_end(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+def _timing(env: CoBaSB3VecEnv, model: Any, seconds: float, cpu_seconds: float, threads: int) -> dict[str, Any]:
+    """The run's wall and CPU time, the environment's share of each, steps per second."""
+    return {
+        "seconds": round(seconds, 3), "env_seconds": round(env.env_seconds, 3),
+        "env_share": round(env.env_share(seconds), 5),
+        "cpu_seconds": round(cpu_seconds, 3), "env_cpu_seconds": round(env.env_cpu_seconds, 3),
+        "env_cpu_share": round(env.env_cpu_share(cpu_seconds), 5),
+        "steps_per_second": round(model.num_timesteps / seconds, 1) if seconds > 0 else None,
+        "torch_threads": threads,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- helpers

@@ -13,8 +13,9 @@ Why this helps: trained from scratch, PPO learns that an extra sample rarely pay
 stopping after one sample (the issue's 1.1 samples per rgym_hard episode); started from Strong, the first
 policy already samples and verifies where Strong does, and PPO only has to find where deviating pays.
 
-On the route env (``train_ppo(..., route=True)``) the same two steps clone the route arena's reference, the
-consistency cascade (``ROUTE_TEACHER``), in a ``RouteEnv`` of the run's configuration.
+The teacher is the reference of the env's arena (``train.protocol_arena``): CoBa-Strong on the replay env, the
+consistency cascade on the route env (``train_ppo(..., grouping="item")``), replayed in an env of the run's
+configuration.
 """
 
 from __future__ import annotations
@@ -28,11 +29,9 @@ import torch
 from agents.base import Policy
 from coba_env.env import CoBaEnv
 
-#: The policy imitated (registry name): label-free, so cloning it is legitimate on any split.
+#: The policy imitated by default (registry name; the replay arena's reference): label-free, so cloning it is
+#: legitimate on any split.
 TEACHER = "coba_strong"
-#: The policy imitated on the route env (``train_ppo(..., route=True)``): the consistency cascade, the route
-#: arena's reference (``train.protocol_arena.ROUTE``), label-free as well.
-ROUTE_TEACHER = "route_cascade"
 #: Passes over the training episodes when collecting demonstrations (each pass draws new lambdas).
 DEMO_PASSES = 2
 #: Behaviour-cloning optimisation: Adam, these epochs over the demonstrations, this batch size and rate.

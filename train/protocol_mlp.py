@@ -1,7 +1,23 @@
-"""The MLP controller (``train.imitation``) as a protocol ``Method``: one fit serves every lambda of its grid."""
+"""The MLP controller (``train.imitation``) as a protocol ``Method`` on either env: one fit serves every lambda.
+
+``coba train mlp --lodo [--env route]`` runs ``MLPMethod(env)``. Reads top to bottom:
+
+1. ``fit`` builds the env of the protocol's arena (``train.protocol_arena``: the replay env, or the route env,
+   one episode per problem with every generator) over the fit's training episodes only
+   (``train.protocol.episodes_of``) with the protocol's cost unit B, and its teacher
+   ``CostAwareOracle.for_env(env)`` (it reads labels; the controller never does). On the route env the
+   teacher's answers are shared by the fits through ``OracleCache`` (``MLPProtocol.share_teacher``): with one B,
+   one N_max and one rule in every fit they are the same in every fit that trains on the problem, so folds
+   sharing a training dataset ask the search once.
+2. ``train.imitation.train_mlp_in_env`` runs the DAgger loop with the env's stated settings (``MLP_PROTOCOLS``).
+3. ``policy(point)``: the checkpoint (``agents.learned_mlp``) at the point's lambda or, at the fallback point
+   lambda = infinity (route env), the arena's reference itself (``route_cascade``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,52 +25,161 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
-from agents.learned_mlp import MLPController
 from coba_env.compiled import CompiledPool
 
-#: The MLP's operating points (the lambda it acts at), stated in advance.
+#: The replay MLP's operating points (the lambda it acts at), stated in advance.
 MLP_GRID_LAMBDAS = (0.01, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 #: Training settings used under the protocol (stated in advance; smaller than ``train_mlp``'s defaults so that
 #: 25 fits per seed fit the machine: 5 outer folds x (4 inner + 1 refit)).
 MLP_PROTOCOL_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 400, "epochs": 20,
                                          "balance_datasets": True, "tensorboard": False}
+#: The route env's operating points, stated in advance. On the paper pool the cascade spends about 0.16 B per
+#: problem at 93.1% (item-pooled); a controller reaching its accuracy at 0.8x its cost trades about 0.03 B for
+#: the last points of accuracy, i.e. marginal slopes of roughly 0.1 to 2 accuracy per B. The grid spans that
+#: range geometrically (about x1.7 per step; six points, not more, for the replay time of the 60 inner
+#: validations); lambda = infinity is the fallback.
+ROUTE_MLP_GRID_LAMBDAS: tuple[float, ...] = (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)
+#: Candidates per generator the route controller may draw (the route env's default: the pool's N, 16 on paper),
+#: the same env the reference is replayed in.
+ROUTE_N_MAX: int | None = None
+#: DAgger settings on the route env (stated in advance, sized by timing only: 75 fits plus replays within 20
+#: minutes on one core; see /work/notes/protocol-rmlp.md). As the replay MLP's protocol settings (2 DAgger
+#: rounds, dataset-balanced, Q-regression on rollout targets, 20 epochs) with fewer episodes per round: a route
+#: episode carries every generator of a problem.
+ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 20, "epochs": 20,
+                                      "balance_datasets": True, "tensorboard": False}
+#: The fallback point of a method with one: its arena's reference itself.
+FALLBACK_LAMBDA = math.inf
+
+
+@dataclass(frozen=True)
+class MLPProtocol:
+    """The MLP method's settings on one env of the protocol, stated in advance.
+
+    ``node_limit``: the teacher's search limit (the replay protocol's fits ran ``train_mlp``'s 300; the route
+    env's the oracle's default); ``fallback``: whether the grid ends with the arena's reference (lambda =
+    infinity); ``share_teacher``: whether the fits share the teacher's answers (``OracleCache``)."""
+
+    name: str
+    lambdas: tuple[float, ...]
+    settings: dict[str, Any]
+    node_limit: int
+    fallback: bool
+    share_teacher: bool
+
+
+MLP_PROTOCOLS: dict[str, MLPProtocol] = {
+    "replay": MLPProtocol("mlp", MLP_GRID_LAMBDAS, MLP_PROTOCOL_SETTINGS, 300, fallback=False, share_teacher=False),
+    "route": MLPProtocol("route_mlp", ROUTE_MLP_GRID_LAMBDAS, ROUTE_MLP_SETTINGS, 20_000, fallback=True,
+                         share_teacher=True),
+}
+
+
+@dataclass
+class OracleCache:
+    """The teacher's answers keyed by (B, N_max, layout, dataset, item, generator, lambdas, action prefix)."""
+
+    plans: dict[tuple, Any] = field(default_factory=dict)
+    values: dict[tuple, np.ndarray] = field(default_factory=dict)
+
+
+class CachedOracle:
+    """A ``CostAwareOracle`` of one fit's env behind an ``OracleCache`` keyed by problem, not env index."""
+
+    def __init__(self, oracle: Any, env: Any, cache: OracleCache) -> None:
+        self.oracle, self.cache = oracle, cache
+        pool = env.pool
+        layout = tuple(env.layout.names)  # action ids mean the same only under the same layout
+        self._keys = [(float(env.budget), int(env.n_max), layout, str(d), str(i), str(g))
+                      for d, i, g in zip(pool.dataset.tolist(), pool.item_id.tolist(), pool.generator.tolist(),
+                                         strict=True)]
+
+    def plan(self, episode: int, lam: float, prefix: Any = ()) -> Any:
+        """``oracle.plan`` (a copy: the caller consumes its actions)."""
+        key = (*self._keys[episode], float(lam), tuple(prefix))
+        plan = self.cache.plans.get(key)
+        if plan is None:
+            plan = self.cache.plans[key] = self.oracle.plan(episode, lam, prefix)
+        return dataclasses.replace(plan, actions=list(plan.actions))
+
+    def action_values(self, episode: int, lams: Any, prefix: Any = ()) -> np.ndarray:
+        """``oracle.action_values`` (a copy)."""
+        key = (*self._keys[episode], tuple(float(v) for v in lams), tuple(prefix))
+        q = self.cache.values.get(key)
+        if q is None:
+            q = self.cache.values[key] = self.oracle.action_values(episode, lams, prefix)
+        return q.copy()
 
 
 @dataclass
 class FittedMLP:
-    """An MLP checkpoint fit on one fold; ``policy`` acts at the point's lambda with the fold's budget."""
+    """An MLP checkpoint fit on one fold; ``policy`` acts at the point's lambda with the fit's B."""
 
     path: Path
+    reference: str
 
     def policy(self, point: dict[str, float]) -> Policy:
-        """The checkpoint acting at ``point["lam"]``."""
+        """The checkpoint acting at ``point["lam"]``; the arena's reference at lambda = infinity (the fallback)."""
+        lam = float(point["lam"])
+        if math.isinf(lam):
+            from agents.registry import make_policy
+
+            return make_policy(self.reference)
         from agents.learned_mlp import load
 
-        controller: MLPController = load(self.path, lam=float(point["lam"]))
-        return controller
+        return load(self.path, lam=lam)
 
 
-@dataclass
 class MLPMethod:
-    """DAgger imitation of the cost-aware oracle (``train.imitation.train_mlp``), dataset-balanced."""
+    """DAgger imitation of the cost-aware oracle on ``env``'s arena, lambda-conditioned, dataset-balanced."""
 
-    name: str = "mlp"
-    lambdas: tuple[float, ...] = MLP_GRID_LAMBDAS
-    settings: dict[str, Any] = field(default_factory=lambda: dict(MLP_PROTOCOL_SETTINGS))
+    def __init__(self, env: str = "replay", *, lambdas: tuple[float, ...] | None = None, n_max: int | None = None,
+                 settings: dict[str, Any] | None = None) -> None:
+        from train.imitation import MLPSettings
+        from train.protocol_arena import arena_named
+
+        self.arena, stated = arena_named(env), MLP_PROTOCOLS[env]
+        self.protocol = stated
+        self.name = stated.name
+        values = [float(v) for v in (stated.lambdas if lambdas is None else lambdas)]
+        if not values or any(not math.isfinite(v) or v < 0 for v in values):
+            raise ValueError(f"lambdas must be finite numbers >= 0, got {list(values)}")
+        if n_max is not None and (isinstance(n_max, bool) or not isinstance(n_max, int) or n_max < 1):
+            raise ValueError(f"n_max must be an integer >= 1 (candidates per generator) or None, got {n_max!r}")
+        self.lambdas, self.n_max = tuple(values), n_max
+        self.settings = dict(stated.settings if settings is None else settings)
+        known = set(MLPSettings.names()) - {"lambdas", "seed", "progress", "name"}
+        unknown = sorted(set(self.settings) - known)
+        if unknown:
+            raise ValueError(f"settings: unknown training option(s) {unknown}; expected some of {sorted(known)}")
+        self.oracle_cache = OracleCache()
 
     def grid(self) -> list[dict[str, float]]:
-        """One point per lambda of ``lambdas``."""
-        return [{"lam": float(v)} for v in self.lambdas]
+        """One point per lambda of ``lambdas``, then the fallback when the env states one."""
+        points = [{"lam": v} for v in self.lambdas]
+        return points + [{"lam": FALLBACK_LAMBDA}] if self.protocol.fallback else points
 
     def fallback(self) -> dict[str, float] | None:
-        """None: without a qualifying point the protocol takes the highest item-pooled difference."""
-        return None
+        """lambda = infinity (the reference) where stated; else None: the protocol takes the highest item-pooled
+        difference."""
+        return {"lam": FALLBACK_LAMBDA} if self.protocol.fallback else None
 
     def fit(self, compiled: CompiledPool, train_ids: np.ndarray, *, budget: float, seed: int, out_dir: Path,
             progress: bool) -> FittedMLP:
-        """Train on ``train_ids`` at ``budget``; training lambdas are the grid's."""
-        from train.imitation import train_mlp
+        """Train on the episodes ``train_ids`` (replay-pool episode ids; on the route env the problems they cover)
+        at B = ``budget``; training lambdas are the grid's."""
+        from coba_env.env import CoBaEnv
+        from train.cost_aware_oracle import CostAwareOracle
+        from train.imitation import train_mlp_in_env
+        from train.protocol import episodes_of
 
-        path = train_mlp(compiled, out_dir, episode_ids=[int(i) for i in train_ids], lambdas=self.lambdas,
-                         seed=seed, progress=progress, budget=budget, **self.settings)
-        return FittedMLP(Path(path))
+        if len(np.asarray(train_ids)) == 0:
+            raise ValueError(f"{self.name}: no training episodes")
+        env = CoBaEnv(episodes_of(compiled, train_ids), grouping=self.arena.grouping, budget=float(budget),
+                      n_max=self.n_max)
+        oracle: Any = CostAwareOracle.for_env(env, node_limit=self.protocol.node_limit)
+        if self.protocol.share_teacher:
+            oracle = CachedOracle(oracle, env, self.oracle_cache)
+        path = train_mlp_in_env(env, oracle, out_dir, lambdas=self.lambdas, seed=int(seed), progress=progress,
+                                name=self.name, **self.settings)
+        return FittedMLP(Path(path), self.arena.reference)

@@ -8,10 +8,13 @@ answers both from the batched env in one call (no per-sub-env loop). Episodes re
 logs ``rollout/ep_rew_mean`` without a Monitor wrapper, and the finished episode's ``correct``,
 ``selected_candidate``, ``final_episode``, ``final_steps``, ``lambda`` and ``costs`` (every cost measure).
 
+The vector env is ``CoBaVectorEnv(num_envs, pool, grouping=...)`` of either grouping ("pair": the replay env,
+"item": the route env, one episode per problem with a SAMPLE per generator).
+
 ``order="balanced"`` (this adapter's own order, on top of the env's "sequential"/"shuffle"/"random") draws every
 new episode dataset first: a training dataset uniformly at random, then the next episode of that dataset's own
-shuffled stream (``DatasetBalancedVectorEnv``; on the route env, ``route=True``, ``DatasetBalancedRouteVectorEnv``), so
-each dataset is drawn equally often however many items it has.
+shuffled stream (``DatasetBalancedOrder``, installed as the vector env's episode stream), so each dataset is
+drawn equally often however many items it has.
 The reported objective is the macro accuracy (the mean over datasets), and with "shuffle" a dataset's share of
 the training episodes is its share of the items (MATH-500 is 83% of a leave-rgym_hard-out fold's episodes).
 
@@ -39,10 +42,9 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from coba_env.costs import cost_record
-from coba_env.route_vector_env import RouteVectorEnv
 from coba_env.vector_env import CoBaVectorEnv
 
-#: The adapter's dataset-balanced episode order (``DatasetBalancedVectorEnv``).
+#: The adapter's dataset-balanced episode order (``DatasetBalancedOrder``).
 BALANCED = "balanced"
 
 #: Final-episode fields of the vector env copied into a finished sub-env's info.
@@ -50,68 +52,60 @@ _FINAL_KEYS = ("correct", "selected_candidate", "final_episode", "final_steps")
 
 
 class DatasetBalancedOrder:
-    """Mixin for a ``CoBaVectorEnv`` (or ``RouteVectorEnv``): each new episode drawn dataset first, a dataset
-    uniformly, then its next shuffled episode.
+    """The episode stream of a vector env (either grouping) drawn dataset first: a dataset uniformly, then its next
+    shuffled episode.
 
     Every dataset of the (restricted) pool is drawn with probability 1/K; within a dataset the episodes follow
     their own permutation, renewed each pass, so a dataset's episodes are all seen once before any repeats.
-    ``order`` reads "balanced"; the seed and the random stream are the vector env's (``np_random``).
+    ``install`` makes it the vector env's stream (its ``order`` then reads "balanced"); the random stream is
+    the vector env's (``np_random``), and ``restart`` (on a seeded reset) starts every dataset's stream anew.
     """
 
-    pool: Any
-    np_random: np.random.Generator
-
-    def __init__(self, num_envs: int, pool: Any = None, **env_kwargs: Any) -> None:
-        super().__init__(num_envs, pool, **env_kwargs)  # type: ignore[call-arg]
-        datasets = np.asarray(self.pool.dataset).astype(str)
+    def __init__(self, venv: CoBaVectorEnv) -> None:
+        self.venv = venv
+        datasets = np.asarray(venv.pool.dataset).astype(str)
         self.datasets = list(dict.fromkeys(datasets.tolist()))
         self._members = [np.flatnonzero(datasets == name) for name in self.datasets]
-        self._restart_streams()
-        self.order = BALANCED
+        self.restart()
 
-    def _restart_streams(self) -> None:
+    @classmethod
+    def install(cls, venv: CoBaVectorEnv) -> DatasetBalancedOrder:
+        """The order of ``venv``'s new episodes from now on (the vector env draws them through ``_next_episodes``)."""
+        order = cls(venv)
+        venv._next_episodes = order.next_episodes  # type: ignore[method-assign]
+        venv.order = BALANCED
+        return order
+
+    def restart(self) -> None:
+        """Start every dataset's stream anew (a seeded reset)."""
         self._stream: list[np.ndarray | None] = [None] * len(self._members)
         self._position = [0] * len(self._members)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """As ``CoBaVectorEnv.reset``; a seed also restarts every dataset's stream."""
-        if seed is not None:
-            self._restart_streams()
-        return super().reset(seed=seed, options=options)  # type: ignore[misc]
-
-    def _next_episodes(self, k: int) -> np.ndarray:
-        picks = self.np_random.integers(len(self._members), size=k)
+    def next_episodes(self, k: int) -> np.ndarray:
+        """The next ``k`` episodes."""
+        rng = self.venv.np_random
+        picks = rng.integers(len(self._members), size=k)
         out = np.empty(k, dtype=np.int64)
         for i, d in enumerate(picks.tolist()):
             members, stream = self._members[d], self._stream[d]
             if stream is None or self._position[d] >= len(members):
-                stream = self._stream[d] = members[self.np_random.permutation(len(members))]
+                stream = self._stream[d] = members[rng.permutation(len(members))]
                 self._position[d] = 0
             out[i] = stream[self._position[d]]
             self._position[d] += 1
         return out
 
 
-class DatasetBalancedVectorEnv(DatasetBalancedOrder, CoBaVectorEnv):
-    """``CoBaVectorEnv`` in the dataset-balanced order (``DatasetBalancedOrder``)."""
-
-
-class DatasetBalancedRouteVectorEnv(DatasetBalancedOrder, RouteVectorEnv):
-    """``RouteVectorEnv`` in the dataset-balanced order (``DatasetBalancedOrder``): each dataset's problems drawn
-    equally often."""
-
-
 class CoBaSB3VecEnv(VecEnv):
-    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (order "shuffle" unless given) or of ``venv``;
-    with ``route=True`` of ``RouteVectorEnv(num_envs, pool, **env_kwargs)`` (one episode per problem).
-
-    ``order="balanced"`` builds a ``DatasetBalancedVectorEnv`` / ``DatasetBalancedRouteVectorEnv`` (each dataset
-    drawn equally often)."""
+    """SB3 view of ``CoBaVectorEnv(num_envs, pool, **env_kwargs)`` (either ``grouping``; order "shuffle" unless
+    given) or of ``venv``. ``order="balanced"`` draws each dataset equally often (``DatasetBalancedOrder``)."""
 
     def __init__(self, num_envs: int = 1, pool: Any = None, *, venv: CoBaVectorEnv | None = None,
-                 route: bool = False, **env_kwargs: Any) -> None:
+                 **env_kwargs: Any) -> None:
         if venv is not None and env_kwargs:
             raise ValueError(f"pass either a ready venv or env keyword arguments, not both: {sorted(env_kwargs)}")
+        #: The dataset-balanced episode order, when asked for (None: the vector env's own).
+        self.balanced: DatasetBalancedOrder | None = None
         if venv is None:
             # Shuffled episodes by default: "sequential" (the env's default) would feed every sub-env the
             # same dataset-blocked stream, so each rollout would see one dataset only.
@@ -119,9 +113,9 @@ class CoBaSB3VecEnv(VecEnv):
             balanced = env_kwargs["order"] == BALANCED
             if balanced:
                 env_kwargs["order"] = "shuffle"
-            kind = ((DatasetBalancedRouteVectorEnv if balanced else RouteVectorEnv) if route
-                    else (DatasetBalancedVectorEnv if balanced else CoBaVectorEnv))
-            venv = kind(num_envs, pool, **env_kwargs)
+            venv = CoBaVectorEnv(num_envs, pool, **env_kwargs)
+            if balanced:
+                self.balanced = DatasetBalancedOrder.install(venv)
         self.venv = venv
         single = self.venv.single_observation_space
         n_actions = int(self.venv.single_action_space.n)
@@ -141,6 +135,8 @@ class CoBaSB3VecEnv(VecEnv):
         start, cpu = time.perf_counter(), time.process_time()
         seed = self._seeds[0] if self._seeds and self._seeds[0] is not None else None
         options = self._options[0] if self._options and self._options[0] else None
+        if seed is not None and self.balanced is not None:
+            self.balanced.restart()  # a seeded reset restarts every dataset's stream too
         obs, info = self.venv.reset(seed=seed, options=options)
         self._reset_seeds()
         self._reset_options()

@@ -2,7 +2,9 @@
 
 A *family* is a set of points on the (macro cost, macro accuracy) plane: ``coba`` (CoBa-Routed over N_max and
 the number of strong routes; Light, Balanced and Strong are three of its points), ``best_of_n`` (majority vote
-over n), or a trained checkpoint evaluated at several lambdas. For every family the sweep reports its own
+over n), on item-grouped episodes (``coba sweep --env route``) ``route_threshold_judge`` and
+``route_threshold_agreement`` (the threshold routers over their threshold), or a trained checkpoint evaluated
+at several lambdas (``FAMILIES``; each family runs on the grouping its policy is written for). For every family the sweep reports its own
 Pareto front; every two families' fronts compared over the cost range both cover (``eval.pareto.compare_fronts``:
 the mean best-reachable accuracy over log10 cost there; higher is better); and for every point the points of
 other families it dominates.
@@ -27,8 +29,25 @@ from pools.atomic_write import atomic_write_text
 COBA_GRID: tuple[tuple[int, int], ...] = ((2, 0), (2, 1), (4, 0), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8))
 #: Best-of-n majority grid.
 BEST_OF_N_GRID: tuple[int, ...] = (1, 2, 4, 8, 16)
-#: Families a fixed sweep knows.
-FIXED_FAMILIES = ("coba", "best_of_n")
+#: Threshold-router grid: 0 never calls the strong generator, above 1 always does.
+THRESHOLD_GRID: tuple[float, ...] = (*(i / 10 for i in range(11)), 1.01)
+#: Fixed families: name -> (the registered policy swept, its parameter overrides one point each, the point's
+#: name and label as templates over those parameters).
+FAMILIES: dict[str, tuple[str, tuple[dict[str, Any], ...], str, str]] = {
+    "coba": ("coba_strong", tuple({"n_max": n, "strong_routes": k} for n, k in COBA_GRID),
+             "coba_n{n_max}_k{strong_routes}", "CoBa N{n_max} K{strong_routes}"),
+    "best_of_n": ("bon4_majority", tuple({"n": n} for n in BEST_OF_N_GRID), "bon{n}", "Best-of-{n}"),
+    "route_threshold_judge": ("route_threshold_judge", tuple({"threshold": t} for t in THRESHOLD_GRID),
+                              "judge_t{threshold:g}", "Threshold router (cheap judge) t={threshold:g}"),
+    "route_threshold_agreement": ("route_threshold_agreement", tuple({"threshold": t} for t in THRESHOLD_GRID),
+                                  "agreement_t{threshold:g}", "Threshold router (agreement) t={threshold:g}"),
+}
+FIXED_FAMILIES = tuple(FAMILIES)
+#: ``--policies`` when none is given, by episode grouping (``EnvConfig.grouping``).
+DEFAULT_POLICIES: dict[str, tuple[str, ...]] = {
+    "pair": ("coba", "best_of_n"),
+    "item": ("route_threshold_judge", "route_threshold_agreement", "route_cascade", "model_switch"),
+}
 #: The named points the acceptance compares against (registry names).
 ANCHORS = ("coba_light", "coba_balanced", "coba_strong", "greedy", "bon4_majority", "bon8_majority",
            "bon16_majority")
@@ -55,19 +74,16 @@ def _named(policy: Policy, name: str, label: str) -> Policy:
 
 
 def fixed_points(family: str) -> list[SweepPoint]:
-    """The sweep points of a fixed family (``coba`` or ``best_of_n``)."""
+    """The sweep points of a fixed family (``FAMILIES``)."""
     from agents.registry import make_policy
 
-    if family == "coba":
-        return [SweepPoint(f"coba_n{n}_k{k}", "coba", f"n_max={n},strong_routes={k}",
-                           lambda n=n, k=k: _named(make_policy("coba_strong", n_max=n, strong_routes=k),
-                                                   f"coba_n{n}_k{k}", f"CoBa N{n} K{k}"))
-                for n, k in COBA_GRID]
-    if family == "best_of_n":
-        return [SweepPoint(f"bon{n}", "best_of_n", f"n={n}",
-                           lambda n=n: _named(make_policy("bon4_majority", n=n), f"bon{n}", f"Best-of-{n}"))
-                for n in BEST_OF_N_GRID]
-    raise SweepInputError(f"unknown fixed family {family!r}; expected one of {list(FIXED_FAMILIES)}")
+    if family not in FAMILIES:
+        raise SweepInputError(f"unknown fixed family {family!r}; expected one of {list(FIXED_FAMILIES)}")
+    base, grid, name, label = FAMILIES[family]
+    return [SweepPoint(name.format(**params), family, ",".join(f"{k}={v:g}" for k, v in params.items()),
+                       lambda params=params: _named(make_policy(base, **params), name.format(**params),
+                                                    label.format(**params)))
+            for params in grid]
 
 
 def learned_points(loader: Callable[[float], Policy], family: str, lambdas: Sequence[float]) -> list[SweepPoint]:
@@ -212,11 +228,12 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
 
 def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
               out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
-              progress: bool = True, workers: int | None = None,
-              datasets: Sequence[str] | None = None, ray_address: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Evaluate every sweep point on ``pool`` (optionally only ``episode_ids`` / ``datasets``) and write the
-    frontier tables; a checkpoint evaluated on datasets it was trained on gets a warning line on stderr.
-    ``ray_address`` runs one Ray task per sweep point on that cluster (``eval.ray_bench``; same results)."""
+              progress: bool = True, workers: int | None = None, datasets: Sequence[str] | None = None,
+              ray_address: str | None = None, grouping: str = "pair") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Evaluate every sweep point on the episodes of ``pool`` grouped by ``grouping`` ("pair": ``coba/Replay-v0``,
+    "item": ``coba/Route-v0``; optionally only ``episode_ids`` / ``datasets``) and write the frontier tables; a
+    checkpoint evaluated on datasets it was trained on gets a warning line on stderr. ``ray_address`` runs one
+    Ray task per sweep point on that cluster (``eval.ray_bench``; same results)."""
     import math
 
     import numpy as np
@@ -224,6 +241,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     from coba_env.env import as_compiled
     from coba_env.rules.config import check_cost_model_priced
     from eval.dataset_scope import in_sample_warnings, restrict_datasets
+    from eval.policy_selection import grouping_problem
     from eval.runner import run_policies
     from pools.atomic_write import atomic_dir
     from pools.output_paths import OutputPathError, check_output_dir
@@ -245,6 +263,9 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         policies = [p.make() for p in points]
     except (ValueError, OSError) as exc:
         raise SweepInputError(str(exc)) from None
+    problem = grouping_problem(policies, grouping)
+    if problem:
+        raise SweepInputError(problem)
     # A CoBa grid point whose n_max exceeds the pool's N would run capped at N and repeat another point: it is
     # left out and listed with the reason, like best-of-16 on an N = 8 pool.
     n_pool = compiled.n_candidates
@@ -258,12 +279,13 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     for line in in_sample_warnings(policies, list(dict.fromkeys(compiled.dataset.tolist()))):
         print(line, file=sys.stderr)
     if ray_address is None:
-        run = run_policies(policies, compiled, cost_model=cost_model, progress=progress, workers=workers)
+        run = run_policies(policies, compiled, grouping=grouping, cost_model=cost_model, progress=progress,
+                           workers=workers)
     else:
         from eval.ray_bench import run_policies_on_ray
 
         run = run_policies_on_ray(policies, compiled, ray_address=ray_address, split="policies",
-                                  cost_model=cost_model, progress=progress)
+                                  cost_model=cost_model, progress=progress, grouping=grouping)
     skipped = run.not_applicable
     # A point the user named (a checkpoint, a registered policy) that cannot run is an error, as is a sweep
     # where nothing ran; grid points of a fixed family beyond the pool (best-of-16 on N = 8) are reported.

@@ -3,7 +3,8 @@
 | rule | module |
 |---|---|
 | actions, tiers, action ids | ``coba_env.rules.actions`` |
-| observation features (THE feature table) | ``coba_env.rules.features`` |
+| observation features: THE feature table (names, meanings, indices, bounds) | ``coba_env.rules.feature_table`` |
+| observation features: the rule computing them | ``coba_env.rules.features`` |
 | fusion rank R (paper Eq. 3) | ``coba_env.rules.fusion`` |
 | legal-action mask and illegal-action reasons | ``coba_env.rules.masks`` |
 | VERIFY target | ``coba_env.rules.verify`` |

@@ -23,7 +23,7 @@ from pools.schema import TIERS
 class ActionLayout:
     """The discrete actions of an env: one SAMPLE per generator, one VERIFY per verifier, STOP last.
 
-    ``generators``: generator names in order; the single unnamed generator ``("",)`` is the replay env's
+    ``generators``: generator names in order; the single unnamed generator ``("",)`` is the pair grouping's
     "the episode's generator" and its action is named plain ``SAMPLE``. ``verifiers``: verifier (tier) names.
     """
 

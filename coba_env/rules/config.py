@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from coba_env.compiled import CompiledPool
 from coba_env.costs import cost_index
+from coba_env.rules.actions import ActionLayout
 from coba_env.rules.features import FeatureLayout, feature_layout
 from coba_env.rules.roles import RoleMap, map_roles
 from coba_env.rules.selection import SelectionRule
@@ -168,6 +169,13 @@ class EnvConfig:
     route: Any = None
     n_max_per_generator: int | None = None
 
+    @property
+    def layout(self) -> ActionLayout:
+        """The action layout: one SAMPLE per generator (the episode's own with pairs, ``SAMPLE_<g>`` per generator of
+        the item grouping), one VERIFY per verifier of the pool, STOP."""
+        generators = self.route.generators if self.route is not None else ("",)
+        return ActionLayout(generators=generators, verifiers=tuple(self.pool.tiers))
+
     @classmethod
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
               lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
@@ -194,15 +202,20 @@ class EnvConfig:
         pool (the mean cost of drawing ``n_max`` candidates from one generator), so a policy that samples one
         generator only is charged as the pair grouping charges it.
         """
-        from dataclasses import replace
-
         from coba_env.route_pool import compile_route_pool
 
         n_max_g = replay.n_candidates if n_max is None else check_int("n_max", n_max, low=1, high=replay.n_candidates)
         route = compile_route_pool(replay)
         b = default_budget(replay, cost_model, n_max_g) if budget is None else budget
-        config = cls.for_pool(route.pool, budget=b, cost_model=cost_model, n_max=route.n_generators * n_max_g, **kwargs)
-        return replace(config, grouping="item", route=route, n_max_per_generator=n_max_g)
+        return cls.for_route(route, n_max_g, budget=b, cost_model=cost_model, **kwargs)
+
+    @classmethod
+    def for_route(cls, route: Any, n_max_per_generator: int, **kwargs: Any) -> EnvConfig:
+        """The "item" grouping over the episodes of ``route`` (a ``coba_env.route_pool.RoutePool``) as they are:
+        ``n_max_per_generator`` candidates per generator, the other arguments as ``for_pool``'s (B required)."""
+        config = cls.for_pool(route.pool, n_max=route.n_generators * n_max_per_generator, **kwargs)
+        return replace(config, grouping="item", route=route, n_max_per_generator=n_max_per_generator,
+                       features=replace(config.features, generators=route.generators))
 
     @classmethod
     def for_pool(cls, pool: CompiledPool, *, lam: Any = 0.1, lambda_range: Any = None, budget: Any = None,

@@ -1,150 +1,52 @@
-"""The observation: THE feature table, and the rule computing it (scalar, incremental patch, batched).
+"""The observation's rule: the features of ``coba_env.rules.feature_table`` computed from the evidence.
 
-Every value derives from revealed evidence only; no correctness label ever enters it. ``FEATURES`` below is
-the one feature table of the project: the env docstrings, ``docs/ENV.md`` and the controllers point here.
-The scalar form reads an episode's ``coba_env.evidence.Evidence``; the batched form reads the state arrays of
-``coba_env.vector_env.CoBaVectorEnv`` and does the same float operations, so both give the same float32 values.
+Every value derives from revealed evidence only; no correctness label ever enters it. The scalar form reads an
+episode's ``coba_env.evidence.Evidence`` (``observe``, and ``patch_after_verify`` for a VERIFY's few changes;
+``generator_block`` and its two patches for the item grouping's per-generator block); the batched form reads
+the state arrays of ``coba_env.vector_env.CoBaVectorEnv`` and does the same float operations, so both give the
+same float32 values. The table itself (names, meanings, indices, bounds) is
+re-exported here, where the env and the controllers have always imported it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pools.schema import TIERS
+from coba_env.row_items import row_items
+from coba_env.rules.feature_table import (  # noqa: F401  (the table's public names, re-exported)
+    BEST_V3,
+    BUDGET_FROM_END,
+    DISTINCT,
+    ENTROPY,
+    FEATURE_NAMES,
+    FEATURES,
+    GENERATOR_FEATURES,
+    HEAD_FEATURES,
+    LAMBDA_FROM_END,
+    MEAN_LEN_FROM_END,
+    N_FEATURES,
+    NO_ANSWER,
+    PAPER_FEATURE_LAYOUT,
+    REVEALED,
+    TAIL_FEATURES,
+    TOP2_GAP,
+    TOP_SHARE,
+    V1_AVAIL,
+    V1_FRAC,
+    V1_MAX,
+    V1_MEAN,
+    V3_MEAN,
+    VERIFIER_FEATURE,
+    FeatureLayout,
+    feature_layout,
+    feature_table_markdown,
+)
 
 if TYPE_CHECKING:  # annotations only: the evidence module imports this one
     from coba_env.evidence import Evidence
-
-#: The features before the per-verifier block, in index order: (name, meaning). ``{cheap}`` / ``{strong}``
-#: name the verifier whose scores they read (the pool's first cheap judge / strong verifier or reward model).
-HEAD_FEATURES: tuple[tuple[str, str], ...] = (
-    ("revealed_frac", "candidates revealed / N_max"),
-    ("top_answer_share", "size of the largest answer cluster / candidates revealed"),
-    ("distinct_answers_frac", "distinct answers revealed / N_max"),
-    ("answer_entropy", "entropy of the revealed answer distribution / log(N_max)"),
-    ("top2_gap", "(largest - second largest answer cluster) / candidates revealed"),
-    ("no_answer_share", "share of revealed candidates with no extractable answer"),
-    ("top_v1_mean", "mean {cheap} score over the top cluster's judged candidates (0 if none)"),
-    ("top_v1_max", "max {cheap} score in the top cluster (0 if none)"),
-    ("top_v1_available", "1 if any candidate of the top cluster has a {cheap} score"),
-    ("best_v3", "max {strong} score over all verified candidates (0 if none)"),
-    ("top_v3_mean", "mean {strong} score over the top cluster's verified candidates (0 if none)"),
-)
-#: One feature per verifier of the layout, in the layout's order (``{v}``: the verifier's name).
-VERIFIER_FEATURE = ("{v}_verified_frac", "candidates verified at {V} / candidates revealed")
-#: The features after the per-verifier block, in index order.
-TAIL_FEATURES: tuple[tuple[str, str], ...] = (
-    ("budget_used", "cost spent in the env's cost model / B (unbounded above)"),
-    ("mean_length", "mean output tokens of revealed candidates / the pool's max output tokens"),
-    ("cap_hit_share", "share of revealed candidates that hit the token cap"),
-    ("answer_flips", "times the top answer changed after a new sample / N_max"),
-    ("step_frac", "actions taken / the most actions an episode can take"),
-    ("lambda", "the episode's cost weight lambda (unbounded above)"),
-    ("top_fusion_score", "highest fusion rank R among revealed candidates with an answer (0 if none)"),
-)
-
-(REVEALED, TOP_SHARE, DISTINCT, ENTROPY, TOP2_GAP, NO_ANSWER, V1_MEAN, V1_MAX, V1_AVAIL, BEST_V3,
- V3_MEAN) = range(len(HEAD_FEATURES))
-#: Index of the first verifier's verified_frac; verifier t's is ``V1_FRAC + t``.
-V1_FRAC = len(HEAD_FEATURES)
-
-
-@dataclass(frozen=True)
-class FeatureLayout:
-    """THE feature table of an env, generated from its verifiers: head, one verified_frac per verifier, tail.
-
-    ``cheap`` / ``strong``: the verifier slots whose scores feed the top_v1_* / best_v3 and top_v3_mean
-    features (-1: none, the features stay 0). With the paper's V1, V2, V3 (cheap 0, strong 2) the table is
-    the paper layout's 21 features.
-    """
-
-    verifiers: tuple[str, ...] = TIERS
-    cheap: int = 0
-    strong: int = 2
-    features: tuple[tuple[str, str], ...] = field(init=False)
-    #: Indices of budget_used, mean_length, step_frac, lambda and top_fusion_score (plain attributes: the
-    #: scalar step reads them).
-    budget: int = field(init=False)
-    mean_len: int = field(init=False)
-    step: int = field(init=False)
-    lam: int = field(init=False)
-    top_r: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        folded = [v.lower() for v in self.verifiers]
-        if len(set(folded)) < len(folded):  # the feature names are lower case: two would share one name
-            twins = [v for v in self.verifiers if folded.count(v.lower()) > 1]
-            raise ValueError(f"verifier names {twins} are equal up to case; expected names that differ beyond case "
-                             "(feature names are lower case)")
-        b = V1_FRAC + len(self.verifiers)
-        for name, at in (("budget", b), ("mean_len", b + 1), ("step", b + 4), ("lam", b + 5), ("top_r", b + 6)):
-            object.__setattr__(self, name, at)
-        names = {"cheap": self.verifiers[self.cheap] if self.cheap >= 0 else "cheap judge (none)",
-                 "strong": self.verifiers[self.strong] if self.strong >= 0 else "strong verifier (none)"}
-        head = tuple((n, m.format(**names)) for n, m in HEAD_FEATURES)
-        per = tuple((VERIFIER_FEATURE[0].format(v=v.lower()), VERIFIER_FEATURE[1].format(V=v))
-                    for v in self.verifiers)
-        object.__setattr__(self, "features", (*head, *per, *TAIL_FEATURES))
-
-    @property
-    def n_features(self) -> int:
-        """Length of the observation vector."""
-        return len(self.features)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Feature names in index order."""
-        return tuple(name for name, _ in self.features)
-
-    def index(self, name: str) -> int:
-        """The index of the feature called ``name``."""
-        return self.names.index(name)
-
-    def markdown(self) -> str:
-        """The feature table as a Markdown table (index, name, meaning), for docs."""
-        lines = ["| Num | Feature | Meaning |", "|---:|---|---|"]
-        lines += [f"| {i} | {name} | {meaning} |" for i, (name, meaning) in enumerate(self.features)]
-        return "\n".join(lines)
-
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) of the observation Box: [0, 1] for every feature, [0, inf) for budget_used and lambda."""
-        high = np.ones(self.n_features, dtype=np.float32)
-        high[[self.budget, self.lam]] = np.inf
-        return np.zeros(self.n_features, dtype=np.float32), high
-
-
-def feature_layout(verifiers: tuple[str, ...], roles: tuple[str, ...]) -> FeatureLayout:
-    """The feature layout of verifiers with declared ``roles`` (cheap / strong: ``roles.primary_slots``; on the
-    paper's verifiers V1 and V3)."""
-    from coba_env.rules.roles import primary_slots
-
-    cheap, _, strong = primary_slots(roles)
-    return FeatureLayout(tuple(verifiers), cheap, strong)
-
-
-#: Positions from the end of every observation (any verifiers; a route observation's pooled table is last too):
-#: budget_used, mean_length and lambda, the entries a controller rescales to its own units.
-BUDGET_FROM_END, MEAN_LEN_FROM_END, LAMBDA_FROM_END = (i - len(TAIL_FEATURES) for i in (0, 1, 5))
-
-#: The paper layout's table (V1, V2, V3): what learned controllers trained on the paper pool read.
-PAPER_FEATURE_LAYOUT = FeatureLayout()
-FEATURES: tuple[tuple[str, str], ...] = PAPER_FEATURE_LAYOUT.features
-FEATURE_NAMES: tuple[str, ...] = PAPER_FEATURE_LAYOUT.names
-N_FEATURES = PAPER_FEATURE_LAYOUT.n_features
-
-
-def feature_table_markdown() -> str:
-    """The paper layout's feature table as a Markdown table (index, name, meaning), for docs."""
-    return PAPER_FEATURE_LAYOUT.markdown()
-
-
-def observation_bounds() -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) of the paper layout's observation Box."""
-    return PAPER_FEATURE_LAYOUT.bounds()
 
 
 def clogc_table(n: int) -> list[float]:
@@ -232,6 +134,39 @@ def patch_after_verify(obs: list[float], ev: Evidence, t: int, c: int, score: fl
     obs[b + 6] = ev.best_r
 
 
+def generator_block(ev: Evidence, n_max: int, cost_k: int, budget: float) -> list[float]:
+    """The per-generator block of ``ev`` (item grouping) as Python floats, in table order (scalar form)."""
+    out: list[float] = []
+    for g in range(ev.n_generators):
+        n = ev.gen_revealed[g]
+        out.append(n / n_max)
+        out.append((ev.gen_cap[g] - n) / n_max)
+        out.append(ev.gen_top_count[g] / n if n else 0.0)
+        for t in range(ev.n_tiers):
+            mean = ev.score_mean(g, t)
+            out.append(0.0 if mean is None else mean)
+        out.append(ev.gen_spend[g][cost_k] / budget)
+    return out
+
+
+def patch_block_after_sample(block: list[float], ev: Evidence, g: int, n_max: int, cost_k: int,
+                             budget: float) -> None:
+    """``block`` after a SAMPLE from generator ``g``: only g's revealed, remaining, agreement and spend change."""
+    at = g * (4 + ev.n_tiers)
+    n = ev.gen_revealed[g]
+    block[at] = n / n_max
+    block[at + 1] = (ev.gen_cap[g] - n) / n_max
+    block[at + 2] = ev.gen_top_count[g] / n
+    block[at + 3 + ev.n_tiers] = ev.gen_spend[g][cost_k] / budget
+
+
+def patch_block_after_verify(block: list[float], ev: Evidence, g: int, tier: int) -> None:
+    """``block`` after a VERIFY of one of generator ``g``'s candidates at ``tier``: only that mean changes."""
+    at = g * ev.n_tiers + tier
+    k = ev.score_counts[at]
+    block[g * (4 + ev.n_tiers) + 3 + tier] = ev.score_sums[at] / k if k else 0.0
+
+
 def rescaled(observation: np.ndarray, ev: Evidence, *, cost_k: int, budget: float, max_output_tokens: float,
              lam: float) -> np.ndarray:
     """``observation`` with budget_used, mean_length and lambda recomputed in other units (a controller's)."""
@@ -286,3 +221,55 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
     for i in range(0, f, 7):  # cast a few features at a time: fewer passes than one per feature
         out[:, i:i + 7] = o[i:i + 7].T
     return out
+
+
+def batch_generator_block(s: Any) -> np.ndarray:
+    """The per-generator block, feature-major [G * block, B], of an item-grouped ``CoBaVectorEnv`` state ``s``,
+    computed from its counters (batched form of ``generator_block``; the env patches it instead)."""
+    g_n, t_n, b = s.gen_revealed.shape[0], s.n_tiers, s.num_envs
+    size = 4 + t_n
+    out = np.empty((g_n * size, b))
+    n = s.gen_revealed
+    for g in range(g_n):
+        at = g * size
+        np.divide(n[g], float(s.n_max_per_generator), out=out[at])
+        np.divide(s.gen_cap[g] - n[g], float(s.n_max_per_generator), out=out[at + 1])
+        np.divide(s.gen_top_count[g], np.maximum(n[g], 1), out=out[at + 2])
+        counts = s.gen_score_count[g]
+        np.divide(s.gen_score_sum[g], np.maximum(counts, 1), out=out[at + 3:at + 3 + t_n])
+        np.divide(s.gen_spend[g], s.budget, out=out[at + 3 + t_n])
+    return out
+
+
+def batch_patch_block_after_sample(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray, at_gen: np.ndarray,
+                                   n: np.ndarray, spend: np.ndarray) -> None:
+    """``block`` [B, G * (4 + T)] after SAMPLEs of ``rows`` from generators ``g`` (batched
+    ``patch_block_after_sample``).
+
+    ``s`` is an item-grouped ``CoBaVectorEnv`` state already updated; ``at_gen`` = g * B + rows, the flat [G, B]
+    index; ``n`` and ``spend``: the updated gen_revealed (>= 1) and gen_spend of each (g, row). The values are
+    the ones ``batch_generator_block`` computes (float64, then cast to the block's dtype).
+    """
+    n_max = float(s.n_max_per_generator)
+    at = rows * block.shape[1] + g * (4 + s.n_tiers)
+    flat = block.ravel()
+    flat[at] = n / n_max
+    flat[at + 1] = (s.gen_cap.ravel().take(at_gen) - n) / n_max
+    flat[at + 2] = s.gen_top_count.ravel().take(at_gen) / n
+    flat[at + 3 + s.n_tiers] = spend / s.budget
+
+
+def batch_patch_block_after_verify(block: np.ndarray, s: Any, rows: np.ndarray, g: np.ndarray, tier: np.ndarray,
+                                   sums: np.ndarray, counts: np.ndarray) -> None:
+    """``block`` after usable scores at ``tier`` for candidates of generators ``g`` (batched
+    ``patch_block_after_verify``); ``sums`` / ``counts``: the updated gen_score_sum / gen_score_count (>= 1) of
+    each (g, tier, row)."""
+    at = rows * block.shape[1] + g * (4 + s.n_tiers) + 3 + tier
+    block.ravel()[at] = sums / counts
+
+
+def batch_fresh_block(block: np.ndarray, s: Any, rows: np.ndarray) -> None:
+    """``block`` for ``rows`` whose episodes just started: every feature 0 but remaining = the generator's cap."""
+    fresh = np.zeros((len(rows), block.shape[1]), dtype=block.dtype)
+    fresh[:, 1::4 + s.n_tiers] = s.gen_cap.take(rows, axis=1).T / float(s.n_max_per_generator)
+    row_items(block)[rows] = row_items(fresh)  # whole rows as single items: one 1-D scatter

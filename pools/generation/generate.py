@@ -103,6 +103,102 @@ def _output_tokens(completion: Completion, k: int) -> tuple[int | None, bool]:
     return apportion(completion.completion_tokens, weights)[k], True
 
 
+def _plan_requests(journal: Journal, problems: Sequence[Problem], models: Sequence[str], settings: SamplingSettings,
+                   prompt_spec: dict[str, Any], stats: dict[str, int]) -> list[_Request]:
+    """The requests still to make: each item x model's candidate indices the journal lacks, ``n_per_request``
+    at a time (``stats["already_done"]`` counts the others)."""
+    requests: list[_Request] = []
+    for problem in problems:
+        messages = chat_messages(prompt_spec, problem=problem.problem)
+        for model in models:
+            have = journal.state.candidate_indices(problem.dataset, problem.item_id, model)
+            stats["already_done"] += len(have & set(range(settings.n)))
+            missing = [k for k in range(settings.n) if k not in have]
+            for start in range(0, len(missing), settings.n_per_request):
+                requests.append(_Request(problem, model, missing[start:start + settings.n_per_request], messages))
+    return requests
+
+
+@dataclass
+class _SampleCalls:
+    """How one run's generation requests are sent (``prepare``, ``call``) and what a finished one journals
+    (``on_done``, which returns the requests for choices a server did not send)."""
+
+    servers: EndpointPool
+    settings: SamplingSettings
+    prompt_spec: dict[str, Any]
+    fixed: dict[str, Any]  # the journaled settings every candidate of a generator shares
+    journal: Journal
+    stats: dict[str, int]
+    max_n_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _seed(self, req: _Request) -> int:
+        return derive_seed(self.settings.seed, req.problem.dataset, req.problem.item_id, req.model, req.indices[0])
+
+    def prepare(self, req: _Request) -> PreparedCall:
+        """The endpoint of ``req`` (round-robin) and how to send it through a client of that endpoint."""
+        servers, settings = self.servers, self.settings
+        client = servers.client(req.model)
+        n = min(len(req.indices), servers.max_n.get(client.base_url, len(req.indices)))
+        params = {"temperature": settings.temperature, "top_p": settings.top_p, "max_tokens": settings.max_tokens,
+                  "seed": self._seed(req), "n": n if n > 1 else None,
+                  "extra_body": self.prompt_spec.get("request") or None}
+
+        def send(through: OpenAIClient) -> tuple[str, int, Completion]:
+            completion = call_prompt(through, settings.api, req.messages, **params)
+            if 0 < len(completion.choices) < n:  # the server ignores or caps n: learn it before the next call
+                with self.max_n_lock:
+                    servers.max_n[client.base_url] = min(len(completion.choices),
+                                                         servers.max_n.get(client.base_url, n))
+            return client.base_url, n, completion
+
+        return PreparedCall(client, send)
+
+    def call(self, req: _Request) -> tuple[str, int, Completion]:
+        """Send ``req`` from this process."""
+        return self.prepare(req).send_here()
+
+    def on_done(self, req: _Request, result: tuple[str, int, Completion]) -> list[_Request]:
+        """Journal the choices of a finished call; the indices it did not cover become new requests."""
+        url, asked, completion = result
+        got = completion.choices[:asked]
+        if not got:
+            raise PoolError("the server returned no choices", file=url)
+        if len(got) < asked:  # the server ignores or caps n (learned in send): ask for the rest separately
+            self.stats["ignored_n"] += 1
+        prompt_tokens = completion.prompt_tokens
+        prompt_estimated = prompt_tokens is None
+        if prompt_estimated:
+            prompt_tokens = sum(estimate_tokens(m["content"]) for m in req.messages)
+        candidates = []
+        for k, (index, choice) in enumerate(zip(req.indices, got, strict=False)):
+            out_tokens, estimated = _output_tokens(
+                Completion(got, completion.prompt_tokens, completion.completion_tokens, 0.0), k)
+            cand = {"candidate": index, "text": choice.text, "finish_reason": choice.finish_reason,
+                    "tokens_estimated": estimated or prompt_estimated}
+            if out_tokens is not None:
+                cand["output_tokens"] = out_tokens
+            candidates.append(cand)
+        p = req.problem
+        added = self.journal.append({
+            "kind": "generation", "dataset": p.dataset, "item_id": p.item_id, "generator": req.model,
+            "params_b": self.servers.params_b[req.model], "endpoint": url, "settings": self.fixed,
+            "seed": self._seed(req), "requested_n": asked, "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion.completion_tokens, "latency_s": round(completion.latency_s, 6),
+            "attempts": completion.attempts, "time": time.time(), "candidates": candidates,
+        })
+        self.stats["candidates"] += len(added)
+        rest = req.indices[len(got):]
+        return [_Request(req.problem, req.model, rest[i:i + len(got)], req.messages)
+                for i in range(0, len(rest), len(got))]
+
+    @staticmethod
+    def progress_of(req: _Request, result: tuple[str, int, Completion]) -> tuple[int, int]:
+        """(samples, output tokens) a finished call adds to the progress bar."""
+        _, asked, completion = result
+        return min(len(completion.choices), asked), completion.completion_tokens or 0
+
+
 def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpoints: Sequence[Endpoint],
              settings: SamplingSettings | None = None, options: RunOptions | None = None, *,
              ray: RayDataOptions | None = None) -> dict[str, Any]:
@@ -126,87 +222,17 @@ def generate(workdir: str | os.PathLike[str], problems: Sequence[Problem], endpo
         journal.append_many([{"kind": "item", **problem.to_record()} for problem in problems])
         for model in servers.models:
             _check_settings(journal.state, model, fixed, str(journal.path))
-        requests: list[_Request] = []
-        for problem in problems:
-            messages = chat_messages(prompt_spec, problem=problem.problem)
-            for model in servers.models:
-                have = journal.state.candidate_indices(problem.dataset, problem.item_id, model)
-                stats["already_done"] += len(have & set(range(settings.n)))
-                missing = [k for k in range(settings.n) if k not in have]
-                for start in range(0, len(missing), settings.n_per_request):
-                    requests.append(_Request(problem, model, missing[start:start + settings.n_per_request],
-                                             messages))
-
-        max_n_lock = threading.Lock()
-
-        def prepare(req: _Request) -> PreparedCall:
-            """The endpoint of ``req`` (round-robin) and how to send it through a client of that endpoint."""
-            client = servers.client(req.model)
-            n = min(len(req.indices), servers.max_n.get(client.base_url, len(req.indices)))
-            seed = derive_seed(settings.seed, req.problem.dataset, req.problem.item_id, req.model, req.indices[0])
-            params = {"temperature": settings.temperature, "top_p": settings.top_p,
-                      "max_tokens": settings.max_tokens, "seed": seed, "n": n if n > 1 else None,
-                      "extra_body": prompt_spec.get("request") or None}
-
-            def send(through: OpenAIClient) -> tuple[str, int, Completion]:
-                completion = call_prompt(through, settings.api, req.messages, **params)
-                if 0 < len(completion.choices) < n:  # the server ignores or caps n: learn it before the next call
-                    with max_n_lock:
-                        servers.max_n[client.base_url] = min(len(completion.choices),
-                                                             servers.max_n.get(client.base_url, n))
-                return client.base_url, n, completion
-
-            return PreparedCall(client, send)
-
-        def call(req: _Request) -> tuple[str, int, Completion]:
-            return prepare(req).send_here()
-
-        def on_done(req: _Request, result: tuple[str, int, Completion]) -> list[_Request]:
-            url, asked, completion = result
-            got = completion.choices[:asked]
-            if not got:
-                raise PoolError("the server returned no choices", file=url)
-            if len(got) < asked:  # the server ignores or caps n (learned in call): ask for the rest separately
-                stats["ignored_n"] += 1
-            prompt_tokens = completion.prompt_tokens
-            prompt_estimated = prompt_tokens is None
-            if prompt_estimated:
-                prompt_tokens = sum(estimate_tokens(m["content"]) for m in req.messages)
-            candidates = []
-            for k, (index, choice) in enumerate(zip(req.indices, got, strict=False)):
-                out_tokens, estimated = _output_tokens(
-                    Completion(got, completion.prompt_tokens, completion.completion_tokens, 0.0), k)
-                cand = {"candidate": index, "text": choice.text, "finish_reason": choice.finish_reason,
-                        "tokens_estimated": estimated or prompt_estimated}
-                if out_tokens is not None:
-                    cand["output_tokens"] = out_tokens
-                candidates.append(cand)
-            p = req.problem
-            added = journal.append({
-                "kind": "generation", "dataset": p.dataset, "item_id": p.item_id, "generator": req.model,
-                "params_b": servers.params_b[req.model], "endpoint": url, "settings": fixed,
-                "seed": derive_seed(settings.seed, p.dataset, p.item_id, req.model, req.indices[0]),
-                "requested_n": asked, "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion.completion_tokens, "latency_s": round(completion.latency_s, 6),
-                "attempts": completion.attempts, "time": time.time(), "candidates": candidates,
-            })
-            stats["candidates"] += len(added)
-            rest = req.indices[len(got):]
-            return [_Request(req.problem, req.model, rest[i:i + len(got)], req.messages)
-                    for i in range(0, len(rest), len(got))]
-
-        def progress_of(req: _Request, result: tuple[str, int, Completion]) -> tuple[int, int]:
-            _, asked, completion = result
-            return min(len(completion.choices), asked), completion.completion_tokens or 0
-
+        requests = _plan_requests(journal, problems, servers.models, settings, prompt_spec, stats)
+        calls = _SampleCalls(servers, settings, prompt_spec, fixed, journal, stats)
         run = dict(total=sum(len(r.indices) for r in requests), desc="generate", progress=options.progress,
-                   unit="sample", progress_of=progress_of)
+                   unit="sample", progress_of=calls.progress_of)
         if ray is None:
-            stats["calls"] = run_calls(requests, call, on_done, concurrency=options.concurrency, **run)
+            stats["calls"] = run_calls(requests, calls.call, calls.on_done, concurrency=options.concurrency, **run)
         else:  # the same requests and journal lines; the HTTP calls go through Ray Data's HTTP processor
             from pools.generation.ray_data_http import run_calls_on_ray
 
-            stats["calls"] = run_calls_on_ray(requests, prepare, on_done, ray=ray, options=options, **run)
+            stats["calls"] = run_calls_on_ray(requests, calls.prepare, calls.on_done, ray=ray, options=options,
+                                              **run)
     return stats
 
 

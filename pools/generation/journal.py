@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pools.errors import PoolError
-from pools.parse_boundary import PARSE_ERRORS, describe_bad_record, parse_problem, refuse_lone_surrogates
+from pools.parse_boundary import describe_bad_record, parse_json_line
 from pools.schema import TIERS
 
 __all__ = ["JOURNAL_NAME", "CandidateKey", "Journal", "JournalState", "ScoreKey", "read_journal"]
@@ -137,14 +137,7 @@ def _parsed_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 continue
             if not text.endswith("\n"):
                 return  # a torn last line from a crash mid-write: that call was still in flight
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise PoolError(f"malformed journal line ({exc.msg} at column {exc.colno})",
-                                file=f"{path}, line {lineno}") from exc
-            except PARSE_ERRORS as exc:  # nested too deep, a number of thousands of digits
-                raise PoolError(f"unreadable journal line ({parse_problem(exc)})", file=f"{path}, line {lineno}") from None
-            refuse_lone_surrogates(obj, text, where=f"{path}, line {lineno}")
+            obj = parse_json_line(text, where=f"{path}, line {lineno}", what="journal line")
             if not isinstance(obj, dict):
                 raise PoolError(f"expected a JSON object with a 'kind', got {type(obj).__name__} {text.strip()[:60]}",
                                 file=f"{path}, line {lineno}")

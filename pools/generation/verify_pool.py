@@ -27,6 +27,7 @@ import re
 import time
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -178,56 +179,64 @@ def _refused(exc: EndpointError) -> bool:
     return "giving up:" not in str(exc)  # the client's words after its retries on timeouts and connections
 
 
-def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpoint], *,
-                role: str | None = None, prompt: str | os.PathLike[str] | None = None, api: str = "chat",
-                options: RunOptions | None = None, limit: int | None = None,
-                context_tokens: int | None = None) -> dict[str, int]:
-    """Score ``pool_dir``'s candidates at ``tier`` (see the module docstring); returns counts."""
+def _check_verifier(tier: str, role: str | None) -> None:
+    """A verifier name and role the pool can hold (PoolError otherwise), checked before the pool is read."""
     if not re.fullmatch(VERIFIER_NAME_PATTERN, tier):
         raise PoolError(f"verifier name {tier!r}; expected a name matching {VERIFIER_NAME_PATTERN} (the paper's "
                         f"are {list(TIERS)})")
     if role is not None and role not in VERIFIER_ROLES:
         raise PoolError(f"unknown verifier role {role!r}; expected one of {list(VERIFIER_ROLES)}")
-    pool = load_pool(pool_dir)
+
+
+def _judge_prompt(pool: Any, pool_dir: str | os.PathLike[str], tier: str, role: str | None,
+                  prompt: str | os.PathLike[str] | None, context_tokens: int | None) -> dict[str, Any]:
+    """The judge prompt of verifier ``tier``: the paper's names keep their tier's prompt, any other verifier is
+    prompted by its role (given, or declared by the pool; PoolError when there is none)."""
     declared = (pool.manifest.get("verifier_roles") or {}).get(tier) if role is None else role
     if tier not in TIERS and declared is None:
         raise PoolError(f"verifier {tier!r} has no role; give --role (one of {list(VERIFIER_ROLES)}): only the "
                         f"paper's {list(TIERS)} have a default role", file=str(pool_dir))
-    options = options or RunOptions()
-    # The paper's names keep their tier's prompt; any other verifier is prompted by its role.
     spec = load_prompt(prompt or DEFAULT_JUDGES.get(tier) or ROLE_JUDGES[declared])
     if context_tokens is not None:
         spec = {**spec, "max_solution_chars": 1 << 40}  # the cut is by tokens (fit_solution), not characters
-    servers = EndpointPool(endpoints, **options.client_options())
-    if len(servers.models) != 1:
-        raise PoolError(f"one verifier per tier: give endpoints of one model, got {servers.models}")
-    model = servers.models[0]
-    check_output_dir(pool_dir, force=True, option="POOL", kind="pool")  # it is saved in place at the end
+    return spec
+
+
+def _refuse_another_model(pool: Any, pool_dir: str | os.PathLike[str], tier: str, model: str) -> None:
+    """One verifier per tier: a tier holding another model's scores is refused (PoolError)."""
     ver = pool.verifications
     held = sorted(set(ver.loc[ver["tier"] == tier, "model"]) - {model})
     if held:
         raise PoolError(f"tier {tier} already holds scores of {held}; score {model} into another tier",
                         file=str(pool_dir))
-    path = journal_path(pool_dir)
-    journal = _Journal(path)
+
+
+def _recorded(pool: Any, journal: _Journal, tier: str, model: str) -> set[tuple[int, int]]:
+    """(episode, candidate) pairs scored at ``tier`` in the pool; a journal of another verifier or pool is
+    refused (PoolError)."""
+    ver = pool.verifications
     other = sorted({(r.get("tier"), r.get("model")) for r in journal.rows} - {(tier, model)})
     if other:
         raise PoolError(f"the journal holds calls of {other}, not of {tier} {model}; run that command again to "
-                        "finish it (or delete the journal)", file=str(path))
-    in_pool = {(int(e), int(c)) for e, c in zip(ver.loc[ver["tier"] == tier, "episode_id"],
-                                                 ver.loc[ver["tier"] == tier, "candidate"], strict=True)}
-    done = set(in_pool)
+                        "finish it (or delete the journal)", file=str(journal.path))
     known = set(zip(pool.candidates["episode_id"].astype(int), pool.candidates["candidate"].astype(int),
                     strict=True))
     for r in journal.rows:
         if (r["episode_id"], r["candidate"]) not in known:
             raise PoolError(f"the journal has a call for episode {r['episode_id']} candidate {r['candidate']}, "
-                            "which the pool does not hold; it belongs to another pool (move it away)", file=str(path))
-    done |= {(r["episode_id"], r["candidate"]) for r in journal.rows}
+                            "which the pool does not hold; it belongs to another pool (move it away)",
+                            file=str(journal.path))
+    return {(int(e), int(c)) for e, c in zip(ver.loc[ver["tier"] == tier, "episode_id"],
+                                             ver.loc[ver["tier"] == tier, "candidate"], strict=True)}
+
+
+def _to_score(pool: Any, done: set[tuple[int, int]], stats: dict[str, int],
+              limit: int | None) -> list[tuple[tuple[int, int], str, str]]:
+    """``((episode, candidate), problem, text)`` of the candidates with a text and no call recorded (``done``),
+    the first ``limit`` of them; ``stats`` counts the ones already recorded and the ones without text."""
     problems = dict(zip(zip(pool.items["dataset"], pool.items["item_id"], strict=True), pool.items["problem"],
                         strict=True))
     item_of = {int(r.episode_id): (r.dataset, r.item_id) for r in pool.episodes.itertuples(index=False)}
-    stats = {"calls": 0, "scored": 0, "refused": 0, "unparsed": 0, "cut": 0, "already_recorded": 0, "no_text": 0}
     todo = []
     for r in pool.candidates.itertuples(index=False):
         key = (int(r.episode_id), int(r.candidate))
@@ -237,34 +246,74 @@ def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence
             stats["no_text"] += 1
         else:
             todo.append((key, problems[item_of[key[0]]], r.text))
-    todo = todo[:limit] if limit is not None else todo
-    counter = TokenCounter(servers.client(model)) if context_tokens is not None else None
+    return todo[:limit] if limit is not None else todo
 
-    def call(task: tuple) -> dict[str, Any]:
+
+@dataclass
+class _JudgeCalls:
+    """One judge call per candidate to score (``call``), journaled as it finishes (``on_done``)."""
+
+    servers: EndpointPool
+    model: str
+    tier: str
+    spec: dict[str, Any]
+    api: str
+    journal: _Journal
+    stats: dict[str, int]
+    counter: TokenCounter | None = None
+    context_tokens: int | None = None
+
+    def call(self, task: tuple) -> dict[str, Any]:
+        """Judge one candidate (cut to the context first, when one is given); a refused call is a row too."""
         (episode, cand), problem, text = task
         cut = False
-        if counter is not None:
-            text, cut = fit_solution(counter, spec, problem, text, context_tokens)
+        if self.counter is not None:
+            text, cut = fit_solution(self.counter, self.spec, problem, text, self.context_tokens)
         start = time.perf_counter()
         try:
-            out: JudgeOutcome = judge(servers.client(model), spec, problem, text, api=api)
+            out: JudgeOutcome = judge(self.servers.client(self.model), self.spec, problem, text, api=self.api)
         except EndpointError as exc:
             if not _refused(exc):
                 raise
             out = JudgeOutcome(None, "refused", 0, 0, time.perf_counter() - start, str(exc)[:500])
-        return {"episode_id": episode, "candidate": cand, "tier": tier, "model": model,
-                "params_b": servers.params_b[model], "score": out.score, "method": out.method,
+        return {"episode_id": episode, "candidate": cand, "tier": self.tier, "model": self.model,
+                "params_b": self.servers.params_b[self.model], "score": out.score, "method": out.method,
                 "prompt_tokens": int(out.prompt_tokens or 0), "output_tokens": int(out.output_tokens or 0),
                 "latency_s": round(out.latency_s, 6), "cut": cut, "reply": out.reply[:500], "time": time.time()}
 
-    def on_done(task: tuple, row: dict[str, Any]) -> list:
-        journal.append(row)
-        stats["scored" if row["score"] is not None else "refused" if row["method"] == "refused" else "unparsed"] += 1
-        stats["cut"] += bool(row["cut"])
+    def on_done(self, task: tuple, row: dict[str, Any]) -> list:
+        """Journal the row durably and count it."""
+        self.journal.append(row)
+        outcome = "scored" if row["score"] is not None else "refused" if row["method"] == "refused" else "unparsed"
+        self.stats[outcome] += 1
+        self.stats["cut"] += bool(row["cut"])
         return []
 
+
+def verify_pool(pool_dir: str | os.PathLike[str], tier: str, endpoints: Sequence[Endpoint], *,
+                role: str | None = None, prompt: str | os.PathLike[str] | None = None, api: str = "chat",
+                options: RunOptions | None = None, limit: int | None = None,
+                context_tokens: int | None = None) -> dict[str, int]:
+    """Score ``pool_dir``'s candidates at ``tier`` (see the module docstring); returns counts."""
+    _check_verifier(tier, role)
+    pool = load_pool(pool_dir)
+    spec = _judge_prompt(pool, pool_dir, tier, role, prompt, context_tokens)
+    options = options or RunOptions()
+    servers = EndpointPool(endpoints, **options.client_options())
+    if len(servers.models) != 1:
+        raise PoolError(f"one verifier per tier: give endpoints of one model, got {servers.models}")
+    model = servers.models[0]
+    check_output_dir(pool_dir, force=True, option="POOL", kind="pool")  # it is saved in place at the end
+    _refuse_another_model(pool, pool_dir, tier, model)
+    path = journal_path(pool_dir)
+    journal = _Journal(path)
+    in_pool = _recorded(pool, journal, tier, model)
+    stats = {"calls": 0, "scored": 0, "refused": 0, "unparsed": 0, "cut": 0, "already_recorded": 0, "no_text": 0}
+    todo = _to_score(pool, in_pool | {(r["episode_id"], r["candidate"]) for r in journal.rows}, stats, limit)
+    counter = TokenCounter(servers.client(model)) if context_tokens is not None else None
+    calls = _JudgeCalls(servers, model, tier, spec, api, journal, stats, counter, context_tokens)
     try:
-        stats["calls"] = run_calls(todo, call, on_done, concurrency=options.concurrency, total=len(todo),
+        stats["calls"] = run_calls(todo, calls.call, calls.on_done, concurrency=options.concurrency, total=len(todo),
                                    desc=f"verify {tier}", progress=options.progress, unit="call")
     finally:
         journal.close()

@@ -2,7 +2,9 @@
 
 Every importer converts its source into these records and checks each with ``check_record`` before
 ``pools.importers.jsonl.build_pool`` turns them into a pool; ``read_json_lines`` reads any JSONL source with
-errors that name the file and line.
+errors that name the file and line. What a set of records declares about its verifiers and models (their
+order, roles and prices) is read here too (``verifier_sequence``, ``declared_verifier_roles``,
+``declared_prices``).
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
-from pools.parse_boundary import parse_problem, refuse_lone_surrogates
+from pools.parse_boundary import parse_json_line
 from pools.prices import price_problem
 from pools.safe_names import check_data_name
 from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
@@ -54,15 +56,24 @@ LINE_FIELDS: dict[str, tuple[str, bool]] = {
     "scores": ("obj", False),
 }
 
+#: A verifier's call is recorded like the generator's call on the line, under its own names: a score entry's
+#: field -> the line's field it mirrors (same kind, same range).
+SCORE_CALL_FIELDS: dict[str, str] = {"model": "generator", "params_b": "generator_params_b",
+                                     "prompt_tokens": "prompt_tokens", "output_tokens": "output_tokens",
+                                     "latency_s": "latency_s"}
+
 SCORE_FIELDS: dict[str, tuple[str, bool]] = {
     "score": ("num?", True),
-    "model": ("str", True),
-    "params_b": ("num", True),
-    "prompt_tokens": ("int?", False),
-    "output_tokens": ("int?", False),
-    "latency_s": ("num?", False),
+    **{name: LINE_FIELDS[line_name] for name, line_name in SCORE_CALL_FIELDS.items()},
     "role": ("str", False),  # the verifier's role (pools.schema.VERIFIER_ROLES); required for a non-paper name
-    "price": ("obj", False),  # the verifier model's $ per million tokens {"input", "output"} (pools.prices)
+    "price": LINE_FIELDS["generator_price"],  # the verifier model's $ per million tokens (pools.prices)
+}
+
+#: The numeric fields of a line with their ranges [low, high]; a score entry's call fields take the line's.
+LINE_RANGES: dict[str, tuple[float, float]] = {
+    "generator_params_b": (0, MAX_PARAMS_B), "candidate": (0, MAX_CANDIDATES - 1), "cluster": (-1, MAX_CLUSTER),
+    "prompt_tokens": (0, MAX_TOKENS), "output_tokens": (0, MAX_TOKENS), "latency_s": (0, MAX_LATENCY_S),
+    "repetition_score": (0, 1),
 }
 
 ITEM_FIELDS: tuple[str, ...] = ("problem", "gold", "level", "subject", "task", "metadata")
@@ -129,10 +140,7 @@ def check_record(rec: dict[str, Any], where: str) -> None:
     check_fields(rec, LINE_FIELDS, where)
     for name, what in (("dataset", "dataset"), ("item_id", "item"), ("generator", "model")):
         check_data_name(rec[name], what=what, file=where, field=name)
-    for name, low, high in (("generator_params_b", 0, MAX_PARAMS_B), ("candidate", 0, MAX_CANDIDATES - 1),
-                            ("cluster", -1, MAX_CLUSTER), ("prompt_tokens", 0, MAX_TOKENS),
-                            ("output_tokens", 0, MAX_TOKENS), ("latency_s", 0, MAX_LATENCY_S),
-                            ("repetition_score", 0, 1)):
+    for name, (low, high) in LINE_RANGES.items():
         _check_range(rec.get(name), low, high, where, name)
     _check_price(rec.get("generator_price"), where, "generator_price")
     for tier, entry in rec.get("scores", {}).items():
@@ -148,9 +156,9 @@ def check_record(rec: dict[str, Any], where: str) -> None:
                             field=f"scores.{tier}.role")
         _check_price(entry.get("price"), where, f"scores.{tier}.price")
         _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
-        for name, high in (("params_b", MAX_PARAMS_B), ("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS),
-                           ("latency_s", MAX_LATENCY_S)):
-            _check_range(entry.get(name), 0, high, where, f"scores.{tier}.{name}")
+        for name, line_name in SCORE_CALL_FIELDS.items():
+            if line_name in LINE_RANGES:
+                _check_range(entry.get(name), *LINE_RANGES[line_name], where, f"scores.{tier}.{name}")
 
 
 def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
@@ -163,15 +171,7 @@ def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise PoolError(f"malformed JSON ({exc.msg} at column {exc.colno})",
-                                    file=f"{path}, line {lineno}") from exc
-                except (ValueError, RecursionError) as exc:  # nested too deep, an integer of thousands of digits
-                    raise PoolError(f"unreadable JSON ({parse_problem(exc)})", file=f"{path}, line {lineno}") from None
-                refuse_lone_surrogates(value, line, where=f"{path}, line {lineno}")
-                yield lineno, value
+                yield lineno, parse_json_line(line, where=f"{path}, line {lineno}")
     except FileNotFoundError as exc:
         raise PoolError("no such file", file=path) from exc
     except UnicodeDecodeError as exc:
@@ -183,3 +183,58 @@ def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
 def canonical_metadata(value: dict[str, Any] | None) -> str | None:
     """The items.metadata string of a JSON object: sorted keys, so equal objects give equal strings."""
     return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def verifier_order(scores: dict[str, Any]) -> list[str]:
+    """The verifier names of a record's ``scores``: the paper's (V1, V2, V3) first, then the others as written."""
+    return [t for t in TIERS if t in scores] + [t for t in scores if t not in TIERS]
+
+
+def verifier_sequence(records: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The verifier names of ``records`` in one order consistent with each record's own order of ``scores``
+    (what ``coba pools export`` writes: the pool's order), a new name placed before the first known name that
+    follows it in its record, else after the last known one that precedes it; the paper's names alone keep the
+    paper's order."""
+    order: list[str] = []
+    for _, rec in records:
+        names = list(rec.get("scores", {}))
+        for k, name in enumerate(names):
+            if name in order:
+                continue
+            after = next((order.index(n) for n in names[k + 1:] if n in order), None)
+            if after is None:
+                before = [order.index(n) for n in names[:k] if n in order]
+                after = max(before) + 1 if before else len(order)
+            order.insert(after, name)
+    return [t for t in TIERS if t in order] if set(order) <= set(TIERS) else order
+
+
+def declared_prices(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """Model -> price from the records' ``generator_price`` and ``scores.<name>.price`` (what ``coba pools
+    export`` writes for a priced pool); PoolError when two records price one model differently."""
+    prices: dict[str, dict[str, float]] = {}
+    for where, rec in records:
+        given = [(rec["generator"], rec.get("generator_price"), "generator_price")]
+        given += [(e["model"], e.get("price"), f"scores.{t}.price") for t, e in rec.get("scores", {}).items()]
+        for model, price, field in given:
+            if price is None:
+                continue
+            price = {side: float(price[side]) for side in ("input", "output")}
+            if prices.setdefault(model, price) != price:
+                raise PoolError(f"is {price}; an earlier record priced model {model!r} at {prices[model]}",
+                                file=where, field=field)
+    return prices
+
+
+def declared_verifier_roles(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Verifier name -> role from the records' ``scores.<name>.role``; PoolError when two records disagree."""
+    roles: dict[str, str] = {}
+    for where, rec in records:
+        for tier, entry in rec.get("scores", {}).items():
+            role = entry.get("role") if isinstance(entry, dict) else None
+            if role is None:
+                continue
+            if roles.setdefault(tier, role) != role:
+                raise PoolError(f"is {role!r}; an earlier record gave verifier {tier} the role {roles[tier]!r}",
+                                file=where, field=f"scores.{tier}.role")
+    return roles

@@ -30,9 +30,14 @@ from pools.importers.canonical_records import (
     UNKNOWN_FINISH_REASON,
     canonical_metadata,
     check_record,
+    declared_prices,
+    declared_verifier_roles,
     describe_value,
     read_json_lines,
+    verifier_order,
+    verifier_sequence,
 )
+from pools.importers.import_format import DATASET, ImportFormat
 from pools.prices import PRICES_KEY
 from pools.schema import TABLES, TIERS, VERIFIER_ROLES
 from pools.store import Pool
@@ -273,61 +278,6 @@ def build_pool(
     return pool
 
 
-def verifier_order(scores: dict[str, Any]) -> list[str]:
-    """The verifier names of a record's ``scores``: the paper's (V1, V2, V3) first, then the others as written."""
-    return [t for t in TIERS if t in scores] + [t for t in scores if t not in TIERS]
-
-
-def verifier_sequence(records: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
-    """The verifier names of ``records`` in one order consistent with each record's own order of ``scores``
-    (what ``coba pools export`` writes: the pool's order), a new name placed before the first known name that
-    follows it in its record, else after the last known one that precedes it; the paper's names alone keep the
-    paper's order."""
-    order: list[str] = []
-    for _, rec in records:
-        names = list(rec.get("scores", {}))
-        for k, name in enumerate(names):
-            if name in order:
-                continue
-            after = next((order.index(n) for n in names[k + 1:] if n in order), None)
-            if after is None:
-                before = [order.index(n) for n in names[:k] if n in order]
-                after = max(before) + 1 if before else len(order)
-            order.insert(after, name)
-    return [t for t in TIERS if t in order] if set(order) <= set(TIERS) else order
-
-
-def declared_prices(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """Model -> price from the records' ``generator_price`` and ``scores.<name>.price`` (what ``coba pools
-    export`` writes for a priced pool); PoolError when two records price one model differently."""
-    prices: dict[str, dict[str, float]] = {}
-    for where, rec in records:
-        given = [(rec["generator"], rec.get("generator_price"), "generator_price")]
-        given += [(e["model"], e.get("price"), f"scores.{t}.price") for t, e in rec.get("scores", {}).items()]
-        for model, price, field in given:
-            if price is None:
-                continue
-            price = {side: float(price[side]) for side in ("input", "output")}
-            if prices.setdefault(model, price) != price:
-                raise PoolError(f"is {price}; an earlier record priced model {model!r} at {prices[model]}",
-                                file=where, field=field)
-    return prices
-
-
-def declared_verifier_roles(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, str]:
-    """Verifier name -> role from the records' ``scores.<name>.role``; PoolError when two records disagree."""
-    roles: dict[str, str] = {}
-    for where, rec in records:
-        for tier, entry in rec.get("scores", {}).items():
-            role = entry.get("role") if isinstance(entry, dict) else None
-            if role is None:
-                continue
-            if roles.setdefault(tier, role) != role:
-                raise PoolError(f"is {role!r}; an earlier record gave verifier {tier} the role {roles[tier]!r}",
-                                file=where, field=f"scores.{tier}.role")
-    return roles
-
-
 def _answer_fields(rec: dict[str, Any]) -> tuple[str | None, str, bool]:
     """(raw answer, extraction status, incomplete boxed) of a record: given, or extracted from its text.
 
@@ -397,3 +347,7 @@ def import_jsonl(src: str | os.PathLike[str]) -> Pool:
         records.append((where, obj))
     return build_pool(records, source=src, provenance={"importer": "jsonl", "source": src,
                                                        "lines": len(records)})
+
+
+FORMAT = ImportFormat("jsonl", import_jsonl, "canonical JSONL, one candidate per line (what coba pools export writes)",
+                      options=(DATASET.for_format("renames the source's one dataset"),))

@@ -25,6 +25,7 @@ import yaml
 from pools.errors import PoolError
 from pools.grading import extract_answer
 from pools.importers.canonical_records import check_record
+from pools.importers.import_format import DATASET, GENERATOR, GENERATOR_PARAMS_B, ImportFormat
 from pools.importers.jsonl import build_pool
 from pools.store import Pool
 from pools.tokens import estimate_tokens
@@ -109,3 +110,10 @@ def import_llm_monkeys(
     provenance = {"importer": "llm-monkeys", "source": str(path), "lines": len(records),
                   "labels_from": "is_corrects where present, else graded against the gold"}
     return build_pool(records, source=str(path), provenance=provenance)
+
+
+FORMAT = ImportFormat(
+    "llm-monkeys", import_llm_monkeys, "Large Language Monkeys sample YAMLs: one file or a folder of them",
+    options=(GENERATOR.for_format(required=True), GENERATOR_PARAMS_B.for_format(required=True),
+             DATASET.for_format("default the directory's name")),
+    folders=True)

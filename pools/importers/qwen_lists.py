@@ -22,6 +22,7 @@ from typing import Any
 
 from pools.errors import PoolError
 from pools.importers.canonical_records import check_record, read_json_lines
+from pools.importers.import_format import DATASET, GENERATOR, GENERATOR_PARAMS_B, ImportFormat, ImportOption
 from pools.importers.jsonl import build_pool
 from pools.schema import TIERS
 from pools.store import Pool
@@ -142,3 +143,13 @@ def import_qwen_lists(
         },
     }
     return build_pool(records, source=src, provenance=provenance, verifier_roles={rm_tier: rm_role})
+
+
+FORMAT = ImportFormat(
+    "qwen-lists", import_qwen_lists, "the Qwen2.5-Math eval harness's per-problem lists, with reward-model scores",
+    options=(GENERATOR.for_format(required=True), GENERATOR_PARAMS_B.for_format(required=True), DATASET,
+             ImportOption("rm_tier", "tier the reward-model scores go to", choices=TIERS),
+             ImportOption("rm_model", "reward-model name"),
+             ImportOption("rm_params_b", "reward-model size in billions", kind="positive number"),
+             ImportOption("score_transform", "map reward-model scores to [0, 1]: auto = sigmoid when any is outside "
+                          "[0, 1]", choices=SCORE_TRANSFORMS)))

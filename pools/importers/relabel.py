@@ -1,4 +1,5 @@
-"""What ``coba pools import`` does to an imported pool after its importer: rename its dataset, choose its labels.
+"""What ``coba pools import`` does to an imported pool after its importer: rename its dataset, choose its labels,
+add the verifier roles and model prices given on the command line.
 
 * ``rename_dataset``: ``--dataset`` for a format whose importer has no dataset option of its own (jsonl,
   tot-game24): the source's one dataset gets the new name.
@@ -7,6 +8,7 @@
   with the answer and the gold); this takes the grader's verdict there instead. Source labels are not
   always right (blank answers labelled correct, answers identical to the gold labelled wrong), and the
   disagreement list printed by the import shows which side to trust.
+* ``add_verifier_roles``, ``add_prices``: ``--verifier-role`` and ``--price``, over what the source declared.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 
 from pools.errors import PoolError
+from pools.prices import PRICES_KEY
 from pools.store import Pool
 from pools.validate import validate_pool
 
-__all__ = ["LABEL_SOURCES", "rename_dataset", "use_grader_labels"]
+__all__ = ["LABEL_SOURCES", "add_prices", "add_verifier_roles", "rename_dataset", "use_grader_labels"]
 
 #: ``--labels`` values: the source's correctness labels (default) or the project's grader.
 LABEL_SOURCES: tuple[str, ...] = ("source", "grader")
@@ -61,3 +64,24 @@ def use_grader_labels(pool: Pool) -> Pool:
                                      "labels_changed_to_grader": len(disagreements)})
     validate_pool(out, source=str(provenance.get("source", "pool")))
     return out
+
+
+def add_verifier_roles(pool: Pool, roles: dict[str, str], *, source: str) -> Pool:
+    """``pool`` (changed in place) with ``roles`` (verifier -> role) over its own; a role for a verifier the pool
+    does not have is refused (PoolError)."""
+    if roles:
+        pool.manifest["verifier_roles"] = {**(pool.manifest.get("verifier_roles") or {}), **roles}
+        validate_pool(pool, source=source)
+    return pool
+
+
+def add_prices(pool: Pool, prices: dict[str, dict[str, float]]) -> Pool:
+    """``pool`` (changed in place) with ``prices`` (model -> $ per million tokens) over its own, model by model;
+    a price for a model the pool does not have is refused (PoolError)."""
+    if prices:
+        models = list(pool.models["name"])
+        unknown = [m for m in prices if m not in set(models)]
+        if unknown:
+            raise PoolError(f"--price {unknown[0]}=...: no such model in the pool; its models are {', '.join(models)}")
+        pool.manifest[PRICES_KEY] = {**(pool.manifest.get(PRICES_KEY) or {}), **prices}
+    return pool

@@ -45,6 +45,7 @@ from typing import Any
 
 from pools.errors import PoolError
 from pools.importers.canonical_records import check_record
+from pools.importers.import_format import DATASET, GENERATOR, GENERATOR_PARAMS_B, ImportFormat
 from pools.importers.jsonl import build_pool
 from pools.importers.tot_game24 import load_json_file
 from pools.store import Pool
@@ -281,3 +282,11 @@ def _entry_records(entry: Any, where: str, dataset: str, task: str, item_id: str
         check_record(rec, rec_where)
         out.append((rec_where, rec))
     return out
+
+
+FORMAT = ImportFormat(
+    "rg-eval", import_rg_eval, "reasoning-gym-eval results: files or folders, several into one pool",
+    options=(GENERATOR.for_format("default the file's 'model'"),
+             GENERATOR_PARAMS_B.for_format("every model of the files", required=True),
+             DATASET.for_format("default each task's name")),
+    several_sources=True, folders=True)

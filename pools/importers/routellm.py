@@ -32,6 +32,7 @@ from typing import Any
 
 from pools.errors import PoolError
 from pools.importers.canonical_records import check_record
+from pools.importers.import_format import ImportFormat, ImportOption
 from pools.importers.jsonl import build_pool
 from pools.prices import PRICES_KEY
 from pools.store import Pool
@@ -164,3 +165,8 @@ def import_routellm(
     if prices:
         pool.manifest[PRICES_KEY] = prices
     return pool
+
+
+FORMAT = ImportFormat(
+    "routellm", import_routellm, "RouteLLM's two-model GSM8K responses (gsm8k_responses.csv)",
+    options=(ImportOption("gold", "the GSM8K test split with the gold answers", note="default: test.jsonl next to SRC"),))

@@ -27,6 +27,7 @@ from typing import Any
 
 from pools.errors import PoolError
 from pools.importers.canonical_records import check_record
+from pools.importers.import_format import DATASET, GENERATOR, GENERATOR_PARAMS_B, ImportFormat, ImportOption
 from pools.importers.jsonl import build_pool
 from pools.store import Pool
 from pools.tokens import apportion, estimate_tokens
@@ -158,3 +159,10 @@ def import_tot_game24(
                             f"= puzzle delta / ceil(samples / {TOT_COMPLETIONS_PER_CALL})"},
     }
     return build_pool(records, source=src, provenance=provenance)
+
+
+FORMAT = ImportFormat(
+    "tot-game24", import_tot_game24, "a Tree-of-Thoughts Game-of-24 log, with its 24.csv",
+    options=(GENERATOR.for_format("default from the file name"), GENERATOR_PARAMS_B.for_format(required=True),
+             ImportOption("puzzles", "the puzzles file 24.csv", note="default: 24.csv next to SRC"),
+             DATASET.for_format("renames the source's one dataset")))

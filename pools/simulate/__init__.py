@@ -2,7 +2,7 @@
 
 ``simulate_pool("paper")`` mirrors the CoBa paper's setup (five datasets, three generators, N = 16,
 tiers V1-V3) and hits its per-dataset greedy / majority / oracle accuracy by construction. The
-generative model lives in ``pools.simulate.model``; profiles in ``pools.simulate.profiles``;
+generative model lives in ``pools.simulate.model`` (its step 1 in ``pools.simulate.difficulty``); profiles in ``pools.simulate.profiles``;
 parameters and what they were fit to in docs/SIMULATOR.md.
 """
 
@@ -18,6 +18,7 @@ from scipy.special import ndtri
 
 from pools.errors import PoolError
 from pools.schema import TABLES, TIERS
+from pools.simulate import difficulty
 from pools.simulate import model as m
 from pools.simulate.model import SIMULATOR_VERSION
 from pools.simulate.profiles import BUILTIN_PROFILES, Profile, load_profile, validate_profile
@@ -53,7 +54,7 @@ def simulate_pool(profile: str | os.PathLike[str] | dict[str, Any] | Profile, se
 
     counts, pinned = _target_counts(pr, lay, prefixes)  # (D, G, S): greedy, majority@k..., oracle
     pair_rate = counts.reshape(lay.n_pairs, -1) / np.repeat(lay.n_items, len(generators))[:, None]
-    lat = m.build_latent(rngs["latent"], pr, lay, items["ease"], items["trap"], items["attractor_weights"],
+    lat = difficulty.build_latent(rngs["latent"], pr, lay, items["ease"], items["trap"], items["attractor_weights"],
                          pair_rate)
     # The paper gives majority accuracy per dataset only: split each dataset's majority@k total over
     # generators as the model expects it (a generator whose greedy errors are mostly token-cap hits
@@ -143,11 +144,11 @@ def _items(rng: np.random.Generator, pr: dict[str, Any], lay: m.Layout) -> dict[
     n_total = int(lay.n_items.sum())
     k = pr["wrong_answers"]["n_attractors"]
     dataset_of_item = np.repeat(np.arange(len(lay.n_items)), lay.n_items)
-    ease = ndtri(m.stratified_uniform(rng, dataset_of_item))
+    ease = ndtri(difficulty.stratified_uniform(rng, dataset_of_item))
     weights = rng.dirichlet(np.full(k, pr["wrong_answers"]["attractor_weight_alpha"]), n_total)
     # Trap items: an exact share of each dataset has one dominant tempting wrong answer (attractor 1).
     fraction = np.array([d["trap_fraction"] for d in pr["datasets"].values()])
-    u = m.stratified_uniform(rng, dataset_of_item)
+    u = difficulty.stratified_uniform(rng, dataset_of_item)
     trap = u < fraction[dataset_of_item]
     top = pr["traps"]["top_attractor_weight"]
     if k > 1:

@@ -1,23 +1,19 @@
-"""The cost-aware oracle over route episodes: exact search over SAMPLE_<g>, VERIFY_<v>, STOP under the env's rules.
+"""The cost-aware oracle's admissible lower bound: the least extra cost to a correct selection (or infinity).
 
-Evaluator-side (it reads the correctness labels): an upper bound and a teacher, never a deployable policy.
-It is ``train.cost_aware_oracle.CostAwareOracle``'s search (the same A*, dives, cap and certified bound; see
-that module for why the search is exact) over ``train.route_oracle_model.RouteOracleModel``'s states: which
-candidate of which generator sits in each slot, verified (slot, verifier) pairs, fusion sums and costs, with
-the route env's masks, VERIFY targets, selection (fusion rank by default, or the env's configured rule) and
-costs. What the route adds:
+Read by ``train.cost_aware_oracle``'s A*. Two parts, each a relaxation, so the bound never exceeds the true
+least cost and the search stays exact:
 
-- before the first candidate every stopping path passes through one of the G first SAMPLEs, so the
-  "stop now" alternative is the best of those G one-candidate stops;
-- the lower bound h: a correct candidate must be revealed, so while none is, the least generation cost, over
-  generators, of revealing that generator's candidates up to its first correct one (inf when no generator
-  has one left within N_max);
-- under fusion selection, the replay oracle's relaxed feasibility bound over every final set of revealed
-  candidates: each generator's revealed prefix may grow to any length up to its N_max (the product of those
-  lengths is enumerated, up to ``FEASIBILITY_COMBOS`` sets; beyond, only the bound above is used). For each
-  set, the best fusion rank a correct candidate could reach (adding any subset of its unverified verifiers)
-  against the lowest rank every incorrect one could be pushed to; the bound is the least, over passing sets,
-  of the generation still to pay plus the verifications due. It ignores the forced VERIFY order and the hard
+- reveal: a correct candidate must be revealed, so while none is, the least generation cost, over generators,
+  of revealing that generator's candidates up to its first correct one (inf when no generator has one left
+  within its N_max);
+- feasibility (fusion selection only): every final set of revealed candidates (each generator's revealed
+  prefix grown to any length up to its N_max; a pair episode's one generator: every final N' from n to N_max)
+  is enumerated, up to ``FEASIBILITY_COMBOS`` sets (beyond, only the reveal bound is used). For each set, the
+  best fusion rank a correct candidate could reach (adding any subset of its unverified verifiers) against the
+  lowest rank every incorrect one could be pushed to; if no correct candidate wins without its own
+  verification, one of its verifications is due, and every incorrect candidate ranked above every reachable
+  correct rank must be verified once. The bound is the least, over sets where a correct candidate can win, of
+  the generation still to pay plus those verifications. It ignores the forced VERIFY order and the hard
   budget, so it only drops states that truly cannot lead to a correct selection.
 """
 
@@ -30,10 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from train.cost_aware_oracle import DEFAULT_NODE_LIMIT, CostAwareOracle
-from train.route_oracle_model import RouteEpisode, RouteOracleModel
+from train.oracle_model import EpisodeTables, OracleModel, SearchState
 
-__all__ = ["FEASIBILITY_COMBOS", "RouteCostAwareOracle"]
+__all__ = ["FEASIBILITY_COMBOS", "SETS_KEPT", "LowerBound"]
 
 #: Most final candidate sets (products of per-generator prefix lengths) the feasibility bound enumerates.
 FEASIBILITY_COMBOS = 4096
@@ -42,58 +37,51 @@ SETS_KEPT = 64
 _EPS = 1e-9
 
 
-class RouteCostAwareOracle(CostAwareOracle):
-    """Plans route episodes with ``RouteEnv``'s exact rules (``for_env``); plans, values and bounds as the
-    replay oracle's (``plan``, ``plan_many``, ``action_values``, ``action``)."""
+class LowerBound:
+    """``OracleModel``'s admissible extra cost to a correct selection, with its per-episode caches."""
 
-    def __init__(self, model: RouteOracleModel, node_limit: int = DEFAULT_NODE_LIMIT) -> None:
-        self._use_model(model, node_limit)
+    def __init__(self, model: OracleModel) -> None:
+        self.model = model
         n_tiers = model.n_tiers
+        #: Every subset of the verifiers as 0/1 rows [2 ** T, T] (the relaxation's verification choices).
         self._subsets = np.array([[(s >> t) & 1 for t in range(n_tiers)] for s in range(1 << n_tiers)],
                                  dtype=np.float64).reshape(1 << n_tiers, n_tiers)
         self._tables: dict[int, dict[str, Any] | None] = {}
         self._heavy_key: int | None = None
         self._heavy: dict[str, Any] = {}
 
-    @classmethod
-    def for_env(cls, env: Any, node_limit: int = DEFAULT_NODE_LIMIT) -> RouteCostAwareOracle:
-        """An oracle with exactly ``env``'s configuration (a ``RouteEnv``: route pool, budget, rule, N_max)."""
-        return cls(RouteOracleModel.for_env(env), node_limit=node_limit)
-
-    # ------------------------------------------------------------------ the route's stops and bounds
-    def _stop_options(self, ep: RouteEpisode, start: tuple) -> list[tuple[list[int], tuple]]:
-        """STOP when legal; before the first candidate, each legal first SAMPLE_<g> (one must come first)."""
-        m = self.model
-        r = m.fusion(ep, start)
-        legal = m.legal(ep, start, r)
-        if m.stop in legal:
-            return [([], start)]
-        return [([a], m.apply(ep, start, a, r)) for a in legal]
-
-    def _lower_bound(self, ep: RouteEpisode, state: tuple) -> float:
+    def __call__(self, ep: EpisodeTables, state: SearchState) -> float:
         """Admissible extra cost to a correct selection (inf when provably unreachable)."""
-        if not any(f >= 0 for f in ep.first_correct) and not self.model.correct_revealed(ep, state):
+        m = self.model
+        if not any(f >= 0 for f in ep.first_correct) and not m.correct_revealed(ep, state):
             return math.inf
-        if self.selection.rule == "fusion":
+        if m.selection.rule == "fusion":
             tables = self._feasibility_tables(ep)
             if tables is not None:
-                combos = math.prod(cap - r + 1 for cap, r in zip(ep.caps, state[6], strict=True))
+                combos = math.prod(cap - r + 1 for cap, r in zip(ep.caps, state.per_generator, strict=True))
                 if combos <= FEASIBILITY_COMBOS:
                     return self._relaxed_cost(tables, ep, state)
-        return self._reveal_bound(ep, state)
+        return self.reveal_bound(ep, state)
 
-    def _reveal_bound(self, ep: RouteEpisode, state: tuple) -> float:
+    def clear(self) -> None:
+        """Forget the cached tables."""
+        self._tables.clear()
+        self._heavy_key, self._heavy = None, {}
+
+    def reveal_bound(self, ep: EpisodeTables, state: SearchState) -> float:
         """0 once a correct candidate is revealed; else the least cost of revealing one (inf if none is left)."""
         if self.model.correct_revealed(ep, state):
             return 0.0
         best = math.inf
         for g, first in enumerate(ep.first_correct):
-            r = state[6][g]
+            r = state.per_generator[g]
             if first >= r:
                 best = min(best, ep.prefix_cost[g][first + 1] - ep.prefix_cost[g][r])
         return best
 
-    def _feasibility_tables(self, ep: RouteEpisode) -> dict[str, Any] | None:
+    # ------------------------------------------------------------------ the feasibility relaxation
+    def _feasibility_tables(self, ep: EpisodeTables) -> dict[str, Any] | None:
+        """Per candidate the episode may reveal: cluster, gold/rival, usable weighted scores and costs."""
         key = id(ep)
         if key in self._tables:
             return self._tables[key]
@@ -117,29 +105,26 @@ class RouteCostAwareOracle(CostAwareOracle):
                   "gold": correct & (cl >= 0), "rival": ~correct & (cl >= 0),
                   "wnum": np.where(usable, wt * np.nan_to_num(score), 0.0), "wden": np.where(usable, wt, 0.0),
                   "ver_cost": np.where(usable, ver_cost, np.inf),
-                  "gen_cost": np.array([ep.gen[q][m.k] for q in p], dtype=np.float64)}
+                  "prefix": _padded(ep.prefix_cost)}
         self._tables[key] = tables
         return tables
 
-    def _relaxed_cost(self, t: dict[str, Any], ep: RouteEpisode, state: tuple) -> float:
-        """The replay oracle's relaxed cost (``CostAwareOracle._relaxed_cost``) over every final candidate set.
-
-        It reads only the revealed count per generator and each revealed candidate's fusion sums and verified
-        verifiers, not the slot order, so it is cached by those (the interleavings of one set share it).
-        """
-        _, ver, fnum, fden, _, cand, revealed, _ = state
+    def _relaxed_cost(self, t: dict[str, Any], ep: EpisodeTables, state: SearchState) -> float:
+        """The relaxed cost of ``state``, cached by what it reads: the revealed count per generator and each
+        revealed candidate's fusion sums and verified verifiers, not the slot order (interleavings share it)."""
         t_n = self.model.n_tiers
-        key = (revealed, tuple(sorted((q, fnum[slot], fden[slot], (ver >> (slot * t_n)) & ((1 << t_n) - 1))
-                                      for slot, q in enumerate(cand))))
+        key = (state.per_generator,
+               tuple(sorted((q, state.fnum[slot], state.fden[slot], (state.verified >> (slot * t_n)) & ((1 << t_n) - 1))
+                            for slot, q in enumerate(state.slots))))
         bounds = self._episode_cache(ep).setdefault("bounds", {})
         bound = bounds.get(key)
         if bound is None:
             bound = bounds[key] = self._relaxed_cost_of(t, ep, key)
         return bound
 
-    def _final_sets(self, t: dict[str, Any], ep: RouteEpisode, revealed: tuple) -> dict[str, Any]:
+    def _final_sets(self, t: dict[str, Any], ep: EpisodeTables, revealed: tuple) -> dict[str, Any]:
         """Every final candidate set from ``revealed`` (each generator's prefix grown up to its N_max): which
-        candidates each set includes, which it adds, its generation cost, and each candidate's cluster count."""
+        candidates each set includes, the generation it adds, and each candidate's cluster count."""
         sets = self._episode_cache(ep).setdefault("sets", OrderedDict())
         found = sets.get(revealed)
         if found is not None:
@@ -148,30 +133,34 @@ class RouteCostAwareOracle(CostAwareOracle):
         lengths = np.array(list(itertools.product(*[range(r, cap + 1) for r, cap in zip(revealed, ep.caps,
                                                                                           strict=True)])))
         included = t["k"][None, :] < lengths[:, t["gen"]]  # [S, P]
-        new = included & (t["k"][None, :] >= np.array(revealed)[t["gen"]][None, :])
         counts = included @ t["onehot"]  # [S, C]
         total_n = np.maximum(lengths.sum(axis=1), 1)
+        # Generation still to pay: each generator's prefix cost at its final length less at its revealed one
+        # (differences of the env's running sums, so a pair's bound is that of its one prefix).
+        gens = np.arange(len(revealed))
+        prefix = t["prefix"]
+        gen_cost = (prefix[gens[None, :], lengths] - prefix[gens, np.array(revealed)][None, :]).sum(axis=1)
         found = sets[revealed] = {
-            "gen_cost": new.astype(np.float64) @ t["gen_cost"], "total_n": total_n,
+            "gen_cost": gen_cost, "total_n": total_n,
             "count": counts[:, t["cl"]].astype(np.int8), "counts": counts,
             "gold": included & t["gold"][None, :], "rival": included & t["rival"][None, :]}
         if len(sets) > SETS_KEPT:
             sets.popitem(last=False)
         return found
 
-    def _episode_cache(self, ep: RouteEpisode) -> dict[str, Any]:
+    def _episode_cache(self, ep: EpisodeTables) -> dict[str, Any]:
         """The bound's caches (bounds, final sets, rank tables) of the episode searched last; a new episode
         replaces them, so memory stays that of one episode however many are planned."""
         if self._heavy_key != id(ep):
             self._heavy_key, self._heavy = id(ep), {}
         return self._heavy
 
-    def _rank_tables(self, t: dict[str, Any], ep: RouteEpisode) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rank_tables(self, t: dict[str, Any], ep: EpisodeTables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a candidate never verified: its best, worst and plain fusion rank (any subset of its verifiers
         added) at every cluster count and total, ``[P, count, total]``, computed as ``_relaxed_cost_of`` does."""
         cache = self._episode_cache(ep)
         if "rank_tables" not in cache:
-            w0, n_p, t_n = self.weights[0], len(t["p"]), self.model.n_tiers
+            w0, n_p, t_n = self.model.weights[0], len(t["p"]), self.model.n_tiers
             unver = np.ones((n_p, t_n), dtype=bool)
             num = np.zeros(n_p)[:, None] + (t["wnum"] * unver) @ self._subsets.T  # [P, 2 ** T]
             den = np.full(n_p, w0)[:, None] + (t["wden"] * unver) @ self._subsets.T
@@ -185,12 +174,12 @@ class RouteCostAwareOracle(CostAwareOracle):
             cache["rank_tables"] = (r.max(axis=3), r.min(axis=3), r[..., 0])
         return cache["rank_tables"]
 
-    def _relaxed_cost_of(self, t: dict[str, Any], ep: RouteEpisode, key: tuple) -> float:
+    def _relaxed_cost_of(self, t: dict[str, Any], ep: EpisodeTables, key: tuple) -> float:
         """The relaxed cost of the evidence ``key`` (revealed counts; per revealed candidate its fusion sums
         and verified bits): the least, over final sets where a correct candidate can win, of the generation
-        still to pay plus the verifications due (see ``CostAwareOracle._relaxed_cost``)."""
+        still to pay plus the verifications due (see the module docstring)."""
         revealed, slots = key
-        t_n, w0 = self.model.n_tiers, self.weights[0]
+        t_n, w0 = self.model.n_tiers, self.model.weights[0]
         n_p = len(t["p"])
         base_num, base_den = np.zeros(n_p), np.full(n_p, w0)
         unver = np.ones((n_p, t_n), dtype=bool)
@@ -233,8 +222,8 @@ class RouteCostAwareOracle(CostAwareOracle):
         cost = sets["gen_cost"] + gold_need + rival_need
         return float(np.where(feasible, cost, np.inf).min())
 
-    def clear_cache(self) -> None:
-        """Forget cached searches and tables."""
-        super().clear_cache()
-        self._tables.clear()
-        self._heavy_key, self._heavy = None, {}
+
+def _padded(prefix_cost: list[list[float]]) -> np.ndarray:
+    """Per-generator prefix costs [G, max cap + 1], each row continued with its last value."""
+    width = max(len(row) for row in prefix_cost)
+    return np.array([row + [row[-1]] * (width - len(row)) for row in prefix_cost], dtype=np.float64)

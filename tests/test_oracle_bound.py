@@ -1,10 +1,11 @@
-"""The route oracle's relaxed feasibility bound, cached and table-driven, equals its definition computed directly.
+"""The oracle's relaxed feasibility bound, cached and table-driven, equals its definition computed directly.
 
-``RouteCostAwareOracle._relaxed_cost`` caches the bound by evidence (slot order aside) and reads the ranks of
+``train.oracle_bound.LowerBound`` caches the bound by evidence (slot order aside) and reads the ranks of
 never-verified candidates from per-episode tables. The reference below computes the definition from the
 state alone, every final candidate set enumerated and every rank recomputed (the module docstring of
-``train.route_cost_aware_oracle``); along random legal walks (three generators, five verifiers, two pools)
-the two must be equal to the last bit, including states that differ only in slot order.
+``train.oracle_bound``); along random legal walks (three generators grouped by item, or one generator per
+pair; paper and five verifiers) the two must be equal to the last bit, including states that differ only in
+slot order.
 """
 
 from __future__ import annotations
@@ -15,19 +16,20 @@ import math
 import numpy as np
 import pytest
 
-from coba_env.route_env import RouteEnv
+from coba_env.env import CoBaEnv
 from tests.conftest import PAPER_VERIFIERS
 from tests.test_many_generators import VERIFIERS
-from tests.test_route_oracle_transition import route_test_pool
-from train.route_cost_aware_oracle import RouteCostAwareOracle
+from tests.test_oracle_transition import route_test_pool
+from train.cost_aware_oracle import CostAwareOracle
+from train.oracle_model import SearchState
 
 EPS = 1e-9
 
 
-def reference_relaxed_cost(oracle: RouteCostAwareOracle, ep, state: tuple) -> float:
+def reference_relaxed_cost(oracle: CostAwareOracle, ep, state: SearchState) -> float:
     """The relaxed cost by its definition: one pass over every final set, nothing cached."""
-    t = oracle._feasibility_tables(ep)
-    _, ver, fnum, fden, _, cand, revealed, _ = state
+    t = oracle.lower_bound._feasibility_tables(ep)
+    ver, fnum, fden, cand, revealed = state.verified, state.fnum, state.fden, state.slots, state.per_generator
     t_n, w0 = oracle.model.n_tiers, oracle.weights[0]
     n_p = len(t["p"])
     base_num, base_den = np.zeros(n_p), np.full(n_p, w0)
@@ -43,7 +45,9 @@ def reference_relaxed_cost(oracle: RouteCostAwareOracle, ep, state: tuple) -> fl
     lengths = np.array(list(itertools.product(*[range(r, cap + 1) for r, cap in zip(revealed, ep.caps,
                                                                                       strict=True)])))
     included = t["k"][None, :] < lengths[:, t["gen"]]
-    new = included & (t["k"][None, :] >= np.array(revealed)[t["gen"]][None, :])
+    # generation still to pay: per generator, its prefix cost at the final length less at the revealed one
+    to_pay = np.array([sum(ep.prefix_cost[g][length] - ep.prefix_cost[g][r]
+                           for g, (length, r) in enumerate(zip(row, revealed, strict=True))) for row in lengths])
     counts = included @ t["onehot"]
     total_n = np.maximum(lengths.sum(axis=1), 1)
     freq = np.where(t["answered"][None, :], w0 * counts[:, t["cl"]] / total_n[:, None], 0.0)
@@ -61,26 +65,27 @@ def reference_relaxed_cost(oracle: RouteCostAwareOracle, ep, state: tuple) -> fl
     gold_need = np.where(gold_plain >= rival_floor - EPS, 0.0, np.where(gold_mask, vc[None], np.inf).min(axis=1))
     above = rival_mask & (r[:, :, 0] > gold_best[:, None] + EPS)
     rival_need = np.where(above, vc[None], 0.0).sum(axis=1)
-    cost = new.astype(np.float64) @ t["gen_cost"] + gold_need + rival_need
+    cost = to_pay + gold_need + rival_need
     return float(np.where(feasible, cost, np.inf).min())
 
 
+@pytest.mark.parametrize("grouping", ["item", "pair"])
 @pytest.mark.parametrize("verifiers", [PAPER_VERIFIERS, dict(list(VERIFIERS.items())[:5])])
-def test_cached_relaxed_cost_equals_its_definition_along_random_walks(verifiers):
+def test_cached_relaxed_cost_equals_its_definition_along_random_walks(verifiers, grouping):
     pool = route_test_pool({"gA": 1.5, "gB": 7.0, "gC": 72.0}, verifiers, False, seed=3)
-    env = RouteEnv(pool, lam=0.0)
-    oracle = RouteCostAwareOracle.for_env(env)
-    m, rng = oracle.model, np.random.default_rng(0)
+    env = CoBaEnv(pool, lam=0.0, grouping=grouping)
+    oracle = CostAwareOracle.for_env(env)
+    m, rng, bound = oracle.model, np.random.default_rng(0), oracle.lower_bound
     checked = finite = 0
-    for e in range(pool.n_episodes // 3):
+    for e in range(env.n_episodes // 3):
         ep = m.episode(e)
-        if oracle._feasibility_tables(ep) is None:
+        if bound._feasibility_tables(ep) is None:
             continue
         for _ in range(8):
             state = m.root()
             while True:
                 expected = reference_relaxed_cost(oracle, ep, state)
-                assert oracle._relaxed_cost(oracle._feasibility_tables(ep), ep, state) == expected
+                assert bound._relaxed_cost(bound._feasibility_tables(ep), ep, state) == expected
                 checked += 1
                 finite += expected < math.inf
                 legal = [a for a in m.legal(ep, state, m.fusion(ep, state)) if a != m.stop]

@@ -1,0 +1,93 @@
+"""Aggregate a finished bench run (``eval.runner.BenchRun``) into ``BenchData``: metrics, allocation, oracle gap,
+paired bootstrap against a reference policy, and the Pareto analysis of the accuracy-cost plane."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from coba_env.compiled import CompiledPool
+from eval import bootstrap, metrics, pareto
+from eval.bench_data import COST_METRIC, BenchData
+from eval.cost_notes import CostEstimates, cost_estimates
+from eval.records import RecordLayout
+from eval.runner import BenchRun
+from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
+from pools.store import Pool
+
+#: The columns of an empty pairwise-bootstrap frame (fewer than two policies ran).
+PAIRWISE_COLUMNS = ["a", "b", "diff", "ci_low", "ci_high", "p", "significant", "n_units"]
+
+
+def policy_info(run: BenchRun) -> dict[str, PolicyInfo]:
+    """Label and group of every policy in ``run``."""
+    return {r.name: PolicyInfo(label=r.label, group=r.group) for r in run.runs}
+
+
+def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: str = "p_tokens", seed: int = 0,
+            pool_spec: str | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
+            estimates: CostEstimates | None = None, notes: Sequence[str] = (),
+            reference: str | None = None) -> BenchData:
+    """Aggregate a finished ``BenchRun`` on the episodes of ``compiled``: metrics, allocation, oracle gap, bootstrap
+    (every pair, and ``reference`` minus each other policy: by default the paper's CoBa-Routed-Strong) and Pareto."""
+    start = time.perf_counter()
+    records = run.records
+    run.share_records(records)  # each policy's records become a slice of the whole: one copy in memory
+    info = policy_info(run)
+    datasets = list(dict.fromkeys(compiled.dataset.tolist()))
+    aggregates, summary = _aggregates(records, RecordLayout.of(compiled))
+    t_metrics = time.perf_counter()
+    ran = [r.name for r in run.runs if r.applicable]
+    if len(ran) >= 2:
+        pw = bootstrap.pairwise(records, ran, unit=unit, resamples=resamples, seed=seed)
+    else:
+        pw = pd.DataFrame(columns=PAIRWISE_COLUMNS)
+    ref = reference or REFERENCE
+    ref = ref if ref in ran else None
+    vs = pw[pw["a"] == ref].reset_index(drop=True) if ref else pw.iloc[0:0]
+    vs.attrs.update(pw.attrs)
+    t_boot = time.perf_counter()
+    mac, dset = aggregates["macro"], aggregates["per_dataset"]
+    front = _pareto(mac, dset, info, COST_METRIC[cost_model], datasets) if len(mac) else {}
+    data = BenchData(pool=pool, compiled=compiled, pool_spec=pool_spec, run=run, records=records, info=info,
+                     cost_model=cost_model, seed=seed, datasets=datasets,
+                     generators=list(dict.fromkeys(compiled.generator.tolist())), **aggregates, summary=summary,
+                     pairwise=pw, versus=vs, pareto=front, bootstrap_unit=unit, resamples=resamples,
+                     cost_estimates=estimates if estimates is not None else cost_estimates(pool), notes=list(notes),
+                     reference=ref)
+    data.timings.update(replay_s=run.seconds, metrics_s=t_metrics - start, bootstrap_s=t_boot - t_metrics)
+    return data
+
+
+def _aggregates(records: pd.DataFrame, layout: RecordLayout) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Every aggregate ``BenchData`` holds (by its field name) and their plain-dict summary (``metrics.summarize``)."""
+    if not len(records):
+        names = ("macro", "pooled", "per_dataset", "per_generator", "allocation", "allocation_overall", "gap",
+                 "gap_by_dataset")
+        return {name: pd.DataFrame() for name in names}, {}
+    computed = {name: make(records, layout) for name, make in metrics.AGGREGATES.items()}
+    summary = metrics.summarize(records, layout, computed)
+    return computed, summary
+
+
+def _pareto(mac: pd.DataFrame, dset: pd.DataFrame, info: dict[str, PolicyInfo], cost: str,
+            datasets: Sequence[str]) -> dict[str, Any]:
+    def analyse_plane(frame: pd.DataFrame) -> dict[str, Any]:
+        deployable = [n for n in frame.index if info.get(n, PolicyInfo(n, "")).group != ORACLE_GROUP]
+        pts = {n: (float(frame.loc[n, cost]), float(frame.loc[n, "acc"])) for n in deployable}
+        front = pareto.pareto_front(pts)
+        positive = {n: v for n, v in pts.items() if v[0] > 0}
+        span = pareto.cost_span(positive)
+        # Mean best-reachable accuracy over the front's own cost range (log10 cost): one number per plane.
+        mean_acc = pareto.mean_front_accuracy(positive, *span) if span else None
+        return {"front": [p.name for p in front], "dominates": pareto.dominance(pts),
+                "dominated_by": pareto.dominated_by(pts), "front_cost_range": span, "front_mean_acc": mean_acc,
+                "excluded_upper_bounds": [n for n in frame.index if n not in deployable]}
+
+    out = {"cost": cost, **analyse_plane(mac)}
+    out["per_dataset"] = {ds: analyse_plane(dset.xs(ds, level="dataset")) for ds in datasets
+                          if ds in dset.index.get_level_values("dataset")}
+    return out

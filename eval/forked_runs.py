@@ -1,0 +1,120 @@
+"""Run one replay per policy, in this process or in forked worker processes that share the compiled pool.
+
+Worker processes inherit the policies and the pool through ``fork`` (large numpy arrays and the per-episode
+Python rows are never pickled); each returns its ``PolicyRun`` pickled. A shared counter feeds the progress bar.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
+_FORK_MIN_SINGLE, _FORK_MIN_BATCHED = 20_000, 10_000_000
+
+# What forked workers inherit: the replay function, the policies, the pool, the options and the counter.
+_SHARED: dict[str, Any] = {}
+
+
+def default_workers(n_policies: int, n_episodes: int, *, batched: bool = False) -> int:
+    """Worker processes to use by default: 1 for small runs, else up to 2 (bounded by the CPUs present).
+
+    A batched replay plays about 20x more episode-policies per second, and a forked worker returns its records
+    pickled (a second copy in the parent), so it forks only for far larger runs (not the 2.2M episode-policies
+    of a 100k-episode pool, which replays in ~20 s in one process; docs/PERFORMANCE.md).
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    small = n_policies * n_episodes < (_FORK_MIN_BATCHED if batched else _FORK_MIN_SINGLE)
+    if n_policies < 2 or small or "fork" not in mp.get_all_start_methods():
+        return 1
+    return max(1, min(2, cpus, n_policies))
+
+
+def run_each(replay: Callable[..., Any], policies: Sequence[Any], pool: Any, options: dict[str, Any], *,
+             workers: int, make_bar: Callable[[], Any]) -> tuple[list[Any], int]:
+    """``replay(policy, pool, progress=..., **options)`` for every policy, in policy order, with ``workers``
+    processes (1: in this one); returns (the runs, the workers used). ``make_bar`` makes the progress bar (or None)."""
+    workers = max(1, min(int(workers), max(1, len(policies))))
+    if workers == 1 or "fork" not in mp.get_all_start_methods():
+        runs = []
+        bar = make_bar()
+        try:
+            for p in policies:
+                if bar is not None:
+                    bar.set_postfix_str(p.name)
+                runs.append(replay(p, pool, progress=bar.update if bar is not None else None, **options))
+        finally:
+            if bar is not None:
+                bar.close()
+        return runs, 1
+    return _run_forked(replay, list(policies), pool, options, workers, make_bar), workers
+
+
+def _worker_run(index: int) -> Any:
+    shared = _SHARED
+    counter = shared["counter"]
+
+    def tick(k: int) -> None:
+        with counter.get_lock():
+            counter.value += k
+
+    return shared["replay"](shared["policies"][index], shared["pool"], progress=tick, **shared["options"])
+
+
+def _run_forked(replay: Callable[..., Any], policies: list[Any], pool: Any, options: dict[str, Any], workers: int,
+                make_bar: Callable[[], Any]) -> list[Any]:
+    ctx = mp.get_context("fork")
+    counter = ctx.Value("q", 0)
+    _SHARED.update(replay=replay, policies=policies, pool=pool, counter=counter, options=options)
+    # Longest first (more samples and verifications -> more steps) so the two workers finish together.
+    order = sorted(range(len(policies)), key=lambda i: -_expected_steps(policies[i]))
+    results: dict[int, Any] = {}
+    shown = 0
+    bar = None
+    try:
+        with ctx.Pool(workers) as procs:
+            # The bar (and its monitor thread) starts only after the workers are forked.
+            bar = make_bar()
+            pending = {i: procs.apply_async(_worker_run, (i,)) for i in order}
+            while pending:
+                for i in [i for i, r in pending.items() if r.ready()]:
+                    results[i] = pending.pop(i).get()
+                if bar is not None:
+                    done = counter.value
+                    if done > shown:
+                        bar.update(done - shown)
+                        shown = done
+                if pending:
+                    time.sleep(0.05)
+    finally:
+        _SHARED.clear()
+        if bar is not None:
+            bar.close()
+    return [results[i] for i in range(len(policies))]
+
+
+def _expected_steps(policy: Any) -> float:
+    try:
+        desc = dict(policy.describe())
+    except Exception:  # a description is informative only
+        desc = {}
+    params = desc.get("params") if isinstance(desc.get("params"), dict) else {}
+    for key in ("n_max", "n", "max_samples"):
+        for source in (params, desc):
+            value = source.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+    return 8.0
+
+
+def progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar over ``total`` episode-policies on a terminal (None when disabled, empty or not a terminal)."""
+    if not enabled or total <= 0 or not sys.stderr.isatty():
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="coba bench", unit="ep", unit_scale=True, leave=False, smoothing=0.05)
