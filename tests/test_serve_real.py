@@ -116,6 +116,6 @@ def test_the_default_routes_to_the_cheapest_grades_with_gold_and_the_record_benc
     assert episodes
     pool = tmp_path / "pool"
     assert main(["pools", "import", str(episodes[0]), "--out", str(pool)]) == 0
-    assert main(["bench", "--pool", str(pool), "--policies", "route_cheapest_coba", "--no-figures", "--out",
-                 str(tmp_path / "bench")]) == 0
+    assert main(["bench", "--pool", str(pool), "--env", "route", "--policies", "route_cheapest_coba", "--no-figures",
+                 "--out", str(tmp_path / "bench")]) == 0  # routed traffic: the item grouping (one item, its generators)
 

@@ -4,10 +4,11 @@
 returns an ``Answer``: the selected candidate's text, the computation path (every internal call: action,
 endpoint, tokens, latency, score or answer, cost in every measure; then STOP and the selected candidate), the
 usage summed over those calls, whether the answer is correct (only with a gold answer), and the episode's
-canonical pool records. Everything the server needs from ``coba_env`` (``LiveEnv``, ``LiveRouteEnv``,
-``Limits``, and ``EndpointSource`` through ``served_source.ServedSource``), ``agents`` (policy loading,
-``run_episode``) and ``pools`` (grading, the live records) is reached from this module and its helper
-``served_source`` only, so a change of the live env touches nothing else of the server.
+canonical pool records. Everything the server needs from ``coba_env`` (``Limits``, and ``EndpointSource``
+through ``served_source.ServedSource``), ``eval.solve`` (the live env's settings and construction, as ``coba
+solve`` makes them), ``agents`` (policy loading, ``run_episode``) and ``pools`` (grading, the live records) is
+reached from this module and its helper ``served_source`` only, so a change of the live path touches nothing
+else of the server.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from eval.serving.answer import Answer, RequestCancelled
 from eval.serving.config import ServeConfig
 from eval.serving.gates import EndpointGates
 from eval.serving.served_source import ServedSource
+from eval.solve import build_live_env
 from pools.client.prompts import SamplingSettings
 from pools.problems import Problem
 
@@ -30,7 +32,6 @@ __all__ = ["Engine", "build_path", "usage_of"]
 
 #: Per-thread instances of checkpoint policies kept, one per (policy, lambda).
 POLICY_CACHE = 8
-DEFAULT_N_MAX = 16
 
 
 @dataclass
@@ -39,8 +40,7 @@ class _Entry:
 
     spec: str
     policy: Any  # the instance checked at start (its name, group, lambda)
-    scales: dict[str, float]
-    env_kwargs: dict[str, Any]
+    env_settings: dict[str, Any]  # the live env's n_max, budget, max_output_tokens and the policy's own
     checkpoint: bool
 
 
@@ -64,10 +64,8 @@ class Engine:
             if "@" in ident or ident == self.config.served_name or ident in self.entries:
                 raise ValueError(f"policy {spec!r}: its name {ident!r} is taken or holds '@'; give it another as "
                                  "NAME=SPEC")
-            entry = _Entry(rest if named else spec, policy, {}, {}, self._is_checkpoint(rest if named else spec))
-            entry.scales = self._scales(policy)
-            entry.env_kwargs = {k: v for k, v in policy.env_kwargs().items()
-                                if not (k == "budget" and self.config.budget is not None)}
+            entry = _Entry(rest if named else spec, policy, self._env_settings(policy),
+                           self._is_checkpoint(rest if named else spec))
             self._check_runs(ident, entry)
             self.entries[ident] = entry
 
@@ -88,15 +86,17 @@ class Engine:
     def describe(self, ident: str) -> dict[str, Any]:
         """A policy's description for ``GET /v1/models``."""
         entry = self.entries[ident]
-        return {**entry.policy.describe(), "n_max": entry.scales["n_max"], "lambda": self.default_lambda(ident)}
+        return {**entry.policy.describe(), "n_max": entry.env_settings["n_max"], "lambda": self.default_lambda(ident)}
 
     def default_lambda(self, ident: str) -> float:
         """Lambda of a request that gives none: the server's ``--lam``, else the policy's own, else 0.1."""
         return self._default_lambda(self.entries[ident].policy)
 
     def _default_lambda(self, policy: Any) -> float:
+        from eval.solve import DEFAULT_LAMBDA
+
         own = getattr(policy, "lam", None)
-        return float(self.config.lam if self.config.lam is not None else 0.1 if own is None else own)
+        return float(self.config.lam if self.config.lam is not None else DEFAULT_LAMBDA if own is None else own)
 
     # -- one request --------------------------------------------------------------------------------
     def answer(self, request: Any, request_id: str, cancel: threading.Event, deadline: float) -> Answer:
@@ -122,8 +122,7 @@ class Engine:
                        cancel)
         calls = request.limits["calls"]
         limits = Limits(tokens=request.limits["tokens"], calls=None if calls is None else int(calls), seconds=seconds)
-        env = self._env_class()(source, **self.entries[ident].scales, **self.entries[ident].env_kwargs,
-                                limits=limits, lam=lam, cost_model=c.cost)
+        env = build_live_env(source, self.entries[ident].env_settings, limits=limits, lam=lam, cost_model=c.cost)
         try:
             out = run_episode(env, policy, 0)
         except RequestCancelled as exc:
@@ -174,12 +173,6 @@ class Engine:
             if mine:
                 out.append(live_records(problem, name, ep.params_b, mine))
         return out
-
-    def _env_class(self) -> type:
-        from coba_env.live import LiveEnv
-        from coba_env.live_route import LiveRouteEnv
-
-        return LiveRouteEnv if len(self.config.generators) > 1 else LiveEnv
 
     def _source(self) -> Any:
         """This worker thread's ``ServedSource``."""
@@ -235,44 +228,22 @@ class Engine:
             raise ValueError(f"policy {ident!r} (group {policy.group!r}) " + (
                 "routes between generators; give at least two --generator" if g == 1 else
                 f"samples one generator, but {g} --generator were given; route with a routing policy"))
-        env = self._env_class()(self._source(), **entry.scales, **entry.env_kwargs, limits=Limits(),
-                                lam=self._default_lambda(policy), cost_model=self.config.cost)
+        env = build_live_env(self._source(), entry.env_settings, limits=Limits(), lam=self._default_lambda(policy),
+                             cost_model=self.config.cost)
         ok, why = policy.applicable(env)
         if not ok:
             raise ValueError(f"policy {ident!r} cannot run with these endpoints: {why} (endpoints: --judge, "
                              "--step-judge, --verifier)")
         check_selection(policy, env)
 
-    def _scales(self, policy: Any) -> dict[str, float]:
-        """n_max, budget B and max output tokens of the live env (as ``coba solve`` chooses them)."""
-        from coba_env.costs import cost_index
-        from pools.tokens import estimate_latency_s
+    def _env_settings(self, policy: Any) -> dict[str, Any]:
+        """The live env's settings for ``policy``, as ``coba solve`` chooses them (``eval.solve``)."""
+        from eval.solve import live_env_settings
 
         c = self.config
-        if c.cost == "usd":
-            raise ValueError("--cost usd needs per-model prices, which live endpoints do not carry")
-        trained = getattr(policy, "config", None)
-        if isinstance(trained, dict) and {"n_max", "budget", "max_output_tokens"} <= set(trained):
-            if trained.get("cost_model", c.cost) != c.cost:
-                raise ValueError(f"the controller was trained with cost model {trained['cost_model']!r}; "
-                                 f"pass --cost {trained['cost_model']}")
-            scales = {k: float(trained[k]) for k in ("n_max", "budget", "max_output_tokens")}
-        elif c.reference:
-            from coba_env.env import as_compiled
-            from coba_env.live import replay_normalizers
-
-            scales = replay_normalizers(as_compiled(c.reference), c.cost, c.n_max)
-        else:
-            prompt, eps = 200, list(c.generators.values())
-            params_b = sum(ep.params_b for ep in eps) / len(eps)
-            one = [prompt + c.sample_max_tokens, (prompt + c.sample_max_tokens) * params_b, 1.0,
-                   estimate_latency_s(prompt, c.sample_max_tokens, params_b)]
-            scales = {"n_max": DEFAULT_N_MAX, "budget": DEFAULT_N_MAX * one[cost_index(c.cost)],
-                      "max_output_tokens": float(c.sample_max_tokens)}
-        scales["n_max"] = int(c.n_max if c.n_max is not None else scales["n_max"])
-        if c.budget is not None:
-            scales["budget"] = c.budget
-        return scales
+        return live_env_settings(policy, list(c.generators.values()),
+                                 SamplingSettings(n=1, max_tokens=c.sample_max_tokens), cost_model=c.cost,
+                                 reference=c.reference, n_max=c.n_max, budget=c.budget)
 
 
 # -------------------------------------------------------------------------------------------------- the path
@@ -280,7 +251,7 @@ def build_path(calls: list[dict[str, Any]], out: dict[str, Any] | None,
                failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The computation path: each internal call (the gate's ``live.calls`` joined with the trace's cost and
     evidence), a failed SAMPLE with its error, then STOP and the selected candidate (None: cut short)."""
-    from coba_env.live_sources import TIER_ROLES
+    from coba_env.endpoint_source import TIER_ROLES
 
     steps = [s for s in out["trace"].to_list() if s["action"] != "STOP"] if out is not None else []
     sample_failures = iter([f for f in failures if f["sample"]])
@@ -291,7 +262,8 @@ def build_path(calls: list[dict[str, Any]], out: dict[str, Any] | None,
         if action.startswith("SAMPLE"):
             entry["endpoint"] = "generator" + (f" {action[len('SAMPLE_'):]}" if action != "SAMPLE" else "")
         else:
-            entry["endpoint"] = TIER_ROLES.get(action.removeprefix("VERIFY_"), action)
+            name = action.removeprefix("VERIFY_")
+            entry["endpoint"] = TIER_ROLES.get(name, f"verifier {name}")
         if call.get("abandoned"):
             failure = next(sample_failures, None) if action.startswith("SAMPLE") else None
             entry.update(abandoned=True, token_bound=call["token_bound"])

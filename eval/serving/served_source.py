@@ -17,13 +17,12 @@ import time
 from typing import Any
 
 from coba_env.live import CallInterrupted, EndpointSource, LiveEndpointError
-from coba_env.live_sources import TIER_ROLES, Revealed, Scored
+from coba_env.live_sources import Revealed, Scored
 from eval.serving.answer import RequestCancelled
 from eval.serving.gates import EndpointGates, GateTimeout
 from pools.client.openai_client import Endpoint
 from pools.client.prompts import SamplingSettings
 from pools.problems import Problem
-from pools.schema import TIERS
 
 __all__ = ["ServedSource"]
 
@@ -109,12 +108,12 @@ class ServedSource(EndpointSource):
 
     def verify(self, candidate: int, tier: int, timeout_s: float | None) -> Scored:
         """One judge call; a failing judge gives no score (NaN) and the failure in the path."""
-        name, start = TIERS[tier], time.monotonic()
+        name, start = self.verifiers[tier], time.monotonic()
         try:
             return super().verify(candidate, tier, timeout_s)
         except LiveEndpointError as exc:  # no score (NaN), as a judge reply without one; the policy goes on
             ep = self.judges[name]
-            message = self._failed(TIER_ROLES[name], ep, exc, False)
+            message = self._failed(self.verifier_role(name), ep, exc, False)
             return Scored(math.nan, (0.0, 0.0, 1.0, time.monotonic() - start, 0.0),
                           {"model": ep.model, "tier": name, "score": None, "error": message})
 
