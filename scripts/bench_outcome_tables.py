@@ -5,7 +5,8 @@ True/False column and a dollar-cost column) of G generators x Q queries, then ru
 alone (wall and CPU seconds, peak RSS from ``os.wait4``):
 
 1. ``coba pools import TABLE --format wide --columns id=id,category=category,cost={model}|cost``
-2. ``coba bench --env route --cost usd`` on the imported pool (its default routing policies: an 'Always
+2. ``coba pools inspect`` of the pool;
+3. ``coba bench --env route --cost usd`` on the imported pool (its default routing policies: an 'Always
    <generator>' per generator, the oracles; the answer-comparing routers say 'not applicable').
 
     python scripts/bench_outcome_tables.py                          # 30 x 100,000, in a temporary folder
@@ -33,7 +34,7 @@ COLUMNS = "id=id,category=category,cost={model}|cost"
 
 
 def measure(folder: Path, generators: int, queries: int, suffix: str) -> None:
-    """Write the table, import it, bench it; print one markdown row per step."""
+    """Write the table, import, inspect and bench it; print one markdown row per step."""
     start = time.perf_counter()
     table = write_wide_outcome_table(folder / f"table{suffix}", generators, queries)
     print(f"table: {table.name}, {generators} generators x {queries:,} queries, "
@@ -42,6 +43,7 @@ def measure(folder: Path, generators: int, queries: int, suffix: str) -> None:
     steps = {
         "coba pools import": coba("pools", "import", str(table), "--format", "wide", "--columns", COLUMNS,
                                   "--out", str(pool), "--force"),
+        "coba pools inspect": coba("pools", "inspect", str(pool)),
         "coba bench --env route --cost usd": coba("bench", "--pool", str(pool), "--env", "route", "--cost", "usd",
                                                   "--out", str(bench), "--no-figures", "--no-progress"),
     }

@@ -1,5 +1,5 @@
 """Many models from one outcome table (issue 36, scale of models): a synthetic 20-generator x 5,000-query wide table
-imports with one command, benches on the route env (every generator on the allocation and as a point of the route
+imports with one command, inspects per generator, benches on the route env (every generator on the allocation and as a point of the route
 front) and trains a routing controller that benches in turn.
 
 Expected figures are computed here from the written table with pandas, never from the importer or the bench. The
@@ -46,6 +46,18 @@ def test_twenty_generators_import_with_their_outcomes_and_dollars(table):
     for m in MODELS:
         assert accuracy[m] == pytest.approx(frame[m].mean(), abs=1e-12)
         assert dollars[m] == pytest.approx(frame[f"{m}|cost"].sum(), rel=1e-9)
+
+
+def test_twenty_generators_inspect_per_generator(table, capsys):
+    _, out, frame = table
+    capsys.readouterr()
+    assert main(["pools", "inspect", str(out), "--json"]) == 0
+    groups = {g["generator"]: g for g in json.loads(capsys.readouterr().out)["groups"] if g["generator"] in MODELS}
+    assert sorted(groups) == sorted(MODELS)
+    for m in MODELS:
+        assert groups[m]["episodes"] == N_QUERIES
+        assert groups[m]["first_sample_accuracy"] == pytest.approx(frame[m].mean(), abs=1e-12)
+        assert groups[m]["majority_at_n"] == pytest.approx(frame[m].mean(), abs=1e-12)  # N = 1: its own vote
 
 
 def _route_observation_width(folder: Path, n_generators: int) -> int:
