@@ -168,6 +168,9 @@ class EnvConfig:
     #: "item" grouping: the route episodes (``coba_env.route_pool.RoutePool``) and N_max per generator.
     route: Any = None
     n_max_per_generator: int | None = None
+    #: The problem features of every episode (``coba_env.problem_features.ProblemBlock``), None when the env option
+    #: ``problem_features`` is off (the default).
+    problem: Any = None
 
     @property
     def layout(self) -> ActionLayout:
@@ -180,18 +183,30 @@ class EnvConfig:
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
               lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
               n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
-              max_cost: Any = None, grouping: str = "pair") -> EnvConfig:
-        """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument."""
+              max_cost: Any = None, grouping: str = "pair", problem_features: Any = None) -> EnvConfig:
+        """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument.
+
+        ``problem_features``: a fitted featurizer (``coba_env.featurizers``) whose features of each episode's problem
+        start the observation; None (the default) leaves the observation as it is."""
         from coba_env.compiled import as_compiled
 
         if grouping not in GROUPINGS:
             raise ValueError(f"unknown grouping {grouping!r}; expected one of {list(GROUPINGS)}")
         sub = episode_subset(as_compiled(pool), datasets, generators, episode_ids)
         if grouping == "item":
-            return cls._by_item(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                                n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
-        return cls.for_pool(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                            n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+            config = cls._by_item(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                  n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        else:
+            config = cls.for_pool(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                                  n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        return config if problem_features is None else config.with_problem_features(problem_features)
+
+    def with_problem_features(self, featurizer: Any) -> EnvConfig:
+        """This configuration with ``featurizer``'s features of each episode's problem in front of the observation."""
+        from coba_env.problem_features import problem_block
+
+        block = problem_block(featurizer, self.pool)
+        return replace(self, problem=block, features=replace(self.features, problem=block.table))
 
     @classmethod
     def _by_item(cls, replay: CompiledPool, *, n_max: Any = None, budget: Any = None, cost_model: str = "p_tokens",
