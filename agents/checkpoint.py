@@ -170,7 +170,7 @@ class TrainedEnv:
         env_n_max = getattr(base, "n_max_per_generator", None) if self.n_max_per_generator else base.n_max
         if trained is not None and env_n_max != trained:
             return f"trained with N_max = {trained}{unit}, the env has {env_n_max}"
-        if self.fixed_env() and not math.isclose(float(base.budget), self.budget, rel_tol=1e-9):
+        if self.n_max_per_generator is not None and not math.isclose(float(base.budget), self.budget, rel_tol=1e-9):
             return f"trained with budget B = {self.budget:g}, the env has {float(base.budget):g}"
         return ""
 
