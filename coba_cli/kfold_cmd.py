@@ -20,7 +20,8 @@ def run_kfold_protocol(args: argparse.Namespace) -> int:
 
     given = [flag for flag, value in (("--lambdas", args.lambdas), ("--seed", args.seed), ("--datasets", args.datasets),
                                       ("--held-out", args.held_out), ("--ray-address", args.ray_address),
-                                      ("--problem-features", args.problem_features)) if value is not None]
+                                      ("--problem-features", args.problem_features), ("--folds", args.folds))
+             if value is not None]
     if given:
         raise UsageError(f"{given[0]} does not apply with --kfold: the protocol states its settings in advance "
                          "(docs/ROUTING.md); --seeds chooses the seeds")

@@ -25,6 +25,7 @@ from coba_cli.arg_types import (
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, add_kind_help, examples
+from coba_cli.item_folds import add_fold_options, fold_episode_ids, fold_list
 from pools.atomic_write import atomic_dir, mark_output
 from pools.output_paths import check_output_dir
 
@@ -117,6 +118,11 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
                              "comma-separated from meta, text, embeddings, fitted on the training items only (under "
                              "--lodo / --kfold inside every fit); default: none for mlp and ppo, meta,text for a "
                              "router kind (prior_router: meta)")
+    parser.add_argument("--folds", type=fold_list, default=None, metavar="F1,F2",
+                        help="without --lodo / --kfold: train on the items of these item folds only (of --k folds "
+                             "shuffled by --fold-seed, docs/ROUTING.md; the others stay out for coba calibrate and "
+                             "evaluation); default: every item")
+    add_fold_options(parser)
     parser.add_argument("--kfold", action="store_true",
                         help="router kinds: run the K-fold routing protocol (docs/ROUTING.md): 5 folds over items x "
                              "3 seeds beside the per-category prior router, CPT(50%%), CPT(80%%), APGR with 95%% CIs")
@@ -263,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.kind} routes between generators: it trains on the route env (--env route)")
     if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
         raise UsageError("--seeds, --held-out and --ray-address need --lodo")
+    if args.lodo and args.folds is not None:
+        raise UsageError("--folds does not apply with --lodo: the protocol holds out each dataset in turn")
     require_ray(args.ray_address)
     if controller_kinds()[args.kind].protocol_only and not args.lodo:
         raise UsageError(f"{args.kind} trains under the protocol only: add --lodo")
@@ -290,11 +298,13 @@ def train_one(args: argparse.Namespace, options: dict, out: Path) -> int:
     if unknown:
         raise UsageError(f"--datasets: unknown dataset(s) {unknown}; the pool has {present}")
     kind = controller_kinds()[args.kind]
+    ids = None if args.folds is None else fold_episode_ids(compiled, args.folds, args.k, args.fold_seed, "--folds")
 
     def train(folder: Path) -> None:
         train_kind(args.kind, compiled, folder, grouping=arena_named(args.env).grouping, datasets=args.datasets,
-                   lambdas=args.lambdas, cost_model=args.cost, seed=0 if args.seed is None else args.seed,
-                   progress=not args.no_progress, options=options, problem_features=args.problem_features)
+                   episode_ids=ids, lambdas=args.lambdas, cost_model=args.cost,
+                   seed=0 if args.seed is None else args.seed, progress=not args.no_progress, options=options,
+                   problem_features=args.problem_features)
 
     try:
         if kind.snapshots:
