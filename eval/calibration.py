@@ -32,8 +32,10 @@ TARGETS = ("share", "cost", "accuracy")
 #: Each operating parameter's search range and whether it is searched on a log scale (lambda spans decades).
 PARAMETER_RANGES: dict[str, tuple[float, float, bool]] = {"lam": (0.0, 1e4, True), "share": (0.0, 1.0, False),
                                                           "threshold": (0.0, 1.0, False)}
-#: Bisection steps after the two ends (each one replay of the calibration episodes).
-STEPS = 30
+#: Most bisection steps after the two ends (each one replay of the calibration episodes); the search stops sooner
+#: once the bracket is narrower than ``RESOLUTION`` (relative on a log scale, absolute otherwise).
+STEPS = 40
+RESOLUTION = 1e-3
 #: Smallest positive lambda the log-scale bisection reaches below its upper end.
 LOG_FLOOR = 1e-6
 
@@ -157,7 +159,8 @@ def calibrate(policy: Policy, episodes: CompiledPool, target: Target, *, groupin
     rising = gap(b) > gap(a)  # the direction the outcome moves with the setting
     for _ in range(STEPS):
         mid = math.sqrt(max(a, LOG_FLOOR) * b) if log_scale else (a + b) / 2
-        if not a < mid < b:
+        narrow = b <= max(a, LOG_FLOOR) * (1 + RESOLUTION) if log_scale else b - a <= RESOLUTION
+        if narrow or not a < mid < b:
             break
         if (gap(mid) < 0) == rising:
             a = mid
