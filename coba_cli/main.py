@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "coba_cli.sweep_cmd",
     "coba_cli.solve_cmd",
     "coba_cli.calibrate_cmd",
+    "coba_cli.serve_cmd",
 )
 
 
