@@ -51,8 +51,12 @@ def trained_env_fields(env: Any) -> dict[str, Any]:
     generator on the route env."""
     base = getattr(env, "unwrapped", env)
     name = next(k for k, v in TRAINED_ENVS.items() if v.grouping == base.config.grouping)
+    problem = base.config.problem
+    features = {} if problem is None else {"problem_features": list(getattr(problem.featurizer, "sources", ()))}
     per_generator = base.n_max_per_generator  # None with pairs: such a checkpoint records no env, as before
-    return {} if per_generator is None else {"env": name, "n_max_per_generator": int(per_generator)}
+    if per_generator is None:
+        return features
+    return {"env": name, "n_max_per_generator": int(per_generator), **features}
 
 
 def kinds() -> tuple[str, ...]:
@@ -98,6 +102,9 @@ class TrainedEnv:
     n_max: int | None  # N_max of the episode (None: not recorded)
     n_max_per_generator: int | None  # route env: N_max per generator (None on the replay env)
     budget: float  # B of training
+    #: The fitted problem featurizer of a controller trained with problem features (the env option), read from
+    #: its checkpoint directory by ``with_problem_features``; None without.
+    problem_features: Any = None
 
     @classmethod
     def read(cls, config: dict[str, Any], where: str | Path) -> TrainedEnv:
@@ -135,10 +142,20 @@ class TrainedEnv:
     def fixed_env(self) -> dict[str, Any]:
         """The env arguments the controller needs beyond its own units: a per-generator observation block counts
         candidates against N_max per generator and spend against B, neither rescaled, so such an env is built
-        with the training values (``Policy.env_kwargs``); nothing for a replay-env controller."""
+        with the training values (``Policy.env_kwargs``); its problem featurizer when it was trained with one;
+        nothing else for a replay-env controller."""
+        out = {} if self.problem_features is None else {"problem_features": self.problem_features}
         if self.n_max_per_generator is None:
-            return {}
-        return {"budget": self.budget, "n_max": self.n_max_per_generator}
+            return out
+        return {"budget": self.budget, "n_max": self.n_max_per_generator, **out}
+
+    def with_problem_features(self, directory: str | Path) -> TrainedEnv:
+        """This trained env with the problem featurizer saved in the checkpoint ``directory``, if it holds one."""
+        from dataclasses import replace
+
+        from coba_env.featurizers import has_featurizer, load_featurizer
+
+        return replace(self, problem_features=load_featurizer(directory)) if has_featurizer(directory) else self
 
     def mismatch(self, env: Any) -> str:
         """Why ``env`` cannot run the controller ("" when it can): another grouping, other actions or features,
@@ -154,7 +171,7 @@ class TrainedEnv:
         env_n_max = getattr(base, "n_max_per_generator", None) if self.n_max_per_generator else base.n_max
         if trained is not None and env_n_max != trained:
             return f"trained with N_max = {trained}{unit}, the env has {env_n_max}"
-        if self.fixed_env() and not math.isclose(float(base.budget), self.budget, rel_tol=1e-9):
+        if self.n_max_per_generator is not None and not math.isclose(float(base.budget), self.budget, rel_tol=1e-9):
             return f"trained with budget B = {self.budget:g}, the env has {float(base.budget):g}"
         return ""
 

@@ -26,7 +26,10 @@ __all__ = ["OPTION_TYPES", "ControllerKind", "KindOption", "checkpoint_kinds", "
 
 #: Option value types: an integer >= 0, an integer >= 1, one of the option's ``choices``.
 OPTION_TYPES = ("count", "positive", "choice")
-_KIND_KEYS = ("summary", "description", "examples", "trainer", "snapshots", "loader", "methods", "options")
+_KIND_KEYS = ("summary", "description", "examples", "trainer", "snapshots", "loader", "methods", "options", "router")
+#: A prompt-aware router kind's fields (``router:``): its predictor (``agents.router_predictors.PREDICTORS``), its
+#: label, optionally the samples per generator it may choose (BEST-Route) and its default problem features.
+_ROUTER_KEYS = ("predictor", "label", "samples", "features")
 _OPTION_KEYS = ("dest", "type", "choices", "default", "metavar", "help")
 
 
@@ -61,6 +64,8 @@ class ControllerKind:
     loader: str | None = None
     methods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     options: tuple[KindOption, ...] = ()
+    #: A prompt-aware router's fields (``_ROUTER_KEYS``; ``train.router_training``), None for any other kind.
+    router: Mapping[str, Any] | None = None
 
     @property
     def protocol_only(self) -> bool:
@@ -73,15 +78,15 @@ class ControllerKind:
             raise ValueError(f"controller kind {self.name!r} writes no checkpoint to load")
         return resolve(self.loader)(path, lam=lam)
 
-    def method(self, env: str) -> Any:
-        """The learning protocol's method of this kind on ``env`` with its stated settings (a ValueError naming
-        the envs it has one on)."""
+    def method(self, env: str, **extra: Any) -> Any:
+        """The learning protocol's method of this kind on ``env`` with its stated settings and ``extra`` keyword
+        arguments (e.g. ``problem_features``; a ValueError naming the envs it has one on)."""
         spec = self.methods.get(env)
         if spec is None:
             raise ValueError(f"{self.name} has no protocol method on the {env} env; it has one on: "
                              f"{', '.join(self.methods) or 'none'}")
         kwargs = {k: v for k, v in spec.items() if k != "method"}
-        return resolve(spec["method"])(**kwargs)
+        return resolve(spec["method"])(**kwargs, **extra)
 
 
 def resolve(ref: str) -> Any:
@@ -125,6 +130,24 @@ def _option(where: str, flag: str, spec: Any) -> KindOption:
                       metavar=spec.get("metavar"))
 
 
+def _router(where: str, spec: Any) -> Mapping[str, Any] | None:
+    if spec is None:
+        return None
+    from agents.router_predictors import PREDICTORS
+
+    if not isinstance(spec, Mapping) or sorted(set(spec) - set(_ROUTER_KEYS)):
+        raise ValueError(f"{where}: field 'router': expected a mapping with keys from {list(_ROUTER_KEYS)}")
+    if spec.get("predictor") not in PREDICTORS:
+        raise ValueError(f"{where}: field 'router.predictor' is {spec.get('predictor')!r}; expected one of "
+                         f"{list(PREDICTORS)}")
+    samples = spec.get("samples", [1])
+    if not (isinstance(samples, list) and samples and all(isinstance(k, int) and not isinstance(k, bool) and k >= 1
+                                                          for k in samples)):
+        raise ValueError(f"{where}: field 'router.samples' is {samples!r}; expected a list of integers >= 1")
+    return {"predictor": spec["predictor"], "label": _text(where, "router.label", spec.get("label")),
+            "samples": [int(k) for k in samples], "features": spec.get("features")}
+
+
 def _kind(name: str, entry: Any, where: str) -> ControllerKind:
     """A kind from its declaration ``entry`` (a YAML entry's fields); a ValueError naming ``where`` and the field."""
     where = f"{where}: controller kind {name!r}"
@@ -147,7 +170,8 @@ def _kind(name: str, entry: Any, where: str) -> ControllerKind:
         examples=tuple(str(e) for e in entry.get("examples") or ()), trainer=trainer,
         snapshots=bool(entry.get("snapshots", False)), loader=_ref(where, "loader", entry.get("loader")),
         methods={str(env): dict(spec) for env, spec in methods.items()},
-        options=tuple(_option(where, str(flag), spec) for flag, spec in (entry.get("options") or {}).items()))
+        options=tuple(_option(where, str(flag), spec) for flag, spec in (entry.get("options") or {}).items()),
+        router=_router(where, entry.get("router")))
 
 
 @lru_cache(maxsize=1)

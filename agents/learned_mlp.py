@@ -202,4 +202,6 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
     except (RuntimeError, TypeError, AttributeError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{weights}: the weights do not fit the network of {cfg_file} ({first})") from None
-    return MLPController(network, config, lam=lam)
+    controller = MLPController(network, config, lam=lam)
+    controller.trained = controller.trained.with_problem_features(path)  # its problem features (the env option)
+    return controller

@@ -117,11 +117,18 @@ class PPOController(Policy):
                 "params": params}
 
 
+def checkpoint_directory(path: Path) -> Path:
+    """The folder holding controller.json of a PPO checkpoint given as its directory or a model zip inside it."""
+    if path.suffix == ".zip":
+        return path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    return path
+
+
 def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
     """``controller.json`` of a PPO checkpoint (its directory, or a zip inside it) and the model zip to load."""
     path = Path(path)
     if path.is_file() and path.suffix == ".zip":
-        directory = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        directory = checkpoint_directory(path)
         model_file: Path | None = path
     elif path.is_dir():
         directory, model_file = path, None
@@ -155,7 +162,10 @@ def read_controller(path: Path) -> tuple[dict[str, Any], Path]:
 def load(path: Path, *, lam: float | None = None) -> Policy:
     """The PPO controller saved at ``path`` (checkpoint directory or a snapshot zip), acting at ``lam`` if given."""
     model, meta, model_file = load_model(path, lam=lam)
-    return PPOController(model, meta, lam=lam, source=str(model_file))
+    controller = PPOController(model, meta, lam=lam, source=str(model_file))
+    # Its problem featurizer (the env option), saved beside controller.json when it was trained with one.
+    controller.trained = controller.trained.with_problem_features(checkpoint_directory(Path(path)))
+    return controller
 
 
 def load_model(path: Path, *, lam: float | None = None) -> tuple[Any, dict[str, Any], Path]:

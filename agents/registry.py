@@ -36,6 +36,7 @@ import agents.routing_model_switch  # noqa: F401
 import agents.routing_single  # noqa: F401
 import agents.routing_threshold  # noqa: F401
 import agents.sampling  # noqa: F401
+import agents.simple_routers  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy, register
 from agents.plugins import PluginError, is_class_ref, load_class_ref, load_entry_points

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from coba_cli import import_cmd
+from coba_cli import embed_cmd, import_cmd
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
 from coba_cli.out_option import add_out_option, chosen_out, older_form_note
@@ -76,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="pools_command", metavar="SUBCOMMAND")
 
     import_cmd.register(sub)
+    embed_cmd.register(sub)
 
     p = sub.add_parser("export", help="write a pool as canonical JSONL", description="Write POOL as canonical "
                        "JSONL, one line per candidate, atomically.")

@@ -25,6 +25,7 @@ from coba_cli.arg_types import (
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, add_kind_help, examples
+from coba_cli.item_folds import add_fold_options, fold_episode_ids, fold_list
 from pools.atomic_write import atomic_dir, mark_output
 from pools.output_paths import check_output_dir
 
@@ -108,10 +109,23 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every kind takes."""
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
-    parser.add_argument("--env", default="replay", choices=ENVS,
+    parser.add_argument("--env", default=None, choices=ENVS,
                         help="the env: replay (one episode per problem and generator; --lodo judges against "
                              "CoBa-Routed-Strong) or route (one episode per problem, a SAMPLE per generator; --lodo "
-                             "judges against the consistency cascade); default: replay")
+                             "judges against the consistency cascade); default: route for a router kind, else replay")
+    parser.add_argument("--problem-features", default=None, metavar="SOURCES",
+                        help="problem features the controller reads at reset (the env option, docs/ROUTING.md): "
+                             "comma-separated from meta, text, embeddings, fitted on the training items only (under "
+                             "--lodo / --kfold inside every fit); default: none for mlp and ppo, meta,text for a "
+                             "router kind (prior_router: meta)")
+    parser.add_argument("--folds", type=fold_list, default=None, metavar="F1,F2",
+                        help="without --lodo / --kfold: train on the items of these item folds only (of --k folds "
+                             "shuffled by --fold-seed, docs/ROUTING.md; the others stay out for coba calibrate and "
+                             "evaluation); default: every item")
+    add_fold_options(parser)
+    parser.add_argument("--kfold", action="store_true",
+                        help="router kinds: run the K-fold routing protocol (docs/ROUTING.md): 5 folds over items x "
+                             "3 seeds beside the per-category prior router, CPT(50%%), CPT(80%%), APGR with 95%% CIs")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="without --lodo: train on these datasets of the pool only, the others held out "
                              "(controller.json lists the datasets it saw); default: every dataset")
@@ -165,6 +179,13 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
 
     _refuse_with_lodo(args, options)
     method = protocol_method(args.kind, args.env)  # before any work: a kind the env has no method for is one line
+    if args.problem_features is not None:  # the method fits them inside every fit, on its training items only
+        try:
+            method = controller_kinds()[args.kind].method(args.env, problem_features=args.problem_features)
+        except TypeError:
+            raise UsageError(f"--problem-features: {args.kind}'s protocol method reads no problem features") from None
+        except ValueError as exc:
+            raise UsageError(f"--problem-features: {exc}") from None
     fold_map = map
     if args.ray_address is not None:  # every (seed, outer fold) is one Ray task; the results are the local run's
         from functools import partial
@@ -227,8 +248,29 @@ def _refuse_with_lodo(args: argparse.Namespace, options: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train (or run leave-one-dataset-out) for parsed ``args``; bad input exits 2."""
     options = _options(args)
+    router = controller_kinds()[args.kind].router is not None
+    if args.env is None:
+        args.env = "route" if router else "replay"
+    if args.problem_features is not None:
+        from coba_env.featurizers import parse_sources
+
+        try:
+            parse_sources(args.problem_features)
+        except ValueError as exc:
+            raise UsageError(f"--problem-features: {exc}") from None
+    if args.kfold:
+        if args.lodo or not router:
+            raise UsageError("--kfold runs the K-fold routing protocol of a router kind (not with --lodo); "
+                             f"{args.kind} is {'not a router kind' if not router else 'given --lodo too'}")
+        from coba_cli.kfold_cmd import run_kfold_protocol
+
+        return run_kfold_protocol(args)
+    if router and args.env != "route":
+        raise UsageError(f"{args.kind} routes between generators: it trains on the route env (--env route)")
     if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
         raise UsageError("--seeds, --held-out and --ray-address need --lodo")
+    if args.lodo and args.folds is not None:
+        raise UsageError("--folds does not apply with --lodo: the protocol holds out each dataset in turn")
     require_ray(args.ray_address)
     if controller_kinds()[args.kind].protocol_only and not args.lodo:
         raise UsageError(f"{args.kind} trains under the protocol only: add --lodo")
@@ -256,11 +298,13 @@ def train_one(args: argparse.Namespace, options: dict, out: Path) -> int:
     if unknown:
         raise UsageError(f"--datasets: unknown dataset(s) {unknown}; the pool has {present}")
     kind = controller_kinds()[args.kind]
+    ids = None if args.folds is None else fold_episode_ids(compiled, args.folds, args.k, args.fold_seed, "--folds")
 
     def train(folder: Path) -> None:
         train_kind(args.kind, compiled, folder, grouping=arena_named(args.env).grouping, datasets=args.datasets,
-                   lambdas=args.lambdas, cost_model=args.cost, seed=0 if args.seed is None else args.seed,
-                   progress=not args.no_progress, options=options)
+                   episode_ids=ids, lambdas=args.lambdas, cost_model=args.cost,
+                   seed=0 if args.seed is None else args.seed, progress=not args.no_progress, options=options,
+                   problem_features=args.problem_features)
 
     try:
         if kind.snapshots:

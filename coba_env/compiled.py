@@ -15,6 +15,7 @@ import pandas as pd
 
 from coba_env.costs import COST_MEASURES, Calls, fill_costs
 from coba_env.episode_data import EpisodeData
+from coba_env.problems import problem_table
 from coba_env.rules.roles import declared_roles
 from pools.prices import PRICES_KEY
 from pools.schema import OUTCOME_STATUS, PAPER_TIER_ROLES, TIERS
@@ -69,6 +70,9 @@ class CompiledPool:
     #: Generators none of whose candidates has an answer (outcome tables: ``pools.schema.OUTCOME_STATUS``), in
     #: pool order: a policy that compares answers cannot run on their episodes (``agents.base.Policy``).
     answerless_generators: tuple[str, ...] = ()
+    #: The pool's label-free problem table (``coba_env.problems``: text, categories, prompt tokens, embeddings; no
+    #: gold), one row per item of the whole pool; None for a pool compiled without one.
+    problems: pd.DataFrame | None = None
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
     _vector_tables: Any = field(default=None, repr=False)
@@ -129,6 +133,7 @@ class CompiledPool:
             verifier_models=self.verifier_models,
             priced_models=self.priced_models,
             answerless_generators=self.answerless_generators,
+            problems=self.problems,
         )
 
     def episode_rows(self) -> list[EpisodeData]:
@@ -274,8 +279,17 @@ def compile_pool(pool: Pool) -> CompiledPool:
         verifier_models=_tier_models(ver, tiers),
         priced_models=frozenset(map(str, prices)) | _recorded_dollars(gen_model, recorded),
         answerless_generators=_answerless(episodes["generator"].to_numpy(dtype=object), outcome),
+        problems=problem_table(pool.items, episodes, _episode_prompt_tokens(ei, cand, e_count),
+                               getattr(pool, "embeddings", None)),
         _cost_table=cost_table,
     )
+
+
+def _episode_prompt_tokens(ei: np.ndarray, cand: pd.DataFrame, e_count: int) -> np.ndarray:
+    """Each episode's mean prompt tokens over its candidates (0 for an episode without any)."""
+    counts = np.bincount(ei, minlength=e_count)
+    sums = np.bincount(ei, weights=cand["prompt_tokens"].to_numpy(dtype=np.float64), minlength=e_count)
+    return sums / np.maximum(counts, 1)
 
 
 def gold_clusters(correct: np.ndarray, cluster: np.ndarray) -> np.ndarray:

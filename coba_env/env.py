@@ -29,17 +29,8 @@ from coba_env.gate import ActionGate
 from coba_env.generator_slots import GeneratorSlots
 from coba_env.observation_packing import ObservationPacking
 from coba_env.rules.actions import action_names
-from coba_env.rules.config import (
-    EnvConfig,
-    default_budget,
-)
-from coba_env.rules.features import (
-    clogc_table,
-    first_observation,
-    log_table,
-    observe,
-    patch_after_verify,
-)
+from coba_env.rules.config import EnvConfig, default_budget
+from coba_env.rules.features import clogc_table, first_observation, log_table, observe, patch_after_verify
 from coba_env.rules.fusion import refresh_rank, refresh_rank_of
 from coba_env.rules.masks import mask_bits, mask_table, stop_bit, tier_bits
 from coba_env.rules.selection import SelectionRule
@@ -105,7 +96,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
     share), its mean score per verifier and its generation spend / B; then the pooled features over every
     revealed candidate: answer-cluster statistics, the top cluster's V1/V3 scores, the share verified at each
     verifier, budget used, mean length, cap hits, answer flips, step fraction, lambda (``env.lambda_index``)
-    and the fusion rank R of the candidate STOP would select now.
+    and the fusion rank R of the candidate STOP would select now. With the option ``problem_features`` the
+    observation starts with the episode's problem features (D more, any finite value, fixed for the episode).
 
     ## Rewards
 
@@ -149,6 +141,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
     - tiers: verifiers that exist for the agent (others are masked).
     - selection: the STOP rule (``SelectionRule`` or spec; default fusion with the paper's weights).
     - max_cost: hard per-episode budget in cost-model units; once spent only STOP is allowed.
+    - problem_features: a fitted featurizer (``coba_env.featurizers``): its features of the episode's problem start
+      every observation (``coba_env.problem_features``; off by default).
     - config: an ``EnvConfig`` already validated (instead of the arguments above).
 
     ## Version History
@@ -178,13 +172,14 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         config: EnvConfig | None = None,
         gate: ActionGate | None = None,
         grouping: str | None = None,
+        problem_features: Any = None,
     ) -> None:
         if config is None:
             config = EnvConfig.build(pool, datasets=datasets, generators=generators, episode_ids=episode_ids,
                                      lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
                                      n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost,
-                                     grouping=grouping or "pair")
-        elif pool is not None:
+                                     grouping=grouping or "pair", problem_features=problem_features)
+        elif pool is not None or problem_features is not None:
             raise ValueError("pass either config= or a pool with its arguments, not both")
         config.check_grouping(grouping)
         #: The composed gate (``coba_env.gate.ActionGate``), e.g. a live env's evidence fetching; None in replay.
@@ -220,7 +215,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         self.action_space = MaskedDiscrete(layout.n_actions, mask_provider=self._current_mask)
         low, high = fl.observation_bounds()
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self._init_packing(len(low), block=bool(fl.block))
+        self._init_packing(len(low), block=bool(fl.block), problem=config.problem)
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps
@@ -304,6 +299,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         obs[self._lam_index] = lam
         first = self._first.copy()
         first[self._lam_at] = lam
+        if self._problem_rows is not None:  # the env option ``problem_features``: they start the observation
+            self._put_problem(first, ep)
         return first, {"action_mask": self._mask.copy(), "episode": ep}
 
     # -- masks ---------------------------------------------------------------------------------------

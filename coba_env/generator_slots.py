@@ -71,7 +71,8 @@ class GeneratorSlots:
         if fresh is None:  # a fresh episode's block, SAMPLE bits and observation depend on the caps only
             block = generator_block(ev, self.n_max_per_generator, self._cost_k, self.budget)
             first = np.empty(self._n_obs, np.float32)
-            self._pack_observation(first, 0, *block, *self._first_list)  # lambda is written per episode
+            # lambda is written per episode, and so are the problem features (zeros here) when the env has them
+            self._pack_observation(first, 0, *[0.0] * len(self.features.problem), *block, *self._first_list)
             first.flags.writeable = False
             fresh = self._fresh[caps] = FreshEpisode(block, sum(1 << g for g, cap in enumerate(caps) if cap > 0), first)
         #: The per-generator features as Python floats, patched by SAMPLE and VERIFY; every observation is this

@@ -99,6 +99,7 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
         verifier_models=replay.verifier_models,
         priced_models=replay.priced_models,
         answerless_generators=replay.answerless_generators,
+        problems=replay.problems,
     )
     assert pool.ver_cost.shape[2:] == (t, m)
     route = RoutePool(pool=pool, generators=gens, n_per_generator=n, available=available, source_episode=source,

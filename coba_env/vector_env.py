@@ -122,6 +122,9 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
             self.n_generators = config.route.n_generators
             self._caps = np.where(config.route.available, config.n_max_per_generator, 0).astype(np.int64)  # [E, G]
             self._few_slots = ITEM_FEW_SLOTS
+        #: Each episode's problem features (the env option ``problem_features``; width 0 when off).
+        self._problem = None if config.problem is None else config.problem.values
+        self._n_problem = 0 if self._problem is None else self._problem.shape[1]
         self._single: CoBaEnv | None = None
         self._alloc()
 
@@ -186,11 +189,15 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
 
     def _observations(self) -> np.ndarray:
         """Observations [B, F] of the current state (``self._fusion`` must be current)."""
-        if not self._places:
+        p = self._n_problem
+        if not self._places and not p:
             return batch_observe(self, self._obs_t, self.features)
-        k = self.generator_block.shape[1]
+        k = p + (self.generator_block.shape[1] if self._places else 0)
         out = np.empty((self.num_envs, self.n_obs), dtype=np.float32)
-        out[:, :k] = self.generator_block  # kept current by the steps (``VectorState._alloc_generators``)
+        if p:  # the episodes' problem features (the env option), first
+            out[:, :p] = self._problem.take(self.ep, axis=0)
+        if self._places:
+            out[:, p:k] = self.generator_block  # kept current by the steps (``VectorState._alloc_generators``)
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 
@@ -203,8 +210,11 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
     def _fresh_rows(self, fresh: np.ndarray, rows: np.ndarray) -> None:
         """Fill the zeroed first observations ``fresh`` [len(rows), F] of the episodes ``rows`` just started."""
         fresh[:, self.lambda_index] = self.lams.take(rows)  # a fresh episode has revealed nothing: all 0 but lambda
+        p = self._n_problem
+        if p:  # ... but its problem features (the env option)
+            fresh[:, :p] = self._problem.take(self.ep.take(rows), axis=0)
         if self._places:  # ... and the item grouping's block, fresh since the reset
-            fresh[:, :self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)
+            fresh[:, p:p + self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

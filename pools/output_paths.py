@@ -28,9 +28,10 @@ from pools.errors import PoolError
 
 __all__ = ["OutputPathError", "check_output_dir", "check_output_file", "project_made"]
 
-#: What a pool folder holds (``pools.store.save_pool``); a folder of only these is a pool we wrote.
+#: What a pool folder holds (``pools.store.save_pool``; ``embeddings.parquet``: the optional table of
+#: ``pools.embeddings``); a folder of only these is a pool we wrote.
 _POOL_FILES = frozenset({"manifest.json", "items.parquet", "models.parquet", "episodes.parquet",
-                         "candidates.parquet", "verifications.parquet", OUTPUT_MARKER})
+                         "candidates.parquet", "verifications.parquet", "embeddings.parquet", OUTPUT_MARKER})
 
 
 #: What a controller checkpoint folder holds (``coba train``).

@@ -40,6 +40,8 @@ class Pool:
     candidates: pd.DataFrame
     verifications: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: The optional embeddings table (dataset, item_id, embedding), ``pools.embeddings``; None without one.
+    embeddings: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
         for name, fills in LATER_COLUMNS.items():  # a pool built or saved before these columns existed
@@ -131,6 +133,10 @@ def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = Fal
             pq.write_table(arrow, tmp / f"{name}.parquet", compression="zstd")
         text = json.dumps(pool.manifest, indent=2, sort_keys=True, allow_nan=False)
         (tmp / "manifest.json").write_text(text + "\n", encoding="utf-8")
+        if pool.embeddings is not None:  # the optional table goes with the pool
+            from pools.embeddings import write_embeddings
+
+            write_embeddings(pool.embeddings, tmp)
 
     atomic_dir(dest, fill, marker="pool")
     return dest
@@ -172,4 +178,7 @@ def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
         from pools.validate import validate_pool
 
         validate_pool(pool, source=str(path))
+    from pools.embeddings import load_embeddings
+
+    pool.embeddings = load_embeddings(path, pool.items)  # the optional table (None without one)
     return pool

@@ -41,6 +41,8 @@ import torch
 from agents.checkpoint import LAMBDA_INDEX, observation_names, trained_env_fields
 from agents.learned_mlp import MLPController, build_network, controller_features, save
 from coba_env.env import CoBaEnv, as_compiled
+from coba_env.featurizers import fit_featurizer, save_featurizer
+from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from pools.store import Pool
 from train.cost_aware_oracle import CostAwareOracle
@@ -103,21 +105,25 @@ class MLPSettings:
 def train_mlp(pool: Pool | str | Any, out_dir: str | Path, *, grouping: str = "pair",
               episode_ids: Sequence[int] | None = None, datasets: Sequence[str] | None = None,
               budget: float | None = None, n_max: int | None = None, node_limit: int = 300,
-              **settings: Any) -> Path:
+              problem_features: str | None = None, **settings: Any) -> Path:
     """Train an MLP controller by DAgger imitation of the cost-aware oracle; returns the checkpoint dir.
 
     ``pool``: a pool, compiled pool, directory or profile name; ``grouping`` the env's ("pair": the replay env,
     "item": the route env, ``n_max`` then per generator); ``episode_ids`` / ``datasets`` restrict the training
     episodes. ``budget`` fixes B (default: the env's default budget over the training episodes only, so no
-    held-out episode shapes lambda's scale or the ``budget_used`` feature). ``settings``: ``MLPSettings``.
+    held-out episode shapes lambda's scale or the ``budget_used`` feature). ``problem_features``: sources of
+    problem features (``coba_env.featurizers``, e.g. "meta,text"), fitted on the training episodes' items and
+    saved with the checkpoint; None: none. ``settings``: ``MLPSettings``.
     """
     settings = dict(settings)
     if settings.get("lambdas") is None:
         settings.pop("lambdas", None)
     MLPSettings(**settings)  # every setting checked before the env is built
     train_pool = episode_subset(as_compiled(pool), datasets, None, episode_ids)
+    featurizer = None if problem_features is None else \
+        fit_featurizer(problems_of(train_pool), problem_features, seed=settings.get("seed", 0))
     env = CoBaEnv(train_pool, grouping=grouping, cost_model=settings.get("cost_model", "p_tokens"), budget=budget,
-                  n_max=n_max)
+                  n_max=n_max, problem_features=featurizer)
     return train_mlp_in_env(env, CostAwareOracle.for_env(env, node_limit=node_limit), out_dir, **settings)
 
 
@@ -195,7 +201,10 @@ def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, s: MLPSettings, rng:
         logger.close()
     # -- 5. checkpoint
     config.update(history=history, train_seconds=time.perf_counter() - t0)
-    return save(out_dir, network, config)
+    path = save(out_dir, network, config)
+    if env.config.problem is not None:  # the featurizer of its problem features goes with the checkpoint
+        save_featurizer(env.config.problem.featurizer, path)
+    return path
 
 
 def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:

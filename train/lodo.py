@@ -20,15 +20,22 @@ from agents.controller_kinds import controller_kind, resolve
 def train_kind(kind: str, compiled: Any, out_dir: str | Path, *, grouping: str = "pair",
                datasets: Sequence[str] | None = None, episode_ids: Sequence[int] | None = None,
                lambdas: Sequence[float] | None = None, cost_model: str = "p_tokens", seed: int = 0,
-               progress: bool = True, options: dict[str, Any] | None = None) -> Path:
+               progress: bool = True, options: dict[str, Any] | None = None,
+               problem_features: str | None = None) -> Path:
     """Train one controller of ``kind`` (its declared trainer, ``agents/controllers.yaml``) on the env of
     ``grouping`` over ``datasets`` / ``episode_ids`` (None: every one); returns its checkpoint directory.
 
-    ``lambdas`` None: the trainer's default (MLP: ``DEFAULT_LAMBDAS``; PPO: its own ``lambda_range``)."""
+    ``lambdas`` None: the trainer's default (MLP: ``DEFAULT_LAMBDAS``; PPO: its own ``lambda_range``).
+    ``problem_features``: the sources of problem features the controller reads (the env option; None: the
+    trainer's default, none for a controller, ``train.router_training.DEFAULT_FEATURES`` for a router)."""
     spec = controller_kind(kind)
     if spec.trainer is None:
         raise ValueError(f"{kind} trains under the learning protocol only (coba train {kind} --lodo)")
-    given = {"lambdas": list(lambdas)} if lambdas else {}
+    given: dict[str, Any] = {"lambdas": list(lambdas)} if lambdas else {}
+    if problem_features is not None:
+        given["problem_features"] = problem_features
+    if spec.router is not None:  # one trainer serves every router kind: it reads the kind's router fields
+        given["kind"] = kind
     return resolve(spec.trainer)(compiled, out_dir, grouping=grouping, datasets=datasets, episode_ids=episode_ids,
                                  cost_model=cost_model, seed=seed, progress=progress, **given, **(options or {}))
 

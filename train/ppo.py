@@ -89,6 +89,8 @@ from agents.checkpoint import CONFIG_FILE, observation_names, trained_env_fields
 from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
+from coba_env.featurizers import fit_featurizer, save_featurizer
+from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
@@ -131,7 +133,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
               episode_ids: Sequence[int] | None = None, datasets: Sequence[str] | None = None,
               lambdas: Sequence[float] | None = None, lambda_range: tuple[float, float] = DEFAULT_LAMBDA_RANGE,
               cost_model: str = "p_tokens", total_timesteps: int = 200_000, n_envs: int = 1024, seed: int = 0,
-              progress: bool = True, **ppo_kwargs: Any) -> Path:
+              progress: bool = True, problem_features: str | None = None, **ppo_kwargs: Any) -> Path:
     """Train a lambda-conditioned MaskablePPO controller on ``pool``; return its checkpoint directory.
 
     ``pool`` is anything ``CoBaEnv`` accepts (a Pool, CompiledPool, pool directory, profile name such as "paper"
@@ -145,13 +147,16 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
     ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
     ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
     or the env's "shuffle", "random", "sequential") and ``warm_start`` (default True: clone the env's reference
-    first, ``train.protocol_arena``). Training into a directory that holds an earlier run replaces its model,
+    first, ``train.protocol_arena``). ``problem_features``: sources of problem features (``coba_env.featurizers``,
+    e.g. "meta"), fitted on the training episodes' items only and saved with the checkpoint; None: none. Training into a directory that holds an earlier run replaces its model,
     snapshots and controller.json (TensorBoard runs accumulate).
     """
     # ---- 0. arguments and the training episodes ---------------------------------------------------
     run = PPORun.parse(lambdas, lambda_range, cost_model, total_timesteps, n_envs, progress, ppo_kwargs)
     out = Path(out_dir)
     train_pool = episode_subset(as_compiled(pool), datasets, None, episode_ids)
+    featurizer = None if problem_features is None else \
+        fit_featurizer(problems_of(train_pool), problem_features, seed=seed)  # training items only
 
     # ---- 1. seeding and threads (reproducibility) --------------------------------------------------
     previous_threads = torch.get_num_threads()
@@ -159,7 +164,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
     try:
         # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
         env = CoBaSB3VecEnv(run.n_envs, train_pool, grouping=grouping, lambda_range=run.lambda_range,
-                            cost_model=cost_model, order=run.order, **run.env_kwargs)
+                            cost_model=cost_model, order=run.order, problem_features=featurizer, **run.env_kwargs)
 
         # ---- 3. the model (a rerun into the same directory replaces its snapshots and model), warm start
         out.mkdir(parents=True, exist_ok=True)
@@ -175,6 +180,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
         meta = _controller_json(run, env, pool, train_pool, seed, given=episode_ids is not None,
                                 datasets=datasets, warm=warm, teacher=teacher)
         _write_json(out / CONFIG_FILE, meta)
+        if featurizer is not None:  # beside controller.json: a snapshot loads with it while training runs
+            save_featurizer(featurizer, out)
         monitor = TrainingMonitor(out / CHECKPOINT_DIR, run.checkpoint_every, run.timesteps_run, progress=progress)
 
         # ---- 5. learn -----------------------------------------------------------------------------

@@ -134,13 +134,16 @@ class MLPMethod:
     """DAgger imitation of the cost-aware oracle on ``env``'s arena, lambda-conditioned, dataset-balanced."""
 
     def __init__(self, env: str = "replay", *, lambdas: tuple[float, ...] | None = None, n_max: int | None = None,
-                 settings: dict[str, Any] | None = None) -> None:
+                 settings: dict[str, Any] | None = None, problem_features: str | None = None) -> None:
+        from coba_env.featurizers import parse_sources
         from train.imitation import MLPSettings
         from train.protocol_arena import arena_named
 
         self.arena, stated = arena_named(env), MLP_PROTOCOLS[env]
         self.protocol = stated
-        self.name = stated.name
+        #: Problem feature sources (``coba_env.featurizers``), fitted inside each fit on its training items only.
+        self.problem_features = None if problem_features is None else ",".join(parse_sources(problem_features))
+        self.name = stated.name if problem_features is None else f"{stated.name}+{self.problem_features.replace(',', '+')}"
         values = [float(v) for v in (stated.lambdas if lambdas is None else lambdas)]
         if not values or any(not math.isfinite(v) or v < 0 for v in values):
             raise ValueError(f"lambdas must be finite numbers >= 0, got {list(values)}")
@@ -175,8 +178,15 @@ class MLPMethod:
 
         if len(np.asarray(train_ids)) == 0:
             raise ValueError(f"{self.name}: no training episodes")
-        env = CoBaEnv(episodes_of(compiled, train_ids), grouping=self.arena.grouping, budget=float(budget),
-                      n_max=self.n_max)
+        episodes = episodes_of(compiled, train_ids)
+        featurizer = None
+        if self.problem_features is not None:  # fitted on this fit's training items only
+            from coba_env.featurizers import fit_featurizer
+            from coba_env.problems import problems_of
+
+            featurizer = fit_featurizer(problems_of(episodes), self.problem_features, seed=int(seed))
+        env = CoBaEnv(episodes, grouping=self.arena.grouping, budget=float(budget), n_max=self.n_max,
+                      problem_features=featurizer)
         oracle: Any = CostAwareOracle.for_env(env, node_limit=self.protocol.node_limit)
         if self.protocol.share_teacher:
             oracle = CachedOracle(oracle, env, self.oracle_cache)

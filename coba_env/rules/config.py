@@ -170,6 +170,9 @@ class EnvConfig:
     #: "item" grouping: the route episodes (``coba_env.route_pool.RoutePool``) and N_max per generator.
     route: Any = None
     n_max_per_generator: int | None = None
+    #: The problem features of every episode (``coba_env.problem_features.ProblemBlock``), None when the env option
+    #: ``problem_features`` is off (the default).
+    problem: Any = None
 
     @property
     def layout(self) -> ActionLayout:
@@ -182,8 +185,11 @@ class EnvConfig:
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
               lam: Any = 0.1, lambda_range: Any = None, budget: Any = None, cost_model: str = "p_tokens",
               n_max: Any = None, tiers: Any = None, selection: Any = None, order: str = "sequential",
-              max_cost: Any = None, grouping: str = "pair") -> EnvConfig:
-        """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument."""
+              max_cost: Any = None, grouping: str = "pair", problem_features: Any = None) -> EnvConfig:
+        """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument.
+
+        ``problem_features``: a fitted featurizer (``coba_env.featurizers``) whose features of each episode's problem
+        start the observation; None (the default) leaves the observation as it is."""
         from coba_env.compiled import as_compiled
 
         try:
@@ -191,8 +197,16 @@ class EnvConfig:
         except (KeyError, TypeError):
             raise ValueError(f"unknown grouping {grouping!r}; expected one of {list(GROUPINGS)}") from None
         sub = episode_subset(as_compiled(pool), datasets, generators, episode_ids)
-        return by_grouping(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                           n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        config = by_grouping(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                             n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        return config if problem_features is None else config.with_problem_features(problem_features)
+
+    def with_problem_features(self, featurizer: Any) -> EnvConfig:
+        """This configuration with ``featurizer``'s features of each episode's problem in front of the observation."""
+        from coba_env.problem_features import problem_block
+
+        block = problem_block(featurizer, self.pool)
+        return replace(self, problem=block, features=replace(self.features, problem=block.table))
 
     def check_grouping(self, grouping: str | None) -> None:
         """Refuse a ``grouping=`` argument that contradicts this configuration's (None: not given)."""

@@ -79,6 +79,9 @@ class FeatureLayout:
     cheap: int = 0
     strong: int = 2
     generators: tuple[str, ...] = ()
+    #: The problem features (name, meaning), in front of everything else when the env option asks for them
+    #: (``coba_env.problem_features``); empty by default.
+    problem: tuple[tuple[str, str], ...] = ()
     features: tuple[tuple[str, str], ...] = field(init=False)
     #: The per-generator block's features, generator after generator (empty without ``generators``).
     block: tuple[tuple[str, str], ...] = field(init=False)
@@ -141,8 +144,9 @@ class FeatureLayout:
 
     @property
     def observation(self) -> tuple[tuple[str, str], ...]:
-        """The whole observation's table: the per-generator block (if any), then the pooled features."""
-        return (*self.block, *self.features)
+        """The whole observation's table: the problem features (if asked for), the per-generator block (if any),
+        then the pooled features."""
+        return (*self.problem, *self.block, *self.features)
 
     @property
     def observation_names(self) -> tuple[str, ...]:
@@ -152,15 +156,19 @@ class FeatureLayout:
     @property
     def lambda_index(self) -> int:
         """Index of lambda in the observation."""
-        return len(self.block) + self.lam
+        return len(self.problem) + len(self.block) + self.lam
 
     def observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) of the observation Box: [0, 1] for every feature, [0, inf) for each generator's spend,
-        budget_used and lambda."""
+        """(low, high) of the observation Box: any finite number for a problem feature, [0, 1] for every other
+        feature, [0, inf) for each generator's spend, budget_used and lambda."""
         high = np.ones(len(self.block), dtype=np.float32)
         high[self.block_size - 1::self.block_size] = np.inf
         low0, high0 = self.bounds()
-        return np.concatenate([np.zeros(len(high), dtype=np.float32), low0]), np.concatenate([high, high0])
+        low, high = np.concatenate([np.zeros(len(high), dtype=np.float32), low0]), np.concatenate([high, high0])
+        if not self.problem:
+            return low, high
+        unbounded = np.full(len(self.problem), np.inf, dtype=np.float32)
+        return np.concatenate([-unbounded, low]), np.concatenate([unbounded, high])
 
     def markdown(self) -> str:
         """The observation's table as a Markdown table (index, name, meaning), for docs."""
