@@ -37,9 +37,10 @@ TEACHER = "coba_strong"
 DEMO_PASSES = 2
 #: Behaviour-cloning optimisation: Adam at this rate over minibatches of this size, for whole epochs until at
 #: least ``BC_STEPS`` gradient steps are taken (so a small set of demonstrations gets as many updates as a large
-#: one). Sized on the training side by the clone's agreement with its teacher and by time (docs/LEARNING.md):
-#: 625 steps give 5 epochs on the 64k replay states of a four-dataset fit (agreement 0.989) and ~45 on the 7k
-#: route states (1.000); the earlier 15 epochs of 256 took 3,765 steps on the replay states for 0.995.
+#: one). Sized on the training side by the clone's agreement with its teacher and by time (docs/PERFORMANCE.md,
+#: "Warm start"; paper pool, aime2024 left out): 625 steps are 5 epochs on the 64k replay states (agreement
+#: 0.992, 3.4 CPU-s; the earlier 15 epochs of 256 at 1e-3: 0.997, 13.7 CPU-s) and 45 on the 7k route states
+#: (1.000; earlier 0.995).
 BC_STEPS = 625
 BC_BATCH = 512
 BC_LEARNING_RATE = 2e-3
