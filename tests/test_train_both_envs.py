@@ -36,6 +36,8 @@ def test_train_on_tiny_then_bench_the_checkpoint(kind, env, datasets, episodes, 
     config = json.loads((ckpt / "controller.json").read_text())
     assert config["train_datasets"] == [datasets]  # the other dataset was held out
     assert config.get("env", "replay") == env
+    if kind == "ppo":  # `coba train ppo` trains with the lean trainer (train/masked_ppo.py)
+        assert config["training"]["trainer"] == "lean"
     results = _bench(tmp_path, env, f"{ckpt}@0.1", capsys)
     ran = {name: p for name, p in results.items() if p["group"] == "learned"}
     assert len(ran) == 1, results.keys()

@@ -1,4 +1,4 @@
-"""PPO routing controller: sb3-contrib MaskablePPO on the CoBa replay environment, lambda-conditioned.
+"""PPO routing controller: masked PPO on the CoBa vector env, lambda-conditioned, saved as a MaskablePPO zip.
 
 One model traces a whole accuracy-cost frontier: every episode draws its cost weight lambda uniformly from
 ``lambda_range`` and sees it in observation index 19, so at evaluation the same weights act for any fixed
@@ -45,8 +45,11 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   differences (0.006 reward at lambda = 0.1) to show up in the advantages. 1024 sub-envs also amortize the
   numpy vector env's per-step overhead: the environment then takes a few percent of the wall time
   (``scripts/bench_ppo_env_share.py``: 3.4% at 1024 sub-envs, 11-16% at 64).
-- ``batch_size=1024``, ``n_epochs=10``, ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``:
-  the standard PPO settings (Schulman et al.; CleanRL); 160 gradient steps per rollout.
+- ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``: the standard PPO settings (Schulman et
+  al.; CleanRL). The trainer (``trainer``, ``TRAINER_DEFAULTS``): "lean" (the default, ``train/masked_ppo.py``,
+  CleanRL's 4 epochs x 4 minibatches of 4,096: 16 gradient steps per rollout, several times faster,
+  docs/PERFORMANCE.md) or "sb3" (sb3-contrib's ``MaskablePPO.learn`` at SB3's 10 epochs of 1,024: 160 steps).
+  Both build the same sb3-contrib policy and save the same checkpoint.
 - ``ent_coef=0.0`` (SB3's default). An earlier default, 0.03, was chosen against the collapse to greedy
   (extra samples pay off only several steps later, so early returns favour STOP) by runs over all five
   datasets of the paper pool, i.e. also on every later held-out dataset; it is withdrawn (issue 19). The
@@ -85,20 +88,21 @@ import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
 
-from agents.checkpoint import CONFIG_FILE, observation_names, trained_env_fields
+from agents.checkpoint import CONFIG_FILE, trained_env_fields
 from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
-from coba_env.env import CoBaEnv
 from coba_env.featurizers import fit_featurizer, save_featurizer
 from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
+from coba_env.vector_env import CoBaVectorEnv
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
 from pools.strict_json import strict_dumps
-from train.ppo_warm_start import clone_into, strong_demonstrations, teacher_policy
+from train.masked_ppo import LEAN_SETTINGS, PPOSettings, learn
+from train.ppo_warm_start import DEMO_PASSES, batched_demonstrations, clone_into, teacher_policy
 from train.protocol_arena import arena_of
 from train.sb3_vec_env import BALANCED, CoBaSB3VecEnv
-from train.training_log import TrainingMonitor
+from train.training_log import TrainingMonitor, run_logger
 
 FORMAT_VERSION = 1
 MODEL_FILE = "model.zip"
@@ -109,11 +113,10 @@ TENSORBOARD_DIR = "tb"
 DEFAULT_LAMBDA_RANGE: tuple[float, float] = (0.0, 0.5)
 #: Transitions per rollout aimed at when ``n_steps`` is not given (``n_steps = ceil(this / n_envs)``, >= 16).
 ROLLOUT_TRANSITIONS = 16_384
-#: MaskablePPO keyword arguments used unless overridden (see the module docstring for why).
+#: PPO keyword arguments used unless overridden (see the module docstring for why); the minibatch size and the
+#: epochs are each trainer's own (``TRAINER_DEFAULTS``).
 DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "learning_rate": 3e-4,
-    "batch_size": 1024,
-    "n_epochs": 10,
     "gamma": 1.0,
     "gae_lambda": 0.95,
     "clip_range": 0.2,
@@ -122,11 +125,20 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "max_grad_norm": 0.5,
     "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}, "activation_fn": torch.nn.Tanh},
 }
-#: Trainer options accepted in ``**ppo_kwargs`` (everything else goes to ``MaskablePPO``).
+#: The trainers: "lean" (``train.masked_ppo``, the default) or "sb3" (sb3-contrib's ``MaskablePPO.learn``), and
+#: the minibatch size and epochs of each (the lean trainer's: CleanRL's 4 epochs x 4 minibatches of a rollout).
+TRAINERS = ("lean", "sb3")
+TRAINER_DEFAULTS: dict[str, dict[str, int]] = {
+    "lean": {"batch_size": LEAN_SETTINGS.batch_size, "n_epochs": LEAN_SETTINGS.n_epochs},
+    "sb3": {"batch_size": 1024, "n_epochs": 10},
+}
+#: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
-                   "warm_start")
+                   "warm_start", "trainer")
 #: Episode order of training unless ``order`` is given: each dataset drawn equally often.
 DEFAULT_ORDER = BALANCED
+#: Rows of the vector env the warm start's teacher plays in (``train.ppo_warm_start.batched_demonstrations``).
+WARM_START_ROWS = 4096
 
 
 def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pair",
@@ -146,9 +158,11 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
     ``torch_threads`` (default 1), ``budget`` (B in the reward; default: the training episodes' own
     ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
     ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
-    or the env's "shuffle", "random", "sequential") and ``warm_start`` (default True: clone the env's reference
-    first, ``train.protocol_arena``). ``problem_features``: sources of problem features (``coba_env.featurizers``,
-    e.g. "meta"), fitted on the training episodes' items only and saved with the checkpoint; None: none. Training into a directory that holds an earlier run replaces its model,
+    or the env's "shuffle", "random", "sequential"), ``warm_start`` (default True: clone the env's reference
+    first, ``train.protocol_arena``) and ``trainer`` ("lean", the default, or "sb3": ``TRAINERS``).
+    ``problem_features``: sources of problem features (``coba_env.featurizers``, e.g. "meta"), fitted on the
+    training episodes' items only and saved with the checkpoint; None: none. Training into a directory that
+    holds an earlier run replaces its model,
     snapshots and controller.json (TensorBoard runs accumulate).
     """
     # ---- 0. arguments and the training episodes ---------------------------------------------------
@@ -171,8 +185,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
         for stale in [out / MODEL_FILE, *(out / CHECKPOINT_DIR).glob("step_*.zip")]:
             stale.unlink(missing_ok=True)
         tb_dir = str(out / TENSORBOARD_DIR) if run.tensorboard else None
-        model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, tensorboard_log=tb_dir,
-                            **run.hyper)
+        model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0,
+                            tensorboard_log=tb_dir if run.trainer == "sb3" else None, **run.hyper)
         teacher = arena_of(grouping).reference if run.warm_start else None
         warm = _warm_start(model, env, teacher, seed) if teacher is not None else None
 
@@ -182,17 +196,16 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
         _write_json(out / CONFIG_FILE, meta)
         if featurizer is not None:  # beside controller.json: a snapshot loads with it while training runs
             save_featurizer(featurizer, out)
-        monitor = TrainingMonitor(out / CHECKPOINT_DIR, run.checkpoint_every, run.timesteps_run, progress=progress)
 
         # ---- 5. learn -----------------------------------------------------------------------------
-        start, cpu_start = time.perf_counter(), time.process_time()
-        model.learn(run.total_timesteps, callback=monitor, tb_log_name="ppo", progress_bar=False)
-        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+        if run.trainer == "lean":
+            training = _learn_lean(model, env, run, out, seed, progress)
+        else:
+            training = _learn_sb3(model, env, run, out, progress)
 
         # ---- 6. the final model and its controller.json -------------------------------------------
         atomic_write(out / MODEL_FILE, model.save)
-        meta.update(complete=True, timesteps=int(model.num_timesteps),
-                    training=_timing(env, model, seconds, cpu_seconds, run.threads),
+        meta.update(complete=True, timesteps=int(model.num_timesteps), training=training,
                     checkpoints=sorted(p.name for p in (out / CHECKPOINT_DIR).glob("step_*.zip")))
         _write_json(out / CONFIG_FILE, meta)
         return out
@@ -215,6 +228,7 @@ class PPORun:
     tensorboard: bool
     order: str
     warm_start: bool
+    trainer: str = "lean"
 
     @classmethod
     def parse(cls, lambdas: Sequence[float] | None, lambda_range: tuple[float, float], cost_model: str,
@@ -236,7 +250,10 @@ class PPORun:
         if int(n_envs) < 1:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
         n_envs, total_timesteps = int(n_envs), int(total_timesteps)
-        hyper = {**DEFAULT_PPO_KWARGS, **ppo_kwargs}
+        trainer = options.get("trainer", "lean")
+        if trainer not in TRAINERS:
+            raise ValueError(f"unknown trainer {trainer!r}; expected one of {list(TRAINERS)}")
+        hyper = {**DEFAULT_PPO_KWARGS, **TRAINER_DEFAULTS[trainer], **ppo_kwargs}
         # A short run gets a shorter rollout, so that e.g. 4,096 timesteps on 1,024 envs run 4 steps each, not one
         # default rollout of 16,384 transitions.
         hyper.setdefault("n_steps", max(1, min(max(16, math.ceil(ROLLOUT_TRANSITIONS / n_envs)),
@@ -252,51 +269,97 @@ class PPORun:
         env_kwargs = dict(options.get("env_kwargs") or {})
         if options.get("budget") is not None:
             env_kwargs["budget"] = float(options["budget"])
-        return cls(lambda_range=(low, high), total_timesteps=total_timesteps, n_envs=n_envs, hyper=hyper,
-                   timesteps_run=timesteps_run, env_kwargs=env_kwargs,
-                   checkpoint_every=int(options.get("checkpoint_every") or max(1, total_timesteps // 5)),
-                   threads=int(options.get("torch_threads", 1)), tensorboard=bool(options.get("tensorboard", True)),
-                   order=options.get("order", DEFAULT_ORDER), warm_start=bool(options.get("warm_start", True)))
+        run = cls(lambda_range=(low, high), total_timesteps=total_timesteps, n_envs=n_envs, hyper=hyper,
+                  timesteps_run=timesteps_run, env_kwargs=env_kwargs,
+                  checkpoint_every=int(options.get("checkpoint_every") or max(1, total_timesteps // 5)),
+                  threads=int(options.get("torch_threads", 1)), tensorboard=bool(options.get("tensorboard", True)),
+                  order=options.get("order", DEFAULT_ORDER), warm_start=bool(options.get("warm_start", True)),
+                  trainer=trainer)
+        if trainer == "lean":
+            run.settings()  # a coefficient the lean trainer does not take fails here, before any work
+        return run
+
+    def settings(self) -> PPOSettings:
+        """The lean trainer's coefficients (``train.masked_ppo.PPOSettings``) from ``hyper``."""
+        names = [f.name for f in dataclasses.fields(PPOSettings)]
+        unknown = sorted(k for k in self.hyper if k not in names and k != "policy_kwargs")
+        if unknown:
+            raise ValueError(f"the lean PPO trainer does not take {unknown}; it takes {names} (or trainer='sb3')")
+        return PPOSettings(**{k: v for k, v in self.hyper.items() if k in names})
+
+
+def _learn_lean(model: Any, env: CoBaSB3VecEnv, run: PPORun, out: Path, seed: int, progress: bool) -> dict[str, Any]:
+    """``train.masked_ppo.learn`` on the model's policy over the env's vector env; snapshots as SB3 zips."""
+    logger = run_logger(out, "ppo") if run.tensorboard else None
+    next_snapshot = [run.checkpoint_every]
+
+    def snapshot(steps: int) -> None:
+        model.num_timesteps = steps
+        if steps >= next_snapshot[0] and steps < run.timesteps_run:
+            atomic_write(out / CHECKPOINT_DIR / f"step_{steps:010d}.zip", model.save)
+            while next_snapshot[0] <= steps:
+                next_snapshot[0] += run.checkpoint_every
+
+    (out / CHECKPOINT_DIR).mkdir(parents=True, exist_ok=True)
+    restart = env.balanced.restart if env.balanced is not None else None
+    try:
+        figures = learn(model.policy, env.venv, run.settings(), run.total_timesteps, seed=seed, logger=logger,
+                        on_update=snapshot, progress=progress, restart_order=restart)
+    finally:
+        if logger is not None:
+            logger.close()
+    return _timing(figures, run.threads, "lean")
+
+
+def _learn_sb3(model: Any, env: CoBaSB3VecEnv, run: PPORun, out: Path, progress: bool) -> dict[str, Any]:
+    """sb3-contrib's ``MaskablePPO.learn`` with the training monitor (progress bar, scalars, snapshots)."""
+    monitor = TrainingMonitor(out / CHECKPOINT_DIR, run.checkpoint_every, run.timesteps_run, progress=progress)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    model.learn(run.total_timesteps, callback=monitor, tb_log_name="ppo", progress_bar=False)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    figures = {"steps_per_second": model.num_timesteps / seconds if seconds > 0 else 0.0, "seconds": seconds,
+               "cpu_seconds": cpu_seconds, "env_seconds": env.env_seconds, "env_share": env.env_share(seconds),
+               "env_cpu_seconds": env.env_cpu_seconds, "env_cpu_share": env.env_cpu_share(cpu_seconds)}
+    return _timing(figures, run.threads, "sb3")
 
 
 def _warm_start(model: Any, env: CoBaSB3VecEnv, teacher: str, seed: int) -> dict[str, Any]:
-    """Clone ``teacher`` (a registry name) into ``model``, replayed in an env of the run's own configuration
-    (budget, lambda range, selection, grouping)."""
-    demos = strong_demonstrations(CoBaEnv(config=env.venv.config), teacher=teacher_policy(teacher), seed=seed)
+    """Clone ``teacher`` (a registry name) into ``model``, replayed batched in a vector env of the run's own
+    configuration (budget, lambda range, selection, grouping), taking the training episodes in order."""
+    config = dataclasses.replace(env.venv.config, order="sequential")
+    rows = min(WARM_START_ROWS, config.pool.n_episodes * DEMO_PASSES)
+    demos = batched_demonstrations(CoBaVectorEnv(rows, config=config), teacher=teacher_policy(teacher), seed=seed)
     return clone_into(model, demos, seed=seed)
 
 
 def _controller_json(run: PPORun, env: CoBaSB3VecEnv, pool: Any, train_pool: Any, seed: int, *, given: bool,
                      datasets: Sequence[str] | None, warm: dict[str, Any] | None,
                      teacher: str | None) -> dict[str, Any]:
-    """controller.json before training: how the model is trained, on which env and which episodes."""
-    single: CoBaEnv = env.venv.single
+    """controller.json before training: how the model is trained, on which env and which episodes (read from the
+    vector env's configuration: a one-episode env would build per-episode rows the run never reads)."""
+    config = env.venv.config
     return {
         "kind": "ppo", "format_version": FORMAT_VERSION, "model": MODEL_FILE, "complete": False,
-        "lambda_range": list(run.lambda_range), "cost_model": single.cost_model, "budget": single.budget,
-        "n_max": single.n_max, "tiers": list(single.tiers), "enabled_tiers": list(single.enabled_tiers),
-        "selection": dataclasses.asdict(single.selection), "seed": int(seed), "timesteps": 0,
+        "lambda_range": list(run.lambda_range), "cost_model": config.cost_model, "budget": config.budget,
+        "n_max": config.n_max, "tiers": list(config.pool.tiers), "enabled_tiers": list(config.enabled_tiers),
+        "selection": dataclasses.asdict(config.selection), "seed": int(seed), "timesteps": 0,
         "total_timesteps": run.total_timesteps, "timesteps_planned": run.timesteps_run,
-        "pool": _describe_pool(pool), "train_datasets": sorted({str(d) for d in single.pool.dataset}),
+        "pool": _describe_pool(pool), "train_datasets": sorted({str(d) for d in config.pool.dataset}),
         "datasets_filter": list(datasets) if datasets is not None else None,
         "episode_ids": _summarize_ids(train_pool.episode_ids, given=given),
-        "observation": list(observation_names(single)), "actions": list(single.layout.names),
+        "observation": list(config.features.observation_names), "actions": list(config.layout.names),
         "n_envs": run.n_envs, "order": env.venv.order, "warm_start": warm, "ppo": _jsonable(run.hyper),
-        **trained_env_fields(single),
+        **trained_env_fields(env.venv),
         "generators": list(dict.fromkeys(str(g) for g in train_pool.generator)), "teacher": teacher,
     }
 
 
-def _timing(env: CoBaSB3VecEnv, model: Any, seconds: float, cpu_seconds: float, threads: int) -> dict[str, Any]:
-    """The run's wall and CPU time, the environment's share of each, steps per second."""
-    return {
-        "seconds": round(seconds, 3), "env_seconds": round(env.env_seconds, 3),
-        "env_share": round(env.env_share(seconds), 5),
-        "cpu_seconds": round(cpu_seconds, 3), "env_cpu_seconds": round(env.env_cpu_seconds, 3),
-        "env_cpu_share": round(env.env_cpu_share(cpu_seconds), 5),
-        "steps_per_second": round(model.num_timesteps / seconds, 1) if seconds > 0 else None,
-        "torch_threads": threads,
-    }
+def _timing(figures: dict[str, float], threads: int, trainer: str) -> dict[str, Any]:
+    """The run's wall and CPU time, the environment's share of each, steps per second, threads and trainer."""
+    rounded = {key: round(float(figures[key]), 5 if key.endswith("share") else 3)
+               for key in ("seconds", "env_seconds", "env_share", "cpu_seconds", "env_cpu_seconds", "env_cpu_share")}
+    return {**rounded, "steps_per_second": round(float(figures["steps_per_second"]), 1), "torch_threads": threads,
+            "trainer": trainer}
 
 
 # ---------------------------------------------------------------------------------------------------- helpers

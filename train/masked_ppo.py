@@ -1,0 +1,359 @@
+"""Masked PPO over the numpy vector env, in the manner of CleanRL's ``ppo.py``: one loop, read top to bottom.
+
+``learn(policy, venv, settings, ...)`` trains an sb3-contrib ``MaskableActorCriticPolicy`` (the network
+``train.ppo`` builds, so the checkpoint stays a MaskablePPO zip that ``coba bench`` loads) on a
+``CoBaVectorEnv`` of either grouping: collect a rollout of ``n_envs x n_steps`` transitions, compute GAE
+advantages, then ``n_epochs`` passes of clipped-surrogate updates over shuffled minibatches. The losses are
+MaskablePPO's (advantages normalized per minibatch, value MSE without clipping, the entropy of the legal actions,
+gradient norm clipped), so the same coefficients mean the same thing in both trainers.
+
+Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "PPO training speed"):
+
+- no Python object per step or per sub-env: SB3's ``VecEnv`` interface builds one info dict per sub-env per step
+  and its rollout buffer copies every array once more; here the vector env's arrays go straight into preallocated
+  tensors (``torch.from_numpy``, no copy);
+- no ``torch.distributions`` object: masked logits are ``torch.where(mask, logits, -1e8)`` (MaskablePPO's own
+  constant), log-probabilities one ``log_softmax``, sampling the Gumbel-max trick on them; the distribution
+  classes and their argument checks are what sb3-contrib issue #283 blames for MaskablePPO's slowness;
+- fewer, larger gradient steps (``LEAN_SETTINGS``: 4 epochs of 4,096-transition minibatches, CleanRL's
+  "4 epochs x 4 minibatches" over our 16,384-transition rollout) where SB3's settings took 10 epochs of 1,024;
+- the network's ``tanh`` computed as ``2 sigmoid(2x) - 1`` while training (``FastTanh``): torch's float32
+  ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid`` (same function to ~1e-7).
+
+Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
+``time/env_share``, ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``, ``rollout/accuracy``,
+``rollout/cost_over_budget``, ``rollout/action_share/<ACTION>`` and ``train/*`` (policy-gradient, value and
+entropy losses, approximate KL, clip fraction, explained variance, learning rate).
+
+Reproducibility: the Gumbel noise and the minibatch order come from one ``torch.Generator`` seeded with ``seed``,
+the episodes and lambdas from the vector env seeded on reset, so the same seed gives the same weights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from coba_env.vector_env import CoBaVectorEnv
+
+#: MaskablePPO's logit for an illegal action (``sb3_contrib.common.maskable.distributions``): probability ~0.
+ILLEGAL_LOGIT = -1e8
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """PPO's coefficients (the names are SB3's; ``batch_size`` is the minibatch size)."""
+
+    learning_rate: float = 3e-4
+    n_steps: int = 16
+    batch_size: int = 4096
+    n_epochs: int = 4
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantage: bool = True
+
+
+#: The lean trainer's defaults beside SB3's (``train.ppo.DEFAULT_PPO_KWARGS``): see the module docstring.
+LEAN_SETTINGS = PPOSettings()
+
+
+class FastTanh(torch.nn.Module):
+    """``tanh`` as ``2 sigmoid(2x) - 1`` with the backward pass ``g (1 - y^2)``, for training only."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The same function as ``torch.tanh`` (to float32 rounding), through the faster ``sigmoid`` kernel."""
+        return _FastTanhFunction.apply(x)
+
+
+class _FastTanhFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.addcmul(grad, grad, y * y, value=-1.0)
+
+
+class ActorCritic:
+    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks),
+    called module by module (no distribution object); ``fast()`` swaps its ``Tanh`` layers for ``FastTanh``."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        extractor = policy.mlp_extractor
+        self.actor = torch.nn.Sequential(extractor.policy_net, policy.action_net)
+        self.critic = torch.nn.Sequential(extractor.value_net, policy.value_net)
+
+    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [B, A], values [B]) for observations [B, F]."""
+        return self.actor(obs), self.critic(obs).squeeze(-1)
+
+    def swap_tanh(self, fast: bool) -> None:
+        """Use ``FastTanh`` (``fast``) or ``torch.nn.Tanh`` in every hidden layer (the saved model has Tanh)."""
+        for net in (self.policy.mlp_extractor.policy_net, self.policy.mlp_extractor.value_net):
+            for i, layer in enumerate(net):
+                if isinstance(layer, torch.nn.Tanh | FastTanh):
+                    net[i] = FastTanh() if fast else torch.nn.Tanh()
+
+
+def masked_log_probs(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities [B, A] of the categorical over the legal actions (illegal ones ~ -1e8)."""
+    return torch.log_softmax(torch.where(masks, logits, torch.tensor(ILLEGAL_LOGIT)), dim=-1)
+
+
+@dataclass
+class RolloutStats:
+    """What finished during one rollout: episodes, their returns, lengths, correct answers, cost over B, actions."""
+
+    episodes: int = 0
+    return_sum: float = 0.0
+    length_sum: float = 0.0
+    correct: int = 0
+    cost_over_budget: float = 0.0
+    actions: np.ndarray | None = None
+
+
+def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timesteps: int, *, seed: int,
+          logger: Any = None, on_update: Callable[[int], None] | None = None, progress: bool = False,
+          restart_order: Callable[[], None] | None = None) -> dict[str, float]:
+    """Train ``policy`` on ``venv`` for ``total_timesteps`` (whole rollouts); returns timing figures.
+
+    ``on_update(steps)`` is called after each update (the trainer saves its snapshots there); ``restart_order``
+    restarts the episode order on the seeded reset (``train.sb3_vec_env.DatasetBalancedOrder.restart``)."""
+    # ---- 1. sizes, storage and the seeded generator --------------------------------------------------
+    n_envs, n_steps = venv.num_envs, settings.n_steps
+    rollout = n_envs * n_steps
+    updates = -(-int(total_timesteps) // rollout)
+    n_obs, n_actions = venv.n_obs, int(venv.single_action_space.n)
+    obs_buf = torch.zeros((n_steps, n_envs, n_obs))
+    mask_buf = torch.zeros((n_steps, n_envs, n_actions), dtype=torch.bool)
+    action_buf = torch.zeros((n_steps, n_envs), dtype=torch.int64)
+    logp_buf, value_buf = torch.zeros((n_steps, n_envs)), torch.zeros((n_steps, n_envs))
+    reward_buf, done_buf = torch.zeros((n_steps, n_envs)), torch.zeros((n_steps, n_envs))
+    generator = torch.Generator().manual_seed(int(seed))
+    net = ActorCritic(policy)
+    # SB3's optimizer (Adam, eps 1e-5), fused: one kernel for every parameter, ~2.5x faster a step on CPU. It
+    # replaces the policy's own, so the saved model carries its state.
+    optimizer = policy.optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate, eps=1e-5,
+                                                    fused=True)
+
+    # ---- 2. the first observations (a seeded reset, as SB3's learn() does) ---------------------------
+    if restart_order is not None:
+        restart_order()
+    obs, info = venv.reset(seed=int(seed))
+    next_obs, next_mask = torch.from_numpy(obs), torch.from_numpy(info["action_mask"].astype(bool))
+    returns_now, lengths_now = np.zeros(n_envs), np.zeros(n_envs, dtype=np.int64)
+    clock = Clock()
+    bar = _progress_bar(updates * rollout) if progress else None
+    steps = 0
+    net.swap_tanh(True)
+    try:
+        for _ in range(updates):
+            # ---- 3. rollout: n_steps batched steps of every sub-env ------------------------------------
+            stats = RolloutStats(actions=np.zeros(n_actions, dtype=np.int64))
+            policy.set_training_mode(False)
+            for t in range(n_steps):
+                obs_buf[t], mask_buf[t] = next_obs, next_mask
+                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(net, next_obs, next_mask, generator)
+                actions = action_buf[t].numpy()
+                with clock.env():
+                    obs, reward, terminated, truncated, info = venv.step(actions)
+                done = terminated | truncated
+                reward_buf[t] = torch.from_numpy(reward.astype(np.float32))
+                done_buf[t] = torch.from_numpy(done.astype(np.float32))
+                next_obs, next_mask = torch.from_numpy(obs), torch.from_numpy(info["action_mask"].astype(bool))
+                returns_now += reward
+                lengths_now += 1
+                _count_finished(stats, venv, info, done, returns_now, lengths_now, actions)
+            steps += rollout
+
+            # ---- 4. advantages: GAE(lambda) with the critic's value of the state after the rollout -------
+            with torch.no_grad():
+                last_values = net(next_obs)[1]
+            advantages = gae(reward_buf, value_buf, done_buf, last_values, settings.gamma, settings.gae_lambda)
+            value_targets = advantages + value_buf
+
+            # ---- 5. update: n_epochs passes over shuffled minibatches -----------------------------------
+            policy.set_training_mode(True)
+            losses = _update(net, optimizer, settings, generator, obs_buf.reshape(rollout, n_obs),
+                             mask_buf.reshape(rollout, n_actions), action_buf.reshape(rollout),
+                             logp_buf.reshape(rollout), advantages.reshape(rollout), value_targets.reshape(rollout))
+            losses["explained_variance"] = explained_variance(value_buf.reshape(-1), value_targets.reshape(-1))
+
+            # ---- 6. log, snapshot, progress -------------------------------------------------------------
+            if logger is not None:
+                _log(logger, venv, stats, losses, clock, steps, settings)
+            if on_update is not None:
+                on_update(steps)
+            if bar is not None:
+                _show(bar, rollout, stats)
+    finally:
+        net.swap_tanh(False)
+        policy.set_training_mode(False)
+        if bar is not None:
+            bar.close()
+    return {"timesteps": steps, **clock.figures(steps)}
+
+
+def sample_actions(net: ActorCritic, obs: torch.Tensor, masks: torch.Tensor,
+                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Actions [B] drawn from the masked categorical (the Gumbel-max trick), their log-probabilities [B] and the
+    critic's values [B]; an illegal action's ~ -1e8 log-probability never wins against a legal one's."""
+    with torch.no_grad():
+        logits, values = net(obs)
+        log_probs = masked_log_probs(logits, masks)
+        gumbel = -torch.log(-torch.log(torch.rand(log_probs.shape, generator=generator)))
+        action = (log_probs + gumbel).argmax(dim=-1)
+    return action, log_probs.gather(1, action[:, None]).squeeze(1), values
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_values: torch.Tensor, gamma: float,
+        lam: float) -> torch.Tensor:
+    """GAE(lambda) advantages [T, B]; ``dones[t]`` = the episode ended at step t (the next state starts anew)."""
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        going_on = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * going_on - values[t]
+        running = delta + gamma * lam * going_on * running
+        advantages[t] = running
+        next_values = values[t]
+    return advantages
+
+
+def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, obs: torch.Tensor,
+            masks: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+            targets: torch.Tensor) -> dict[str, float]:
+    """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses."""
+    n = len(actions)
+    sums = torch.zeros(5)  # policy-gradient loss, value loss, entropy loss, approximate KL, clip fraction
+    count = 0
+    params = list(net.policy.parameters())
+    for _ in range(s.n_epochs):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, s.batch_size):
+            idx = order[start:start + s.batch_size]
+            logits, values = net(obs[idx])
+            log_probs = masked_log_probs(logits, masks[idx])
+            logp = log_probs.gather(1, actions[idx, None]).squeeze(1)
+            entropy = -torch.where(masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
+            adv = advantages[idx]
+            if s.normalize_advantage and len(idx) > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_ratio = logp - old_logp[idx]
+            ratio = log_ratio.exp()
+            pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
+            value_loss = torch.nn.functional.mse_loss(targets[idx], values)
+            entropy_loss = -entropy.mean()
+            loss = pg_loss + s.ent_coef * entropy_loss + s.vf_coef * value_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
+            optimizer.step()
+            with torch.no_grad():
+                sums += torch.stack([pg_loss, value_loss, entropy_loss, ((ratio - 1) - log_ratio).mean(),
+                                     ((ratio - 1).abs() > s.clip_range).float().mean()])
+            count += 1
+    names = ("policy_gradient_loss", "value_loss", "entropy_loss", "approx_kl", "clip_fraction")
+    return dict(zip(names, (sums / max(count, 1)).tolist(), strict=True))
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var[target - predicted] / Var[target] (SB3's), NaN when the target does not vary."""
+    var = float(target.var())
+    return float("nan") if var == 0 else 1.0 - float((target - predicted).var()) / var
+
+
+def _count_finished(stats: RolloutStats, venv: CoBaVectorEnv, info: dict[str, Any], done: np.ndarray,
+                    returns_now: np.ndarray, lengths_now: np.ndarray, actions: np.ndarray) -> None:
+    """Add the actions of a step and the episodes it finished to ``stats``; restart their running sums."""
+    stats.actions += np.bincount(actions, minlength=len(stats.actions))
+    rows = np.flatnonzero(done)
+    if not len(rows):
+        return
+    stats.episodes += len(rows)
+    stats.return_sum += float(returns_now[rows].sum())
+    stats.length_sum += float(lengths_now[rows].sum())
+    stats.correct += int(info["correct"][rows].sum())
+    stats.cost_over_budget += float(info["final_costs"][rows, venv.cost_k].sum()) / venv.budget
+    returns_now[rows] = 0.0
+    lengths_now[rows] = 0
+
+
+def _log(logger: Any, venv: CoBaVectorEnv, stats: RolloutStats, losses: dict[str, float], clock: Clock,
+         steps: int, s: PPOSettings) -> None:
+    """One row of scalars per update (TensorBoard and CSV)."""
+    for key, value in clock.figures(steps).items():
+        logger.record(f"time/{key}", value)
+    if stats.episodes:
+        logger.record("rollout/ep_rew_mean", stats.return_sum / stats.episodes)
+        logger.record("rollout/ep_len_mean", stats.length_sum / stats.episodes)
+        logger.record("rollout/accuracy", stats.correct / stats.episodes)
+        logger.record("rollout/cost_over_budget", stats.cost_over_budget / stats.episodes)
+    total = max(int(stats.actions.sum()), 1)
+    for name, count in zip(venv.layout.names, stats.actions.tolist(), strict=True):
+        logger.record(f"rollout/action_share/{name}", count / total)
+    for key, value in losses.items():
+        logger.record(f"train/{key}", value)
+    logger.record("train/learning_rate", s.learning_rate)
+    logger.dump(steps)
+
+
+class Clock:
+    """Wall and process-CPU time of the run and of the env's steps inside it."""
+
+    def __init__(self) -> None:
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
+        self.env_seconds = self.env_cpu_seconds = 0.0
+
+    def env(self) -> _EnvTimer:
+        """A context that adds its wall and CPU time to the env's."""
+        return _EnvTimer(self)
+
+    def figures(self, steps: int) -> dict[str, float]:
+        """Steps per second, seconds, CPU seconds and the env's share of each."""
+        wall, cpu = time.perf_counter() - self.start, time.process_time() - self.cpu_start
+        return {"steps_per_second": steps / wall if wall > 0 else 0.0, "seconds": wall, "cpu_seconds": cpu,
+                "env_seconds": self.env_seconds, "env_share": self.env_seconds / wall if wall > 0 else 0.0,
+                "env_cpu_seconds": self.env_cpu_seconds,
+                "env_cpu_share": self.env_cpu_seconds / cpu if cpu > 0 else 0.0}
+
+
+class _EnvTimer:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def __enter__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.clock.env_seconds += time.perf_counter() - self.wall
+        self.clock.env_cpu_seconds += time.process_time() - self.cpu
+
+
+def _show(bar: Any, rollout: int, stats: RolloutStats) -> None:
+    """Advance the progress bar by a rollout; show the accuracy and cost of the episodes it finished."""
+    bar.update(rollout)
+    if stats.episodes:
+        bar.set_postfix(acc=f"{stats.correct / stats.episodes:.3f}",
+                        cost=f"{stats.cost_over_budget / stats.episodes:.3f}B")
+
+
+def _progress_bar(total: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="ppo", unit="step", smoothing=0.1)
