@@ -9,17 +9,18 @@ from typing import Any
 import pandas as pd
 
 from coba_env.compiled import CompiledPool
+from coba_env.costs import COST_TABLE
 from eval import bootstrap
 from eval.cost_notes import CostEstimates
 from eval.envs import ENV_GROUPING
+from eval.intervals import Intervals
 from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import PolicyInfo
 from pools.store import Pool
 
 #: Cost model (``CoBaEnv`` cost measure) -> the metric column that the frontier's x axis uses.
-COST_METRIC: dict[str, str] = {"tokens": "total_tokens", "p_tokens": "p_tokens", "calls": "calls",
-                               "latency": "latency_s", "usd": "usd"}
+COST_METRIC: dict[str, str] = {m.name: m.metric for m in COST_TABLE}
 
 
 @dataclass
@@ -63,6 +64,10 @@ class BenchData:
     #: user asked for (None: the default, ``eval.tables.REFERENCE``).
     reference: str | None = None
     requested_reference: str | None = None
+    #: The 95% intervals of every macro (and per-dataset) accuracy and cost (``eval.intervals``); None: not computed.
+    intervals: Intervals | None = None
+    #: How good each verifier of the pool is on the benched episodes (``pools.verifier_quality``), by its name.
+    verifiers: dict[str, Any] = field(default_factory=dict)
     #: The generators of the pool's (item, generator) episodes (``generators`` holds the episodes' own generator
     #: names: on item-grouped episodes, each item's generators joined by "+").
     pool_generators: list[str] = field(default_factory=list)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval.column_format import column_format
 from eval.cost_notes import CostEstimates, marked
 from eval.records import RecordLayout
 from eval.table_render import (  # noqa: F401  (re-exported: callers format with tables.fmt_*)
@@ -78,40 +79,68 @@ def _bold_best(table: Table, keys: Sequence[str], info: Mapping[str, PolicyInfo]
                 table.bold.add((s, r, key))
 
 
-def _cost_columns(estimates: CostEstimates | None, usd: bool = False) -> list[Column]:
-    """Total Tok., Calls, P-Tok., Latency (and USD for a priced pool), each heading marked when it holds estimates."""
-    cols = [Column("total_tokens", marked("Total Tok.", estimates, "total_tokens"), fmt_k, "down"),
-            Column("calls", "Calls", fmt_2, "down"),
-            Column("p_tokens", marked("P-Tok.", estimates, "p_tokens"), fmt_k, "down"),
-            Column("latency_s", marked("Latency", estimates, "latency_s"), fmt_1, "down")]
-    if usd:
-        cols.append(Column("usd", marked("USD", estimates, "usd"), fmt_usd, "down"))
+def _cost_columns(estimates: CostEstimates | None, usd: Sequence[float] | None = None,
+                  interval: bool = False) -> list[Column]:
+    """Total Tok., Calls, P-Tok., Latency (and USD for a priced pool: ``usd`` its column's values), each heading
+    marked when it holds estimates; ``interval``: the cells carry their 95% interval."""
+    cols = [Column("total_tokens", marked("Total Tok.", estimates, "total_tokens"), fmt_k, "down", interval=interval),
+            Column("calls", "Calls", fmt_2, "down", interval=interval),
+            Column("p_tokens", marked("P-Tok.", estimates, "p_tokens"), fmt_k, "down", interval=interval),
+            Column("latency_s", marked("Latency (s)", estimates, "latency_s"), fmt_1, "down", interval=interval)]
+    if usd is not None:
+        cols.append(Column("usd", marked("USD", estimates, "usd"), usd_format(usd), "down", interval=interval))
     return cols
 
 
+def usd_format(values: Sequence[float]) -> Any:
+    """Dollars per item, one format for the whole column: four significant digits on its largest value
+    (``eval.column_format``), "$0.001186", "$0.000838", "$0.000080"."""
+    column = column_format(values, scaled=False)
+    return lambda v: "-" if column(v) == "-" else f"${column(v)}"
+
+
 def fmt_usd(value: Any) -> str:
-    """Dollars per item with four significant digits ("$0.01234")."""
+    """Dollars per item with four significant digits ("$0.01234"), for a value shown alone."""
     return _num(value, "${:.4g}")
+
+
+def _with_intervals(row: dict[str, Any], spans: Any, name: str, keys: Sequence[str],
+                    dataset: str | None = None) -> dict[str, Any]:
+    """``row`` with ``<key>_low`` / ``<key>_high`` for each of ``keys`` that ``spans`` (``eval.intervals``) holds."""
+    if spans is None:
+        return row
+    for key in keys:
+        span = spans.of(name, key, dataset)
+        if span is not None:
+            row[f"{key}_low"], row[f"{key}_high"] = span
+    return row
 
 
 def _footnote(estimates: CostEstimates | None) -> str:
     return f" {estimates.footnote}" if estimates is not None and estimates.footnote else ""
 
 
-def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: CostEstimates | None = None) -> Table:
+def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: CostEstimates | None = None,
+               intervals: Any = None) -> Table:
     """Paper Table "main": macro accuracy and per-item costs; non-oracle rows by accuracy, oracle last.
 
-    ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption."""
+    ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption; ``intervals``
+    (``eval.intervals.Intervals``) puts each value's 95% interval after it."""
     usd = "usd" in mac.columns
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *_cost_columns(estimates, usd),
-            Column("policy", "Policy", csv_only=True)]
+    spans = intervals is not None and len(intervals.macro)
+    usd_values = [*mac["usd"], *(intervals.macro["usd_high"] if spans and "usd_high" in intervals.macro else [])] \
+        if usd else None
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up", interval=bool(spans)),
+            *_cost_columns(estimates, usd_values, bool(spans)), Column("policy", "Policy", csv_only=True)]
     order = mac.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     shown = ["acc", "total_tokens", "calls", "p_tokens", "latency_s", *(["usd"] if usd else [])]
-    sections = [[{"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()}
-                 for n in sec] for sec in _split_oracle(order, info)]
+    sections = [[_with_intervals({"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()},
+                                 intervals, n, shown) for n in sec] for sec in _split_oracle(order, info)]
+    why = (f" Brackets: the 95% interval (percentile bootstrap over {intervals.unit}s, {intervals.resamples} "
+           "resamples, the paired tests' resamples)." if spans else "")
     table = Table("main", "Main macro results over dataset x generator pairs. Costs are per item "
                   "(one item-generator evaluation); P-Tok. weights tokens by model parameters (billions). The "
-                  "oracle is an evaluator-side upper bound." + _footnote(estimates), cols, sections)
+                  "oracle is an evaluator-side upper bound." + why + _footnote(estimates), cols, sections)
     _bold_best(table, ["acc"], info)
     return table
 
@@ -120,7 +149,8 @@ def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
                  estimates: CostEstimates | None = None) -> Table:
     """Per-example (pooled over episodes) accuracy and costs, for comparison with the macro table."""
     cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            *_cost_columns(estimates, "usd" in poo.columns), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
+            *_cost_columns(estimates, list(poo["usd"]) if "usd" in poo.columns else None),
+            Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
     order = poo.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     sections = [[{"method": _label(n, info), "policy": n, **poo.loc[n].to_dict()} for n in sec]
                 for sec in _split_oracle(order, info)]
@@ -131,17 +161,30 @@ def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
 
 
 def per_group_table(frame: pd.DataFrame, level: str, info: Mapping[str, PolicyInfo], *, name: str,
-                    caption: str, order: Sequence[str] | None = None, metric: str = "acc") -> Table:
-    """Accuracy (or ``metric``) per policy x dataset / generator (``level``), oracle last, best in bold."""
+                    caption: str, order: Sequence[str] | None = None, metric: str = "acc",
+                    intervals: Any = None) -> Table:
+    """Accuracy (or ``metric``) per policy x dataset / generator (``level``), oracle last, best in bold;
+    ``intervals`` (per dataset, ``eval.intervals``) puts each value's 95% interval after it."""
     wide = frame[metric].unstack(level)
     groups = list(order) if order is not None else list(wide.columns)
     fmt = fmt_acc1 if metric == "acc" else fmt_k
-    cols = [Column("method", "Method")] + [Column(g, g, fmt, "up" if metric == "acc" else "down")
+    spans = intervals is not None and level == "dataset" and len(intervals.per_dataset) > 0
+    cols = [Column("method", "Method")] + [Column(g, g, fmt, "up" if metric == "acc" else "down", interval=spans)
                                            for g in groups] + [Column("policy", "Policy", csv_only=True)]
     # Accuracy tables list methods from least to most accurate on average; cost tables from most to least costly.
     names = wide[groups].mean(axis=1).sort_values(ascending=metric == "acc").index.tolist()
-    sections = [[{"method": _label(n, info), "policy": n, **{g: wide.loc[n, g] for g in groups}} for n in sec]
-                for sec in _split_oracle(names, info)]
+
+    def row(n: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": _label(n, info), "policy": n, **{g: wide.loc[n, g] for g in groups}}
+        for g in groups if spans else ():
+            span = intervals.of(n, metric, g)
+            if span is not None:
+                out[f"{g}_low"], out[f"{g}_high"] = span
+        return out
+
+    sections = [[row(n) for n in sec] for sec in _split_oracle(names, info)]
+    if spans:
+        caption += " Brackets: the 95% interval (as in the main table)."
     table = Table(name, caption, cols, sections)
     _bold_best(table, groups, info, larger=metric == "acc")
     return table
