@@ -158,6 +158,9 @@ def route_summary_lines(data: BenchData) -> list[str]:
         lines.append(routing["note"])
     mr = routing.get("model_routing")
     if mr:
+        lines.append(f"model routing ({mr['items']} problems, first candidate of each): weak {mr['weak']} "
+                     f"{_pct(mr['weak_accuracy'], 2)}, strong {mr['strong']} {_pct(mr['strong_accuracy'], 2)}, "
+                     f"either {_pct(mr['at_least_one_correct'], 2)}")
         curves = {"random router": mr["random_router"], "oracle router": mr["oracle_router"],
                   **{f"{n} (swept)": c for n, c in mr["threshold_curves"].items()}}
         for label, c in curves.items():
@@ -167,6 +170,6 @@ def route_summary_lines(data: BenchData) -> list[str]:
     return lines
 
 
-def _pct(v: Any) -> str:
-    return "-" if v is None or v != v else f"{100 * float(v):.1f}%"
+def _pct(v: Any, digits: int = 1) -> str:
+    return "-" if v is None or v != v else f"{100 * float(v):.{digits}f}%"
 
