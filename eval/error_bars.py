@@ -14,12 +14,15 @@ import pandas as pd
 
 #: The label prefix of an error-bar container (then the comma-joined point names).
 LABEL = "_ci95:"
+#: The id prefix of the bars' groups in an SVG file.
+GID = "ci95"
 
 
 def error_bars(ax, frame: pd.DataFrame, names: Sequence[str], cost: str, spans: pd.DataFrame | None,
                color: str) -> None:
     """Draw each point's 95% intervals (``spans``: rows by name, columns ``<metric>_low`` / ``_high``) as error
-    bars on both axes; a point without an interval gets none. The bars' ends are the intervals' ends exactly."""
+    bars on both axes; a point without an interval gets none. The bars' ends are the intervals' ends (clipped at
+    the point in the rare case a percentile interval does not hold it)."""
     if spans is None or not len(spans):
         return
     sel = [n for n in names if n in spans.index and np.isfinite(spans.loc[n, ["acc_low", f"{cost}_low"]]
@@ -36,3 +39,5 @@ def error_bars(ax, frame: pd.DataFrame, names: Sequence[str], cost: str, spans: 
     bars = ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=color, elinewidth=0.9, alpha=0.55,
                        capsize=2, zorder=2)
     bars.set_label(LABEL + ",".join(sel))  # "_": kept out of legends; the names tell a test which bar is whose
+    for k, lines in enumerate(bars.lines[2]):  # the x and the y bars: named groups in an SVG ("ci95-x-...")
+        lines.set_gid(f"{GID}-{'xy'[k]}-{sel[0]}")

@@ -200,8 +200,10 @@ def test_the_frontier_figures_draw_each_interval_as_error_bars(tiny_bench):
     (x0, x1), (y0, y1) = bars_of(fig.axes[1])["greedy"]
     assert (y0, y1) == pytest.approx(results["policies"]["greedy"]["ci95_per_dataset"]["aime2024"]["acc"])
     plt.close(fig)
-    for stem in ("frontier", "per_dataset_frontiers"):
+    for stem in ("frontier", "per_dataset_frontiers"):  # the bench draws them: its SVGs hold the bars' groups
         assert (out / "figures" / f"{stem}.png").stat().st_size > 10_000
+        svg = (out / "figures" / f"{stem}.svg").read_text()
+        assert 'id="ci95-x-' in svg and 'id="ci95-y-' in svg, stem
 
 
 @pytest.mark.parametrize(("env", "policies", "message"), [
