@@ -151,7 +151,8 @@ def verifier_blocks(data: BenchData) -> list[Block]:
     if not data.verifiers:
         return []
     n = data.candidates_per_generator
-    cols = [Column("name", "Verifier"), Column("role", "Role"), Column("coverage", "Coverage", fmt_pct),
+    cols = [Column("name", "Verifier"), Column("model", "Model", lambda v: v or "-"), Column("role", "Role"),
+            Column("coverage", "Coverage", fmt_pct),
             Column("auroc", "AUROC", fmt_3, "up"), Column("ece", "ECE", fmt_3, "down"),
             Column("best_of_n_accuracy", f"pick@{n}", fmt_pct, "up"),
             Column("best_of_n_episodes", "Episodes", lambda v: "-" if v is None else f"{v:.0f}")]

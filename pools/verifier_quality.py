@@ -59,12 +59,12 @@ def _best_of_n(scored: pd.DataFrame) -> tuple[float | None, int]:
 
 
 def verifier_diagnostics(pool: Pool, episode_ids: Any = None) -> dict[str, dict[str, Any]]:
-    """Per verifier of ``pool`` (its own name, in the pool's order): role, coverage, AUROC, ECE, pick@N (see the
-    module docstring); over ``episode_ids`` only when given."""
+    """Per verifier of ``pool`` (its own name, in the pool's order): role, the model(s) behind it, coverage, AUROC,
+    ECE, pick@N (see the module docstring); over ``episode_ids`` only when given."""
     from pools.schema import PAPER_TIER_ROLES
 
     cands = pool.candidates[["episode_id", "candidate", "correct"]]
-    verifs = pool.verifications[["episode_id", "candidate", "tier", "score"]]
+    verifs = pool.verifications[["episode_id", "candidate", "tier", "model", "score"]]
     if episode_ids is not None:
         keep = pd.Index(episode_ids)
         cands, verifs = cands[cands["episode_id"].isin(keep)], verifs[verifs["episode_id"].isin(keep)]
@@ -78,7 +78,8 @@ def verifier_diagnostics(pool: Pool, episode_ids: Any = None) -> dict[str, dict[
         known = scored[scored["correct"].notna()]
         score, label = known["score"].to_numpy(dtype=np.float64), known["correct"].to_numpy(dtype=np.float64)
         pick, episodes = _best_of_n(scored)
-        out[tier] = {"role": roles.get(tier, PAPER_TIER_ROLES.get(tier)),
+        models = sorted(rows["model"].dropna().astype(str).unique()) if "model" in rows else []
+        out[tier] = {"role": roles.get(tier, PAPER_TIER_ROLES.get(tier)), "model": ", ".join(models) or None,
                      "coverage": len(scored) / len(cands) if len(cands) else None, "scored": int(len(scored)),
                      "auroc": _auroc(score, label), "ece": expected_calibration_error(score, label),
                      "ece_bins": ECE_BINS, "best_of_n_accuracy": pick, "best_of_n_episodes": episodes}
@@ -93,9 +94,10 @@ def format_diagnostics(diagnostics: dict[str, dict[str, Any]], n: int) -> list[s
     """The diagnostics as text lines: a header, one row per verifier, what the figures are."""
     if not diagnostics:
         return ["verifiers: none"]
-    header = ["verifier", "role", "coverage", "AUROC", "ECE", f"pick@{n}", "episodes"]
+    header = ["verifier", "role", "coverage", "AUROC", "ECE", f"pick@{n}", "episodes", "model"]
     rows = [[name, str(d["role"] or "-"), _fmt(d["coverage"], 2), _fmt(d["auroc"]), _fmt(d["ece"]),
-             _fmt(d["best_of_n_accuracy"]), str(d["best_of_n_episodes"])] for name, d in diagnostics.items()]
+             _fmt(d["best_of_n_accuracy"]), str(d["best_of_n_episodes"]), str(d.get("model") or "-")]
+            for name, d in diagnostics.items()]
     widths = [max(len(r[k]) for r in [header, *rows]) for k in range(len(header))]
     lines = ["verifiers (how good each one is, from the pool's labels):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]

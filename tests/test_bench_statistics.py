@@ -220,3 +220,24 @@ def test_a_bench_where_no_requested_policy_can_run_exits_2_with_one_line(env, po
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert message in err
     assert not out.exists() and captured.out == ""
+
+
+def test_the_reports_pool_section_shows_each_verifiers_auroc_from_the_pools_labels(tiny_bench):
+    """report.md's verifier table: each verifier's AUROC equals sklearn's roc_auc_score over the pool's own scores
+    and correctness labels (merged here from its tables, not through ``pools.verifier_quality``)."""
+    from sklearn.metrics import roc_auc_score
+
+    from pools.default import resolve_pool
+
+    results, out, _ = tiny_bench
+    pool = resolve_pool("tiny")
+    scored = pool.verifications.dropna(subset=["score"]).merge(
+        pool.candidates[["episode_id", "candidate", "correct"]], on=["episode_id", "candidate"])
+    section = "| Verifier |" + (out / "report.md").read_text().split("| Verifier |")[1].split("\n\n")[0]
+    rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                          for line in section.splitlines()[2:])}
+    assert set(rows) == set(pool.tiers)
+    for tier, part in scored.groupby("tier"):
+        expected = roc_auc_score(part["correct"].astype(int), part["score"])
+        assert rows[tier][4] == f"{expected:.3f}", tier
+        assert results["meta"]["pool"]["verifiers"][tier]["auroc"] == pytest.approx(expected, abs=1e-12)

@@ -181,7 +181,7 @@ def test_inspect_prints_the_reward_models_auroc_and_best_of_8_from_the_files_own
     assert main(["pools", "inspect", str(dest)]) == 0
     text = capsys.readouterr().out
     row = next(line.split() for line in text.splitlines() if line.strip().startswith("V3 "))
-    assert row[:2] == ["V3", "reward_model"]
+    assert row[:2] == ["V3", "reward_model"] and row[-1] == "Qwen2.5-Math-RM-72B"  # SOURCES.md's reward model
     assert float(row[3]) == pytest.approx(expected_auroc, abs=5e-4)  # AUROC, printed with 3 decimals
     assert float(row[5]) == pytest.approx(expected_pick, abs=5e-4)   # pick@8
     assert "ECE: expected calibration error, 10 equal-width score bins" in text
