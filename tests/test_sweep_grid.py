@@ -101,6 +101,8 @@ def test_a_grid_over_a_policy_of_a_yaml_file(tmp_path):
     ("RULE", ["k"], "--grid 'k': expected NAME=v1,v2,... with NAME a parameter name"),
     ("RULE", ["k="], "--grid 'k=': no value after '='"),
     ("RULE", ["2k=1"], "--grid '2k=1': expected NAME=v1,v2,... with NAME a parameter name"),
+    ("RULE", ["k=1,,2"], "--grid 'k=1,,2': an empty value between commas; expected NAME=v1,v2,..."),
+    ("RULE", ["k=1,2,"], "--grid 'k=1,2,': an empty value between commas; expected NAME=v1,v2,..."),
     ("RULE", ["k=1", "k=2"], "--grid names 'k' twice; give all its values in one option"),
     ("RULE", ["k=nan"], "--grid value 'nan': expected a finite number"),
     ("RULE", ["depth=1,2"], "--grid depth=1: policy 'RULE': KThenStop.__init__() got an unexpected keyword "
@@ -125,3 +127,17 @@ def test_a_bad_grid_exits_2_with_one_line(policies, grid, message, tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.endswith(message.replace("RULE", ref))
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["k=1,2,1"], {"k": (1, 2)}),                  # a repeated value is one point
+    (["k=1,true,1.0"], {"k": (1, True, 1.0)}),     # but 1, true and 1.0 are three (Python: True == 1 == 1.0)
+    (["k=2", "mode=a,b"], {"k": (2,), "mode": ("a", "b")}),
+])
+def test_grid_values_are_read_as_yaml_scalars(options, expected):
+    from train.sweep_grid import parse_grid
+
+    grid = parse_grid(options)
+    assert grid == expected
+    assert [[type(v) for v in values] for values in grid.values()] == [[type(v) for v in values]
+                                                                       for values in expected.values()]

@@ -49,10 +49,14 @@ def parse_grid(options: Sequence[str]) -> dict[str, tuple[Any, ...]]:
             raise GridError(f"--grid {option!r}: expected NAME=v1,v2,... with NAME a parameter name")
         if name in grid:
             raise GridError(f"--grid names {name!r} twice; give all its values in one option")
-        items = [v for v in values.split(",") if v.strip()]
-        if not items:
+        if not values.strip():
             raise GridError(f"--grid {option!r}: no value after '='")
-        grid[name] = tuple(dict.fromkeys(parse_value(v) for v in items))  # a repeated value is one point
+        items = values.split(",")
+        if not all(v.strip() for v in items):
+            raise GridError(f"--grid {option!r}: an empty value between commas; expected NAME=v1,v2,...")
+        parsed = [parse_value(v) for v in items]
+        # A repeated value is one point; keyed by type too, so that 1 and true stay two points (True == 1).
+        grid[name] = tuple({(type(v), v): v for v in parsed}.values())
     points = math.prod(len(v) for v in grid.values())
     if points > MAX_GRID_POINTS:
         raise GridError(f"--grid makes {points} points; at most {MAX_GRID_POINTS}")
