@@ -4,7 +4,8 @@ each point's 95% intervals as error bars (``eval.error_bars``).
 A family (``train.sweep``: CoBa over its routing parameters, best-of-n over n, a checkpoint over lambda, a policy
 over a ``--grid`` parameter, or one named policy) gets one colour and marker; a family of several points has its
 front drawn as a staircase in its colour (from its cheapest to its most accurate front point); points of a
-one-point family are labelled with their names.
+one-point family are labelled with their names, points of a family of up to ``MAX_LABELLED`` points with their
+setting (``param``: "k=4"), so a reader can tell which value made which point.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from eval.pareto import pareto_front  # noqa: E402
 
 #: Markers cycled over families (colours follow matplotlib's tab10 cycle).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+#: A family of more points than this is drawn without point labels (its front line and the table say it).
+MAX_LABELLED = 12
 
 
 def fronts_figure(points: pd.DataFrame, cost_axis: str, title: str = "Accuracy-cost fronts of the sweep") -> Figure:
@@ -34,7 +37,7 @@ def fronts_figure(points: pd.DataFrame, cost_axis: str, title: str = "Accuracy-c
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     frame = points.set_index("policy")
     spans = frame if {"acc_low", "cost_low"} <= set(frame.columns) else None
-    singles: list[str] = []
+    labels: list[tuple[str, str, str]] = []  # (point, text, colour)
     for k, (family, group) in enumerate(frame.groupby("family", sort=False)):
         color, marker = colors[k % len(colors)], MARKERS[k % len(MARKERS)]
         names = list(group.index)
@@ -47,7 +50,10 @@ def fronts_figure(points: pd.DataFrame, cost_axis: str, title: str = "Accuracy-c
             ax.step([p.cost for p in front], [p.accuracy for p in front], where="post", color=color, lw=1.1,
                     zorder=1)
         if len(names) == 1:
-            singles.append(names[0])
+            labels.append((names[0], names[0], "#333333"))
+        elif len(names) <= MAX_LABELLED and "param" in group.columns:
+            labels += [(n, str(group.loc[n, "param"]), color) for n in names
+                       if pd.notna(group.loc[n, "param"]) and str(group.loc[n, "param"])]
     if (frame["cost"] > 0).all():
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -58,8 +64,8 @@ def fronts_figure(points: pd.DataFrame, cost_axis: str, title: str = "Accuracy-c
     legend = ax.legend(fontsize=8, loc="best", title="family (its front: solid line; bars: 95% intervals)",
                        title_fontsize=8)
     fig.tight_layout()
-    if singles:
-        place_labels(ax, [float(frame.loc[n, "cost"]) for n in singles], [float(frame.loc[n, "acc"]) for n in singles],
-                     singles, ["#333333"] * len(singles),
-                     avoid=[legend.get_window_extent(fig.canvas.get_renderer())])
+    if labels:
+        place_labels(ax, [float(frame.loc[n, "cost"]) for n, _, _ in labels],
+                     [float(frame.loc[n, "acc"]) for n, _, _ in labels], [t for _, t, _ in labels],
+                     [c for _, _, c in labels], avoid=[legend.get_window_extent(fig.canvas.get_renderer())])
     return fig

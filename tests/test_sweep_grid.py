@@ -73,6 +73,7 @@ def test_a_grid_over_the_users_own_class_writes_a_front_with_a_figure(tmp_path, 
         (x0, x1), (y0, y1) = drawn[name]
         assert (x0, x1) == pytest.approx((row["cost_low"], row["cost_high"]))
         assert (y0, y1) == pytest.approx((row["acc_low"], row["acc_high"]))
+    assert sorted(t.get_text() for t in fig.axes[0].texts) == ["k=1", "k=2", "k=4", "k=8"]  # which value is which
     plt.close(fig)
     assert f"written: {out}/frontier.csv, {out}/frontier.md, {out}/frontier.png (and .svg)" in printed
 
