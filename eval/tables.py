@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from coba_env.costs import CostMeasure, table_measures
 from eval.column_format import column_format
 from eval.cost_notes import CostEstimates, marked
 from eval.records import RecordLayout
@@ -79,17 +80,27 @@ def _bold_best(table: Table, keys: Sequence[str], info: Mapping[str, PolicyInfo]
                 table.bold.add((s, r, key))
 
 
-def _cost_columns(estimates: CostEstimates | None, usd: Sequence[float] | None = None,
-                  interval: bool = False) -> list[Column]:
-    """Total Tok., Calls, P-Tok., Latency (and USD for a priced pool: ``usd`` its column's values), each heading
-    marked when it holds estimates; ``interval``: the cells carry their 95% interval."""
-    cols = [Column("total_tokens", marked("Total Tok.", estimates, "total_tokens"), fmt_k, "down", interval=interval),
-            Column("calls", "Calls", fmt_2, "down", interval=interval),
-            Column("p_tokens", marked("P-Tok.", estimates, "p_tokens"), fmt_k, "down", interval=interval),
-            Column("latency_s", marked("Latency (s)", estimates, "latency_s"), fmt_1, "down", interval=interval)]
-    if usd is not None:
-        cols.append(Column("usd", marked("USD", estimates, "usd"), usd_format(usd), "down", interval=interval))
-    return cols
+def _cost_columns(estimates: CostEstimates | None, frame: pd.DataFrame, spans: pd.DataFrame | None = None) \
+        -> list[Column]:
+    """One column per cost measure ``frame`` has (``coba_env.costs.table_measures``: Total Tok., Calls, P-Tok.,
+    Latency, then USD on a priced pool, then any other measure), each heading marked when it holds estimates;
+    with ``spans`` (the intervals' frame, ``<metric>_low`` / ``_high``) the cells carry their 95% interval."""
+    return [Column(m.metric, marked(m.label, estimates, m.metric), _column_format(m, frame, spans), "down",
+                   interval=spans is not None) for m in table_measures(frame.columns)]
+
+
+def _column_format(m: CostMeasure, frame: pd.DataFrame, spans: pd.DataFrame | None) -> Any:
+    """How a measure's cells are shown: the measure's own table format; dollars with one format for the whole
+    column (its values and its intervals' high ends), so "$0.001186" and "$0.000080" never mix with "8.046e-05"."""
+    if m.metric != "usd":
+        return lambda v, m=m: _shown(m, v)
+    highs = list(spans["usd_high"]) if spans is not None and "usd_high" in spans else []
+    return usd_format([*frame["usd"], *highs])
+
+
+def _shown(m: CostMeasure, value: Any) -> str:
+    """A cost measure's per-item mean as the tables show it ("-" when missing)."""
+    return "-" if value is None or value != value else m.show(value)
 
 
 def usd_format(values: Sequence[float]) -> Any:
@@ -97,11 +108,6 @@ def usd_format(values: Sequence[float]) -> Any:
     (``eval.column_format``), "$0.001186", "$0.000838", "$0.000080"."""
     column = column_format(values, scaled=False)
     return lambda v: "-" if column(v) == "-" else f"${column(v)}"
-
-
-def fmt_usd(value: Any) -> str:
-    """Dollars per item with four significant digits ("$0.01234"), for a value shown alone."""
-    return _num(value, "${:.4g}")
 
 
 def _with_intervals(row: dict[str, Any], spans: Any, name: str, keys: Sequence[str],
@@ -126,18 +132,16 @@ def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: 
 
     ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption; ``intervals``
     (``eval.intervals.Intervals``) puts each value's 95% interval after it."""
-    usd = "usd" in mac.columns
-    spans = intervals is not None and len(intervals.macro)
-    usd_values = [*mac["usd"], *(intervals.macro["usd_high"] if spans and "usd_high" in intervals.macro else [])] \
-        if usd else None
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up", interval=bool(spans)),
-            *_cost_columns(estimates, usd_values, bool(spans)), Column("policy", "Policy", csv_only=True)]
+    spans = intervals.macro if intervals is not None and len(intervals.macro) else None
+    costs = _cost_columns(estimates, mac, spans)
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up", interval=spans is not None), *costs,
+            Column("policy", "Policy", csv_only=True)]
     order = mac.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
-    shown = ["acc", "total_tokens", "calls", "p_tokens", "latency_s", *(["usd"] if usd else [])]
+    shown = ["acc", *(c.key for c in costs)]
     sections = [[_with_intervals({"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()},
                                  intervals, n, shown) for n in sec] for sec in _split_oracle(order, info)]
     why = (f" Brackets: the 95% interval (percentile bootstrap over {intervals.unit}s, {intervals.resamples} "
-           "resamples, the paired tests' resamples)." if spans else "")
+           "resamples, the paired tests' resamples)." if spans is not None else "")
     table = Table("main", "Main macro results over dataset x generator pairs. Costs are per item "
                   "(one item-generator evaluation); P-Tok. weights tokens by model parameters (billions). The "
                   "oracle is an evaluator-side upper bound." + why + _footnote(estimates), cols, sections)
@@ -149,8 +153,8 @@ def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
                  estimates: CostEstimates | None = None) -> Table:
     """Per-example (pooled over episodes) accuracy and costs, for comparison with the macro table."""
     cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            *_cost_columns(estimates, list(poo["usd"]) if "usd" in poo.columns else None),
-            Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
+            *_cost_columns(estimates, poo), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")),
+            Column("policy", "Policy", csv_only=True)]
     order = poo.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     sections = [[{"method": _label(n, info), "policy": n, **poo.loc[n].to_dict()} for n in sec]
                 for sec in _split_oracle(order, info)]

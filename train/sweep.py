@@ -29,6 +29,9 @@ from eval.intervals import Intervals, bootstrap_intervals
 from pools.atomic_write import atomic_write_text
 from train.sweep_grid import GridError, grid_settings, parse_grid, point_name, setting_text
 
+#: The cost metrics a sweep point records: every measure of ``coba_env.costs.COST_TABLE`` that every pool records.
+SWEEP_METRICS = tuple(m.metric for m in COST_TABLE if not m.needs_prices)
+
 #: CoBa-Routed grid: (N_max, strong routes). (2, 0), (4, 2), (8, 4) are Light, Balanced and Strong.
 COBA_GRID: tuple[tuple[int, int], ...] = ((2, 0), (2, 1), (4, 0), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8))
 #: Best-of-n majority grid.
@@ -110,11 +113,10 @@ def frontier_points(records: pd.DataFrame, families: dict[str, str], params: dic
     ``spans`` (``eval.intervals``) the 95% intervals of accuracy and of the swept cost (``acc_low`` ... ``cost_high``)."""
     mac = metrics.macro(records)
     rows = []
-    measures = [m.metric for m in COST_TABLE if m.metric in mac.columns]
     for name in mac.index:
         row = {"policy": name, "family": families.get(name, name), "param": (params or {}).get(name, ""),
                "acc": float(mac.loc[name, "acc"]), "cost": float(mac.loc[name, COST_METRIC[cost]]),
-               **{m: float(mac.loc[name, m]) for m in measures}}
+               **{m: float(mac.loc[name, m]) for m in SWEEP_METRICS}}
         for key, metric in (("acc", "acc"), ("cost", COST_METRIC[cost])):
             span = spans.of(name, metric) if spans is not None else None
             if span is not None:
