@@ -25,8 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bench", help="evaluate every policy on a pool: paper tables, figures, statistics and a report",
         description="Replay every policy on every episode of a candidate pool and write the paper's evaluation "
         "(Section 5): macro accuracy and costs, per-dataset and per-generator tables, the action-allocation "
-        "audit, the oracle-gap split, paired bootstrap tests, Pareto frontiers and figures, as report.md, "
-        "tables/ (md, csv, tex), figures/ (png, svg), results.json and episodes.parquet.",
+        "audit, the oracle-gap split, paired bootstrap tests, Pareto frontiers and figures, every macro figure "
+        "with its 95% interval (bootstrap over items), as report.md, tables/ (md, csv, tex), figures/ (png, svg), "
+        "results.json and episodes.parquet. Exit 2 when no selected policy can run on the pool.",
         formatter_class=ExampleFormatter,
         epilog=examples("coba bench --pool tiny --policies main --out runs/bench",
                         "coba bench --pool runs/pools/mine --policies main,my_rules.py:TwoThenJudge,mine.yaml --out runs/b",
@@ -39,8 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "registered policy, the default) or 'main' (the paper's main table); YAML policy spec "
                              "files (their policies run, merged over the built-in specs); your own class as "
                              "FILE.py:Class or module:Class; controller checkpoint directories (coba train) and SB3 "
-                             ".zip models, each as PATH or PATH@LAMBDA (the lambda it acts at; a checkpoint without "
-                             "it runs at its training default, which the bench states)")
+                             ".zip models, each as PATH or PATH@LAMBDA (the lambda it acts at; without it, a "
+                             "lambda-conditioned checkpoint (mlp) acts at the lambda it was trained at, which the "
+                             "bench prints, and a PPO checkpoint or SB3 model, which does not read lambda, runs at "
+                             "the env's lambda: its label says 'env lambda')")
     parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
                         help="cost model: the cost measure of the frontier's x axis and of the env's budget "
                              "(default: p_tokens, parameter-weighted tokens)")
@@ -60,8 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resamples", type=int_in(1, MAX_RESAMPLES), default=2000, metavar="B", help="bootstrap resamples (default: 2000)")
     parser.add_argument("--reference", default=None, metavar="NAME",
                         help="the policy the paired bootstrap tests every other one against, one of the selected "
-                             "policies (default: coba_strong when it runs; without a reference the report shows "
-                             "every pair)")
+                             "policies (default: coba_strong on --env replay when it runs, the most accurate "
+                             "routing policy on --env route, else the most accurate policy that is not an oracle)")
     parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
                         help="evaluate only these datasets of the pool (default: every dataset)")
     parser.add_argument("--env", default="replay", choices=ENV_NAMES,

@@ -105,9 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("pool", help="pool directory")
     p.set_defaults(func=_cmd_validate)
 
-    p = sub.add_parser("inspect", help="per dataset x generator statistics of a pool",
+    p = sub.add_parser("inspect", help="per dataset x generator statistics of a pool, and how good each verifier is",
                        description="Accuracy of first-sample, majority@N and pass@N, tokens, score coverage per "
-                       "tier and grader agreement, per dataset x generator.")
+                       "verifier and grader agreement, per dataset x generator; then, per verifier by its own name, "
+                       "its coverage, the AUROC of its score against the pool's correctness labels, its expected "
+                       "calibration error (10 equal-width score bins) and the accuracy of best-of-N picked by it.")
     p.add_argument("pool", help="pool directory")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.set_defaults(func=_cmd_inspect)

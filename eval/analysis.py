@@ -13,11 +13,14 @@ from coba_env.compiled import CompiledPool
 from eval import bootstrap, metrics, pareto
 from eval.bench_data import COST_METRIC, BenchData
 from eval.cost_notes import CostEstimates, cost_estimates
+from eval.intervals import bootstrap_intervals, empty_intervals
 from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
 from pools.store import Pool
 
+#: The policy group of the routing policies (``agents.registry.GROUPS``): the default reference on item episodes.
+ROUTING_GROUP = "routing"
 #: The columns of an empty pairwise-bootstrap frame (fewer than two policies ran).
 PAIRWISE_COLUMNS = ["a", "b", "diff", "ci_low", "ci_high", "p", "significant", "n_units"]
 
@@ -30,9 +33,10 @@ def policy_info(run: BenchRun) -> dict[str, PolicyInfo]:
 def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: str = "p_tokens", seed: int = 0,
             pool_spec: str | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
             estimates: CostEstimates | None = None, notes: Sequence[str] = (),
-            reference: str | None = None) -> BenchData:
+            reference: str | None = None, grouping: str = "pair") -> BenchData:
     """Aggregate a finished ``BenchRun`` on the episodes of ``compiled``: metrics, allocation, oracle gap, bootstrap
-    (every pair, and ``reference`` minus each other policy: by default the paper's CoBa-Routed-Strong) and Pareto."""
+    (every pair, and ``reference`` minus each other policy: by default ``default_reference``), the 95% intervals of
+    every macro figure (``eval.intervals``, on the same resamples) and Pareto."""
     start = time.perf_counter()
     records = run.records
     run.share_records(records)  # each policy's records become a slice of the whole: one copy in memory
@@ -45,21 +49,43 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
         pw = bootstrap.pairwise(records, ran, unit=unit, resamples=resamples, seed=seed)
     else:
         pw = pd.DataFrame(columns=PAIRWISE_COLUMNS)
-    ref = reference or REFERENCE
-    ref = ref if ref in ran else None
+    mac, dset = aggregates["macro"], aggregates["per_dataset"]
+    if reference is not None:  # the one asked for, or none when it did not run (the report says so)
+        ref = reference if reference in ran else None
+    else:
+        ref = default_reference(mac, info, ran, grouping, COST_METRIC[cost_model])
     vs = pw[pw["a"] == ref].reset_index(drop=True) if ref else pw.iloc[0:0]
     vs.attrs.update(pw.attrs)
+    spans = bootstrap_intervals(records, ran, unit=unit, resamples=resamples, seed=seed) if ran else \
+        empty_intervals(unit, resamples, seed)
     t_boot = time.perf_counter()
-    mac, dset = aggregates["macro"], aggregates["per_dataset"]
     front = _pareto(mac, dset, info, COST_METRIC[cost_model], datasets) if len(mac) else {}
     data = BenchData(pool=pool, compiled=compiled, pool_spec=pool_spec, run=run, records=records, info=info,
                      cost_model=cost_model, seed=seed, datasets=datasets,
                      generators=list(dict.fromkeys(compiled.generator.tolist())), **aggregates, summary=summary,
                      pairwise=pw, versus=vs, pareto=front, bootstrap_unit=unit, resamples=resamples,
                      cost_estimates=estimates if estimates is not None else cost_estimates(pool), notes=list(notes),
-                     reference=ref)
+                     reference=ref, intervals=spans)
     data.timings.update(replay_s=run.seconds, metrics_s=t_metrics - start, bootstrap_s=t_boot - t_metrics)
     return data
+
+
+def default_reference(mac: pd.DataFrame, info: dict[str, PolicyInfo], ran: Sequence[str], grouping: str,
+                      cost: str) -> str | None:
+    """The paired tests' reference when none is asked for: CoBa-Routed-Strong on one-generator ("pair") episodes
+    when it ran, the most accurate routing policy on routing ("item") episodes; otherwise the most accurate
+    deployable policy (no oracle). Ties go to the cheaper one (``cost``), then to the earlier in bench order.
+    None when fewer than two policies ran (nothing to compare)."""
+    if len(ran) < 2:
+        return None
+    if grouping == "pair" and REFERENCE in ran:
+        return REFERENCE
+    deployable = [n for n in ran if info[n].group != ORACLE_GROUP and n in mac.index]
+    routing = [n for n in deployable if info[n].group == ROUTING_GROUP]
+    pick = routing if grouping == "item" and routing else deployable
+    if not pick:
+        return None
+    return min(pick, key=lambda n: (-float(mac.loc[n, "acc"]), float(mac.loc[n, cost]), ran.index(n)))
 
 
 def _aggregates(records: pd.DataFrame, layout: RecordLayout) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:

@@ -40,6 +40,7 @@ from eval.route_analysis import routing_section, with_each_generator
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from pools.default import pool_label, resolve_pool
 from pools.store import Pool
+from pools.verifier_quality import verifier_diagnostics
 
 #: What the terminal and the report say instead of a column of zero dollars.
 NO_PRICES_NOTE = ("usd: no dollar cost, the pool has no prices (import with --price MODEL=IN[,OUT]; "
@@ -62,6 +63,8 @@ class PreparedPool:
     notes: list[str]
     #: ``time.perf_counter()`` when the pool was resolved (the bench's pool_s / compile_s timings).
     resolved_at: float
+    #: How good each verifier is on the benched episodes (``pools.verifier_quality``), for the report's pool section.
+    verifiers: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str | Policy] | None = None,
@@ -109,12 +112,15 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     _test_interrupt("replay")
     run = _replay(policy_objs, prepared.compiled, grouping=grouping, cost_model=cost_model, seed=seed,
                   progress=progress, workers=workers, replay=replay, ray_address=ray_address)
+    if not any(r.applicable for r in run.runs):  # nothing to report: one line, exit 2, no folder written
+        reasons = "; ".join(f"{name}: {why}" for name, why in run.not_applicable.items())
+        raise BenchInputError(f"no requested policy can run on this pool ({reasons})")
     _test_interrupt("analyse")
     episodes = EnvConfig.build(prepared.compiled, grouping=grouping, cost_model=cost_model)
     data = analyse(prepared.pool, episodes.pool, run, cost_model=cost_model, seed=seed, pool_spec=prepared.label,
                    unit=unit, resamples=resamples, estimates=prepared.estimates, notes=prepared.notes,
-                   reference=reference)
-    data.env, data.requested_reference = env, reference
+                   reference=reference, grouping=grouping)
+    data.env, data.requested_reference, data.verifiers = env, reference, prepared.verifiers
     data.pool_generators = list(dict.fromkeys(prepared.compiled.generator.tolist()))
     data.routing = routing_section(data, episodes, prepared.compiled, policy_objs)
     data.timings.update(pool_s=prepared.resolved_at - t0, compile_s=t_compile - prepared.resolved_at)
@@ -148,6 +154,7 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
         raise BenchInputError(str(exc)) from None
     _check_cost_model(pool, compiled, cost_model)
     estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
+    verifiers = verifier_diagnostics(pool, compiled.episode_ids)
     notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
     if not compiled.usd_priced:
         notes.append(NO_PRICES_NOTE)
@@ -159,7 +166,7 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
     pool = dataclasses.replace(pool, candidates=pool.candidates.iloc[0:0], verifications=pool.verifications.iloc[0:0])
     pa.default_memory_pool().release_unused()  # Arrow keeps freed table buffers for reuse unless told
     return PreparedPool(pool=pool, compiled=compiled, label=spec_text, estimates=estimates, notes=notes,
-                        resolved_at=t_pool)
+                        resolved_at=t_pool, verifiers=verifiers)
 
 
 def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, cost_model: str, seed: int,

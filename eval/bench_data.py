@@ -13,6 +13,7 @@ from coba_env.costs import COST_TABLE
 from eval import bootstrap
 from eval.cost_notes import CostEstimates
 from eval.envs import ENV_GROUPING
+from eval.intervals import Intervals
 from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import PolicyInfo
@@ -63,6 +64,10 @@ class BenchData:
     #: user asked for (None: the default, ``eval.tables.REFERENCE``).
     reference: str | None = None
     requested_reference: str | None = None
+    #: The 95% intervals of every macro (and per-dataset) accuracy and cost (``eval.intervals``); None: not computed.
+    intervals: Intervals | None = None
+    #: How good each verifier of the pool is on the benched episodes (``pools.verifier_quality``), by its name.
+    verifiers: dict[str, Any] = field(default_factory=dict)
     #: The generators of the pool's (item, generator) episodes (``generators`` holds the episodes' own generator
     #: names: on item-grouped episodes, each item's generators joined by "+").
     pool_generators: list[str] = field(default_factory=list)

@@ -16,7 +16,7 @@ exactly 0 (its floor is 2/(B+1), about 0.001 for B = 2,000). Differences are in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,12 +109,22 @@ def resampled_means(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 
 
 
 def _fill_means(out: np.ndarray, values: np.ndarray, rng: np.random.Generator, n: int, resamples: int) -> None:
+    for start, counts in count_blocks(n, resamples, rng):
+        out[:, start:start + len(counts)] = values @ counts.T / n
+
+
+def count_blocks(n: int, resamples: int = RESAMPLES, rng: np.random.Generator | int = 0
+                 ) -> Iterator[tuple[int, np.ndarray]]:
+    """The rows of ``resample_counts(n, resamples, seed)`` block by block: (first resample, k x n counts).
+
+    ``rng``: a seed or the generator to draw from. Every statistic of a bench that resamples its paired units
+    (the paired tests, ``eval.intervals``) draws through here, so they share the same resamples."""
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     for start in range(0, resamples, _BLOCK):
         k = min(_BLOCK, resamples - start)
         idx = rng.integers(0, n, size=(k, n))
         flat = (idx + (np.arange(k) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=k * n).reshape(k, n).astype(np.float64)
-        out[:, start:start + k] = values @ counts.T / n
+        yield start, np.bincount(flat, minlength=k * n).reshape(k, n).astype(np.float64)
 
 
 def compare(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, seed: int = 0,

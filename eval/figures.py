@@ -27,6 +27,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 from coba_env.costs import COST_TABLE  # noqa: E402
 from coba_env.rules.roles import ROLE_NAMES  # noqa: E402
 from eval.cost_notes import CostEstimates  # noqa: E402
+from eval.error_bars import error_bars  # noqa: E402
 from eval.label_placement import place_labels  # noqa: E402
 from eval.pareto import Point, pareto_front  # noqa: E402
 from eval.records import RecordLayout  # noqa: E402
@@ -90,9 +91,11 @@ def _group(name: str, info: Mapping[str, PolicyInfo]) -> str:
     return group if group in GROUP_STYLE else "baseline"
 
 
-def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str) -> tuple[list[str], list[Point]]:
+def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str,
+                spans: pd.DataFrame | None = None) -> tuple[list[str], list[Point]]:
     """Scatter methods on the accuracy-cost plane with the Pareto front (a dashed staircase from the cheapest to
-    the most accurate front point, front points ringed); returns the names plotted and the front."""
+    the most accurate front point, front points ringed) and, with ``spans``, each point's 95% interval on both
+    axes as error bars; returns the names plotted and the front."""
     names = [n for n in frame.index if frame.loc[n, cost] > 0]
     pts = [Point(n, float(frame.loc[n, cost]), float(frame.loc[n, "acc"])) for n in names if not _is_oracle(n, info)]
     front = pareto_front(pts)
@@ -105,6 +108,7 @@ def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: s
         if not sel:
             continue
         st = GROUP_STYLE.get(group, GROUP_STYLE["baseline"])
+        error_bars(ax, frame, sel, cost, spans, st["color"])
         ax.scatter([frame.loc[n, cost] for n in sel], [frame.loc[n, "acc"] for n in sel], s=st["size"],
                    marker=st["marker"], color=st["color"], zorder=3, edgecolor="white", linewidth=0.6)
         ring = [n for n in sel if n in on_front]
@@ -117,8 +121,9 @@ def _plot_plane(ax, frame: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: s
     return names, front
 
 
-def _legend_handles(groups: Sequence[str], with_front: bool) -> list:
-    """Legend entries: one per group present, then the front's staircase and the ring marking front points."""
+def _legend_handles(groups: Sequence[str], with_front: bool, with_intervals: bool = False) -> list:
+    """Legend entries: one per group present, then the front's staircase and the ring marking front points, and
+    the error bars' meaning when drawn."""
     from matplotlib.lines import Line2D
 
     handles = []
@@ -131,6 +136,9 @@ def _legend_handles(groups: Sequence[str], with_front: bool) -> list:
         handles += [Line2D([], [], color="#888888", lw=1.2, ls="--", label="Pareto front"),
                     Line2D([], [], ls="none", marker="o", markersize=11, markerfacecolor="none",
                            markeredgecolor="#555555", label="on the Pareto front")]
+    if with_intervals:
+        handles.append(Line2D([], [], color="#777777", lw=0.9, marker="|", markersize=6,
+                              label="95% interval (bootstrap)"))
     return handles
 
 
@@ -155,10 +163,11 @@ def cost_axis_label(cost: str, estimates: CostEstimates | None = None) -> str:
 
 def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_tokens",
              title: str = "Accuracy-cost frontier (macro over dataset x generator pairs)", *,
-             estimates: CostEstimates | None = None) -> Figure:
-    """Accuracy vs cost per method (log x), Pareto front of deployable methods, oracle marked as upper bound."""
+             estimates: CostEstimates | None = None, spans: pd.DataFrame | None = None) -> Figure:
+    """Accuracy vs cost per method (log x), Pareto front of deployable methods, oracle marked as upper bound;
+    ``spans`` (``eval.intervals.Intervals.macro``) draws each method's 95% intervals as error bars."""
     fig, ax = plt.subplots(figsize=(9.5, 6.0), dpi=150)
-    names, front = _plot_plane(ax, mac, info, cost)
+    names, front = _plot_plane(ax, mac, info, cost, spans)
     ax.set_xlabel(cost_axis_label(cost, estimates))
     ax.set_ylabel("accuracy (%)")
     ax.set_title(title, fontsize=11)
@@ -167,7 +176,8 @@ def frontier(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], cost: str = "p_t
     ymin, ymax = ax.get_ylim()
     ax.set_ylim(ymin - 0.03 * (ymax - ymin), ymax + 0.05 * (ymax - ymin))
     # "best": the corner where the legend hides the fewest markers (a fixed corner hid route benches' points).
-    legend = ax.legend(handles=_legend_handles({_group(n, info) for n in names}, bool(front)), loc="best",
+    legend = ax.legend(handles=_legend_handles({_group(n, info) for n in names}, bool(front),
+                                               spans is not None and len(spans) > 0), loc="best",
                        fontsize=8, frameon=True, framealpha=0.9)
     fig.tight_layout()
     # Label after the layout is final, so the text extents measured are the ones drawn.
@@ -188,8 +198,10 @@ def _numbering(names: Sequence[str], info: Mapping[str, PolicyInfo]) -> dict[str
 
 
 def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datasets: Sequence[str],
-                    cost: str = "p_tokens", *, estimates: CostEstimates | None = None) -> Figure:
-    """One accuracy-cost panel per dataset (values averaged over generators), each with its Pareto front.
+                    cost: str = "p_tokens", *, estimates: CostEstimates | None = None,
+                    spans: pd.DataFrame | None = None) -> Figure:
+    """One accuracy-cost panel per dataset (values averaged over generators), each with its Pareto front and, with
+    ``spans`` (``eval.intervals.Intervals.per_dataset``), each point's 95% intervals as error bars.
 
     Points carry numbers (placed clear of each other and of the front's line); a key under the panels names
     them, so every method is identified however many share a panel."""
@@ -215,7 +227,8 @@ def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datase
     for k, ds in enumerate(datasets):
         ax = axes[k // ncols][k % ncols]
         frame = per_ds.xs(ds, level="dataset")
-        names, front = _plot_plane(ax, frame, info, cost)
+        panel_spans = spans.xs(ds, level="dataset") if spans is not None and len(spans) else None
+        names, front = _plot_plane(ax, frame, info, cost, panel_spans)
         panels.append((ax, frame, names, front))
         groups |= {_group(m, info) for m in names}
         any_front |= bool(front)
@@ -239,7 +252,7 @@ def small_multiples(per_ds: pd.DataFrame, info: Mapping[str, PolicyInfo], datase
         place_labels(ax, [float(frame.loc[m, cost]) for m in names], [float(frame.loc[m, "acc"]) for m in names],
                      [str(number[m]) for m in names], [_style(m, info)["color"] for m in names], fontsize=8,
                      avoid=_front_boxes(ax, front))
-    handles = _legend_handles(groups, any_front)
+    handles = _legend_handles(groups, any_front, spans is not None and len(spans) > 0)
     fig.legend(handles=handles, loc="upper center", ncol=math.ceil(len(handles) / legend_rows), fontsize=8.5,
                frameon=False, bbox_to_anchor=(0.5, bottom - 0.05 / fig_h))
     # The key: "n  label" in columns, coloured by group, under the legend, filled row by row in number order.

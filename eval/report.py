@@ -8,7 +8,6 @@ What the report says is laid out in ``eval.report_body``; ``eval.report_html`` m
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import sys
@@ -20,17 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from coba_env.costs import supported_measures
-from coba_env.rules.roles import pool_role_map
 from eval import figures as figs
 from eval import tables as tabs
 from eval.bench_data import BenchData
 from eval.episode_files import write_episode_files
 from eval.metrics import to_plain
-from eval.paper_comparison import TOLERANCE_POINTS, load_paper_targets, paper_comparison
+from eval.paper_comparison import load_paper_targets, paper_comparison
 from eval.report_body import public, render_blocks, to_markdown
 from eval.report_html import render_html
-from eval.route_report import route_figures, route_summary_lines, route_tables
+from eval.route_report import route_figures, route_tables
 from eval.tables import HIGHCOST, Table
+from eval.terminal_summary import terminal_summary  # noqa: F401  (re-exported: the bench prints it)
 from pools.atomic_write import atomic_write, atomic_write_text  # also re-exported from here
 
 #: Why a bench is not compared with the paper, by its episodes' grouping (results.json ``paper.note``).
@@ -68,16 +67,17 @@ def build_tables(data: BenchData) -> dict[str, Table]:
         return {}
     info, ran = data.info, data.ran
     out = {
-        "main": tabs.main_table(data.macro, info, estimates=data.cost_estimates),
+        "main": tabs.main_table(data.macro, info, estimates=data.cost_estimates, intervals=data.intervals),
         "pooled": tabs.pooled_table(data.pooled, info, estimates=data.cost_estimates),
         "per_dataset": tabs.per_group_table(data.per_dataset, "dataset", info, name="per_dataset",
                                             caption="Per-dataset accuracy averaged over generators. Bold: best "
                                                     "non-oracle method; the oracle is an upper bound.",
-                                            order=data.datasets),
+                                            order=data.datasets, intervals=data.intervals),
         "per_dataset_p_tokens": tabs.per_group_table(data.per_dataset, "dataset", info, name="per_dataset_p_tokens",
                                                      caption="Per-dataset parameter-weighted tokens per item, "
                                                              "averaged over generators.",
-                                                     order=data.datasets, metric="p_tokens"),
+                                                     order=data.datasets, metric="p_tokens",
+                                                     intervals=data.intervals),
         "per_generator": tabs.per_group_table(data.per_generator, "generator", info, name="per_generator",
                                               caption="Per-generator accuracy averaged over datasets.",
                                               order=data.generators),
@@ -104,12 +104,13 @@ def build_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
     """Figure builders by file stem (called one at a time so only one figure is open)."""
     if not len(data.macro):
         return {}
-    cost = data.cost_metric
+    cost, spans = data.cost_metric, data.intervals
     out: dict[str, Callable[[], Any]] = {
         "frontier": lambda: figs.frontier(data.macro, data.info, cost, FRONTIER_TITLE[data.grouping],
-                                          estimates=data.cost_estimates),
+                                          estimates=data.cost_estimates, spans=spans.macro if spans else None),
         "per_dataset_frontiers": lambda: figs.small_multiples(data.per_dataset, data.info, data.datasets, cost,
-                                                              estimates=data.cost_estimates),
+                                                              estimates=data.cost_estimates,
+                                                              spans=spans.per_dataset if spans else None),
         "per_dataset_heatmap": lambda: figs.heatmap(data.per_dataset, data.info, data.datasets),
     }
     coba = _coba_names(data)
@@ -132,6 +133,7 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
         entry = {"label": r.label, "group": r.group, "uses_labels": r.uses_labels, "applicable": r.applicable,
                  "not_applicable": r.not_applicable, "replay_seconds": r.seconds, "description": r.description}
         entry.update(data.summary.get(r.name, {}))
+        entry.update(interval_entry(data, r.name))
         runs[r.name] = entry
     pw: dict[str, dict[str, Any]] = {}
     for row in data.pairwise.itertuples(index=False):
@@ -142,7 +144,9 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
             "reference": data.reference,
             "n_units": int(data.pairwise["n_units"].iloc[0]) if len(data.pairwise) else 0,
             "dropped_units": int(data.pairwise.attrs.get("dropped", 0)) if len(data.pairwise) else 0,
-            "vs_reference": pw.get(data.reference, {}) if data.reference else {}, "pairwise": pw}
+            "vs_reference": pw.get(data.reference, {}) if data.reference else {}, "pairwise": pw,
+            "reference_rule": REFERENCE_RULE if data.requested_reference is None else "asked for (--reference)",
+            "intervals": INTERVALS_METHOD}
     out = {
         "meta": {
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -150,7 +154,8 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
                      "episodes": int(data.compiled.n_episodes),
                      "items": int(data.pool.items.shape[0]), "datasets": data.datasets,
                      "generators": data.generators, "n_candidates": int(data.compiled.n_candidates),
-                     "tiers": list(data.compiled.tiers_present), "is_paper_pool": data.is_paper_pool},
+                     "tiers": list(data.compiled.tiers_present), "is_paper_pool": data.is_paper_pool,
+                     "verifiers": data.verifiers},
             "cost_model": data.cost_model, "seed": data.seed, "workers": data.run.workers,
             "policies": [r.name for r in data.run.runs], "ran": data.ran,
             "not_applicable": data.run.not_applicable,
@@ -168,6 +173,24 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
     if data.routing is not None:
         out["routing"] = data.routing
     return _clean(out)
+
+
+#: How results.json's ``ci95`` intervals are drawn (``eval.intervals``).
+INTERVALS_METHOD = ("per policy ci95 / ci95_per_dataset: percentile 95% interval of the macro (per-dataset) value "
+                    "recomputed on each bootstrap resample of the paired units, the same resamples as the paired tests")
+#: How the paired tests' reference is chosen when ``--reference`` is not given (``eval.analysis.default_reference``).
+REFERENCE_RULE = ("default: coba_strong on one-generator episodes when it ran, the most accurate routing policy on "
+                  "routing episodes, else the most accurate deployable policy (ties: the cheaper)")
+
+
+def interval_entry(data: BenchData, name: str) -> dict[str, Any]:
+    """A policy's ``ci95`` (macro) and ``ci95_per_dataset`` intervals for results.json (none when not computed)."""
+    spans = data.intervals
+    if spans is None or name not in spans.macro.index:
+        return {}
+    per_ds = {ds: {m: list(spans.of(name, m, ds) or ()) for m in spans.to_json(name)} for ds in data.datasets
+              if (name, ds) in spans.per_dataset.index}
+    return {"ci95": spans.to_json(name), "ci95_per_dataset": per_ds}
 
 
 def _clean(obj: Any) -> Any:
@@ -281,62 +304,3 @@ def _stage(bar: Any, what: str) -> None:
     if bar.postfix:
         bar.update(1)
     bar.set_postfix_str(what)
-
-
-def terminal_summary(data: BenchData, out_dir: Path) -> str:
-    """A short fixed-width summary (macro accuracy and costs per policy) and where the report is."""
-    buf = io.StringIO()
-    if not len(data.macro):
-        buf.write("no policy ran on this pool\n")
-    else:
-        targets = None
-        if data.is_paper_pool:
-            targets, _ = load_paper_targets()
-        paper_rows = ((targets or {}).get("main_table") or {}).get("rows") or {}
-        paper_cols = ((targets or {}).get("main_table") or {}).get("columns") or []
-        acc_i = paper_cols.index("acc") if "acc" in paper_cols else None
-        mark = data.cost_estimates.mark
-        head = (f"{'policy':<27} {'acc %':>7} {'p_tokens' + mark('p_tokens'):>10} {'tokens' + mark('total_tokens'):>9} "
-                f"{'calls':>6} {'latency' + mark('latency_s'):>8}")
-        if "usd" in data.macro.columns:
-            head += f" {'usd' + mark('usd'):>10}"
-        if "graded_acc" in data.macro.columns:  # a pool with graded scores: the second accuracy measure
-            head += f" {'graded %':>9}"
-        if paper_rows and acc_i is not None:
-            head += f" {'paper acc':>9}"
-        buf.write(head + "\n" + "-" * len(head) + "\n")
-        order = data.macro.sort_values("acc", ascending=False).index
-        off = False
-        for n in order:
-            r = data.macro.loc[n]
-            tag = " (upper bound)" if data.info[n].group == "oracle" else ""
-            line = (f"{(n + tag)[:27]:<27} {r['acc']:>7.2f} {r['p_tokens'] / 1000:>9.1f}k "
-                    f"{r['total_tokens'] / 1000:>8.1f}k {r['calls']:>6.2f} {r['latency_s']:>8.1f}")
-            if "usd" in data.macro.columns:
-                line += f" {r['usd']:>10.4g}"
-            if "graded_acc" in data.macro.columns:
-                line += f" {r['graded_acc']:>9.2f}"
-            if paper_rows and acc_i is not None:
-                line += f" {paper_rows[n][acc_i]:>9.2f}" if n in paper_rows else f" {'':>9}"
-                if n in paper_rows and abs(r["acc"] - paper_rows[n][acc_i]) > TOLERANCE_POINTS:
-                    line += " off"
-                    off = True
-            buf.write(line + "\n")
-        if off:
-            buf.write(f"off: more than {TOLERANCE_POINTS:g} point from the paper's accuracy (beyond the simulator's "
-                      "tolerance); the report says why\n")
-        if data.cost_estimates.footnote:
-            buf.write(data.cost_estimates.footnote + "\n")
-    for note in data.notes:
-        buf.write(note + "\n")
-    for line in pool_role_map(data.compiled).describe():
-        buf.write(f"verifier role {line}\n")
-    for line in route_summary_lines(data):
-        buf.write(line + "\n")
-    for name, reason in data.run.not_applicable.items():
-        buf.write(f"not applicable: {name}: {reason}\n")
-    t = data.timings
-    buf.write(f"bench: {data.compiled.n_episodes} episodes x {len(data.ran)} policies in "
-              f"{t.get('total_s', float('nan')):.1f} s (replay {t.get('replay_s', float('nan')):.1f} s)\n")
-    buf.write(f"report: {Path(out_dir) / 'report.md'} (one page: {Path(out_dir) / 'report.html'})\n")
-    return buf.getvalue()

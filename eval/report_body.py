@@ -17,8 +17,15 @@ from eval.bench_data import BenchData
 from eval.figures import COMPARABLE_WITHIN
 from eval.paper_comparison import DEVIATION_NOTES, TOLERANCE_POINTS
 from eval.route_report import route_blocks
-from eval.table_render import FigureRef
+from eval.table_render import Column, FigureRef, fmt_pct
 from eval.tables import REFERENCE, Table
+from pools.verifier_quality import DEFINITIONS
+
+
+def fmt_3(v: Any) -> str:
+    """Three decimals ("-" when missing)."""
+    return "-" if v is None or v != v else f"{float(v):.3f}"
+
 
 #: A report block: Markdown text (headings, bullets, paragraphs), a table, or a figure.
 Block = str | Table | FigureRef
@@ -88,6 +95,7 @@ def render_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, An
     if note:
         out.append(note)
     out += list(data.notes)
+    out += verifier_blocks(data)
     if "main" not in tables:  # a route bench's routing tables may be there when no policy ran
         return [*out, "No policy ran on this pool, so there are no results."]
     has = files.get("figures", {})
@@ -135,6 +143,22 @@ def setup_lines(data: BenchData) -> list[str]:
     t = data.timings
     setup.append(f"- **Time**: replay {t.get('replay_s', 0):.1f} s, total {t.get('total_s', 0):.1f} s")
     return setup
+
+
+def verifier_blocks(data: BenchData) -> list[Block]:
+    """The pool section's verifier table: each verifier's coverage, AUROC, calibration error and best-of-N
+    accuracy on the benched episodes (``pools.verifier_quality``); nothing for a pool without verifiers."""
+    if not data.verifiers:
+        return []
+    n = data.candidates_per_generator
+    cols = [Column("name", "Verifier"), Column("model", "Model", lambda v: v or "-"), Column("role", "Role"),
+            Column("coverage", "Coverage", fmt_pct),
+            Column("auroc", "AUROC", fmt_3, "up"), Column("ece", "ECE", fmt_3, "down"),
+            Column("best_of_n_accuracy", f"pick@{n}", fmt_pct, "up"),
+            Column("best_of_n_episodes", "Episodes", lambda v: "-" if v is None else f"{v:.0f}")]
+    rows = [{"name": name, **d} for name, d in data.verifiers.items()]
+    return [Table("verifiers", f"Verifiers of the pool on the benched episodes, from its correctness labels "
+                  f"(evaluator-side). {DEFINITIONS}.", cols, [rows])]
 
 
 def _group_blocks(data: BenchData, tables: dict[str, Table], fig: Any) -> list[Block]:

@@ -78,11 +78,15 @@ def no_shared_items(compiled: CompiledPool) -> bool:
 
 
 def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[str, str], *, seed: int = 0,
-                  curves: dict[str, pd.DataFrame] | None = None) -> dict[str, Any] | None:
-    """CPT(50%), CPT(80%), APGR of the reference routers and each policy's point, on a two-model pool.
+                  curves: dict[str, pd.DataFrame] | None = None, cost_model: str | None = None
+                  ) -> dict[str, Any] | None:
+    """CPT(50%), CPT(80%), APGR and AIQ of the reference routers and each policy's point, on a two-model pool.
 
     ``policies``: name -> group of the policies that ran; ``curves``: a threshold router's swept points
-    (columns ``threshold``, ``strong_share``, ``acc``) by policy name. None when the pool has not two
+    (columns ``threshold``, ``strong_share``, ``acc`` and the ``cost_model`` column) by policy name. AIQ
+    (``eval.routing_metrics.aiq``) is over the strong-call share for the random and oracle routers (one call per
+    item: the cost is linear in the share) and over the measured ``cost_model`` for a swept router (its points
+    may call both models). None when the pool has not two
     generators, when no item has both (``no_shared_items``) or when the strong model is not more accurate than
     the weak one (no gap to recover).
     """
@@ -118,7 +122,11 @@ def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[
     for name, table in (curves or {}).items():
         curve = rm.curve_from_points(table["strong_share"], table["acc"], out["weak_accuracy"],
                                      out["strong_accuracy"])
-        out["threshold_curves"][name] = {**_summary(curve), "points": table.to_dict(orient="records")}
+        entry = {**_summary(curve), "points": table.to_dict(orient="records")}
+        if cost_model is not None and cost_model in table.columns:
+            entry.update(aiq=rm.aiq(table[cost_model], table["acc"]), aiq_axis=cost_model)
+        out["threshold_curves"][name] = entry
+    out["aiq_axis"] = "strong-call share"
     return out
 
 
@@ -181,7 +189,8 @@ def routing_section(data: BenchData, episodes: EnvConfig, compiled: CompiledPool
         "cost_model": data.cost_model,
         "allocation_by_generator": allocation_by_generator(data.records, gens) if len(data.records) else {},
         "front": list(data.pareto.get("front", [])),
-        "model_routing": model_routing(compiled, data.records, groups, seed=data.seed, curves=curves)
+        "model_routing": model_routing(compiled, data.records, groups, seed=data.seed, curves=curves,
+                                       cost_model=data.cost_model)
         if len(data.records) else None,
         "note": (f"No model-routing section: no problem has candidates from both {gens[0]} and {gens[1]}, so "
                  "there is nothing to compare the two models on." if unshared else None),

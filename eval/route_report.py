@@ -45,7 +45,9 @@ def route_tables(data: BenchData) -> dict[str, Table]:
         cols = [Column("name", "name", csv_only=True), Column("label", "Router"),
                 Column("strong_share", f"{mr['strong']} calls", fmt_pct), Column("accuracy", "accuracy", fmt_pct),
                 Column("pgr", "PGR", _num(3)), Column("cpt50", "CPT(50%)", fmt_pct),
-                Column("cpt80", "CPT(80%)", fmt_pct), Column("apgr", "APGR", _num(3), better="up")]
+                Column("cpt80", "CPT(80%)", fmt_pct), Column("apgr", "APGR", _num(3), better="up"),
+                Column("aiq", "AIQ %", lambda v: "-" if v is None or v != v else f"{100 * float(v):.2f}", better="up"),
+                Column("aiq_axis", "AIQ over")]
         refs = [{"name": "random_router", "label": f"Random router (mean of {mr['random_router']['draws']})",
                  **_curve_cells(mr["random_router"])},
                 {"name": "oracle_router", "label": "Oracle router (reads labels)", **_curve_cells(mr["oracle_router"])}]
@@ -62,7 +64,8 @@ def route_tables(data: BenchData) -> dict[str, Table]:
 
 
 def _curve_cells(curve: dict[str, Any]) -> dict[str, Any]:
-    return {"cpt50": curve["cpt50"], "cpt80": curve["cpt80"], "apgr": curve["apgr"]}
+    return {"cpt50": curve["cpt50"], "cpt80": curve["cpt80"], "apgr": curve["apgr"], "aiq": curve.get("aiq"),
+            "aiq_axis": curve.get("aiq_axis", "strong-call share") if "aiq" in curve else None}
 
 
 def route_figures(data: BenchData) -> dict[str, Callable[[], Any]]:
@@ -129,7 +132,10 @@ def route_blocks(data: BenchData, tables: dict[str, Table], files: dict[str, Any
     if mr:
         rnd = mr["random_router"]
         out += [f"Model-routing metrics (RouteLLM's CPT and APGR): the random router recovers APGR "
-                f"{rnd['apgr']:.3f} (0.5 expected), the oracle {mr['oracle_router']['apgr']:.3f}.",
+                f"{rnd['apgr']:.3f} (0.5 expected), the oracle {mr['oracle_router']['apgr']:.3f}. AIQ is "
+                "RouterBench's average quality: the mean accuracy of a router's non-decreasing convex hull over "
+                "its cost range; for the random and oracle routers over the strong-call share (one call per item, "
+                "so cost is linear in it), for a swept router over its measured cost.",
                 tables["model_routing"]]
         if "model_routing" in files.get("figures", {}):
             out.append(FigureRef("model_routing", "accuracy against share of strong-model calls",
@@ -152,13 +158,18 @@ def route_summary_lines(data: BenchData) -> list[str]:
         lines.append(routing["note"])
     mr = routing.get("model_routing")
     if mr:
+        lines.append(f"model routing ({mr['items']} problems, first candidate of each): weak {mr['weak']} "
+                     f"{_pct(mr['weak_accuracy'], 2)}, strong {mr['strong']} {_pct(mr['strong_accuracy'], 2)}, "
+                     f"either {_pct(mr['at_least_one_correct'], 2)}")
         curves = {"random router": mr["random_router"], "oracle router": mr["oracle_router"],
                   **{f"{n} (swept)": c for n, c in mr["threshold_curves"].items()}}
         for label, c in curves.items():
-            lines.append(f"{label}: CPT(50%) {_pct(c['cpt50'])}  CPT(80%) {_pct(c['cpt80'])}  APGR {c['apgr']:.3f}")
+            aiq = f"  AIQ {_pct(c['aiq'])} over {c.get('aiq_axis', 'strong-call share')}" if "aiq" in c else ""
+            lines.append(f"{label}: CPT(50%) {_pct(c['cpt50'])}  CPT(80%) {_pct(c['cpt80'])}  APGR {c['apgr']:.3f}"
+                         + aiq)
     return lines
 
 
-def _pct(v: Any) -> str:
-    return "-" if v is None or v != v else f"{100 * float(v):.1f}%"
+def _pct(v: Any, digits: int = 1) -> str:
+    return "-" if v is None or v != v else f"{100 * float(v):.{digits}f}%"
 

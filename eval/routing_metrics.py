@@ -179,8 +179,56 @@ def call_performance_threshold(curve: RoutingCurve, fraction: float) -> float:
     return math.nan
 
 
+def non_decreasing_hull(costs: object, quality: object) -> tuple[np.ndarray, np.ndarray]:
+    """RouterBench's non-decreasing convex hull of (cost, quality) points: the upper convex hull, up to its best
+    quality (beyond it the hull only falls, and a costlier setting can always fall back on the best cheaper one).
+
+    Mixing two settings of a router at random reaches every point between them, so the hull's segments are
+    attainable; a point under the hull is not worth running. Returns the hull's (cost, quality) corners by cost."""
+    x = np.asarray(costs, dtype=np.float64)
+    y = np.asarray(quality, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size == 0 or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+        raise ValueError("costs and quality: expected two 1-D arrays of finite numbers of the same length")
+    hull: list[tuple[float, float]] = []
+    for cx, cy in sorted(zip(x.tolist(), y.tolist(), strict=True), key=lambda p: (p[0], -p[1])):
+        if hull and hull[-1][0] == cx:  # the best quality at each cost (sorted first)
+            continue
+        # Upper hull (Andrew's monotone chain): drop the last corner while it lies on or under the new chord.
+        while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (cy - hull[-2][1])
+                                  - (hull[-1][1] - hull[-2][1]) * (cx - hull[-2][0])) >= 0:
+            hull.pop()
+        hull.append((cx, cy))
+    corners = np.array(hull)
+    best = int(np.argmax(corners[:, 1]))  # the upper hull rises to its best point, then only falls
+    return corners[: best + 1, 0], corners[: best + 1, 1]
+
+
+def aiq(costs: object, quality: object, lo: float | None = None, hi: float | None = None) -> float:
+    """RouterBench's AIQ (Hu et al. 2024, "RouterBench", Section 3): the mean of the router's non-decreasing convex
+    hull (``non_decreasing_hull``) over the cost range [``lo``, ``hi``], i.e. its area divided by ``hi - lo``.
+
+    Default range: the points' own cheapest to costliest cost. Past the hull's last corner the hull stays at its
+    best quality (as RouterBench's reference code extends every router to the largest cost compared); below its
+    first corner nothing is reachable, so ``lo`` may not lie there. A zero-width range gives the hull's value there."""
+    hx, hy = non_decreasing_hull(costs, quality)
+    x = np.asarray(costs, dtype=np.float64)
+    lo = float(hx[0]) if lo is None else float(lo)
+    hi = float(x.max()) if hi is None else float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < hx[0] or hi < lo:
+        raise ValueError(f"cost range [{lo:g}, {hi:g}] must start at or above the cheapest point ({hx[0]:g}) and "
+                         "end at or above its start")
+    if hi == lo:
+        return float(np.interp(lo, hx, hy))
+    # The hull is piecewise linear (flat past its last corner): the trapezoid rule over its corners is exact.
+    xs = np.concatenate([[lo], hx[(hx > lo) & (hx < hi)], [hi]])
+    ys = np.interp(xs, hx, hy)  # np.interp holds the last value past the last corner
+    return float(np.sum(np.diff(xs) * (ys[1:] + ys[:-1]) / 2) / (hi - lo))
+
+
 def routing_summary(curve: RoutingCurve) -> dict[str, float]:
-    """The usual figures of a curve: CPT(50%), CPT(80%) and APGR, with the two models' accuracies."""
+    """The usual figures of a curve: CPT(50%), CPT(80%), APGR and AIQ over the strong-call share (with one model
+    call per item the cost is linear in that share, and AIQ, a mean over the cost range, does not change under a
+    linear change of the cost axis), with the two models' accuracies."""
     return {"weak_accuracy": curve.weak_accuracy, "strong_accuracy": curve.strong_accuracy,
             "cpt50": call_performance_threshold(curve, 0.5), "cpt80": call_performance_threshold(curve, 0.8),
-            "apgr": apgr(curve)}
+            "apgr": apgr(curve), "aiq": aiq(curve.shares, curve.accuracy)}

@@ -81,6 +81,22 @@ class Column:
     fmt: Callable[[Any], str] = fmt_text
     better: str | None = None  # "up", "down" or None
     csv_only: bool = False  # raw keys such as the policy name: in the CSV, not in Markdown or LaTeX
+    #: The row may carry ``<key>_low`` and ``<key>_high``, an interval shown after the value ("62.35 [58.1, 66.4]")
+    #: and written to the CSV as two more columns.
+    interval: bool = False
+
+    def text(self, row: dict[str, Any]) -> str:
+        """The cell of ``row``: its value formatted, then its interval when the column has one and the row too."""
+        text = self.fmt(row.get(self.key))
+        lo, hi = row.get(f"{self.key}_low"), row.get(f"{self.key}_high")
+        if self.interval and not _missing(lo) and not _missing(hi) and text != "-":
+            text += f" [{self.fmt(lo)}, {self.fmt(hi)}]"
+        return text
+
+    @property
+    def csv_keys(self) -> list[str]:
+        """The CSV columns of this column: its key, then the interval's two bounds when it has one."""
+        return [self.key, f"{self.key}_low", f"{self.key}_high"] if self.interval else [self.key]
 
     def title(self, arrows: bool = True) -> str:
         """The header, with an up/down arrow when ``better`` is set."""
@@ -120,7 +136,7 @@ class Table:
             for r, row in enumerate(section):
                 cells = []
                 for c in shown:
-                    text = c.fmt(row.get(c.key)).replace("|", "\\|")
+                    text = c.text(row).replace("|", "\\|")
                     cells.append(f"**{text}**" if (s, r, c.key) in self.bold and text else text)
                 lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
@@ -129,9 +145,10 @@ class Table:
         """CSV with raw (unformatted) values and the column keys as the header."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([c.key for c in self.columns])
+        keys = [k for c in self.columns for k in c.csv_keys]
+        writer.writerow(keys)
         for row in self.rows:
-            writer.writerow(["" if _missing(row.get(c.key)) else row.get(c.key) for c in self.columns])
+            writer.writerow(["" if _missing(row.get(k)) else row.get(k) for k in keys])
         return buf.getvalue()
 
     def to_latex(self) -> str:
@@ -147,7 +164,7 @@ class Table:
             for r, row in enumerate(section):
                 cells = []
                 for c in shown:
-                    text = _tex(c.fmt(row.get(c.key)))
+                    text = _tex(c.text(row))
                     cells.append(r"\textbf{" + text + "}" if (s, r, c.key) in self.bold and text else text)
                 lines.append(" & ".join(cells) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(self.caption)}}}",
@@ -170,7 +187,7 @@ class Table:
                 cells = []
                 for k, c in enumerate(shown):
                     raw = row.get(c.key)
-                    text = _html(c.fmt(raw))
+                    text = _html(c.text(row))
                     if (s, r, c.key) in self.bold and text:
                         text = f"<strong>{text}</strong>"
                     value = "" if _missing(raw) or isinstance(raw, bool) or not isinstance(raw, int | float) \

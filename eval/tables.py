@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from coba_env.costs import CostMeasure, table_measures
+from eval.column_format import column_format
 from eval.cost_notes import CostEstimates, marked
 from eval.records import RecordLayout
 from eval.table_render import (  # noqa: F401  (re-exported: callers format with tables.fmt_*)
@@ -79,11 +80,22 @@ def _bold_best(table: Table, keys: Sequence[str], info: Mapping[str, PolicyInfo]
                 table.bold.add((s, r, key))
 
 
-def _cost_columns(estimates: CostEstimates | None, frame: pd.DataFrame) -> list[Column]:
+def _cost_columns(estimates: CostEstimates | None, frame: pd.DataFrame, spans: pd.DataFrame | None = None) \
+        -> list[Column]:
     """One column per cost measure ``frame`` has (``coba_env.costs.table_measures``: Total Tok., Calls, P-Tok.,
-    Latency, then USD on a priced pool, then any other measure), each heading marked when it holds estimates."""
-    return [Column(m.metric, marked(m.label, estimates, m.metric), lambda v, m=m: _shown(m, v), "down")
-            for m in table_measures(frame.columns)]
+    Latency, then USD on a priced pool, then any other measure), each heading marked when it holds estimates;
+    with ``spans`` (the intervals' frame, ``<metric>_low`` / ``_high``) the cells carry their 95% interval."""
+    return [Column(m.metric, marked(m.label, estimates, m.metric), _column_format(m, frame, spans), "down",
+                   interval=spans is not None) for m in table_measures(frame.columns)]
+
+
+def _column_format(m: CostMeasure, frame: pd.DataFrame, spans: pd.DataFrame | None) -> Any:
+    """How a measure's cells are shown: the measure's own table format; dollars with one format for the whole
+    column (its values and its intervals' high ends), so "$0.001186" and "$0.000080" never mix with "8.046e-05"."""
+    if m.metric != "usd":
+        return lambda v, m=m: _shown(m, v)
+    highs = list(spans["usd_high"]) if spans is not None and "usd_high" in spans else []
+    return usd_format([*frame["usd"], *highs])
 
 
 def _graded_column(frame: pd.DataFrame) -> list[Column]:
@@ -96,25 +108,49 @@ def _shown(m: CostMeasure, value: Any) -> str:
     return "-" if value is None or value != value else m.show(value)
 
 
+def usd_format(values: Sequence[float]) -> Any:
+    """Dollars per item, one format for the whole column: four significant digits on its largest value
+    (``eval.column_format``), "$0.001186", "$0.000838", "$0.000080"."""
+    column = column_format(values, scaled=False)
+    return lambda v: "-" if column(v) == "-" else f"${column(v)}"
+
+
+def _with_intervals(row: dict[str, Any], spans: Any, name: str, keys: Sequence[str],
+                    dataset: str | None = None) -> dict[str, Any]:
+    """``row`` with ``<key>_low`` / ``<key>_high`` for each of ``keys`` that ``spans`` (``eval.intervals``) holds."""
+    if spans is None:
+        return row
+    for key in keys:
+        span = spans.of(name, key, dataset)
+        if span is not None:
+            row[f"{key}_low"], row[f"{key}_high"] = span
+    return row
+
+
 def _footnote(estimates: CostEstimates | None) -> str:
     return f" {estimates.footnote}" if estimates is not None and estimates.footnote else ""
 
 
-def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: CostEstimates | None = None) -> Table:
+def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: CostEstimates | None = None,
+               intervals: Any = None) -> Table:
     """Paper Table "main": macro accuracy and per-item costs; non-oracle rows by accuracy, oracle last.
 
-    ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption."""
-    costs = _cost_columns(estimates, mac)
+    ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption; ``intervals``
+    (``eval.intervals.Intervals``) puts each value's 95% interval after it."""
+    spans = intervals.macro if intervals is not None and len(intervals.macro) else None
+    costs = _cost_columns(estimates, mac, spans)
     graded = _graded_column(mac)
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *graded, *costs,
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up", interval=spans is not None), *graded, *costs,
             Column("policy", "Policy", csv_only=True)]
     order = mac.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     shown = ["acc", *(c.key for c in graded), *(c.key for c in costs)]
-    sections = [[{"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()}
-                 for n in sec] for sec in _split_oracle(order, info)]
+    sections = [[_with_intervals({"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()},
+                                 intervals, n, shown) for n in sec] for sec in _split_oracle(order, info)]
+    why = (f" Brackets: the 95% interval (percentile bootstrap over {intervals.unit}s, {intervals.resamples} "
+           "resamples, the paired tests' resamples)." if spans is not None else "")
     table = Table("main", "Main macro results over dataset x generator pairs. Costs are per item "
                   "(one item-generator evaluation); P-Tok. weights tokens by model parameters (billions). The "
-                  "oracle is an evaluator-side upper bound." + _footnote(estimates), cols, sections)
+                  "oracle is an evaluator-side upper bound." + why + _footnote(estimates), cols, sections)
     _bold_best(table, ["acc"], info)
     return table
 
@@ -135,17 +171,30 @@ def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
 
 
 def per_group_table(frame: pd.DataFrame, level: str, info: Mapping[str, PolicyInfo], *, name: str,
-                    caption: str, order: Sequence[str] | None = None, metric: str = "acc") -> Table:
-    """Accuracy (or ``metric``) per policy x dataset / generator (``level``), oracle last, best in bold."""
+                    caption: str, order: Sequence[str] | None = None, metric: str = "acc",
+                    intervals: Any = None) -> Table:
+    """Accuracy (or ``metric``) per policy x dataset / generator (``level``), oracle last, best in bold;
+    ``intervals`` (per dataset, ``eval.intervals``) puts each value's 95% interval after it."""
     wide = frame[metric].unstack(level)
     groups = list(order) if order is not None else list(wide.columns)
     fmt = fmt_acc1 if metric == "acc" else fmt_k
-    cols = [Column("method", "Method")] + [Column(g, g, fmt, "up" if metric == "acc" else "down")
+    spans = intervals is not None and level == "dataset" and len(intervals.per_dataset) > 0
+    cols = [Column("method", "Method")] + [Column(g, g, fmt, "up" if metric == "acc" else "down", interval=spans)
                                            for g in groups] + [Column("policy", "Policy", csv_only=True)]
     # Accuracy tables list methods from least to most accurate on average; cost tables from most to least costly.
     names = wide[groups].mean(axis=1).sort_values(ascending=metric == "acc").index.tolist()
-    sections = [[{"method": _label(n, info), "policy": n, **{g: wide.loc[n, g] for g in groups}} for n in sec]
-                for sec in _split_oracle(names, info)]
+
+    def row(n: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": _label(n, info), "policy": n, **{g: wide.loc[n, g] for g in groups}}
+        for g in groups if spans else ():
+            span = intervals.of(n, metric, g)
+            if span is not None:
+                out[f"{g}_low"], out[f"{g}_high"] = span
+        return out
+
+    sections = [[row(n) for n in sec] for sec in _split_oracle(names, info)]
+    if spans:
+        caption += " Brackets: the 95% interval (as in the main table)."
     table = Table(name, caption, cols, sections)
     _bold_best(table, groups, info, larger=metric == "acc")
     return table

@@ -1,7 +1,8 @@
 """Summary statistics of a pool per (dataset, generator): accuracy of simple selectors, tokens, coverage.
 
 ``inspect_pool`` is a pure function of the pool (correctness labels included: these are evaluator-side
-figures, never policy inputs); ``format_inspection`` renders its result as a text table; ``pool_summary`` is
+figures, never policy inputs), with each verifier's coverage, AUROC, calibration error and best-of-N accuracy
+(``pools.verifier_quality``); ``format_inspection`` renders its result as a text table; ``pool_summary`` is
 the one line ``coba pools import`` and ``validate`` print (the manifest's counts).
 
 Selectors over the first ``n`` candidates of an episode:
@@ -26,8 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pools.schema import OUTCOME_STATUS, PAPER_TIER_ROLES, TIERS
+from pools.schema import OUTCOME_STATUS, PAPER_TIER_ROLES
 from pools.store import Pool
+from pools.verifier_quality import format_diagnostics, verifier_diagnostics
 
 VOTE_KEYS: tuple[str, ...] = ("cluster", "raw_answer")
 
@@ -111,8 +113,9 @@ def _group_stats(pool: Pool, episode_ids: pd.Index, outcomes: pd.DataFrame) -> d
 
 
 def _coverage_tiers(pool: Pool) -> list[str]:
-    """The verifiers whose score coverage is reported: the paper's V1, V2, V3, then the pool's other verifiers."""
-    return [*TIERS, *(t for t in pool.tiers if t not in TIERS)]
+    """The verifiers whose score coverage is reported: the pool's own, by their names and in its order (a pool
+    without the paper's V1, V2, V3 gets no column of zeros for them)."""
+    return list(pool.tiers)
 
 
 def inspect_pool(pool: Pool) -> dict[str, Any]:
@@ -142,6 +145,7 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
         "overall": overall,
         "grader_disagreements": len(agreement.get("disagreements", [])) if agreement else None,
         "estimated": _estimated(pool),
+        "verifiers": verifier_diagnostics(pool),
     }
 
 
@@ -191,6 +195,8 @@ def format_inspection(stats: dict[str, Any]) -> str:
     roles = stats.get("verifier_roles") or {}
     tiers = ", ".join(f"{t} ({roles[t]})" if t in roles else t for t in stats["tiers"])
     footer = [f"models: {models}", f"tiers: {tiers or 'none'}", f"rows: {counts}"]
+    if stats.get("verifiers"):
+        footer += format_diagnostics(stats["verifiers"], n)
     est = stats.get("estimated")
     if est and est["candidates"]:
         fields = ", ".join(f"{name} {n}" for name, n in est["fields"].items()) or "none counted by the importer"

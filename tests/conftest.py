@@ -12,9 +12,10 @@ import pytest
 
 from pools.schema import PAPER_TIER_ROLES
 from pools.store import Pool
-from tests.llama_server import (  # noqa: F401  (the real-server fixtures and dead-server hook, for every test)
+from tests.llama_server import (  # noqa: F401  (the real-server fixtures, their mark and dead-server hook)
     llama_server,
     llama_server_process,
+    pytest_collection_modifyitems,
     pytest_runtest_makereport,
 )
 

@@ -373,6 +373,17 @@ def _add_edge_cases() -> None:
 _add_edge_cases()
 
 
+def _add_stats_cases() -> None:
+    """Issue 39's presentation cases (``tests/hostile_cases_stats.py``: no policy can run, --reference, --grid)."""
+    from tests.hostile_cases_stats import STATS_CASES
+
+    for command, cases in STATS_CASES.items():
+        CASES[command].extend(cases)
+
+
+_add_stats_cases()
+
+
 def case_counts() -> dict[str, int]:
     """Number of hostile cases per command."""
     return {command: len(cases) for command, cases in CASES.items()}

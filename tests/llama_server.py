@@ -47,8 +47,9 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["MODEL", "N_CTX", "N_THREADS", "PARAMS_B", "STARTUP_TIMEOUT_S", "ServerProcess", "describe_exit",
-           "gguf_path", "llama_server", "llama_server_process", "pytest_runtest_makereport", "require_alive"]
+__all__ = ["MODEL", "N_CTX", "N_THREADS", "PARAMS_B", "REAL_SERVER_MARK", "STARTUP_TIMEOUT_S", "ServerProcess",
+           "describe_exit", "gguf_path", "llama_server", "llama_server_process", "pytest_collection_modifyitems",
+           "pytest_runtest_makereport", "require_alive"]
 
 #: Name the server serves the model under (``--model_alias``); send it as the request's ``model``.
 MODEL = "SmolLM2-135M-Instruct"
@@ -185,6 +186,19 @@ def require_alive(server: ServerProcess) -> str:
     if (report := server.death_report()) is not None:
         pytest.fail(f"before this test started: {report}", pytrace=False)
     return server.base_url
+
+
+#: The marker of every test that needs the real server (``pytest -m "not real_server"``: the quick check,
+#: scripts/quick_check.sh, runs everything else without the server-test extra).
+REAL_SERVER_MARK = "real_server"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that asks for the real server, directly or through another fixture, ``real_server``: the
+    mark follows the fixture, so a new real-server test is marked without anyone remembering to."""
+    for item in items:
+        if "llama_server_process" in getattr(item, "fixturenames", ()):
+            item.add_marker(getattr(pytest.mark, REAL_SERVER_MARK))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -60,7 +60,7 @@ def test_estimated_costs_are_marked_in_the_terminal_and_the_main_table(tmp_path:
     assert _bench(pool, tmp_path / "out", "--policies", "main") == 0
     out = capsys.readouterr().out
     head = next(line for line in out.splitlines() if line.startswith("policy"))
-    assert re.search(r"p_tokens~ +tokens~ +calls +latency~", head)
+    assert re.search(r"Total Tok\.~ +P-Tok\.~ +Calls +Latency~$", head)  # calls are counted, never estimated
     footnotes = [line for line in out.splitlines() if line.startswith(f"{ESTIMATE_MARK} estimated:")]
     assert len(footnotes) == 1 and "token counts of 25/25 candidates estimated from their text" in footnotes[0]
     assert "latencies by rule" in footnotes[0]
@@ -97,7 +97,8 @@ def test_five_sample_pool_shows_best_of_5_and_self_consistency_at_5(tmp_path: Pa
     assert _bench(pool, tmp_path / "out") == 0  # every policy, no spec file
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line and line.split()[0] in
-            ("greedy", "bon4_majority", "bon5_majority", "self_consistency@5")}
+            ("greedy", "bon4_majority", "bon5_majority", "self_consistency@5") and not line.startswith(" ")}
+    # (indented lines: the paired tests' differences under the table)
     assert float(rows["bon5_majority"][1]) == pytest.approx(60.0)
     assert float(rows["self_consistency@5"][1]) == pytest.approx(60.0)
     assert float(rows["bon4_majority"][1]) == pytest.approx(40.0)
@@ -124,7 +125,7 @@ def test_usd_from_prices(tmp_path: Path, capsys) -> None:
     assert results["policies"]["greedy"]["macro"]["usd"] == pytest.approx(2e-4)
     assert results["policies"]["bon4_majority"]["macro"]["usd"] == pytest.approx(8e-4)
     head = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("policy"))
-    assert head.split()[-1] == "usd"  # the terminal table's last column
+    assert head.split()[-1] == "USD"  # the terminal table's last column
     episodes = pd.read_parquet(tmp_path / "out" / "episodes.parquet")
     assert episodes.loc[episodes["policy"] == "greedy", "usd"].tolist() == pytest.approx([2e-4] * 5)
 
@@ -161,7 +162,8 @@ def test_p_tokens_of_a_model_without_a_size_is_marked_not_meaningful(tmp_path: P
     assert _bench(tmp_path / "pool", tmp_path / "out", "--policies", "greedy", "--cost", "usd") == 0
     lines = capsys.readouterr().out.splitlines()
     head = next(line for line in lines if line.startswith("policy")).split()
-    assert head[3:7] == ["p_tokens" + UNSIZED_MARK, "tokens" + ESTIMATE_MARK, "calls", "latency" + UNSIZED_MARK]
+    assert head[2:8] == ["Total", "Tok." + ESTIMATE_MARK, "P-Tok." + UNSIZED_MARK, "Calls", "Latency" + UNSIZED_MARK,
+                         "USD" + ESTIMATE_MARK]
     [note] = [line for line in lines if f"{UNSIZED_MARK} not meaningful:" in line]
     assert f"{UNSIZED_MARK} not meaningful: {STRONG} has no published size (params_b 0)" in note
     report = (tmp_path / "out" / "report.md").read_text()

@@ -76,8 +76,26 @@ def test_sweep_markdown_states_the_measure():
         [("greedy", "greedy", 94.0, 75.7)]
     table = _points(rows)
     text = sweep.frontier_markdown(table, sweep.frontier_summary(table))
-    assert "common cost range" in text and "253 - 1229" in text
-    assert "| best_of_n | coba | 253 - 1229 |" in text
+    assert "common cost range" in text and "253 - 1,229" in text
+    assert "| best_of_n | coba | 253 - 1,229 |" in text
+    # One format per column: every cost of the point table with the decimals of its largest value (1,533: none).
+    costs = [line.split(" | ")[4] for line in text.splitlines() if line.startswith("| best_of_n | bon")]
+    assert costs == ["94", "190", "383", "768", "1,533"]
     assert "area" not in text.lower()
     # The single-point family has no range and no mean accuracy.
     assert "| greedy | 1 | 94 - 94 | - | greedy |" in text
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    # dollars from 8.046e-05 to 0.001186: six decimals, so the largest keeps four significant digits
+    ([0.001186, 0.0008376, 8.046e-05], ["0.001186", "0.000838", "0.000080"]),
+    # tokens from 4,447 to 17,460: thousands (the header says "k"), two decimals
+    ([4447.0, 17460.0], ["4.45", "17.46"]),
+    ([12.34, 1.5, float("nan")], ["12.34", "1.50", "-"]),
+])
+def test_a_column_keeps_one_format_from_its_largest_value(values, expected):
+    from eval.column_format import column_format
+
+    fmt = column_format(values)
+    assert [fmt(v) for v in values] == expected
+    assert fmt.unit("tokens") == ("k tokens" if max(values) >= 1e4 else "tokens")

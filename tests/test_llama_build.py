@@ -49,6 +49,7 @@ def test_the_disassembler_sees_amx_and_avx512(tmp_path: Path) -> None:
     assert AVX512_REGISTER.search(listing), listing
 
 
+@pytest.mark.real_server  # reads the installed llama_cpp of the server-test extra, which the quick check leaves out
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the AMX/AVX-512 check is for x86-64")
 def test_llama_cpp_cpu_backend_has_no_amx_or_avx512_instructions() -> None:
     listing = _disassemble(_ggml_cpu_library())

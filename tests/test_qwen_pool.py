@@ -106,7 +106,7 @@ def test_cli_import_inspect_and_round_trip(qwen_file, tmp_path, capsys):
     assert overall["majority_at_n_exact"] == pytest.approx(0.93)
     assert overall["pass_at_n"] == pytest.approx(0.96)
     assert overall["first_sample_accuracy"] == pytest.approx(0.90)
-    assert overall["score_coverage"] == {"V1": 0.0, "V2": 0.0, "V3": 1.0}
+    assert overall["score_coverage"] == {"V3": 1.0}  # the pool's own verifier only: no all-zero V1 / V2
     assert overall["grader_agreement"] >= 0.97
     assert main(["pools", "inspect", str(dest)]) == 0
     text = capsys.readouterr().out
@@ -153,3 +153,35 @@ def test_cli_verifier_role(qwen_file, tmp_path, capsys, role, code, expected):
         assert load_pool(dest).manifest["verifier_roles"] == expected
     else:
         assert expected in capsys.readouterr().err and not dest.exists()
+
+
+def test_inspect_prints_the_reward_models_auroc_and_best_of_8_from_the_files_own_labels(qwen_file, tmp_path,
+                                                                                        capsys):
+    """``coba pools inspect`` on the imported pool: the reward model's AUROC equals sklearn's roc_auc_score over the
+    file's ``score`` labels and raw ``pred_score`` logits (the import's sigmoid is monotone), and its best-of-8
+    accuracy the file's pick@8 (the highest ``pred_score`` per problem, ties to the earliest; SOURCES.md: 0.94)."""
+    from sklearn.metrics import roc_auc_score
+
+    rows = [json.loads(line) for line in qwen_file.read_text().splitlines() if line.strip()]
+    labels = [bool(c) for r in rows for c in r["score"]]
+    logits = [float(s[0]) for r in rows for s in r["pred_score"]]
+    picks = [r["score"][int(np.argmax([s[0] for s in r["pred_score"]]))] for r in rows]
+    expected_auroc, expected_pick = roc_auc_score(labels, logits), float(np.mean(picks))
+    assert expected_pick == pytest.approx(0.94)
+
+    dest = tmp_path / "qwen"
+    assert main(["pools", "import", str(qwen_file), str(dest), "--format", "qwen-lists", "--generator",
+                 "Qwen2.5-Math-7B-Instruct", "--generator-params-b", "7.6"]) == 0
+    capsys.readouterr()
+    assert main(["pools", "inspect", str(dest), "--json"]) == 0
+    rm = json.loads(capsys.readouterr().out)["verifiers"]["V3"]
+    assert rm["role"] == "reward_model" and rm["coverage"] == 1.0 and rm["best_of_n_episodes"] == 100
+    assert rm["auroc"] == pytest.approx(expected_auroc, abs=1e-12)
+    assert rm["best_of_n_accuracy"] == pytest.approx(expected_pick, abs=1e-12)
+    assert main(["pools", "inspect", str(dest)]) == 0
+    text = capsys.readouterr().out
+    row = next(line.split() for line in text.splitlines() if line.strip().startswith("V3 "))
+    assert row[:2] == ["V3", "reward_model"] and row[-1] == "Qwen2.5-Math-RM-72B"  # SOURCES.md's reward model
+    assert float(row[3]) == pytest.approx(expected_auroc, abs=5e-4)  # AUROC, printed with 3 decimals
+    assert float(row[5]) == pytest.approx(expected_pick, abs=5e-4)   # pick@8
+    assert "ECE: expected calibration error, 10 equal-width score bins" in text

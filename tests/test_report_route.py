@@ -149,12 +149,18 @@ def test_a_bench_with_a_reference_tests_every_policy_against_it(env, reference, 
         assert line in report, other
 
 
-def test_a_route_bench_without_a_reference_shows_every_pair(route_tiny):
+def test_a_route_bench_without_a_reference_tests_against_the_best_routing_policy(route_tiny):
+    """The default reference of a route bench: the most accurate routing policy (ties: the cheaper), found here
+    from the macro figures results.json holds; the significance section tests every other policy against it."""
     results, out = route_tiny
-    assert results["bootstrap"]["reference"] is None  # as before: results.json unchanged
+    ran = results["meta"]["ran"]
+    routing = [n for n in ran if results["policies"][n]["group"] == "routing"]
+    best = max(routing, key=lambda n: (results["policies"][n]["macro"]["acc"], -results["policies"][n]["macro"]["p_tokens"]))
+    boot = results["bootstrap"]
+    assert boot["reference"] == best and set(boot["vs_reference"]) == set(ran) - {best}
+    assert boot["reference_rule"].startswith("default:")
     report = (out / "report.md").read_text().split("## Significance (paired bootstrap)")[1].split("\n## ")[0]
-    assert "every pair instead" in report and "--reference NAME" in report
-    assert "| Row - column |" in report
+    assert f"| {results['policies'][best]['label']} - " in report
 
 
 @pytest.mark.parametrize(("args", "message"), [

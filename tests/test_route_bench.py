@@ -190,17 +190,17 @@ def test_a_route_bench_with_no_route_policy_is_refused_up_front(policies, tmp_pa
     assert not out.exists()
 
 
-def test_a_route_bench_where_no_route_policy_applies_reports_that_nothing_ran(tmp_path):
-    """Route policies that all need a verifier, on a pool with none: the report says so (no KeyError 'main')."""
-    from eval.bench import run_bench
+def test_a_route_bench_where_no_route_policy_applies_exits_2_naming_why(tmp_path, capsys):
+    """Route policies that all need a verifier, on a pool with none: one line naming each policy and why, exit 2,
+    no output folder (a report with no result would pass for a finished bench)."""
+    from eval.bench import BenchInputError, run_bench
     from tests.test_many_generators import pool_with_verifiers
 
-    results = run_bench(pool_with_verifiers(2, 0), "route_cheapest_coba,route_largest_coba", out_dir=tmp_path / "b",
-                        env="route", progress=False, figures=False, quiet=True)
-    assert set(results["meta"]["not_applicable"]) == {"route_cheapest_coba", "route_largest_coba"}
-    report = (tmp_path / "b" / "report.md").read_text()
-    assert "No policy ran on this pool, so there are no results." in report
-    assert "## Main results" not in report and "## Routing between generators" not in report
+    with pytest.raises(BenchInputError, match=r"^no requested policy can run on this pool \(route_cheapest_coba: .*; "
+                                              r"route_largest_coba: .*\)$"):
+        run_bench(pool_with_verifiers(2, 0), "route_cheapest_coba,route_largest_coba", out_dir=tmp_path / "b",
+                  env="route", progress=False, figures=False, quiet=True)
+    assert not (tmp_path / "b").exists()
 
 
 def disjoint_two_generator_pool():

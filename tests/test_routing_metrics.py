@@ -16,9 +16,11 @@ import pytest
 
 from eval.routing_metrics import (
     RoutingCurve,
+    aiq,
     apgr,
     call_performance_threshold,
     curve_from_points,
+    non_decreasing_hull,
     oracle_curve,
     random_router_curve,
     routed_point,
@@ -44,8 +46,34 @@ def test_hand_worked_score_router() -> None:
     # 80% (accuracy .65) lies between share .5 (.5) and .75 (.75): .5 + .25 * .15 / .25 = .65
     assert call_performance_threshold(curve, 0.8) == pytest.approx(0.65)
     summary = routing_summary(curve)
+    # AIQ over the share: the non-decreasing convex hull drops (.5, .5), which lies under the chord from
+    # (.25, .5) to (.75, .75) (.625 there), and stays at .75 after .75:
+    # .25 * (.25 + .5) / 2 + .5 * (.5 + .75) / 2 + .25 * .75 = .09375 + .3125 + .1875 = .59375 over a width of 1.
     assert summary == pytest.approx({"weak_accuracy": 0.25, "strong_accuracy": 0.75, "cpt50": 0.25,
-                                     "cpt80": 0.65, "apgr": 0.625})
+                                     "cpt80": 0.65, "apgr": 0.625, "aiq": 0.59375})
+
+
+def test_aiq_of_a_hand_worked_cost_quality_curve() -> None:
+    """RouterBench's AIQ: the mean of the non-decreasing convex hull over the cost range, worked by hand."""
+    # Given out of order; (3, .5) lies under the hull (.75 at cost 3 on the chord (2, .6)-(4, .9)); (5, .7) is
+    # past the best point, so the hull stays at .9 from cost 4 to 5.
+    costs, quality = [4.0, 1.0, 3.0, 2.0, 5.0], [0.9, 0.2, 0.5, 0.6, 0.7]
+    hx, hy = non_decreasing_hull(costs, quality)
+    assert hx.tolist() == [1.0, 2.0, 4.0] and hy.tolist() == [0.2, 0.6, 0.9]
+    # Over [1, 5]: (.2 + .6) / 2 * 1 + (.6 + .9) / 2 * 2 + .9 * 1 = .4 + 1.5 + .9 = 2.8, / 4 = .7
+    assert aiq(costs, quality) == pytest.approx(0.7)
+    # Over [2, 4]: (.6 + .9) / 2 * 2 / 2 = .75; a zero-width range is the hull's value there (at 3: .75)
+    assert aiq(costs, quality, lo=2.0, hi=4.0) == pytest.approx(0.75)
+    assert aiq(costs, quality, lo=3.0, hi=3.0) == pytest.approx(0.75)
+    # Equal costs keep the better point; one point is its own hull.
+    assert non_decreasing_hull([1.0, 1.0, 2.0], [0.3, 0.5, 0.4])[1].tolist() == [0.5]
+    assert aiq([2.0], [0.4]) == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0.5, 5.0), (4.0, 3.0)])
+def test_aiq_refuses_a_range_below_the_cheapest_point(lo, hi) -> None:
+    with pytest.raises(ValueError, match=r"must start at or above the cheapest point \(1\)"):
+        aiq([1.0, 2.0], [0.2, 0.6], lo=lo, hi=hi)
 
 
 def test_hand_worked_oracle_and_decisions() -> None:

@@ -21,10 +21,13 @@ from typing import Any
 import pandas as pd
 
 from agents.base import Policy
-from coba_env.costs import COST_TABLE
-from eval import metrics, pareto
+from coba_env.costs import COST_TABLE, measure
+from eval import bootstrap, metrics, pareto
 from eval.bench_data import COST_METRIC
+from eval.column_format import column_format, fixed
+from eval.intervals import Intervals, bootstrap_intervals
 from pools.atomic_write import atomic_write_text
+from train.sweep_grid import GridError, grid_settings, parse_grid, point_name, setting_text
 
 #: The cost metrics a sweep point records: every measure of ``coba_env.costs.COST_TABLE`` that every pool records.
 SWEEP_METRICS = tuple(m.metric for m in COST_TABLE if not m.needs_prices)
@@ -105,14 +108,20 @@ def anchor_points(names: Sequence[str] = ANCHORS) -> list[SweepPoint]:
 
 
 def frontier_points(records: pd.DataFrame, families: dict[str, str], params: dict[str, str] | None = None,
-                    cost: str = "p_tokens") -> pd.DataFrame:
-    """One row per policy: family, parameter, macro accuracy (%) and macro cost per episode (all measures)."""
+                    cost: str = "p_tokens", spans: Intervals | None = None) -> pd.DataFrame:
+    """One row per policy: family, parameter, macro accuracy (%) and macro cost per episode (all measures); with
+    ``spans`` (``eval.intervals``) the 95% intervals of accuracy and of the swept cost (``acc_low`` ... ``cost_high``)."""
     mac = metrics.macro(records)
     rows = []
     for name in mac.index:
-        rows.append({"policy": name, "family": families.get(name, name), "param": (params or {}).get(name, ""),
-                     "acc": float(mac.loc[name, "acc"]), "cost": float(mac.loc[name, COST_METRIC[cost]]),
-                     **{m: float(mac.loc[name, m]) for m in SWEEP_METRICS}})
+        row = {"policy": name, "family": families.get(name, name), "param": (params or {}).get(name, ""),
+               "acc": float(mac.loc[name, "acc"]), "cost": float(mac.loc[name, COST_METRIC[cost]]),
+               **{m: float(mac.loc[name, m]) for m in SWEEP_METRICS}}
+        for key, metric in (("acc", "acc"), ("cost", COST_METRIC[cost])):
+            span = spans.of(name, metric) if spans is not None else None
+            if span is not None:
+                row[f"{key}_low"], row[f"{key}_high"] = span
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -151,13 +160,26 @@ def frontier_summary(points: pd.DataFrame) -> dict[str, Any]:
             "global_front": [p.name for p in pareto.pareto_front(pts)]}
 
 
-def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
-    """Markdown: every point (sorted by family and cost) with its dominance, then the fronts compared."""
-    lines = ["| family | policy | param | macro acc (%) | cost | dominated by | dominates |", "|---|---|---|---|---|---|---|"]
+def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any], cost_model: str | None = None) -> str:
+    """Markdown: every point (sorted by family and cost) with its dominance and 95% intervals, then the fronts
+    compared; one number format per column (``eval.column_format``), the cost's unit in its header."""
+    has_ci = {"acc_low", "cost_low"} <= set(points.columns)
+    fmt = column_format([*points["cost"], *(points["cost_high"] if has_ci else [])])
+    acc = fixed(2)
+    unit = fmt.unit(measure(cost_model).unit) if cost_model else fmt.unit("")
+    cost_head = f"cost ({unit}{', ' + cost_model if cost_model else ''})" if unit else "cost"
+    lines = [f"| family | policy | param | macro acc (%) | {cost_head} | dominated by | dominates |",
+             "|---|---|---|---|---|---|---|"]
     for r in points.sort_values(["family", "cost"]).itertuples():
-        lines.append(f"| {r.family} | {r.policy} | {r.param} | {r.acc:.2f} | {r.cost:.4g} | "
+        a, c = acc(r.acc), fmt(r.cost)
+        if has_ci:
+            a, c = f"{a} {acc.interval(r.acc_low, r.acc_high)}".strip(), f"{c} {fmt.interval(r.cost_low, r.cost_high)}".strip()
+        lines.append(f"| {r.family} | {r.policy} | {r.param} | {a} | {c} | "
                      f"{', '.join(summary['dominated_by'][r.policy]) or '-'} | "
                      f"{len(summary['dominates'][r.policy])} |")
+    if has_ci:
+        lines += ["", "Brackets: the 95% interval of each macro figure (percentile bootstrap over items, "
+                  f"{bootstrap.RESAMPLES} resamples, seed 0; the resamples a bench of the same points would use)."]
     lines += ["", "Fronts compared over their common cost range: the mean, over log10 cost in the range both "
               "fronts cover, of the best accuracy each reaches at that cost or less (higher is better; "
               "docs/CONTROLLERS.md, 'Comparing fronts'). Single-point families are judged by dominance only.", ""]
@@ -165,41 +187,62 @@ def frontier_markdown(points: pd.DataFrame, summary: dict[str, Any]) -> str:
         lines += ["| family A | family B | common cost range | mean acc A | mean acc B | A - B |",
                   "|---|---|---|---|---|---|"]
         for c in summary["comparisons"]:
-            lines.append(f"| {c['a']} | {c['b']} | {c['lo']:.4g} - {c['hi']:.4g} | {c['a_acc']:.2f} | "
-                         f"{c['b_acc']:.2f} | {c['diff']:+.2f} |")
+            lines.append(f"| {c['a']} | {c['b']} | {fmt(c['lo'])} - {fmt(c['hi'])} | {acc(c['a_acc'])} | "
+                         f"{acc(c['b_acc'])} | {c['diff']:+.2f} |")
     else:
         lines.append("(no two families with a front spanning a cost range overlap)")
     common = summary["common_range"]
-    lines += ["", (f"Per family, over the cost range all multi-point fronts share ({common[0]:.4g} - "
-                   f"{common[1]:.4g}):") if common else "Per family (the multi-point fronts share no cost range):",
+    lines += ["", (f"Per family, over the cost range all multi-point fronts share ({fmt(common[0])} - "
+                   f"{fmt(common[1])}):") if common else "Per family (the multi-point fronts share no cost range):",
               "", "| family | points | front cost range | mean acc over the shared range | front |",
               "|---|---|---|---|---|"]
     for fam, info in summary["families"].items():
         span = info["cost_range"]
         lines.append(f"| {fam} | {info['points']} | "
-                     f"{f'{span[0]:.4g} - {span[1]:.4g}' if span else '-'} | "
-                     f"{'-' if info['mean_acc'] is None else format(info['mean_acc'], '.2f')} | "
+                     f"{f'{fmt(span[0])} - {fmt(span[1])}' if span else '-'} | "
+                     f"{'-' if info['mean_acc'] is None else acc(info['mean_acc'])} | "
                      f"{', '.join(info['front'])} |")
     return "\n".join(lines) + "\n"
 
 
-def write_frontier(points: pd.DataFrame, summary: dict[str, Any], out_dir: str | Path, stem: str = "frontier") -> None:
-    """Write ``<stem>.csv`` (points) and ``<stem>.md`` (points, dominance and areas) to ``out_dir``."""
+def write_frontier(points: pd.DataFrame, summary: dict[str, Any], out_dir: str | Path, stem: str = "frontier",
+                   cost_model: str | None = None, figure: bool = True) -> None:
+    """Write ``<stem>.csv`` (points), ``<stem>.md`` (points, dominance and areas) and, with ``figure``, the fronts
+    with their error bars as ``<stem>.png`` / ``.svg`` (``eval.front_figure``) to ``out_dir``."""
     out = Path(out_dir)
     atomic_write_text(out / f"{stem}.csv", points.to_csv(index=False))
-    atomic_write_text(out / f"{stem}.md", frontier_markdown(points, summary))
+    atomic_write_text(out / f"{stem}.md", frontier_markdown(points, summary, cost_model))
+    if figure and len(points):
+        from eval.figures import cost_axis_label
+        from eval.front_figure import fronts_figure
+        from eval.report import save_figure
+
+        axis = cost_axis_label(COST_METRIC[cost_model]) if cost_model else "cost per item"
+        save_figure(fronts_figure(points, axis), out / stem)
 
 
-def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepPoint]:
+def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float], grid: Sequence[str] = ()) -> list[SweepPoint]:
     """Sweep points for ``--policies`` items: a fixed family name, a checkpoint directory (traced over
-    ``lambdas``), a registry policy name or a ``FILE.py:Class`` / ``module:Class`` reference (a single point)."""
+    ``lambdas``), a registered policy name, the policies of a YAML spec file, or a ``FILE.py:Class`` /
+    ``module:Class`` reference (one point each). With ``grid`` (``--grid NAME=v1,v2,...``, ``train.sweep_grid``)
+    every named policy becomes a family of one point per setting instead."""
     from agents.learned import is_checkpoint, load_checkpoint
     from agents.plugins import is_class_ref
-    from agents.registry import load_specs, make_policy
+    from agents.registry import load_specs
+    from eval.policy_selection import BenchInputError, parse_policies
 
-    table = load_specs()
+    try:
+        settings = grid_settings(parse_grid(grid)) if grid else []
+        names, files = parse_policies(list(specs))
+        table = load_specs(files)
+    except (GridError, BenchInputError, ValueError) as exc:
+        raise SweepInputError(str(exc)) from None
     out: list[SweepPoint] = []
-    for spec in specs:
+    for spec in names or []:
+        if (spec in FIXED_FAMILIES or is_checkpoint(spec)) and settings:
+            what = (f"the family {spec!r} has its own grid; name its policy ({FAMILIES[spec][0]})"
+                    if spec in FIXED_FAMILIES else f"checkpoint {spec} is traced over --lambdas; name a policy")
+            raise SweepInputError(f"--grid sweeps a parameter of a policy: {what} to sweep one of its parameters")
         if spec in FIXED_FAMILIES:
             out += fixed_points(spec)
         elif is_checkpoint(spec):
@@ -209,14 +252,8 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
             except (ValueError, OSError) as exc:
                 raise SweepInputError(f"checkpoint {spec}: {exc}") from None
             out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
-        elif spec in table:
-            out += anchor_points([spec])
-        elif is_class_ref(spec):  # the user's own policy class, FILE.py:Class or module:Class (one point)
-            try:
-                name = make_policy(spec).name
-            except (ValueError, TypeError) as exc:
-                raise SweepInputError(str(exc)) from None
-            out.append(SweepPoint(name, name, "", lambda spec=spec: make_policy(spec)))
+        elif spec in table or is_class_ref(spec):  # registered, from a YAML file, or the user's own class
+            out += policy_points(spec, table, settings)
         elif Path(spec).is_dir():
             raise SweepInputError(f"{spec}: a folder without controller.json; expected a checkpoint directory "
                                   "written by `coba train`")
@@ -230,14 +267,50 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
     return out
 
 
+def policy_points(spec: str, table: dict[str, dict], settings: Sequence[dict[str, Any]] = ()) -> list[SweepPoint]:
+    """One point for the policy ``spec`` of ``table`` (or a class reference), or, with ``settings``, its family:
+    one point per setting, built with those parameters and named ``<policy>[NAME=value]``. Every point is built
+    once here, so a parameter the policy does not take fails before any replay, naming it."""
+    from agents.registry import make_policy
+
+    def build(setting: dict[str, Any]) -> Policy:
+        try:
+            return make_policy(spec, specs=table, **setting)
+        except (ValueError, TypeError) as exc:
+            where = f"--grid {setting_text(setting)}: " if setting else ""
+            raise SweepInputError(f"{where}policy {spec!r}: {' '.join(str(exc).split())}") from None
+
+    base = build({})
+    if not settings:
+        return [SweepPoint(base.name, base.name, "", lambda: build({}))]
+    points = []
+    for setting in settings:
+        build(setting)
+        name, label = point_name(base.name, setting), f"{base.label or base.name} {setting_text(setting)}"
+        points.append(SweepPoint(name, base.name, setting_text(setting),
+                                 lambda setting=setting, name=name, label=label: _named(build(setting), name, label)))
+    return points
+
+
+def _beyond_pool(points: Sequence[SweepPoint], policies: Sequence[Policy], n_pool: int) -> dict[str, str]:
+    """The CoBa grid points whose n_max exceeds the pool's N, with why: such a point would run capped at N and
+    repeat another point, so it is left out and listed, like best-of-16 on an N = 8 pool."""
+    return {p.name: f"n_max={pol.n_max} is above the pool's N={n_pool}; it would run as n_max={n_pool} and "
+            "repeat that point" for p, pol in zip(points, policies, strict=True)
+            if p.family == "coba" and getattr(pol, "n_max", 0) > n_pool}
+
+
 def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
               out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
               progress: bool = True, workers: int | None = None, datasets: Sequence[str] | None = None,
-              ray_address: str | None = None, grouping: str = "pair") -> tuple[pd.DataFrame, dict[str, Any]]:
+              ray_address: str | None = None, grouping: str = "pair", grid: Sequence[str] = (),
+              figure: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Evaluate every sweep point on the episodes of ``pool`` grouped by ``grouping`` ("pair": ``coba/Replay-v0``,
-    "item": ``coba/Route-v0``; optionally only ``episode_ids`` / ``datasets``) and write the frontier tables; a
-    checkpoint evaluated on datasets it was trained on gets a warning line on stderr. ``ray_address`` runs one
-    Ray task per sweep point on that cluster (``eval.ray_bench``; same results)."""
+    "item": ``coba/Route-v0``; optionally only ``episode_ids`` / ``datasets``) and write the frontier table and,
+    with ``figure``, its figure (every point with its 95% intervals; ``eval.front_figure``); a checkpoint evaluated
+    on datasets it was trained on gets a warning line on stderr. ``grid``: ``--grid NAME=v1,v2,...`` options, every
+    named policy swept over them (``resolve_sweep``). ``ray_address`` runs one Ray task per sweep point on that
+    cluster (``eval.ray_bench``; same results)."""
     import math
 
     import numpy as np
@@ -257,7 +330,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
                                inputs=[pool if isinstance(pool, str | Path) else None])
     except OutputPathError as exc:
         raise SweepInputError(str(exc)) from None
-    points = resolve_sweep(specs, lambdas)
+    points = resolve_sweep(specs, lambdas, grid)
     compiled = as_compiled(pool)
     if episode_ids is not None:
         compiled = compiled.select(np.isin(compiled.episode_ids, list(episode_ids)))
@@ -270,12 +343,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     problem = grouping_problem(policies, grouping)
     if problem:
         raise SweepInputError(problem)
-    # A CoBa grid point whose n_max exceeds the pool's N would run capped at N and repeat another point: it is
-    # left out and listed with the reason, like best-of-16 on an N = 8 pool.
-    n_pool = compiled.n_candidates
-    beyond = {p.name: f"n_max={pol.n_max} is above the pool's N={n_pool}; it would run as n_max={n_pool} and "
-              "repeat that point" for p, pol in zip(points, policies, strict=True)
-              if p.family == "coba" and getattr(pol, "n_max", 0) > n_pool}
+    beyond = _beyond_pool(points, policies, compiled.n_candidates)
     if beyond and len(beyond) == len(points):
         raise SweepInputError(f"no sweep point fits this pool ({'; '.join(f'{k}: {v}' for k, v in beyond.items())})")
     kept = [i for i, p in enumerate(points) if p.name not in beyond]
@@ -299,13 +367,15 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         reasons = "; ".join(f"{name}: {why}" for name, why in bad.items())
         raise SweepInputError(f"{len(bad)} sweep point(s) cannot run on this pool ({reasons}); remove them "
                               "from --policies or use a pool they can run on")
+    ran = [r.name for r in run.runs if r.applicable]
+    spans = bootstrap_intervals(run.records, ran) if ran else None
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
-                            cost=cost_model)
+                            cost=cost_model, spans=spans)
     summary = frontier_summary(table)
     summary["not_applicable"] = {**beyond, **skipped}
 
     def fill(tmp: Path) -> None:
-        write_frontier(table, summary, tmp)
+        write_frontier(table, summary, tmp, cost_model=cost_model, figure=figure)
         atomic_write_text(tmp / "episodes.csv", run.records.to_csv(index=False))
 
     atomic_dir(out, fill, marker="sweep")

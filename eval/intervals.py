@@ -1,0 +1,159 @@
+"""95% confidence intervals of every policy's macro accuracy and costs: the percentile bootstrap over the bench's
+paired units, on the same resamples as the paired tests (``eval.bootstrap``).
+
+Units. The paired tests' units (``bootstrap.paired_matrix``: items, or (item, generator) episodes with
+``unit="episode"``, kept where every policy compared covers them). Each unit carries, per policy, its accuracy
+(percent) and every cost measure of the records (``coba_env.costs.COST_TABLE``), averaged over the unit's episodes.
+
+Statistic. Each resample recomputes the headline macro average from the resampled units. A unit belongs to a
+*cell*: its dataset and the set of generators its episodes ran on; a cell weighs as many (dataset, generator) pairs
+as it has generators (an item of a one-generator-per-episode bench with G generators weighs G, an episode 1, an item
+of a route bench 1). A cell's value is the mean of its resampled units; the macro value is the weighted mean of the
+cells, the per-dataset value that of the dataset's cells. On complete paired coverage (no unit dropped) this is
+exactly the table's macro (``eval.metrics.macro``) and per-dataset average, computed on the resample; a cell that
+draws no unit in a resample is left out of that resample's average, as ``metrics.macro`` leaves out a missing pair.
+The interval is the percentile interval of the ``resamples`` values (2.5th and 97.5th percentiles for 95%).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from coba_env.costs import COST_TABLE
+from eval import bootstrap
+
+#: The suffixes of an interval's two columns (``acc_low``, ``acc_high``, ``p_tokens_low``, ...).
+LOW, HIGH = "_low", "_high"
+
+
+def interval_metrics(records: pd.DataFrame) -> dict[str, str]:
+    """Metric -> the record column it averages: accuracy, then every cost measure of ``COST_TABLE`` the records hold."""
+    return {"acc": "correct", **{m.metric: m.name for m in COST_TABLE if m.name in records.columns}}
+
+
+@dataclass
+class Intervals:
+    """Percentile intervals per policy (``macro``: index policy) and per (policy, dataset) (``per_dataset``), each
+    metric as two columns ``<metric>_low`` and ``<metric>_high``; how they were drawn."""
+
+    macro: pd.DataFrame
+    per_dataset: pd.DataFrame
+    n_units: int
+    unit: str
+    resamples: int
+    seed: int
+    ci: float
+
+    def of(self, policy: str, metric: str, dataset: str | None = None) -> tuple[float, float] | None:
+        """(low, high) of ``metric`` for ``policy`` (on ``dataset``), or None when not computed."""
+        frame, key = (self.macro, policy) if dataset is None else (self.per_dataset, (policy, dataset))
+        if key not in frame.index or f"{metric}{LOW}" not in frame.columns:
+            return None
+        return float(frame.loc[key, f"{metric}{LOW}"]), float(frame.loc[key, f"{metric}{HIGH}"])
+
+    def to_json(self, policy: str) -> dict[str, list[float]]:
+        """{metric: [low, high]} of ``policy`` (empty when it has none)."""
+        if policy not in self.macro.index:
+            return {}
+        row = self.macro.loc[policy]
+        metrics = [c[: -len(LOW)] for c in self.macro.columns if c.endswith(LOW)]
+        return {m: [float(row[f"{m}{LOW}"]), float(row[f"{m}{HIGH}"])] for m in metrics}
+
+
+def empty_intervals(unit: str = "item", resamples: int = bootstrap.RESAMPLES, seed: int = 0,
+                    ci: float = bootstrap.CI) -> Intervals:
+    """No interval (no policy ran)."""
+    return Intervals(pd.DataFrame(), pd.DataFrame(), 0, unit, resamples, seed, ci)
+
+
+def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit: str = "item",
+                        resamples: int = bootstrap.RESAMPLES, seed: int = 0, ci: float = bootstrap.CI) -> Intervals:
+    """Macro and per-dataset percentile intervals of accuracy and every cost measure for ``policies``."""
+    policies = list(policies)
+    paired = bootstrap.paired_matrix(records, policies, unit)
+    n = paired.values.shape[1]
+    if not policies or n == 0:
+        return empty_intervals(unit, resamples, seed, ci)
+    metrics = interval_metrics(records)
+    values = _unit_values(records, paired, metrics)  # (metrics x policies, units)
+    cells, weights, cell_dataset = _cells(records, paired)
+    with threadpool_limits(limits=1, user_api="blas"):  # small products: one BLAS thread (see bootstrap)
+        means = _cell_means(values, cells, len(weights), n, resamples, seed)  # (cells, rows, B)
+    datasets = list(dict.fromkeys(cell_dataset))
+    lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
+    macro_rows = _weighted(means, weights)
+    per_ds = {d: _weighted(means[cell_dataset == d], weights[cell_dataset == d]) for d in datasets}
+    shape = (len(metrics), len(policies))
+
+    def frame(samples: np.ndarray, index: pd.Index) -> pd.DataFrame:
+        # A resample that drew no unit of a dataset has no value for it (NaN): it is left out of that interval.
+        with np.errstate(invalid="ignore"):
+            lo, hi = np.nanquantile(samples, [lo_q, hi_q], axis=-1).reshape(2, *shape)
+        columns = {}
+        for k, metric in enumerate(metrics):
+            columns[f"{metric}{LOW}"], columns[f"{metric}{HIGH}"] = lo[k], hi[k]
+        return pd.DataFrame(columns, index=index)
+
+    macro = frame(macro_rows, pd.Index(policies, name="policy"))
+    by_ds = pd.concat([frame(per_ds[d], pd.MultiIndex.from_product([policies, [d]], names=["policy", "dataset"]))
+                       for d in datasets])
+    by_ds = by_ds.reindex(pd.MultiIndex.from_product([policies, datasets], names=["policy", "dataset"]))
+    return Intervals(macro, by_ds, n, unit, resamples, seed, ci)
+
+
+def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: dict[str, str]) -> np.ndarray:
+    """Per metric and policy, each paired unit's mean over its episodes (accuracy in percent)."""
+    keys = list(paired.units.columns)
+    frame = records[records["policy"].isin(paired.policies)]
+    columns = list(dict.fromkeys(metrics.values()))
+    frame = frame[[*keys, "policy", *columns]].assign(correct=frame["correct"].astype(float) * 100.0)
+    per = frame.groupby([*keys, "policy"], sort=False, observed=True)[columns].mean()
+    index = pd.MultiIndex.from_frame(paired.units)
+    rows = [per[column].unstack("policy").reindex(index=index, columns=paired.policies).to_numpy(float).T
+            for column in metrics.values()]
+    return np.concatenate(rows, axis=0)
+
+
+def _cells(records: pd.DataFrame, paired: bootstrap.PairedData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each unit's cell (an index), each cell's weight (its number of generators) and dataset."""
+    keys = list(paired.units.columns)
+    frame = records[records["policy"].isin(paired.policies)]
+    gens = frame.groupby(keys, sort=False, observed=True)["generator"].agg(lambda g: "\x1f".join(sorted(set(g))))
+    genset = gens.reindex(pd.MultiIndex.from_frame(paired.units)).to_numpy()
+    label = paired.units["dataset"].astype(str).to_numpy() + "\x1e" + genset.astype(str)
+    cells, names = pd.factorize(label)
+    weights = np.array([len(name.split("\x1e", 1)[1].split("\x1f")) for name in names], dtype=np.float64)
+    dataset = np.array([name.split("\x1e", 1)[0] for name in names], dtype=object)
+    return cells, weights, dataset
+
+
+def _cell_means(values: np.ndarray, cells: np.ndarray, n_cells: int, n: int, resamples: int,
+                seed: int) -> np.ndarray:
+    """(cells, rows, resamples): each cell's mean of ``values`` over its units drawn in each resample (NaN: none)."""
+    order = np.argsort(cells, kind="stable")
+    values, sorted_cells = values[:, order], cells[order]
+    bounds = np.searchsorted(sorted_cells, np.arange(n_cells + 1))
+    sums = np.empty((n_cells, values.shape[0], resamples))
+    drawn = np.empty((n_cells, resamples))
+    for start, counts in bootstrap.count_blocks(n, resamples, seed):
+        counts = counts[:, order]
+        stop = start + len(counts)
+        for c in range(n_cells):
+            block = counts[:, bounds[c]:bounds[c + 1]]
+            sums[c, :, start:stop] = values[:, bounds[c]:bounds[c + 1]] @ block.T
+            drawn[c, start:stop] = block.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / np.where(drawn > 0, drawn, np.nan)[:, None, :]
+
+
+def _weighted(means: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(rows, resamples): the weighted mean over cells, leaving out a cell with no unit in a resample."""
+    present = np.isfinite(means)
+    w = weights[:, None, None] * present
+    with np.errstate(invalid="ignore", divide="ignore"):  # no cell drawn at all: NaN (``frame`` leaves it out)
+        return (np.where(present, means, 0.0) * w).sum(axis=0) / w.sum(axis=0)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The quick check of an install: set up without the server-test extra (nothing is compiled: no llama.cpp), then
+# ruff and the whole pytest suite except the tests that need the real llama.cpp server (marked `real_server` by
+# tests/llama_server.py). A few minutes on 2 cores; docs/PERFORMANCE.md has the measured time.
+# scripts/test.sh (what CI runs) still runs everything. Extra arguments go to pytest, e.g. `-x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+COBA_EXTRAS="dev,ray" source scripts/setup.sh  # ray: tests/test_ray_*.py start a local Ray cluster
+bash scripts/setup_browser.sh  # Chromium for the report.html test (tests/test_report_html.py)
+echo "== ruff check ."
+ruff check .
+echo "== pytest -m 'not real_server' on every core"
+# One worker per core (pytest-xdist), whole test files per worker (--dist loadfile): a module's fixtures (a local
+# Ray cluster, a bench folder several tests read) are built once, as in the serial run.
+# pytest exits 5 when it collected no test; that is a failure here too.
+python -m pytest -p no:cacheprovider -m "not real_server" -n auto --dist loadfile "$@"
