@@ -190,7 +190,7 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
     """Sweep points for ``--policies`` items: a fixed family name, a checkpoint directory (traced over
     ``lambdas``), a registry policy name or a ``FILE.py:Class`` / ``module:Class`` reference (a single point)."""
     from agents.learned import is_checkpoint, load_checkpoint
-    from agents.plugins import is_class_ref
+    from agents.plugins import entry_point_refs, is_class_ref
     from agents.registry import load_specs, make_policy
 
     table = load_specs()
@@ -205,7 +205,7 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float]) -> list[SweepP
             except (ValueError, OSError) as exc:
                 raise SweepInputError(f"checkpoint {spec}: {exc}") from None
             out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
-        elif spec in table:
+        elif spec in table or spec in entry_point_refs():  # a registered policy or an installed plugin (one point)
             out += anchor_points([spec])
         elif is_class_ref(spec):  # the user's own policy class, FILE.py:Class or module:Class (one point)
             try:
