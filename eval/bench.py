@@ -102,7 +102,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
                               f"{', '.join(p.name for p in policy_objs)}")
     prepared = _prepare_pool(pool_spec, pool_seed, datasets, cost_model)
     policy_objs = fit_to_pool(policy_objs, prepared.compiled.n_candidates, add_best_of_n=is_policy_set(policies))
-    for line in in_sample_warnings(policy_objs, list(dict.fromkeys(prepared.compiled.dataset.tolist()))):
+    for line in [*in_sample_warnings(policy_objs, list(dict.fromkeys(prepared.compiled.dataset.tolist()))),
+                 *capped_notes(policy_objs, prepared.compiled.n_candidates)]:
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
@@ -122,6 +123,22 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     if not quiet:
         print(report.terminal_summary(data, out))
     return results
+
+
+def capped_notes(policies: Sequence[Policy], n_candidates: int) -> list[str]:
+    """One line per policy whose ``n_max`` the user set above the pool's N candidates per episode: it runs capped
+    at N (the built-in specs' own n_max, e.g. CoBa-Strong's 8 on a smaller pool, are the paper's and not noted)."""
+    from agents.registry import load_specs
+
+    builtin = load_specs()
+    out = []
+    for p in policies:
+        n_max = (getattr(p, "params", None) or {}).get("n_max")
+        paper = (builtin.get(p.name, {}).get("params") or {}).get("n_max")
+        if isinstance(n_max, int) and n_max > n_candidates and n_max != paper:
+            out.append(f"note: policy {p.name!r} has n_max={n_max}, above the pool's {n_candidates} candidates per "
+                       f"episode; it runs as n_max={n_candidates}")
+    return out
 
 
 def _check_options(*, cost_model: str, unit: str, mode: str, env: str, ray_address: str | None) -> None:

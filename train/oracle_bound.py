@@ -92,8 +92,9 @@ class LowerBound:
             return None
         t_n = m.n_tiers
         cl = np.array(ep.cl)[p]
-        has = np.array(ep.has, dtype=bool).reshape(-1, t_n)[p] & np.array(m.tier_on, dtype=bool)[None, :]
-        score = np.array(ep.score, dtype=np.float64).reshape(-1, t_n)[p]
+        slots = len(ep.cl)  # explicit: a pool without verifiers has t_n = 0, where reshape(-1, 0) is undefined
+        has = np.array(ep.has, dtype=bool).reshape(slots, t_n)[p] & np.array(m.tier_on, dtype=bool)[None, :]
+        score = np.array(ep.score, dtype=np.float64).reshape(slots, t_n)[p]
         usable = has & ~np.isnan(score)
         wt = np.array(m.weights[1:], dtype=np.float64)[None, :]
         ver_cost = np.array([[v[m.k] for v in ep.ver[q]] for q in p], dtype=np.float64).reshape(len(p), t_n)
@@ -213,7 +214,7 @@ class LowerBound:
         feasible = (gold_best > -np.inf) & (gold_best >= rival_floor - _EPS)
         if not feasible.any():
             return math.inf
-        vc = np.where(unver, t["ver_cost"], np.inf).min(axis=1)
+        vc = np.where(unver, t["ver_cost"], np.inf).min(axis=1, initial=np.inf)  # no verifier: nothing to verify
         gold_plain = np.where(gold_mask, plain, -np.inf).max(axis=1)
         gold_need = np.where(gold_plain >= rival_floor - _EPS, 0.0,
                              np.where(gold_mask, vc[None], np.inf).min(axis=1))
