@@ -51,6 +51,37 @@ def test_bench_without_cost_on_a_pool_without_model_sizes_uses_the_first_measure
     assert json.loads((tmp_path / "out" / "results.json").read_text())["meta"]["cost_model"] == "tokens"
 
 
+def _raw_reward_model_records() -> list[dict]:
+    """The small records with V3 holding raw reward-model logits (outside [0, 1]); V1 stays a probability."""
+    records = small_jsonl_records()
+    for r in records:
+        r["scores"]["V3"]["score"] = 4.0 if r["candidate"] == 0 else -2.5 + r["candidate"]
+    return records
+
+
+@pytest.mark.parametrize("transform", ["auto", "sigmoid"])
+def test_raw_reward_model_scores_in_canonical_jsonl_import_with_a_score_transform(tmp_path, transform):
+    """Raw reward-model scores were refused by every format but qwen-lists; ``--score-transform`` maps them with the
+    logistic function (scipy's ``expit`` here), verifier by verifier under ``auto``."""
+    from scipy.special import expit
+
+    from pools.store import load_pool
+
+    records = _raw_reward_model_records()
+    src = write_jsonl(tmp_path / "raw.jsonl", records)
+    assert main(["pools", "import", str(src), "--out", str(tmp_path / "p"), "--score-transform", transform]) == 0
+    pool = load_pool(tmp_path / "p")
+    v = pool.verifications.merge(pool.candidates[["episode_id", "candidate"]], on=["episode_id", "candidate"])
+    for tier in ("V1", "V3"):
+        raw = sorted(r["scores"][tier]["score"] for r in records)
+        mapped = tier == "V3" or transform == "sigmoid"
+        expected = sorted(expit(raw)) if mapped else raw
+        assert sorted(v.loc[v["tier"] == tier, "score"]) == pytest.approx(expected), tier
+    done = pool.manifest["provenance"]["score_transform"]
+    assert done["V3"] == {"transform": "sigmoid", "inverse": "raw = ln(score / (1 - score))", "raw_range": [-1.5, 4.0]}
+    assert ("V1" in done) == (transform == "sigmoid")
+
+
 def test_routellm_response_longer_than_the_csv_modules_default_field_limit_imports(tmp_path):
     from pools.importers import import_pool
     from tests.test_routellm_pool import ROWS, _write
