@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from agents.controller_kinds import checkpoint_kinds
+from agents.policy_spec import names_saved, split_at_lambda
 from coba_env.rules.actions import REPLAY_LAYOUT
-from coba_env.rules.config import BUDGET_MAX, BUDGET_MIN, LAM_MAX
+from coba_env.rules.config import BUDGET_MAX, BUDGET_MIN
 from coba_env.rules.features import LAMBDA_FROM_END, PAPER_FEATURE_LAYOUT
 from pools.parse_boundary import PARSE_ERRORS, parse_problem
 
@@ -51,9 +52,8 @@ def trained_env_fields(env: Any) -> dict[str, Any]:
     generator on the route env."""
     base = getattr(env, "unwrapped", env)
     name = next(k for k, v in TRAINED_ENVS.items() if v.grouping == base.config.grouping)
-    if name == "replay":
-        return {}
-    return {"env": name, "n_max_per_generator": int(base.n_max_per_generator)}
+    per_generator = base.n_max_per_generator  # None with pairs: such a checkpoint records no env, as before
+    return {} if per_generator is None else {"env": name, "n_max_per_generator": int(per_generator)}
 
 
 def kinds() -> tuple[str, ...]:
@@ -161,31 +161,20 @@ class TrainedEnv:
         return ""
 
 
+def _is_checkpoint_dir(path: str) -> bool:
+    """Whether ``path`` is a directory holding a controller.json."""
+    return (Path(path) / CONFIG_FILE).is_file()
+
+
 def split_spec(spec: str | Path) -> tuple[Path, float | None]:
-    """``"DIR@0.2"`` -> (DIR, 0.2); ``"DIR"`` -> (DIR, None). The suffix is read only when DIR is a checkpoint."""
-    text = str(spec)
-    if "@" in text:
-        head, _, tail = text.rpartition("@")
-        if (Path(head) / CONFIG_FILE).is_file():
-            try:
-                lam = float(tail)
-            except ValueError:
-                raise ValueError(f"checkpoint spec {text!r}: expected PATH@LAMBDA with a number after '@', "
-                                 f"got {tail!r}") from None
-            if not (math.isfinite(lam) and lam >= 0):
-                raise ValueError(f"checkpoint spec {text!r}: expected a finite lambda >= 0 after '@', got {tail!r}")
-            if lam > LAM_MAX:
-                raise ValueError(f"checkpoint spec {text!r}: expected a lambda from 0 to {LAM_MAX:g} (the env's "
-                                 f"range) after '@', got {tail!r}")
-            return Path(head), lam
-    return Path(text), None
+    """``"DIR@0.2"`` -> (DIR, 0.2); ``"DIR"`` -> (DIR, None) (``agents.policy_spec``: the suffix is read only when
+    DIR is a checkpoint)."""
+    return split_at_lambda(spec, _is_checkpoint_dir) or (Path(str(spec)), None)
 
 
 def is_checkpoint(spec: str | Path) -> bool:
     """Whether ``spec`` (a path, optionally ``PATH@LAMBDA``) names a checkpoint directory."""
-    text = str(spec)  # the lambda is not parsed here: a bad one is reported when the checkpoint is loaded
-    head = text.rpartition("@")[0] if "@" in text else text
-    return (Path(head) / CONFIG_FILE).is_file() or (Path(text) / CONFIG_FILE).is_file()
+    return names_saved(spec, _is_checkpoint_dir)  # the lambda is not parsed here: a bad one is reported on load
 
 
 def read_config(directory: str | Path, kind: str | None = None) -> dict[str, Any]:

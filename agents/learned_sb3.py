@@ -28,42 +28,28 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.base import Policy
+from agents.policy_spec import names_saved, split_at_lambda
 from agents.sb3_scoring import action_scores, best_legal_actions
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
 from coba_env.rules.actions import REPLAY_LAYOUT
-from coba_env.rules.config import LAM_MAX
 from coba_env.rules.features import PAPER_FEATURE_LAYOUT, FeatureLayout
 
 
-def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
-    """``"m.zip@0.2"`` -> (m.zip, 0.2), ``"m.zip"`` -> (m.zip, None); None when ``spec`` names no ``.zip`` file.
+def _is_zip_file(path: str) -> bool:
+    """Whether ``path`` is an existing ``.zip`` file."""
+    return path.endswith(".zip") and Path(path).is_file()
 
-    A bad lambda after '@' raises ``ValueError``.
-    """
-    text = str(spec)
-    if text.endswith(".zip") and Path(text).is_file():
-        return Path(text), None
-    head, at, tail = text.rpartition("@")
-    if not (at and head.endswith(".zip") and Path(head).is_file()):
-        return None
-    try:
-        lam = float(tail)
-    except ValueError:
-        raise ValueError(f"model spec {text!r}: expected PATH@LAMBDA with a number after '@', got {tail!r}") from None
-    if not (math.isfinite(lam) and lam >= 0):
-        raise ValueError(f"model spec {text!r}: expected a finite lambda >= 0 after '@', got {tail!r}")
-    if lam > LAM_MAX:
-        raise ValueError(f"model spec {text!r}: expected a lambda from 0 to {LAM_MAX:g} (the env's range) after '@', "
-                         f"got {tail!r}")
-    return Path(head), lam
+
+def split_zip_spec(spec: str | Path) -> tuple[Path, float | None] | None:
+    """``"m.zip@0.2"`` -> (m.zip, 0.2), ``"m.zip"`` -> (m.zip, None); None when ``spec`` names no ``.zip`` file
+    (``agents.policy_spec``). A bad lambda after '@' raises ``ValueError``."""
+    return split_at_lambda(spec, _is_zip_file, "model spec")
 
 
 def is_sb3_zip(spec: str | Path) -> bool:
     """Whether ``spec`` names an existing ``.zip`` file (optionally ``PATH@LAMBDA``; the lambda is not parsed)."""
-    text = str(spec)
-    head = text.rpartition("@")[0] if "@" in text else text
-    return (text.endswith(".zip") and Path(text).is_file()) or (head.endswith(".zip") and Path(head).is_file())
+    return names_saved(spec, _is_zip_file)
 
 
 class SB3Controller(Policy):

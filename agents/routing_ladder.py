@@ -1,9 +1,9 @@
 """The consistency cascade with every setting open: the family ``coba train route_search`` searches over
 (``train.coba_search``).
 
-``route_cascade`` (``agents.routing_cascade``, Yue et al. 2024) samples each generator below the largest ``k``
-times, smallest first, and stops at the first unanimous one. This policy keeps that ladder and opens what the
-cascade fixes: how many samples each rung gets (0 skips it), how many agreeing samples accept a rung, whether a
+``route_cascade`` (``agents.routing_cascade``, Yue et al. 2024; this policy with two settings open) samples each
+generator below the largest ``k`` times, smallest first, and stops at the first unanimous one. This policy keeps
+that ladder and opens what the cascade fixes: how many samples each rung gets (0 skips it), how many agreeing samples accept a rung, whether a
 rung is left as soon as it cannot reach them, the largest generator's samples, an optional cheap-judge check of
 the first rung's first sample, and the answer rule. At ``k`` 2, ``votes`` 2, ``final_k`` 1, no judge, no early
 escalation and answer ``last`` it takes the cascade's every decision (``tests/test_route_search.py``).
@@ -20,8 +20,24 @@ from agents.batch_evidence import legal
 from agents.configured import can, register
 from agents.routing import route_of
 from agents.routing_base import RoutePolicy, score_mean_batch, unanimous, unanimous_batch
-from agents.routing_cascade import top_rung_action, top_rung_batch
 from coba_env.evidence import Evidence
+
+
+def top_rung_action(policy: Any, evidence: Any, action_mask: np.ndarray) -> int:
+    """The cascade's last rung: SAMPLE the largest generator until it has ``policy.final_k`` candidates, then STOP."""
+    top = policy.ladder[-1]
+    sample = policy.layout.sample_action(top)
+    if evidence.gen_revealed[top] < policy.final_k and can(action_mask, sample):
+        return sample
+    return policy.stop_id
+
+
+def top_rung_batch(policy: Any, venv: Any, action_masks: np.ndarray, todo: np.ndarray, out: np.ndarray) -> None:
+    """``top_rung_action`` for the rows ``todo`` still climbing: writes their SAMPLE into ``out`` (STOP stays)."""
+    top = policy.ladder[-1]
+    sample = policy.layout.sample_action(top)
+    out[todo & (venv.gen_revealed[top] < policy.final_k) & legal(action_masks, sample)] = sample
+
 
 #: The answer rules at STOP: the newest answered candidate (the cascade's) or the majority over every one.
 ANSWERS = ("last", "majority")
@@ -83,11 +99,11 @@ class LadderCascadePolicy(RoutePolicy):
 
     def applicable(self, env: Any) -> tuple[bool, str]:
         """A route env whose ladder has one rung per ``rung_k`` entry below the largest generator."""
-        route = route_of(env)
-        if route is not None and self.rung_k is not None and len(self.rung_k) != route.n_generators - 1:
-            return False, (f"rung_k has {len(self.rung_k)} entries; the pool's ladder has {route.n_generators - 1} "
-                           "rungs below its largest generator")
-        return super().applicable(env)
+        ok, why = super().applicable(env)  # a route env first: then it has a route pool
+        rungs = route_of(env).n_generators - 1 if ok else 0
+        if ok and self.rung_k is not None and len(self.rung_k) != rungs:
+            return False, f"rung_k has {len(self.rung_k)} entries; the pool's ladder has {rungs} rungs below its largest generator"
+        return ok, why
 
     def rung_samples(self) -> list[int]:
         """``k_r`` for every rung below the largest generator (ladder order); needs the bound layout."""

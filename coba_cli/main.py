@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "coba_cli.train_cmd",
     "coba_cli.sweep_cmd",
     "coba_cli.solve_cmd",
+    "coba_cli.serve_cmd",
 )
 
 

@@ -66,6 +66,15 @@ class CostMeasure:
     fill: Callable[[Calls], np.ndarray]
     #: Real only on a pool that prices every model it calls (``CompiledPool.usd_priced``); 0 elsewhere.
     needs_prices: bool = False
+    #: The unit of the per-item mean, as results.json's ``meta.units`` states it.
+    per_item: str = ""
+    #: How the report's tables show a per-item mean: ``table_format.format(value / table_scale)``.
+    table_format: str = "{:.4g}"
+    table_scale: float = 1.0
+
+    def show(self, value: float) -> str:
+        """``value`` (a per-item mean) as the report's tables show it."""
+        return self.table_format.format(float(value) / self.table_scale)
 
     def supported(self, pool: Any) -> bool:
         """Whether ``pool`` (a ``CompiledPool``) records this measure for real (else it holds zeros)."""
@@ -84,17 +93,23 @@ def _usd(calls: Calls) -> np.ndarray:
 #: THE cost measures, in the order of the last axis of every cost array.
 COST_TABLE: tuple[CostMeasure, ...] = (
     CostMeasure("tokens", "total_tokens", "tokens", "Total Tok.", "total tokens per item",
-                lambda c: c.tokens),
+                lambda c: c.tokens, per_item="tokens per item", table_format="{:.1f}k", table_scale=1000.0),
     CostMeasure("p_tokens", "p_tokens", "B-param tokens", "P-Tok.", "parameter-weighted tokens per item",
-                lambda c: c.tokens * c.params_b),
+                lambda c: c.tokens * c.params_b, per_item="tokens x params (B) per item", table_format="{:.1f}k",
+                table_scale=1000.0),
     CostMeasure("calls", "calls", "calls", "Calls", "model calls per item",
-                lambda c: np.ones(len(c.latency_s))),
+                lambda c: np.ones(len(c.latency_s)), per_item="model calls per item", table_format="{:.2f}"),
     CostMeasure("latency", "latency_s", "s", "Latency", "latency per item, s",
-                lambda c: np.asarray(c.latency_s, dtype=np.float64)),
-    CostMeasure("usd", "usd", "USD", "USD", "dollars per item", _usd, needs_prices=True),
+                lambda c: np.asarray(c.latency_s, dtype=np.float64), per_item="seconds per item",
+                table_format="{:.1f}"),
+    CostMeasure("usd", "usd", "USD", "USD", "dollars per item", _usd, needs_prices=True,
+                per_item="dollars per item", table_format="${:.4g}"),
 )
 #: The measures' names, in table order.
 COST_MEASURES: tuple[str, ...] = tuple(m.name for m in COST_TABLE)
+#: The order the report's tables show the measures in: the paper's (Tok., Calls, P-Tok., Latency); a measure not
+#: named here follows them in ``COST_TABLE`` order, so a new measure needs no entry here.
+TABLE_ORDER: tuple[str, ...] = ("tokens", "calls", "p_tokens", "latency")
 
 
 def cost_index(cost_model: str) -> int:
@@ -113,6 +128,22 @@ def measure(name: str) -> CostMeasure:
 def supported_measures(pool: Any) -> tuple[CostMeasure, ...]:
     """The measures ``pool`` records for real (``usd`` only where every called model is priced)."""
     return tuple(m for m in COST_TABLE if m.supported(pool))
+
+
+def measure_of_metric(metric: str) -> CostMeasure:
+    """The table entry whose macro metric is ``metric`` (``total_tokens`` -> tokens); ValueError naming them."""
+    for m in COST_TABLE:
+        if m.metric == metric:
+            return m
+    raise ValueError(f"unknown cost metric {metric!r}; expected one of {[m.metric for m in COST_TABLE]}")
+
+
+def table_measures(metrics: Any = None) -> tuple[CostMeasure, ...]:
+    """The measures in the report tables' order (``TABLE_ORDER``, then the rest), only those whose metric is in
+    ``metrics`` (e.g. a frame's columns) when given."""
+    rank = {name: i for i, name in enumerate(TABLE_ORDER)}
+    ordered = sorted(COST_TABLE, key=lambda m: rank.get(m.name, len(rank)))
+    return tuple(m for m in ordered if metrics is None or m.metric in metrics)
 
 
 #: The measures other code reads by meaning (hard budgets, generator sizes, dollars).

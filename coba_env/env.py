@@ -186,8 +186,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
                                      grouping=grouping or "pair")
         elif pool is not None:
             raise ValueError("pass either config= or a pool with its arguments, not both")
-        elif grouping is not None and grouping != config.grouping:
-            raise ValueError(f"grouping={grouping!r} but the configuration groups episodes by {config.grouping!r}")
+        config.check_grouping(grouping)
         #: The composed gate (``coba_env.gate.ActionGate``), e.g. a live env's evidence fetching; None in replay.
         self.gate = gate
         self.config = config

@@ -70,8 +70,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
             config = EnvConfig.build(pool, grouping=grouping or "pair", **env_kwargs)
         elif pool is not None or env_kwargs:
             raise ValueError("pass either config= or the pool and env arguments, not both")
-        elif grouping is not None and grouping != config.grouping:
-            raise ValueError(f"grouping={grouping!r} but the configuration groups episodes by {config.grouping!r}")
+        config.check_grouping(grouping)
         self.config = config
         p = config.pool
         #: The verifier names (the pool's axis) and the feature table generated from them.

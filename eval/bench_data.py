@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from coba_env.compiled import CompiledPool
+from coba_env.costs import COST_TABLE
 from eval import bootstrap
 from eval.cost_notes import CostEstimates
 from eval.envs import ENV_GROUPING
@@ -18,8 +19,7 @@ from eval.tables import PolicyInfo
 from pools.store import Pool
 
 #: Cost model (``CoBaEnv`` cost measure) -> the metric column that the frontier's x axis uses.
-COST_METRIC: dict[str, str] = {"tokens": "total_tokens", "p_tokens": "p_tokens", "calls": "calls",
-                               "latency": "latency_s", "usd": "usd"}
+COST_METRIC: dict[str, str] = {m.name: m.metric for m in COST_TABLE}
 
 
 @dataclass

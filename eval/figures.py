@@ -24,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from coba_env.costs import COST_TABLE  # noqa: E402
 from coba_env.rules.roles import ROLE_NAMES  # noqa: E402
 from eval.cost_notes import CostEstimates  # noqa: E402
 from eval.label_placement import place_labels  # noqa: E402
@@ -43,9 +44,8 @@ GROUP_STYLE = {
 GROUP_ORDER = ("baseline", "learned", "routing", "coba", ORACLE_GROUP)
 LEGEND_ORDER = ("coba", "routing", "baseline", "learned", ORACLE_GROUP)
 LABELLED_FIRST = ("coba", "routing", ORACLE_GROUP)
-COST_LABEL = {"p_tokens": "parameter-weighted tokens per item (log scale)",
-              "total_tokens": "total tokens per item (log scale)", "calls": "model calls per item (log scale)",
-              "latency_s": "latency per item, s (log scale)", "usd": "dollars per item (log scale)"}
+#: The frontier's x-axis text of each cost metric (``coba_env.costs.COST_TABLE``'s ``axis``).
+COST_LABEL = {m.metric: f"{m.axis} (log scale)" for m in COST_TABLE}
 #: "Comparable accuracy" in the cost-savings figure: at most this many points below the reference's accuracy.
 COMPARABLE_WITHIN = 1.0
 #: The colour of the SAMPLE bars, of the first verifier of each role, and of further verifiers in turn.

@@ -17,16 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coba_env.costs import COST_TABLE
 from eval.records import RecordLayout
 
-#: Metric name -> the episode-record column it averages (accuracy is scaled to percent).
-METRICS: dict[str, str] = {
-    "acc": "correct",
-    "total_tokens": "tokens",
-    "calls": "calls",
-    "p_tokens": "p_tokens",
-    "latency_s": "latency",
-}
+#: Metric name -> the episode-record column it averages (accuracy is scaled to percent; every cost measure of
+#: ``coba_env.costs.COST_TABLE`` that every record holds; the priced ones join where the records have them).
+METRICS: dict[str, str] = {"acc": "correct", **{m.metric: m.name for m in COST_TABLE if not m.needs_prices}}
 
 
 def action_columns(layout: RecordLayout) -> dict[str, str]:
@@ -37,13 +33,13 @@ def action_columns(layout: RecordLayout) -> dict[str, str]:
 PAIR = ["dataset", "generator"]
 
 
-#: The dollar cost, averaged like the others when the records have it (a pool with prices, ``pools.prices``).
-USD_METRIC = "usd"
+#: The measures averaged only where the records have them (a pool with prices, ``pools.prices``): metric -> column.
+PRICED_METRICS: dict[str, str] = {m.metric: m.name for m in COST_TABLE if m.needs_prices}
 
 
 def metrics_of(records: pd.DataFrame) -> dict[str, str]:
-    """``METRICS``, plus ``usd`` when the records carry it."""
-    return {**METRICS, USD_METRIC: USD_METRIC} if USD_METRIC in records.columns else dict(METRICS)
+    """``METRICS``, plus the priced measures the records carry."""
+    return {**METRICS, **{k: v for k, v in PRICED_METRICS.items() if v in records.columns}}
 
 
 def _numeric(records: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +50,7 @@ def _numeric(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _metric_names(frame: pd.DataFrame) -> list[str]:
-    return [m for m in (*METRICS, USD_METRIC) if m in frame.columns]
+    return [m for m in (*METRICS, *PRICED_METRICS) if m in frame.columns]
 
 
 def pair_means(records: pd.DataFrame) -> pd.DataFrame:

@@ -28,13 +28,13 @@ import numpy as np
 import pandas as pd
 
 from coba_env.compiled import CompiledPool
-from coba_env.costs import COST_MEASURES, USD
+from coba_env.costs import COST_MEASURES, COST_TABLE
 from coba_env.rules.actions import ActionLayout
 from coba_env.rules.roles import primary_slots
 
-#: The measure a record holds only on a priced pool (last column), and the measures every record holds.
-PRICED_MEASURE = COST_MEASURES[USD]
-MEASURES = tuple(m for m in COST_MEASURES if m != PRICED_MEASURE)
+#: The measures a record holds only on a priced pool (last columns), and the measures every record holds.
+PRICED_MEASURES = tuple(m.name for m in COST_TABLE if m.needs_prices)
+MEASURES = tuple(m.name for m in COST_TABLE if not m.needs_prices)
 #: The columns before the verifier counts and after them (the cost measures in ``COST_MEASURES`` order).
 HEAD = ("policy", "episode_id", "dataset", "generator", "item_id", "actions", "n_actions", "n_samples")
 TAIL = ("selected_candidate", "selected_answer", "correct", *MEASURES, "reward", "oracle_available")
@@ -97,7 +97,7 @@ class RecordLayout:
     @property
     def columns(self) -> tuple[str, ...]:
         """Every record column, in order."""
-        return (*HEAD, *self.counts.values(), *TAIL, *((PRICED_MEASURE,) if self.priced else ()))
+        return (*HEAD, *self.counts.values(), *TAIL, *(PRICED_MEASURES if self.priced else ()))
 
     @property
     def kinds(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from coba_env.costs import supported_measures
 from coba_env.rules.roles import pool_role_map
 from eval import figures as figs
 from eval import tables as tabs
@@ -155,9 +156,7 @@ def results_json(data: BenchData, files: dict[str, Any], paper: dict[str, Any] |
             "not_applicable": data.run.not_applicable,
             "averaging": "macro = mean over dataset x generator pairs of per-pair means; pooled = mean over "
                          "episodes; per dataset = mean over generators; per generator = mean over datasets",
-            "units": {"acc": "percent", "total_tokens": "tokens per item", "p_tokens": "tokens x params (B) "
-                      "per item", "calls": "model calls per item", "latency_s": "seconds per item",
-                      **({"usd": "dollars per item"} if data.compiled.usd_priced else {})},
+            "units": {"acc": "percent", **{m.metric: m.per_item for m in supported_measures(data.compiled)}},
             "timings": data.timings,
         },
         "policies": runs,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from coba_env.costs import CostMeasure, table_measures
 from eval.cost_notes import CostEstimates, marked
 from eval.records import RecordLayout
 from eval.table_render import (  # noqa: F401  (re-exported: callers format with tables.fmt_*)
@@ -78,20 +79,16 @@ def _bold_best(table: Table, keys: Sequence[str], info: Mapping[str, PolicyInfo]
                 table.bold.add((s, r, key))
 
 
-def _cost_columns(estimates: CostEstimates | None, usd: bool = False) -> list[Column]:
-    """Total Tok., Calls, P-Tok., Latency (and USD for a priced pool), each heading marked when it holds estimates."""
-    cols = [Column("total_tokens", marked("Total Tok.", estimates, "total_tokens"), fmt_k, "down"),
-            Column("calls", "Calls", fmt_2, "down"),
-            Column("p_tokens", marked("P-Tok.", estimates, "p_tokens"), fmt_k, "down"),
-            Column("latency_s", marked("Latency", estimates, "latency_s"), fmt_1, "down")]
-    if usd:
-        cols.append(Column("usd", marked("USD", estimates, "usd"), fmt_usd, "down"))
-    return cols
+def _cost_columns(estimates: CostEstimates | None, frame: pd.DataFrame) -> list[Column]:
+    """One column per cost measure ``frame`` has (``coba_env.costs.table_measures``: Total Tok., Calls, P-Tok.,
+    Latency, then USD on a priced pool, then any other measure), each heading marked when it holds estimates."""
+    return [Column(m.metric, marked(m.label, estimates, m.metric), lambda v, m=m: _shown(m, v), "down")
+            for m in table_measures(frame.columns)]
 
 
-def fmt_usd(value: Any) -> str:
-    """Dollars per item with four significant digits ("$0.01234")."""
-    return _num(value, "${:.4g}")
+def _shown(m: CostMeasure, value: Any) -> str:
+    """A cost measure's per-item mean as the tables show it ("-" when missing)."""
+    return "-" if value is None or value != value else m.show(value)
 
 
 def _footnote(estimates: CostEstimates | None) -> str:
@@ -102,11 +99,11 @@ def main_table(mac: pd.DataFrame, info: Mapping[str, PolicyInfo], *, estimates: 
     """Paper Table "main": macro accuracy and per-item costs; non-oracle rows by accuracy, oracle last.
 
     ``estimates`` marks the cost columns that hold estimates and adds its footnote to the caption."""
-    usd = "usd" in mac.columns
-    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *_cost_columns(estimates, usd),
+    costs = _cost_columns(estimates, mac)
+    cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"), *costs,
             Column("policy", "Policy", csv_only=True)]
     order = mac.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
-    shown = ["acc", "total_tokens", "calls", "p_tokens", "latency_s", *(["usd"] if usd else [])]
+    shown = ["acc", *(c.key for c in costs)]
     sections = [[{"method": _label(n, info), "policy": n, **mac.loc[n, shown].to_dict()}
                  for n in sec] for sec in _split_oracle(order, info)]
     table = Table("main", "Main macro results over dataset x generator pairs. Costs are per item "
@@ -120,7 +117,7 @@ def pooled_table(poo: pd.DataFrame, info: Mapping[str, PolicyInfo], *,
                  estimates: CostEstimates | None = None) -> Table:
     """Per-example (pooled over episodes) accuracy and costs, for comparison with the macro table."""
     cols = [Column("method", "Method"), Column("acc", "Acc.", fmt_acc, "up"),
-            *_cost_columns(estimates, "usd" in poo.columns), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
+            *_cost_columns(estimates, poo), Column("n", "Episodes", lambda v: _num(v, "{:.0f}")), Column("policy", "Policy", csv_only=True)]
     order = poo.sort_values(["acc", "p_tokens"], ascending=[True, False]).index.tolist()
     sections = [[{"method": _label(n, info), "policy": n, **poo.loc[n].to_dict()} for n in sec]
                 for sec in _split_oracle(order, info)]

@@ -7,6 +7,8 @@ candidates (episode_id, candidate); verifications (episode_id, candidate, tier).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 FORMAT_VERSION = 1
 
 #: The paper's verifier names in order (V1 cheap judge, V2 process judge, V3 strong verifier). A pool may name
@@ -22,7 +24,25 @@ TIERS: tuple[str, ...] = ("V1", "V2", "V3")
 VERIFIER_NAME_PATTERN = r"(?!(?:S|SAMPLE|STOP)$|SAMPLE_)[A-Za-z][A-Za-z0-9_.-]{0,31}"
 
 #: What a stored verifier is; the optional manifest key ``verifier_roles`` maps a tier to one of these.
-VERIFIER_ROLES: tuple[str, ...] = ("cheap_judge", "process_judge", "strong_verifier", "reward_model")
+class VerifierRole(NamedTuple):
+    """What a stored verifier can be: its name, its plain name, the paper tier whose fusion weight its scores take,
+    and the paper tiers ("needs", V1-V3) it may serve, each with its preference (lower serves first; the rule is
+    ``coba_env.rules.roles``)."""
+
+    name: str
+    plain: str
+    weight_tier: str
+    serves: tuple[tuple[str, int], ...]
+
+
+#: THE verifier roles: a new role is one entry here (docs/CONTRIBUTING.md, "Add a verifier role").
+VERIFIER_ROLE_TABLE: tuple[VerifierRole, ...] = (
+    VerifierRole("cheap_judge", "cheap judge", "V1", (("V1", 0),)),
+    VerifierRole("process_judge", "process judge", "V2", (("V2", 0),)),
+    VerifierRole("strong_verifier", "strong verifier", "V3", (("V1", 2), ("V3", 0))),
+    VerifierRole("reward_model", "reward model", "V3", (("V1", 1), ("V3", 1))),
+)
+VERIFIER_ROLES: tuple[str, ...] = tuple(r.name for r in VERIFIER_ROLE_TABLE)
 #: The role of a tier's verifier when the manifest does not name one: the paper's tiers (V1 a lightweight
 #: outcome judge, V2 a process / step judge, V3 a strong outcome verifier).
 PAPER_TIER_ROLES: dict[str, str] = {"V1": "cheap_judge", "V2": "process_judge", "V3": "strong_verifier"}

@@ -67,8 +67,8 @@ def grouping_branches(tree: ast.AST, source: str) -> list[int]:
 def main() -> None:
     """Print the long files, long functions and grouping branches, with their counts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-lines", type=int, default=400)
-    parser.add_argument("--max-function", type=int, default=80)
+    parser.add_argument("--max-lines", type=int, default=400, help="longest non-test file (default: 400)")
+    parser.add_argument("--max-function", type=int, default=80, help="longest function (default: 80)")
     parser.add_argument("--list-branches", action="store_true", help="print every grouping branch")
     args = parser.parse_args()
     big, long, branches = [], [], []

@@ -49,7 +49,7 @@ install_portable_llama_cpp() {
 }
 
 # Reinstall only when the project's requirements changed since the last setup with the same extras.
-# COBA_EXTRAS picks the extras: scripts/test.sh asks for "dev,server-test,ray", scripts/bench.sh for "dev" only.
+# COBA_EXTRAS picks the extras: scripts/test.sh asks for "dev,server-test,ray,serve", scripts/bench.sh for "dev" only.
 # One stamp per extras set, .coba-setup-<extras>.<requirements hash>, so alternating the two scripts
 # reinstalls nothing.
 extras="${COBA_EXTRAS:-dev}"

@@ -3,7 +3,8 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k env -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-COBA_EXTRAS="dev,server-test,ray" source scripts/setup.sh  # ray: tests/test_ray_*.py start a local Ray cluster
+# ray: tests/test_ray_*.py start a local Ray cluster; serve: tests/test_serve*.py run `coba serve`
+COBA_EXTRAS="dev,server-test,ray,serve" source scripts/setup.sh
 bash scripts/setup_browser.sh  # Chromium for the report.html test (tests/test_report_html.py)
 echo "== ruff check ."
 ruff check .

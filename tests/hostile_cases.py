@@ -96,6 +96,7 @@ VERIFY = ("pools", "verify", "work", "--tier", "V1", "--endpoint", "{url},judge-
 SOLVE = ("solve", "--policy", "greedy", "--generator", "{url},gen-1.5B", "--sample-max-tokens", "16",
          "--max-attempts", "1", "--quiet")
 USAGE_MSG = r"usage\.completion_tokens is .*expected a non-negative integer"
+SERVE = ("serve", "--policy", "greedy", "--generator", "{url},gen-1.5B", "--max-attempts", "1", "--port", "0")
 
 # ------------------------------------------------------------------------------------------------ cases
 CASES: dict[str, list[Case]] = {
@@ -335,6 +336,27 @@ CASES: dict[str, list[Case]] = {
         Case("n-max-zero", (*SOLVE, "--n-max", "0", "What is 1+1?"), 2, r"--n-max: expected an integer >= 1",
              no_calls=True),
         Case("budget-nan", (*SOLVE, "--budget", "nan", "What is 1+1?"), 2, r"--budget: expected a finite number",
+             no_calls=True),
+    ],
+    # Every serve case must be refused before the server listens (a case that starts it would never end).
+    "serve": [
+        Case("record-foreign-folder", (*SERVE, "--record", "d"), 2, r"--record d: holds .*coba serve did not write",
+             setup=_foreign_folder("d"), no_calls=True),
+        Case("record-is-a-file", (*SERVE, "--record", "ok.jsonl"), 2, r"--record ok\.jsonl: exists and is not a folder",
+             no_calls=True),
+        Case("lam-nan", (*SERVE, "--lam", "nan"), 2, r"--lam: expected a finite number", no_calls=True),
+        Case("lambda-range-backwards", (*SERVE, "--lambda-range", "1,0"), 2, r"--lambda-range '1,0': expected LO,HI",
+             no_calls=True),
+        Case("max-body-bytes-zero", (*SERVE, "--max-body-bytes", "0"), 2, r"--max-body-bytes: expected an integer",
+             no_calls=True),
+        Case("dataset-control-character", (*SERVE, "--dataset", "a\tb"), 2, r"--dataset: .*control character",
+             no_calls=True),
+        Case("policy-garbage-weights", ("serve", "--policy", "ck_garbage", "--generator", "{url},gen-1.5B", "--port",
+                                        "0"), 2, r"not a readable MLP weights file", no_calls=True),
+        Case("policy-lambda-nan", ("serve", "--policy", "ck_ok@nan", "--generator", "{url},gen-1.5B", "--port", "0"),
+             2, r"expected a finite lambda >= 0 after '@', got 'nan'", no_calls=True),
+        Case("routing-policy-one-generator", ("serve", "--policy", "route_cheapest_coba", "--generator",
+                                              "{url},gen-1.5B", "--port", "0"), 2, r"routes between generators",
              no_calls=True),
     ],
 }

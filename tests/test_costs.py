@@ -39,7 +39,7 @@ def test_sum_costs_adds_rows_in_order():
 #: docs/CONTRIBUTING.md "Add a cost measure", step 1: one entry in coba_env.costs.COST_TABLE (here: energy as
 #: 0.001 Wh per parameter-weighted token, so each call's value is its p_tokens x 0.001, computed independently).
 ENERGY_ENTRY = ('    CostMeasure("energy", "energy_wh", "Wh", "Energy", "energy per item, Wh",\n'
-                '                lambda c: c.tokens * c.params_b * 0.001),\n')
+                '                lambda c: c.tokens * c.params_b * 0.001, per_item="Wh per item"),\n')
 
 NEW_MEASURE_RUN = r'''
 import sys, types
@@ -92,13 +92,30 @@ for grouping in ("pair", "item"):
         assert all(list(s) == list(COST_MEASURES) for s in spend.values())
         assert abs(sum(s["energy"] for s in spend.values()) - sum(
             step["cost"]["energy"] for step in trace if step["action"].startswith("SAMPLE"))) < 1e-12
+
+# The bench: the episode records, results.json's metrics and units, and the report's tables carry it too.
+import json
+import pandas as pd
+from coba_cli.main import main as coba
+out = Path.cwd() / "bench"
+assert coba(["bench", "--pool", "tiny", "--policies", "coba_light,bon4_majority", "--cost", "energy",
+             "--no-figures", "--no-progress", "--out", str(out)]) == 0
+records = pd.read_parquet(out / "episodes.parquet")
+assert np.allclose(records["energy"], records["p_tokens"] * 0.001, rtol=1e-12, atol=0)
+results = json.loads((out / "results.json").read_text())
+assert results["meta"]["units"]["energy_wh"] == "Wh per item"
+light = results["policies"]["coba_light"]
+assert abs(light["macro"]["energy_wh"] - light["macro"]["p_tokens"] * 0.001) < 1e-9 * light["macro"]["p_tokens"]
+header = (out / "tables" / "main.md").read_text().splitlines()[0]
+assert header.split("|")[-2].strip() == "Energy ↓", header  # after Total Tok., Calls, P-Tok., Latency: a new measure comes last
 print("ok")
 '''
 
 
 def test_a_new_cost_measure_is_one_table_entry(tmp_path):
     """The documented step alone (one COST_TABLE entry with its fill rule) puts a new measure into the compiled
-    pool, both groupings' costs, rewards and final info, the vector env's final costs and live call costs."""
+    pool, both groupings' costs, rewards and final info, the vector env's final costs, live call costs, and a
+    bench's episode records, results.json (metric and unit) and report tables."""
     import subprocess
     import sys
     from pathlib import Path
@@ -106,7 +123,7 @@ def test_a_new_cost_measure_is_one_table_entry(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", NEW_MEASURE_RUN, str(repo), ENERGY_ENTRY], capture_output=True,
                           text=True, cwd=tmp_path, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "ok", done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def test_the_table_generates_every_measures_names():

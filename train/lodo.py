@@ -34,12 +34,14 @@ def train_kind(kind: str, compiled: Any, out_dir: str | Path, *, grouping: str =
 
 
 def action_mix(records: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
-    """Per (policy, held-out dataset): mean actions of each type per episode and the share of episodes that
-    stopped after one sample and no verification (a collapse to greedy shows as a share near 1)."""
+    """Per (policy, held-out dataset): mean actions of each type per episode (samples, then each verifier's calls
+    by its record column ``n_<name>``, shown as ``<name>``) and the share of episodes that stopped after one sample
+    and no verification (a collapse to greedy shows as a share near 1)."""
     frame = records[records["policy"].isin(policies)].copy()
-    frame["greedy_stop"] = (frame["n_samples"] == 1) & (frame[["n_v1", "n_v2", "n_v3"]].sum(axis=1) == 0)
+    verifiers = [c for c in frame.columns if c.startswith("n_") and c not in ("n_actions", "n_samples")]
+    frame["greedy_stop"] = (frame["n_samples"] == 1) & (frame[verifiers].sum(axis=1) == 0)
     out = frame.groupby(["policy", "dataset"], sort=False).agg(
-        samples=("n_samples", "mean"), v1=("n_v1", "mean"), v2=("n_v2", "mean"), v3=("n_v3", "mean"),
+        samples=("n_samples", "mean"), **{c.removeprefix("n_"): (c, "mean") for c in verifiers},
         greedy_stop_share=("greedy_stop", "mean"), acc=("correct", "mean"), p_tokens=("p_tokens", "mean"))
     out["acc"] *= 100.0
     return out.reset_index()

@@ -21,9 +21,13 @@ from typing import Any
 import pandas as pd
 
 from agents.base import Policy
+from coba_env.costs import COST_TABLE
 from eval import metrics, pareto
 from eval.bench_data import COST_METRIC
 from pools.atomic_write import atomic_write_text
+
+#: The cost metrics a sweep point records: every measure of ``coba_env.costs.COST_TABLE`` that every pool records.
+SWEEP_METRICS = tuple(m.metric for m in COST_TABLE if not m.needs_prices)
 
 #: CoBa-Routed grid: (N_max, strong routes). (2, 0), (4, 2), (8, 4) are Light, Balanced and Strong.
 COBA_GRID: tuple[tuple[int, int], ...] = ((2, 0), (2, 1), (4, 0), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8))
@@ -108,7 +112,7 @@ def frontier_points(records: pd.DataFrame, families: dict[str, str], params: dic
     for name in mac.index:
         rows.append({"policy": name, "family": families.get(name, name), "param": (params or {}).get(name, ""),
                      "acc": float(mac.loc[name, "acc"]), "cost": float(mac.loc[name, COST_METRIC[cost]]),
-                     **{m: float(mac.loc[name, m]) for m in ("p_tokens", "total_tokens", "calls", "latency_s")}})
+                     **{m: float(mac.loc[name, m]) for m in SWEEP_METRICS}})
     return pd.DataFrame(rows)
 
 

@@ -23,9 +23,11 @@ from coba_env.rules.roles import RoleMap, map_roles
 from coba_env.rules.selection import SelectionRule
 
 ORDERS = ("sequential", "shuffle", "random")
-#: How a pool's candidates group into episodes: "pair", one episode per (item, generator) (``coba/Replay-v0``);
-#: "item", one episode per item with all its generators (``coba/Route-v0``; ``n_max`` is then per generator).
-GROUPINGS = ("pair", "item")
+#: How a pool's candidates group into episodes, each with its configuration builder (an ``EnvConfig`` classmethod
+#: over the restricted pool): "pair", one episode per (item, generator) (``coba/Replay-v0``); "item", one episode
+#: per item with all its generators (``coba/Route-v0``; ``n_max`` is then per generator).
+_BUILDERS = {"pair": "for_pool", "item": "_by_item"}
+GROUPINGS = tuple(_BUILDERS)
 #: Largest cost weight lambda accepted (far above any useful trade-off; keeps rewards finite).
 LAM_MAX = 1e6
 #: Largest budget B accepted (far above any pool's cost per episode; keeps costs / B meaningful).
@@ -177,8 +179,8 @@ class EnvConfig:
     def layout(self) -> ActionLayout:
         """The action layout: one SAMPLE per generator (the episode's own with pairs, ``SAMPLE_<g>`` per generator of
         the item grouping), one VERIFY per verifier of the pool, STOP."""
-        generators = self.route.generators if self.route is not None else ("",)
-        return ActionLayout(generators=generators, verifiers=tuple(self.pool.tiers))
+        # The feature table names the generators of an item grouping; a pair's one generator is the episode's own.
+        return ActionLayout(generators=self.features.generators or ("",), verifiers=tuple(self.pool.tiers))
 
     @classmethod
     def build(cls, pool: Any = None, *, datasets: Any = None, generators: Any = None, episode_ids: Any = None,
@@ -188,14 +190,18 @@ class EnvConfig:
         """Resolve ``pool`` (see ``pools.default.resolve_pool``), restrict it and validate every argument."""
         from coba_env.compiled import as_compiled
 
-        if grouping not in GROUPINGS:
-            raise ValueError(f"unknown grouping {grouping!r}; expected one of {list(GROUPINGS)}")
+        try:
+            by_grouping = getattr(cls, _BUILDERS[grouping])
+        except (KeyError, TypeError):
+            raise ValueError(f"unknown grouping {grouping!r}; expected one of {list(GROUPINGS)}") from None
         sub = episode_subset(as_compiled(pool), datasets, generators, episode_ids)
-        if grouping == "item":
-            return cls._by_item(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                                n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
-        return cls.for_pool(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
-                            n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+        return by_grouping(sub, lam=lam, lambda_range=lambda_range, budget=budget, cost_model=cost_model,
+                           n_max=n_max, tiers=tiers, selection=selection, order=order, max_cost=max_cost)
+
+    def check_grouping(self, grouping: str | None) -> None:
+        """Refuse a ``grouping=`` argument that contradicts this configuration's (None: not given)."""
+        if grouping not in (None, self.grouping):
+            raise ValueError(f"grouping={grouping!r} but the configuration groups episodes by {self.grouping!r}")
 
     @classmethod
     def _by_item(cls, replay: CompiledPool, *, n_max: Any = None, budget: Any = None, cost_model: str = "p_tokens",

@@ -30,25 +30,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coba_env.rules.selection import SelectionRule
-from pools.schema import PAPER_TIER_ROLES, VERIFIER_ROLES
+from pools.schema import PAPER_TIER_ROLES, VERIFIER_ROLE_TABLE, VERIFIER_ROLES
 from pools.schema import TIERS as NEEDS
 
 if TYPE_CHECKING:  # annotations only: the compiled pool imports this module
     from coba_env.compiled import CompiledPool
 
-#: Roles that may serve each need (a paper tier), in order of preference.
+#: Roles that may serve each need (a paper tier), in order of preference (``pools.schema.VERIFIER_ROLE_TABLE``).
 SERVED_BY: dict[str, tuple[str, ...]] = {
-    "V1": ("cheap_judge", "reward_model", "strong_verifier"),
-    "V2": ("process_judge",),
-    "V3": ("strong_verifier", "reward_model"),
-}
+    need: tuple(r.name for _, r in sorted((dict(r.serves)[need], r) for r in VERIFIER_ROLE_TABLE
+                                          if need in dict(r.serves)))
+    for need in NEEDS}
 #: The paper tier whose fusion weight a role's scores take.
-WEIGHT_TIER: dict[str, str] = {"cheap_judge": "V1", "process_judge": "V2", "strong_verifier": "V3",
-                               "reward_model": "V3"}
-#: Plain names of the needs and roles (report and reasons).
-NEED_NAMES: dict[str, str] = {"V1": "cheap judge", "V2": "process judge", "V3": "strong verifier"}
-ROLE_NAMES: dict[str, str] = {"cheap_judge": "cheap judge", "process_judge": "process judge",
-                              "strong_verifier": "strong verifier", "reward_model": "reward model"}
+WEIGHT_TIER: dict[str, str] = {r.name: r.weight_tier for r in VERIFIER_ROLE_TABLE}
+#: Plain names of the roles, and of the needs (the plain name of each paper tier's own role; report and reasons).
+ROLE_NAMES: dict[str, str] = {r.name: r.plain for r in VERIFIER_ROLE_TABLE}
+NEED_NAMES: dict[str, str] = {need: ROLE_NAMES[PAPER_TIER_ROLES[need]] for need in NEEDS}
 
 
 def declared_roles(manifest_roles: dict[str, str] | None, names: Sequence[str] = NEEDS) -> tuple[str, ...]:
