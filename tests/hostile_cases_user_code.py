@@ -168,7 +168,25 @@ SOLVE_PLAIN = ("solve", "--policy", "greedy", "--generator", "{url},gen-1.5B", "
 YAML_PYTHON_OBJECT = "policies:\n  mine: !!python/object:os.system {}\n"
 N_INPUTS = 26  # the MLP checkpoints of the harness: 21 features and the 5-action mask
 
+def _routellm_gold_twice(d: Path) -> None:
+    """A RouteLLM response CSV and a GSM8K gold file that holds its question twice (which line's gold is it?)."""
+    import csv
+
+    question = "Ducks lay 16 eggs; 7 are used. Each sells for $2. How much per day?"
+    with open(d / "responses.csv", "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows([["prompt", "weak", "strong", "weak_response", "strong_response"],
+                                  [question, "True", "True", "#### 18", "So $18."]])
+    gold = [{"question": question, "answer": "9 * 2 = 18\n#### 18"}, {"question": question, "answer": "#### 19"}]
+    (d / "test.jsonl").write_text("".join(json.dumps(g) + "\n" for g in gold))
+
+
 LEFTOVER_CASES: dict[str, list[Case]] = {
+    "pools import": [
+        Case("routellm-gold-question-twice", ("pools", "import", "responses.csv", "--out", "rl", "--format", "routellm",
+                                              "--gold", "test.jsonl"), 2,
+             r"test\.jsonl, line 2, field 'question': the question of line 1 again; expected each question once",
+             setup=_routellm_gold_twice),
+    ],
     "solve": [
         Case("file-is-a-fifo", (*SOLVE_PLAIN, "--file", "probs.jsonl"), 2,
              r"probs\.jsonl: not a regular file \(a FIFO\); expected a JSONL file of problems", setup=_fifo("probs.jsonl"),
