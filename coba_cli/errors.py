@@ -107,7 +107,7 @@ def describe_os_error(exc: OSError) -> str:
     """``path: reason`` for an OSError (``No such file or directory``, ``Permission denied``, ...)."""
     reason = exc.strerror or str(exc)
     if exc.filename is None:
-        where = last_destination()
+        where = getattr(exc, "coba_destination", None) or last_destination()  # the one being written, if known
         if exc.errno in (errno.ENOSPC, errno.EDQUOT) and where is not None:
             return f"{where}: {reason} while writing the result; free some space and run the command again"
         if exc.errno == errno.EFBIG and where is not None:

@@ -188,6 +188,11 @@ def lock_destination(dest: Path, option: str = "destination") -> Iterator[None]:
     taken = _take_lock(key, option)
     try:
         yield
+    except OSError as exc:
+        # The outermost destination being written when a write failed: a "disk full" error carries no path, and
+        # the destination checked last may be another (a cache written after --out was checked).
+        exc.coba_destination = key
+        raise
     finally:
         if taken:
             os.close(_locks.pop(key))
