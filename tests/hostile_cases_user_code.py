@@ -63,6 +63,18 @@ class InitRecurses(Policy):
         self.__init__()
     def act(self, obs, mask, ev):
         return 0
+class BatchFloat(Policy):
+    batched = True
+    def act(self, obs, mask, ev):
+        return 0
+    def act_batch(self, observations, action_masks, venv):
+        return [0.0] * len(observations)
+class BatchRaises(Policy):
+    batched = True
+    def act(self, obs, mask, ev):
+        return 0
+    def act_batch(self, observations, action_masks, venv):
+        raise KeyError('row')
 '''
 
 
@@ -107,6 +119,14 @@ SOLVE = ("solve", "--generator", "{url},gen-1.5B", "--sample-max-tokens", "16", 
          "--json", "t.json", "--policy")
 
 
+#: The batched form (``act_batch``, the bench's default replay): class -> what the message says it did.
+IN_ACT_BATCH: dict[str, str] = {
+    "BatchFloat": r"act_batch\(\) returned an array of float64 of shape \(\d+,\); expected \d+ integer action ids from 0 "
+                  r"to 4 \(actions are never rounded or converted\)",
+    "BatchRaises": r"act_batch\(\) raised KeyError: 'row' " + rf"\(rules\.py, line {_line('BatchRaises') + 3}\)$",
+}
+
+
 def _user_code_cases(command: str) -> list[Case]:
     """Every misbehaviour of ``RULES`` under one command (the bench runs greedy beside it: nothing is written)."""
     argv, place = {"bench": (BENCH, EPISODE), "sweep": (SWEEP, EPISODE), "solve": (SOLVE, PROBLEM)}[command]
@@ -116,6 +136,9 @@ def _user_code_cases(command: str) -> list[Case]:
                   no_calls=True) for cls, what in IN_ACT.items()]
     cases += [Case(f"init-{cls}", (*argv, given(cls), *tail), 2, rf"policy '{cls}': {what}", setup=_rules,
                    no_calls=True) for cls, what in IN_INIT.items()]
+    if command == "bench":
+        cases += [Case(f"act-batch-{cls}", (*argv, given(cls)), 2, rf"policy '{cls}' on {place}: {what}", setup=_rules,
+                       no_calls=True) for cls, what in IN_ACT_BATCH.items()]
     quits = "greedy,quits.py:X" if command == "bench" else "quits.py:X"
     cases.append(Case("sys-exit-at-import", (*argv, quits, *tail), 2,
                       r"policy 'quits\.py:X': quits\.py, line 2: error while importing it: it called sys\.exit\(0\)",
