@@ -52,10 +52,36 @@ def _check_manifest_types(m: dict[str, Any], fail: Fail) -> None:
     estimated = m["provenance"].get("estimated")
     if estimated is not None and not isinstance(estimated, dict):
         fail("provenance", f"estimated is {str(estimated)[:80]}; expected an object of field -> count")
+    _check_grader_agreement(m["provenance"].get("grader_agreement"), fail)
     if not isinstance(m["tiers"], list) or not all(isinstance(t, str) for t in m["tiers"]):
         fail("tiers", f"is {str(m['tiers'])[:80]}; expected a list of verifier names")
     if not isinstance(m["models"], list):
         fail("models", f"is {str(m['models'])[:80]}; expected a list of models")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_grader_agreement(agreement: Any, fail: Fail) -> None:
+    """``provenance.grader_agreement`` (inspect and the report read it): an object whose ``rate`` is a number in
+    [0, 1] or null and whose ``groups`` are objects of dataset, generator and the counts ``agree`` <= ``compared``."""
+    if agreement is None:
+        return
+    if not isinstance(agreement, dict):
+        fail("provenance", f"grader_agreement is {str(agreement)[:80]}; expected an object (rate, groups, ...)")
+    rate = agreement.get("rate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1):
+        fail("provenance", f"grader_agreement.rate is {str(rate)[:40]}; expected a number in [0, 1] or null")
+    groups = agreement.get("groups", [])
+    if not isinstance(groups, list):
+        fail("provenance", f"grader_agreement.groups is {str(groups)[:80]}; expected a list of objects")
+    for k, g in enumerate(groups):
+        ok = (isinstance(g, dict) and isinstance(g.get("dataset"), str) and isinstance(g.get("generator"), str)
+              and _count(g.get("agree")) and _count(g.get("compared")) and g["agree"] <= g["compared"])
+        if not ok:
+            fail("provenance", f"grader_agreement.groups[{k}] is {str(g)[:80]}; expected an object of dataset, "
+                               "generator and the counts agree <= compared")
 
 
 def _check_verifier_roles(fail: Fail, roles: object) -> None:

@@ -261,9 +261,18 @@ LEFTOVER_CASES: dict[str, list[Case]] = {
         Case("manifest-max-output-tokens-text", ("pools", "validate", "p0"), 2,
              r"field 'generation': max_output_tokens is 'abc'; expected a number of tokens from 1 to 1e\+09",
              setup=_pool_manifest("p0", lambda m: m.update(generation={"max_output_tokens": "abc"}))),
+        Case("manifest-grader-agreement-text", ("pools", "validate", "p0"), 2,
+             r"field 'provenance': grader_agreement is abc; expected an object \(rate, groups, \.\.\.\)",
+             setup=_pool_manifest("p0", lambda m: m["provenance"].update(grader_agreement="abc"))),
         Case("manifest-provenance-a-list", ("pools", "validate", "p0"), 2,
              r"field 'provenance': is \[1\]; expected an object",
              setup=_pool_manifest("p0", lambda m: m.update(provenance=[1]))),
+    ],
+    "pools inspect": [
+        Case("manifest-grader-agreement-group-text", ("pools", "inspect", "p0"), 2,
+             r"field 'provenance': grader_agreement\.groups\[0\] is abc; expected an object of dataset, generator and "
+             r"the counts agree <= compared",
+             setup=_pool_manifest("p0", lambda m: m["provenance"].update(grader_agreement={"groups": ["abc"]}))),
     ],
     "sweep": [
         Case("checkpoint-feature-scale-zero", ("sweep", "--pool", "pool", "--policies", "ck_scale", "--out", "s"), 2,
