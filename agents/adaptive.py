@@ -14,6 +14,7 @@ import numpy as np
 from agents.batch_evidence import legal, supports_top_mean, top_share, top_tier_mean
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
+from pools.limits import MAX_CANDIDATES
 
 
 def wilson_lower_bound(successes: int, n: int, z: float) -> float:
@@ -50,6 +51,7 @@ class DifficultyAdaptive(ConfiguredPolicy):
     defaults: ClassVar[dict[str, Any]] = {"warmup": 2, "use_judge": True, "confidence_min": 0.7,
                                           "allocation": [4, 8, 16]}
     compares_answers: ClassVar[bool] = True
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"warmup": (1, MAX_CANDIDATES), "confidence_min": (0.0, 1.0)}
     warmup: int
     use_judge: bool
     confidence_min: float

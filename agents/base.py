@@ -123,8 +123,11 @@ class Policy(ABC):
         the observation and mask alone. Policies reading ``Evidence`` override it (and set ``batched``),
         reading the same quantities from ``venv``'s state arrays (``agents.batch_evidence``).
         """
-        return np.array([int(self.act(o, m, None)) for o, m in zip(observations, action_masks, strict=True)],
-                        dtype=np.int64)
+        from agents.policy_calls import action_id
+
+        n_actions = action_masks.shape[1]
+        return np.array([action_id(self, self.act(o, m, None), "a batch", n_actions)
+                         for o, m in zip(observations, action_masks, strict=True)], dtype=np.int64)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly description (name, label, group and parameters)."""

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from agents.controller_kinds import checkpoint_kinds
 from agents.policy_spec import names_saved, split_at_lambda
 from coba_env.rules.actions import REPLAY_LAYOUT
+from coba_env.rules.config import BUDGET_MAX, BUDGET_MIN
 from coba_env.rules.features import LAMBDA_FROM_END, PAPER_FEATURE_LAYOUT
 from pools.parse_boundary import PARSE_ERRORS, parse_problem
 
@@ -122,8 +123,9 @@ class TrainedEnv:
                              ">= 1 (a route-env checkpoint)")
         budget = config.get("budget")
         if not (isinstance(budget, int | float) and not isinstance(budget, bool) and math.isfinite(budget)
-                and budget > 0):
-            raise ValueError(f"{where}: field 'budget' is {budget!r}; expected a finite number > 0")
+                and BUDGET_MIN <= budget <= BUDGET_MAX):  # cost / B must stay finite in the network's input
+            raise ValueError(f"{where}: field 'budget' is {budget!r}; expected a finite number > 0, from "
+                             f"{BUDGET_MIN:g} to {BUDGET_MAX:g}")
         n_max = config.get("n_max")
         actions, features = trained_layout(config)
         return cls(env=str(env), actions=actions, features=features, n_max=n_max if _positive_int(n_max) else None,

@@ -10,6 +10,7 @@ from agents.batch_evidence import legal, supports_top_mean, top_share, top_tier_
 from agents.configured import ConfiguredPolicy, can, register
 from coba_env.evidence import Evidence
 from coba_env.rules.selection import default_fusion_weights
+from pools.limits import MAX_CANDIDATES
 
 
 @register("coba")
@@ -54,6 +55,9 @@ class CoBaPolicy(ConfiguredPolicy):
         "fusion_weights": None, "skip_unanimous_routes": False,
     }
     compares_answers: ClassVar[bool] = True
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {
+        "warmup_k": (1, MAX_CANDIDATES), "n_max": (1, MAX_CANDIDATES), "strong_routes": (0, MAX_CANDIDATES),
+        "share_min": (0.0, 1.0), "s1_min": (0.0, 1.0)}
     warmup_k: int
     n_max: int
     strong_routes: int

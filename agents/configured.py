@@ -51,6 +51,15 @@ def _check_param_type(kind: str, key: str, value: Any, default: Any) -> None:
         raise ValueError(f"parameter {key!r} of policy kind {kind!r} is {value!r}; expected {expected}")
 
 
+def _check_param_range(kind: str, key: str, value: Any, bounds: tuple[float, float], default: Any) -> None:
+    """A numeric parameter inside its declared range (a share in [0, 1], a count from 1 to the most candidates)."""
+    lo, hi = bounds
+    if isinstance(value, bool) or not isinstance(value, int | float) or lo <= value <= hi:
+        return
+    what = "an integer" if isinstance(default, int) else "a number"
+    raise ValueError(f"parameter {key!r} of policy kind {kind!r} is {value!r}; expected {what} from {lo:g} to {hi:g}")
+
+
 class ConfiguredPolicy(Policy):
     """A fixed policy built from keyword parameters (``defaults`` lists them and their default values).
 
@@ -62,6 +71,8 @@ class ConfiguredPolicy(Policy):
 
     kind: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
+    #: Parameter -> (lowest, highest) value accepted (a share in [0, 1], a count); a value outside is refused.
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {}
 
     def __init__(self, *, name: str | None = None, label: str | None = None, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))
@@ -70,6 +81,8 @@ class ConfiguredPolicy(Policy):
                              f"expected some of {sorted(self.defaults)}")
         for key, value in params.items():
             _check_param_type(self.kind, key, value, self.defaults[key])
+            if key in self.ranges:
+                _check_param_range(self.kind, key, value, self.ranges[key], self.defaults[key])
         self.params: dict[str, Any] = {**self.defaults, **params}
         for key, value in self.params.items():
             setattr(self, key, value)

@@ -20,7 +20,9 @@ N_max per generator (``env_kwargs``), and is a route policy (``routes``).
 
 from __future__ import annotations
 
+import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,12 @@ from torch import nn
 
 from agents.base import Policy
 from agents.checkpoint import CONFIG_FILE, TrainedEnv, read_config
-from coba_env.costs import cost_index
+from coba_env.costs import COST_MEASURES, cost_index
 from coba_env.env import CoBaEnv
 from coba_env.evidence import Evidence
+from coba_env.rules.config import LAM_MAX
 from coba_env.rules.features import BUDGET_FROM_END, LAMBDA_FROM_END, MEAN_LEN_FROM_END, rescaled
-from pools.atomic_write import atomic_write, atomic_write_text
+from pools.atomic_write import atomic_write_bytes, atomic_write_text
 from pools.limits import MAX_HIDDEN_UNITS
 
 WEIGHTS_FILE = "model.pt"
@@ -167,9 +170,43 @@ def save(out_dir: str | Path, network: nn.Module, config: dict[str, Any]) -> Pat
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = {**config, "kind": "mlp"}
-    atomic_write(out / WEIGHTS_FILE, lambda tmp: torch.save(network.state_dict(), tmp))
+    # Serialized in memory, written by Python: a full disk or a file-size limit is an OSError naming the file
+    # (torch's own writer reports it as a RuntimeError without errno or path).
+    buffer = io.BytesIO()
+    torch.save(network.state_dict(), buffer)
+    atomic_write_bytes(out / WEIGHTS_FILE, buffer.getvalue())
     atomic_write_text(out / CONFIG_FILE, json.dumps(config, indent=2, allow_nan=False))
     return out
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_scales(config: dict[str, Any], cfg_file: Path, n_inputs: int) -> None:
+    """The fields that scale the network's input, checked on load so a damaged checkpoint is one line naming the
+    field, never a broadcast error or NaN results: ``feature_mean`` (``n_inputs`` finite numbers),
+    ``feature_scale`` (``n_inputs`` finite numbers > 0), ``max_output_tokens`` (> 0), ``cost_model`` (a measure of
+    ``coba_env.costs``) and ``default_lambda`` (in the env's range)."""
+    for key, positive in (("feature_mean", False), ("feature_scale", True)):
+        values = config[key]
+        if not isinstance(values, list) or len(values) != n_inputs:
+            got = f"has {len(values)} values" if isinstance(values, list) else f"is {str(values)[:40]}"
+            raise ValueError(f"{cfg_file}: field {key!r} {got}; expected {n_inputs} finite numbers"
+                             + (" > 0" if positive else "") + " (one per network input)")
+        bad = next((i for i, v in enumerate(values) if not _finite(v) or (positive and v <= 0)), None)
+        if bad is not None:
+            raise ValueError(f"{cfg_file}: field {key!r} holds {values[bad]!r} at index {bad}; expected {n_inputs} "
+                             "finite numbers" + (" > 0" if positive else ""))
+    cap = config["max_output_tokens"]
+    if not (_finite(cap) and cap > 0):
+        raise ValueError(f"{cfg_file}: field 'max_output_tokens' is {cap!r}; expected a finite number > 0")
+    if config["cost_model"] not in COST_MEASURES:
+        raise ValueError(f"{cfg_file}: field 'cost_model' is {str(config['cost_model'])[:40]!r}; expected one of "
+                         f"{list(COST_MEASURES)}")
+    lam = config.get("default_lambda", 0.1)
+    if not (_finite(lam) and 0 <= lam <= LAM_MAX):
+        raise ValueError(f"{cfg_file}: field 'default_lambda' is {lam!r}; expected a number from 0 to {LAM_MAX:g}")
 
 
 def load(path: str | Path, *, lam: float | None = None) -> MLPController:
@@ -187,6 +224,7 @@ def load(path: str | Path, *, lam: float | None = None) -> MLPController:
         raise ValueError(f"{cfg_file}: field 'hidden' is {str(hidden)[:60]}; expected a list of 1 to {MAX_LAYERS} "
                          f"layer sizes, integers from 1 to {MAX_HIDDEN_UNITS}")
     trained = TrainedEnv.read(config, cfg_file)  # the env it was trained on, its layout: the network's shape
+    check_scales(config, cfg_file, len(trained.features) + len(trained.actions))
     network = build_network(tuple(hidden), len(trained.features), len(trained.actions))
     weights = path / WEIGHTS_FILE
     if not weights.is_file():

@@ -7,10 +7,14 @@ a policy kind: ``coba bench --policies my_rules.py:TwoThenJudge`` and a YAML spe
 
 An installed package makes its policies known by name through the entry-point group ``coba_env.policies``
 (Python packaging's plugin convention, the one Gymnasium uses for third-party environments): each entry
-point's name is a policy name and its value a class reference, e.g. in the package's ``pyproject.toml``::
+point's name is a policy name and its value a class reference ``module:Class`` (never a file), e.g. in the
+package's ``pyproject.toml``::
 
     [project.entry-points."coba_env.policies"]
     two_then_judge = "my_package.rules:TwoThenJudge"
+
+A plugin is imported only when a command names it (``--policies two_then_judge``): the selections ``all`` and
+``main`` hold the built-in policies only, so a broken, exiting or blocking plugin never touches another command.
 
 Only ``.py`` files and importable modules are loaded: nothing is ever imported from a model ``.zip``.
 Every failure raises ``PluginError`` (a ``ValueError``) in one line naming the reference, the file and what
@@ -26,7 +30,6 @@ import inspect
 import re
 import sys
 import traceback
-import warnings
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -55,6 +58,8 @@ def is_class_ref(text: str) -> bool:
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
     return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
@@ -89,7 +94,7 @@ def _import_file(path: Path, ref: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses and pickling look classes up through sys.modules
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit at import must not end the command as if it had finished
         del sys.modules[name]
         raise PluginError(f"policy {ref!r}: {path}{_error_place(exc, resolved)}: error while importing it: "
                           f"{_one_line(exc)}") from None
@@ -106,7 +111,7 @@ def _import_module(module_name: str, ref: str) -> ModuleType:
                               "PYTHONPATH? A file is named FILE.py:Class)") from None
         raise PluginError(f"policy {ref!r}: {_deepest(exc)}: error while importing {module_name!r}: "
                           f"{_one_line(exc)}") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise PluginError(f"policy {ref!r}: {_deepest(exc)}: error while importing {module_name!r}: "
                           f"{_one_line(exc)}") from None
 
@@ -150,23 +155,23 @@ def load_class_ref(ref: str, *, base_dir: str | Path | None = None) -> type[Poli
 
 
 def entry_point_refs() -> dict[str, str]:
-    """Installed plugin policies: entry-point name -> class reference, from the ``coba_env.policies`` group."""
+    """Installed plugin policies: entry-point name -> class reference, from the ``coba_env.policies`` group. Read
+    from the installed packages' metadata only: no plugin is imported here."""
     return {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def load_entry_points(known: set[str] | frozenset[str] = frozenset()) -> dict[str, tuple[str, type[Policy]]]:
-    """Installed plugin policies by name: (class reference, class). A plugin that fails to load, or whose name is already in
-    ``known``, is skipped with a warning (as Gymnasium does for env plugins): one broken package never stops
-    every other policy from running. Naming it in ``--policies`` then reports it as unknown."""
-    classes: dict[str, tuple[str, type[Policy]]] = {}
-    for name, value in entry_point_refs().items():
-        if name in known:
-            warnings.warn(f"plugin policy {name!r} ({value}) is skipped: the name is already taken",
-                          stacklevel=2)
-            continue
-        try:
-            classes[name] = (value, load_class_ref(value))
-        except PluginError as exc:
-            warnings.warn(f"plugin policy {name!r} from entry point group {ENTRY_POINT_GROUP!r} is skipped: {exc}",
-                          stacklevel=2)
-    return classes
+def load_entry_point(name: str) -> tuple[str, type[Policy]]:
+    """The plugin policy ``name`` (its class reference and class), imported now: a plugin is imported only when a
+    command names it, so one that fails, exits or blocks at import never touches a command that does not.
+
+    An entry point's value must be ``module:Class`` (an importable module path): it is never a file, so nothing
+    from the current folder runs because a package declared ``x.py:Class``. Raises ``PluginError`` (one line)."""
+    refs = entry_point_refs()
+    if name not in refs:
+        raise PluginError(f"no plugin policy {name!r} is installed (entry point group {ENTRY_POINT_GROUP!r})")
+    value = refs[name]
+    head, sep, attr = str(value).strip().rpartition(":")
+    if not sep or head.endswith(".py") or not _MODULE.fullmatch(head) or not _ATTRIBUTE.fullmatch(attr):
+        raise PluginError(f"plugin policy {name!r}: entry point value {value!r} (group {ENTRY_POINT_GROUP!r}) is not "
+                          "module:Class; an entry point names a class in an importable module, never a file")
+    return value, load_class_ref(value)

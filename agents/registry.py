@@ -12,8 +12,8 @@ class's ``defaults`` so a typo in a YAML file fails loudly.
 
 A ``kind`` may also be a class of the user's own (``my_rules.py:TwoThenJudge`` or ``my_package.rules:Cls``,
 ``agents.plugins``), and installed packages add named policies through the ``coba_env.policies`` entry-point
-group; ``make_policy`` accepts such a reference as a name too. Route policies share this registry, so they get
-the same mechanism.
+group (imported only when named); ``make_policy`` accepts such a reference or plugin name as a name too. Route
+policies share this registry, so they get the same mechanism.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ import agents.sampling  # noqa: F401
 import agents.simple_routers  # noqa: F401
 from agents.base import Policy
 from agents.configured import POLICY_CLASSES, ConfiguredPolicy, register
-from agents.plugins import PluginError, is_class_ref, load_class_ref, load_entry_points
+from agents.plugins import PluginError, entry_point_refs, is_class_ref, load_class_ref, load_entry_point
+from agents.policy_calls import contained_call
 from agents.routing_base import written_for
 from pools.strict_yaml import load_yaml
 
@@ -62,6 +63,23 @@ class UnknownPolicyError(ValueError):
 
 
 # ---------------------------------------------------------------- specs
+def _spec_text(path: Path) -> str:
+    """The text of a user's spec file, checked to parse as plain YAML: an unreadable file, or one holding a tag
+    the safe loader refuses (``!!python/object``: no code ever runs), is one ValueError naming the file."""
+    import yaml
+
+    from pools.parse_boundary import PARSE_ERRORS, parse_problem
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: cannot parse the policy spec file: {' '.join(str(exc).split())[:300]}") from None
+    except PARSE_ERRORS as exc:
+        raise ValueError(f"{path}: cannot parse the policy spec file: {parse_problem(exc)}") from None
+    return text
+
+
 def _read_yaml(text: str, source: str) -> dict[str, dict[str, Any]]:
     data = load_yaml(text) or {}  # a key given twice is an error, not "the second one wins"
     if isinstance(data, dict) and "policies" in data:
@@ -150,19 +168,10 @@ def _builtin_specs() -> dict[str, dict[str, Any]]:
     return _read_yaml(builtin_specs_text(), "agents/policies.yaml")
 
 
-def _plugin_specs(taken: set[str]) -> dict[str, dict[str, Any]]:
-    """Specs of the policies installed packages declare under the ``coba_env.policies`` entry points."""
-    specs = {}
-    for name, (ref, cls) in load_entry_points(known=taken).items():
-        own_label = cls.label not in (Policy.label, cls.__name__)
-        specs[name] = {"kind": ref, "label": cls.label if own_label else name,
-                       "description": (cls.__doc__ or "").strip().split("\n")[0]}
-    return specs
-
-
 def load_specs(path: str | Path | Sequence[str | Path] | None = None) -> dict[str, dict[str, Any]]:
-    """Policy specs by name: the built-in ``agents/policies.yaml``, then installed plugin policies (entry-point
-    group ``coba_env.policies``), then the user file(s) ``path`` merged over them in order.
+    """Policy specs by name: the built-in ``agents/policies.yaml``, then the user file(s) ``path`` merged over them in
+    order. Installed plugin policies (entry-point group ``coba_env.policies``) are not specs: ``make_policy`` imports
+    one only when it is named (``agents.plugins.load_entry_point``).
 
     A user entry with a known name overrides that entry's keys (and its params one by one); a new name
     adds a policy. Names keep file order, built-in ones first. A ``kind`` that is a relative
@@ -170,13 +179,11 @@ def load_specs(path: str | Path | Sequence[str | Path] | None = None) -> dict[st
     """
     specs = copy.deepcopy(_builtin_specs())
     sources = {name: ("agents/policies.yaml", None) for name in specs}
-    for name, spec in _plugin_specs(set(specs)).items():
-        specs[name], sources[name] = spec, (f"entry point {name!r}", None)
     paths = [] if path is None else [path] if isinstance(path, str | Path) else list(path)
     for one in map(Path, paths):
         if not one.is_file():
             raise ValueError(f"policy spec file {str(one)!r} does not exist")
-        extra = _read_yaml(one.read_text(), str(one))
+        extra = _read_yaml(_spec_text(one), str(one))
         specs = _merge(specs, extra)
         sources.update({name: (str(one), one.parent) for name in extra})
     return {name: _complete(name, spec, *sources[name]) for name, spec in specs.items()}
@@ -198,18 +205,33 @@ def make_policy(name: str, *, specs: SpecSource = None, **overrides: Any) -> Pol
         if is_checkpoint(name):  # a trained controller's checkpoint directory (optionally PATH@LAMBDA)
             return load_checkpoint(name, **overrides)
         if is_class_ref(name):  # the user's own class: FILE.py:Class or module:Class, named after the class
-            return load_class_ref(name)(**overrides)
+            cls = load_class_ref(name)
+            return contained_call(cls, "__init__", "", cls, **overrides)
+        if name in entry_point_refs():  # an installed plugin, imported now that it is named
+            return _plugin_policy(name, overrides)
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(specs)} (or FILE.py:Class, "
                          "module:Class, a checkpoint directory or an SB3 .zip)")
     spec = specs[name]
     cls = policy_class(spec["kind"])
     params = {**(spec.get("params") or {}), **overrides}
+    # A class of the user's own (FILE.py:Class, module:Class) runs contained: whatever its __init__ raises or
+    # exits with is one PolicyCodeError; the registered kinds' own checks keep their messages.
+    build = cls if spec["kind"] in POLICY_CLASSES else (lambda **kw: contained_call(cls, "__init__", "", cls, **kw))
     if issubclass(cls, ConfiguredPolicy):
-        policy = cls(name=name, label=spec.get("label") or name, **params)
+        policy = build(name=name, label=spec.get("label") or name, **params)
         policy.at_pool_n = tuple(spec.get("at_pool_n") or ())
         return policy
-    policy = cls(**params)
+    policy = build(**params)
     policy.name, policy.label = name, spec.get("label") or name
+    return policy
+
+
+def _plugin_policy(name: str, overrides: dict[str, Any]) -> Policy:
+    """The installed plugin policy ``name``, built (contained) and named after its entry point."""
+    _, cls = load_entry_point(name)
+    policy = contained_call(cls, "__init__", "", cls, **overrides)
+    own_label = cls.label not in (Policy.label, cls.__name__)
+    policy.name, policy.label = name, cls.label if own_label else name
     return policy
 
 
@@ -244,8 +266,11 @@ def select_policies(names: Sequence[str] | None, specs: Mapping[str, dict], grou
         if not main or chosen == ["all"]:
             return main + [n for n in mine if n not in main and specs[n]["group"] != "learned"]
         return main
-    unknown = [n for n in chosen if n not in specs]
+    plugins = entry_point_refs() if any(n not in specs for n in chosen) else {}
+    unknown = [n for n in chosen if n not in specs and n not in plugins]
     if unknown:
+        installed = f"; installed plugins: {', '.join(plugins)}" if plugins else ""
         raise UnknownPolicyError(f"unknown polic{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
-                                 f"known policies: {', '.join(specs)} (or {', '.join(map(repr, POLICY_SETS))})")
+                                 f"known policies: {', '.join(specs)} (or {', '.join(map(repr, POLICY_SETS))})"
+                                 f"{installed}")
     return list(dict.fromkeys(chosen))

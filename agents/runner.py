@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.base import Policy
+from agents.policy_calls import CONTAINED, PolicyCodeError, action_id, code_failure, contained_call
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
 from coba_env.rules.selection import SelectionRule
@@ -29,13 +30,17 @@ def check_selection(policy: Policy, env: CoBaEnv) -> None:
                          f"build the env with make_env() or CoBaEnv(**policy.env_kwargs())")
 
 
-def run_episode(env: CoBaEnv, policy: Policy, episode: int, *, record: bool = False) -> dict[str, Any]:
+def run_episode(env: CoBaEnv, policy: Policy, episode: int, *, record: bool = False,
+                place: str | None = None) -> dict[str, Any]:
     """Play episode index ``episode`` to STOP: the env's final info plus ``action_ids`` and ``return``.
 
-    With ``record=True`` it also holds ``observations`` and ``masks``: every one the policy was shown.
+    With ``record=True`` it also holds ``observations`` and ``masks``: every one the policy was shown. The
+    policy's own code is contained (``agents.policy_calls``): an exception, ``sys.exit`` or a return value that is
+    not a legal action id raises one ``PolicyCodeError`` naming ``place`` (default: "episode N").
     """
+    place = place or f"episode {episode}"
     obs, info = env.reset(options={"episode": episode})
-    policy.reset(env)
+    contained_call(policy, "reset", place, policy.reset, env)
     evidence = env.evidence
     mask = info["action_mask"]
     actions: list[int] = []
@@ -45,9 +50,19 @@ def run_episode(env: CoBaEnv, policy: Policy, episode: int, *, record: bool = Fa
         if record:
             observations.append(obs.copy())
             masks.append(mask.copy())
-        action = int(policy.act(obs, mask, evidence))
+        try:
+            action = policy.act(obs, mask, evidence)
+        except CONTAINED as exc:
+            raise code_failure(policy, "act", place, exc) from None
+        action = action_id(policy, action, place, env.layout.n_actions)
         actions.append(action)
-        obs, reward, terminated, truncated, info = env.step(action)
+        try:
+            obs, reward, terminated, truncated, info = env.step(action)
+        except ValueError as exc:
+            if 0 <= action < len(mask) and mask[action]:  # a legal action: the env's own error, not the policy's
+                raise
+            raise PolicyCodeError(f"policy {policy.name!r} on {place}: act() returned an illegal action: {exc}") \
+                from None
         total += reward
         if terminated or truncated:
             break

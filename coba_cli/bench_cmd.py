@@ -44,9 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "lambda-conditioned checkpoint (mlp) acts at the lambda it was trained at, which the "
                              "bench prints, and a PPO checkpoint or SB3 model, which does not read lambda, runs at "
                              "the env's lambda: its label says 'env lambda')")
-    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
+    parser.add_argument("--cost", default=None, choices=COST_CHOICES,
                         help="cost model: the cost measure of the frontier's x axis and of the env's budget "
-                             "(default: p_tokens, parameter-weighted tokens)")
+                             "(default: p_tokens, parameter-weighted tokens; on a pool that gives a model no size, "
+                             "the first measure the pool supports, said in one line)")
     parser.add_argument("--seed", type=seed_int, default=0,
                         help="seed of the paired bootstrap resamples and of any stochastic policy (default: 0)")
     parser.add_argument("--pool-seed", type=seed_int, default=0, help="seed of a simulated pool, ignored for a pool directory (default: 0)")

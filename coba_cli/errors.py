@@ -10,7 +10,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from pools.destination_guard import command_scope, last_destination
+from agents.policy_calls import PolicyCodeError
+from pools.destination_guard import command_scope, completed_results, last_destination
 from pools.errors import PoolError
 from pools.parse_boundary import parse_problem
 
@@ -56,7 +57,7 @@ def _run_reporting(func: Callable[[argparse.Namespace], int | None], args: argpa
     try:
         with _sigterm_raises():
             code = func(args)
-    except (PoolError, UsageError) as exc:
+    except (PoolError, UsageError, PolicyCodeError) as exc:  # PolicyCodeError: a user's policy code failed
         return _error(str(exc))
     except OSError as exc:  # a missing input, an unwritable output, a full disk: one line, not a traceback
         if isinstance(exc, BrokenPipeError):
@@ -65,12 +66,20 @@ def _run_reporting(func: Callable[[argparse.Namespace], int | None], args: argpa
     except (RecursionError, UnicodeError, OverflowError, MemoryError) as exc:  # input that escaped its own check
         return _error(f"the input cannot be used: {parse_problem(exc)}")
     except KeyboardInterrupt:
-        print("coba: interrupted", file=sys.stderr)
+        print(f"coba: interrupted{_complete_note()}", file=sys.stderr)
         return 130
     except Terminated:
-        print("coba: terminated (SIGTERM)", file=sys.stderr)
+        print(f"coba: terminated (SIGTERM){_complete_note()}", file=sys.stderr)
         return 143
     return int(code or 0)
+
+
+def _complete_note() -> str:
+    """What a signal did not touch: the results this command had already put in place whole (none: "")."""
+    done = completed_results()
+    if not done:
+        return ""
+    return f" after the result was complete: {', '.join(map(str, done))} (written whole before the signal)"
 
 
 def _error(message: str) -> int:
@@ -98,9 +107,12 @@ def describe_os_error(exc: OSError) -> str:
     """``path: reason`` for an OSError (``No such file or directory``, ``Permission denied``, ...)."""
     reason = exc.strerror or str(exc)
     if exc.filename is None:
-        where = last_destination()
+        where = getattr(exc, "coba_destination", None) or last_destination()  # the one being written, if known
         if exc.errno in (errno.ENOSPC, errno.EDQUOT) and where is not None:
             return f"{where}: {reason} while writing the result; free some space and run the command again"
+        if exc.errno == errno.EFBIG and where is not None:
+            return (f"{where}: {reason} while writing the result (a file would pass the file-size limit, `ulimit -f`, "
+                    "or the file system's largest file); raise the limit or write elsewhere")
         return reason
     where = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
     hint = "; check the path and its permissions" if isinstance(exc, PermissionError) else ""

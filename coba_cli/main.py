@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
-
-from coba_cli.arg_types import join_number_lists
-from coba_cli.errors import run_guarded
 
 #: Subcommand modules, in the order ``coba --help`` lists them. Each module defines
 #: ``register(subparsers) -> None``, which adds its parser and sets ``func`` to a callable(args) -> int.
@@ -54,7 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coba`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
-    parser = build_parser()
+    try:  # start-up imports every subcommand's module: Ctrl-C there is one line too, not a traceback
+        from coba_cli.arg_types import join_number_lists
+        from coba_cli.errors import run_guarded
+
+        parser = build_parser()
+    except KeyboardInterrupt:
+        print("coba: interrupted (during start-up; nothing was done)", file=sys.stderr)
+        return 130
     args = parser.parse_args(join_number_lists(sys.argv[1:] if argv is None else list(argv)))
     if not getattr(args, "func", None):
         parser.print_help()
@@ -62,5 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_guarded(args.func, args)
 
 
+def cli() -> None:
+    """The ``coba`` program: ``main`` and exit with its code. A SIGINT or SIGTERM that arrives once the command has
+    returned (its result in place, its lines printed) is ignored: the exit code stays the command's."""
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -115,11 +115,17 @@ def _endpoint(spec: str | None, option: str):
 
 def _generators(specs: list[str]) -> dict:
     """``{name: Endpoint}`` of the ``--generator`` options (``[NAME=]URL,MODEL[,PARAMS_B]``), names unique."""
+    from pools.safe_names import control_character
+
     out: dict = {}
     for spec in specs:
         head, sep, rest = spec.partition("=")
         named = bool(sep) and "://" not in head and rest.strip().startswith(("http://", "https://"))
         name = head.strip() if named else None
+        bad = control_character(head) if named else None
+        if bad is not None:  # a name goes into action names, reports and the recorded pool: one line only
+            raise UsageError(f"--generator {spec!r}: NAME {head!r} holds the control character {bad}; expected a name "
+                             "on one line")
         ep = _endpoint(rest if named else spec, "--generator")
         if named and (not name or any(ch in name for ch in " \t,=")):
             raise UsageError(f"--generator {spec!r}: bad NAME {head!r}; expected a name without spaces, commas "

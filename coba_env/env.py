@@ -322,7 +322,9 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         return None if self._done else self._mask
 
     def action_masks(self) -> np.ndarray:
-        """Boolean mask of legal actions (sb3-contrib MaskablePPO reads this)."""
+        """Boolean mask of legal actions (sb3-contrib MaskablePPO reads this); refused before the first reset."""
+        if self._ev is None:
+            raise StepBeforeReset("action_masks() called before reset(); call reset() first")
         return self._mask.astype(bool)
 
     # -- stepping ------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from coba_env.rules.config import EnvConfig, check_int, check_number
 from coba_env.rules.masks import stop_bit
 from coba_env.rules.roles import declared_roles
 from coba_env.rules.selection import SelectionRule
+from pools.limits import MAX_TOKENS
 
 __all__ = ["CallBound", "CallInterrupted", "EndpointSource", "EvidenceSource", "LiveEndpointError", "LiveEnv",
            "LiveEpisode", "LiveGate", "Limits", "PoolReplaySource", "replay_normalizers"]
@@ -295,7 +296,8 @@ class LiveEnv(CoBaEnv):
         if len(names) > 1 and (len(set(names)) != len(names) or not all(names)):
             raise ValueError(f"routing needs generators with distinct non-empty names, got {list(names)}")
         n_max = check_int("n_max", n_max, low=1, high=source.max_candidates)
-        max_output_tokens = check_number("max_output_tokens", max_output_tokens, low_open=True)
+        # At least one token: the mean_length feature divides by it (a normalizer of 1e-300 would be inf).
+        max_output_tokens = check_number("max_output_tokens", max_output_tokens, low=1.0, high=MAX_TOKENS)
         self.source = source
         self.limits = limits or Limits()
         self._live_cursor = 0

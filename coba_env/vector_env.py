@@ -46,6 +46,7 @@ from coba_env.rules.features import (
 )
 from coba_env.rules.masks import batch_masks
 from coba_env.spaces import MaskedDiscrete
+from coba_env.step_order import StepBeforeReset
 from coba_env.vector_evidence import FEW_SLOTS, ITEM_FEW_SLOTS, VectorEvidence
 from coba_env.vector_state import VectorState
 from coba_env.vector_tables import VectorTables
@@ -126,6 +127,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self._problem = None if config.problem is None else config.problem.values
         self._n_problem = 0 if self._problem is None else self._problem.shape[1]
         self._single: CoBaEnv | None = None
+        self._mask: np.ndarray | None = None  # set by reset: a step before it is refused as the single env's is
         self._alloc()
 
     @property
@@ -218,6 +220,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""
+        if self._mask is None:
+            raise StepBeforeReset("step() called before reset(); call reset() first")
         a = np.asarray(actions)
         b = self.num_envs
         if a.shape != (b,):
@@ -279,5 +283,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         return obs, reward, terminated, np.zeros(b, dtype=bool), infos
 
     def action_masks(self) -> np.ndarray:
-        """Legal actions per sub-env, bool [num_envs, n_actions]."""
+        """Legal actions per sub-env, bool [num_envs, n_actions]; refused before the first reset, as the single env's."""
+        if self._mask is None:
+            raise StepBeforeReset("action_masks() called before reset(); call reset() first")
         return self._mask.astype(bool)

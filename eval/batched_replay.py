@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
+from agents.policy_calls import CONTAINED, PolicyCodeError, action_ids, code_failure, contained_call
 from coba_env.rules.actions import ActionLayout
 from coba_env.vector_env import CoBaVectorEnv
 from eval.records import PlayedEpisodes, action_codes
@@ -44,15 +45,21 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
     rewards = np.zeros(n_ep)
     obs, info = venv.reset(seed=seed)  # rows 0..b-1 take episodes 0..b-1; finished rows take b, b+1, ...
     mask = info["action_mask"]
-    policy.start_batch(venv, None)
+    contained_call(policy, "start_batch", "the first batch", policy.start_batch, venv, None)
     episode = np.arange(b, dtype=np.int64)  # the episode each row plays; >= n_ep: a placeholder
     issued = b
     step_at = np.zeros(b, dtype=np.int64)
     total = np.zeros(b)
     left = n_ep
     while left:
-        a = np.asarray(policy.act_batch(obs, mask, venv), dtype=np.int64)
         real = episode < n_ep
+        try:  # the policy's own code: whatever escapes it, or an array that is not b action ids, is its failure
+            a = policy.act_batch(obs, mask, venv)
+        except CONTAINED as exc:
+            raise code_failure(policy, "act_batch", _batch_place(pool, episode, real), exc) from None
+        if type(a) is not np.ndarray or a.dtype.kind not in "iu" or a.shape != (b,):
+            a = action_ids(policy, a, _batch_place(pool, episode, real), b, mask.shape[1])
+        a = a.astype(np.int64, copy=False)
         idle = np.flatnonzero(~real)
         if len(idle):
             stop = venv.layout.stop_action
@@ -64,9 +71,10 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
         try:
             obs, reward, terminated, _, infos = venv.step(a)
         except ValueError as exc:
-            bad = int(episode[rows[0]]) if len(rows) else -1
-            raise RuntimeError(f"policy {policy.name!r} failed in a batch (first episode index {bad}, "
-                               f"episode_id {int(pool.episode_ids[max(bad, 0)])}): {exc}") from exc
+            if ((a >= 0) & (a < mask.shape[1])).all() and mask[np.arange(b), np.clip(a, 0, mask.shape[1] - 1)].all():
+                raise  # every action legal: the env's own error, not the policy's
+            raise PolicyCodeError(f"policy {policy.name!r} on {_batch_place(pool, episode, real, exc)}: act_batch() "
+                                  f"returned an illegal action: {exc}") from None
         total += reward
         done = np.flatnonzero(terminated)
         if len(done):
@@ -84,9 +92,23 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
             issued += len(done)
             total[done] = 0.0
             step_at[done] = 0
-            policy.start_batch(venv, done)
+            contained_call(policy, "start_batch", "a batch", policy.start_batch, venv, done)
         mask = infos["action_mask"]
     return {"actions": log, "selected_candidate": selected, "correct": correct, "costs": costs, "reward": rewards}
+
+
+def _batch_place(pool: Any, episode: np.ndarray, real: np.ndarray, exc: Exception | None = None) -> str:
+    """The episodes a batch step plays, in words: the one a vector env's error names (``sub-env i``), else the first."""
+    from eval.single_replay import episode_place
+
+    rows = np.flatnonzero(real)
+    if not len(rows):
+        return "a batch"
+    row = rows[0]
+    text = str(exc or "")
+    if text.startswith("sub-env "):
+        row = int(text.split()[1].rstrip(":"))
+    return episode_place(pool, int(episode[row])) if episode[row] < pool.n_episodes else "a batch"
 
 
 def action_strings(log: np.ndarray, codes: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ import pyarrow as pa
 from agents.base import Policy
 from agents.sampling import fit_to_pool, sampling_note
 from coba_env.compiled import CompiledPool, compile_pool
-from coba_env.costs import COST_MEASURES
+from coba_env.costs import COST_MEASURES, COST_TABLE
 from coba_env.rules.config import EnvConfig, check_cost_model_priced
 from eval import bootstrap, report
 from eval.analysis import analyse
@@ -65,10 +65,12 @@ class PreparedPool:
     resolved_at: float
     #: How good each verifier is on the benched episodes (``pools.verifier_quality``), for the report's pool section.
     verifiers: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The cost measure of the run: the one given, else ``default_cost_model``'s.
+    cost_model: str = "p_tokens"
 
 
 def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str | Policy] | None = None,
-              cost_model: str = "p_tokens", seed: int = 0, out_dir: str | Path = "bench-out",
+              cost_model: str | None = None, seed: int = 0, out_dir: str | Path = "bench-out",
               progress: bool = True, *, figures: bool = True, workers: int | None = None,
               specs: str | Path | None = None, unit: str = "item", resamples: int = bootstrap.RESAMPLES,
               pool_seed: int = 0, quiet: bool = False, datasets: Sequence[str] | None = None,
@@ -104,9 +106,11 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError(f"--reference {reference!r} is not among the selected policies; expected one of "
                               f"{', '.join(p.name for p in policy_objs)}")
     prepared = _prepare_pool(pool_spec, pool_seed, datasets, cost_model)
+    cost_model = prepared.cost_model  # the one given, or the default the pool supports
     policy_objs = fit_to_pool(policy_objs, prepared.compiled.n_candidates, add_best_of_n=is_policy_set(policies))
     policy_objs = with_each_generator(policy_objs, prepared.compiled, grouping, default_set=is_policy_set(policies))
-    for line in in_sample_warnings(policy_objs, list(dict.fromkeys(prepared.compiled.dataset.tolist()))):
+    for line in [*in_sample_warnings(policy_objs, list(dict.fromkeys(prepared.compiled.dataset.tolist()))),
+                 *capped_notes(policy_objs, prepared.compiled.n_candidates)]:
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
@@ -131,9 +135,25 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     return results
 
 
+def capped_notes(policies: Sequence[Policy], n_candidates: int) -> list[str]:
+    """One line per policy whose ``n_max`` the user set above the pool's N candidates per episode: it runs capped
+    at N (the built-in specs' own n_max, e.g. CoBa-Strong's 8 on a smaller pool, are the paper's and not noted)."""
+    from agents.registry import load_specs
+
+    builtin = load_specs()
+    out = []
+    for p in policies:
+        n_max = (getattr(p, "params", None) or {}).get("n_max")
+        paper = (builtin.get(p.name, {}).get("params") or {}).get("n_max")
+        if isinstance(n_max, int) and n_max > n_candidates and n_max != paper:
+            out.append(f"note: policy {p.name!r} has n_max={n_max}, above the pool's {n_candidates} candidates per "
+                       f"episode; it runs as n_max={n_candidates}")
+    return out
+
+
 def _check_options(*, cost_model: str, unit: str, mode: str, env: str, ray_address: str | None) -> None:
     """Refuse an unknown cost model, bootstrap unit, replay mode or env."""
-    if cost_model not in COST_MEASURES:
+    if cost_model is not None and cost_model not in COST_MEASURES:
         raise BenchInputError(f"unknown cost model {cost_model!r}; expected one of {list(COST_MEASURES)}")
     if unit not in ("item", "episode"):
         raise BenchInputError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
@@ -144,7 +164,7 @@ def _check_options(*, cost_model: str, unit: str, mode: str, env: str, ray_addre
 
 
 def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequence[str] | None,
-                  cost_model: str) -> PreparedPool:
+                  cost_model: str | None) -> PreparedPool:
     """Resolve and compile the pool, restrict its datasets, check the cost model, note what the report says."""
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
@@ -152,6 +172,10 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
         compiled = restrict_datasets(compile_pool(pool), datasets)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
+    if cost_model is None:
+        cost_model, why = default_cost_model(pool, compiled)
+        if why:
+            print(f"note: --cost not given: {why}", file=sys.stderr)
     _check_cost_model(pool, compiled, cost_model)
     estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
     verifiers = verifier_diagnostics(pool, compiled.episode_ids)
@@ -166,7 +190,7 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
     pool = dataclasses.replace(pool, candidates=pool.candidates.iloc[0:0], verifications=pool.verifications.iloc[0:0])
     pa.default_memory_pool().release_unused()  # Arrow keeps freed table buffers for reuse unless told
     return PreparedPool(pool=pool, compiled=compiled, label=spec_text, estimates=estimates, notes=notes,
-                        resolved_at=t_pool, verifiers=verifiers)
+                        resolved_at=t_pool, verifiers=verifiers, cost_model=cost_model)
 
 
 def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, cost_model: str, seed: int,
@@ -180,12 +204,27 @@ def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, co
     return run_policies_on_ray(policies, compiled, ray_address=ray_address, split=RAY_SPLIT[grouping], **options)
 
 
+def _unsized_models(pool: Pool, compiled: CompiledPool) -> list[str]:
+    """The models the episodes call that the pool gives no size (params_b 0): p_tokens would count them free."""
+    sizes = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
+    return sorted(m for m in compiled.called_models if not sizes.get(m, 0.0) > 0)
+
+
+def default_cost_model(pool: Pool, compiled: CompiledPool) -> tuple[str, str]:
+    """``--cost``'s default: p_tokens (the paper's measure) when the pool sizes every model it calls, else the first
+    measure of ``coba_env.costs.COST_TABLE`` the pool supports; and the line saying why ("" for p_tokens)."""
+    free = _unsized_models(pool, compiled)
+    if not free:
+        return "p_tokens", ""
+    chosen = next(m.name for m in COST_TABLE if m.name != "p_tokens" and m.supported(compiled))
+    return chosen, (f"the pool gives {', '.join(free)} no size (params_b 0), so p_tokens cannot weigh its calls; "
+                    f"costs are measured in {chosen}, the first measure the pool supports")
+
+
 def _check_cost_model(pool: Pool, compiled: CompiledPool, cost_model: str) -> None:
     """Refuse a cost model the pool cannot price: p_tokens with a model of size 0 (free), usd without prices."""
-    used = compiled.called_models
-    sizes = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
     if cost_model == "p_tokens":
-        free = sorted(m for m in used if not sizes.get(m, 0.0) > 0)
+        free = _unsized_models(pool, compiled)
         if free:
             raise BenchInputError(f"--cost p_tokens weighs tokens by model parameters, but the pool gives "
                                   f"{', '.join(free)} params_b 0 (every call free); re-import with the size, or "

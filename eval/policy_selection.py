@@ -156,7 +156,7 @@ def _make(name: str, table: dict) -> Policy:
         policy = make_policy(name, specs=table)
     except (ValueError, FileNotFoundError, TypeError) as exc:
         what = "checkpoint" if is_checkpoint(name) else "policy"
-        raise BenchInputError(str(exc) if str(exc).startswith(f"policy {name!r}") else
+        raise BenchInputError(str(exc) if str(exc).startswith("policy ") else
                               f"{what} {name!r}: {' '.join(str(exc).split())}") from exc
     if is_checkpoint(name) and given_lambda(name, is_checkpoint) is None and getattr(policy, "lam", None) is not None:
         print(f"note: checkpoint {name} runs at lambda {policy.lam:g} (its training default); "

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from agents.base import Policy
+from agents.policy_calls import contained_call
 from agents.routing_base import written_for
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
@@ -126,7 +127,7 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair",
     """
     check_replay_mode(replay)
     start = time.perf_counter()
-    env_kwargs = dict(policy.env_kwargs())
+    env_kwargs = dict(contained_call(policy, "env_kwargs", "", policy.env_kwargs))
     if episode_ids is not None:
         env_kwargs.setdefault("budget", default_budget(pool, cost_model, pool.n_candidates))
         pool = pool.select(episode_indices(pool, episode_ids))
@@ -135,14 +136,14 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair",
     meta = _meta(policy)
     batched = replay == "batched" and policy.batched and config.pool.n_episodes > 0
     env = _probe_env(config, batched, options)
-    ok, reason = applicability(policy, env)
+    ok, reason = contained_call(policy, "applicable", "", applicability, policy, env)
     if not ok:
         if progress is not None:
             progress(config.pool.n_episodes)
         return PolicyRun(records=empty_records(RecordLayout.of(config.pool)), not_applicable=reason or "not applicable",
                          **meta)
     venv = CoBaVectorEnv(max(1, min(batch, config.pool.n_episodes)), config=config) if batched else None
-    if venv is not None and policy.supports_batch(venv):
+    if venv is not None and contained_call(policy, "supports_batch", "", policy.supports_batch, venv):
         played = played_in_batch(replay_batched(policy, venv, seed=seed, progress=progress), venv)
     else:
         env = env if env.config.pool is config.pool else CoBaEnv(config=config)

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
+from agents.policy_calls import CONTAINED, PolicyCodeError, action_id, code_failure, contained_call
+from coba_env.compiled import CompiledPool
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
 from eval.records import PlayedEpisodes, action_codes
@@ -53,22 +55,40 @@ def replay_single(policy: Policy, env: CoBaEnv, *, seed: int = 0,
                           costs=costs, reward=rewards, graded=graded)
 
 
+def episode_place(pool: CompiledPool, episode: int) -> str:
+    """Episode index ``episode`` of ``pool`` in words, for a message: its index, id, item and generator."""
+    return (f"episode {episode} (episode_id {int(pool.episode_ids[episode])}: {pool.dataset[episode]}/"
+            f"{pool.item_id[episode]}, {pool.generator[episode]})")
+
+
 def _play(policy: Policy, env: CoBaEnv, episode: int, seed: int) -> tuple[list[int], dict[str, Any], float]:
-    """One episode: (the actions taken, the final info, the summed reward)."""
+    """One episode: (the actions taken, the final info, the summed reward). The policy's own code is contained:
+    whatever it raises or returns that is not a legal action id is one ``PolicyCodeError`` naming the episode."""
     # Seed once so that a stochastic policy drawing from env.np_random is reproducible; later resets keep the
     # generator running.
     obs, info = env.reset(seed=seed if episode == 0 else None, options={"episode": episode})
-    policy.reset(env)
+    contained_call(policy, "reset", _place(env, episode), policy.reset, env)
     evidence, mask, total, seq = env.evidence, info["action_mask"], 0.0, []
     while True:
-        a = int(policy.act(obs, mask, evidence))
+        try:
+            a = policy.act(obs, mask, evidence)
+        except CONTAINED as exc:
+            raise code_failure(policy, "act", _place(env, episode), exc) from None
+        if type(a) is not int:
+            a = action_id(policy, a, _place(env, episode), env.layout.n_actions)
         try:
             obs, reward, terminated, truncated, info = env.step(a)
         except ValueError as exc:
-            raise RuntimeError(f"policy {policy.name!r} failed on episode index {episode} "
-                               f"(episode_id {int(env.config.pool.episode_ids[episode])}): {exc}") from exc
+            if 0 <= a < len(mask) and mask[a]:  # a legal action: the env's own error, not the policy's
+                raise
+            raise PolicyCodeError(f"policy {policy.name!r} on {_place(env, episode)}: act() returned an illegal "
+                                  f"action: {exc}") from None
         total += reward
         seq.append(a)
         if terminated or truncated:
             return seq, info, total
         mask = info["action_mask"]
+
+
+def _place(env: CoBaEnv, episode: int) -> str:
+    return episode_place(env.config.pool, episode)

@@ -141,7 +141,7 @@ class LiveSolve:
         endpoint raises ``LiveEndpointError`` naming the problem."""
         for i, problem in enumerate(self.problems):
             try:
-                out = run_episode(self.env, self.policy, i)
+                out = run_episode(self.env, self.policy, i, place=f"problem {problem.item_id!r}")
             except LiveEndpointError as exc:
                 raise LiveEndpointError(f"problem {problem.item_id}: {exc}") from exc
             result = _result(problem, out)

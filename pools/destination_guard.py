@@ -36,7 +36,7 @@ except ImportError:  # not POSIX: no lock, the re-check at the swap still applie
 
 __all__ = ["DestinationBusy", "DestinationChanged", "changed_since_check", "clean_stale_siblings", "command_scope", "hold_destination", "keep_aside",
            "last_destination",
-           "lock_destination", "note_written", "record_checked", "release_destination_locks", "stale_sibling_pattern"]
+           "lock_destination", "note_written", "completed_results", "record_checked", "release_destination_locks", "stale_sibling_pattern"]
 
 #: Marker file name (the same as ``pools.atomic_write.OUTPUT_MARKER``; repeated so this module imports nothing).
 _MARKER = ".coba-output"
@@ -45,6 +45,7 @@ _checked: dict[Path, tuple[object, str]] = {}
 _locks: dict[Path, int] = {}
 _order: list[Path] = []
 _scope: list[bool] = []
+_completed: list[Path] = []
 
 
 class DestinationBusy(PoolError):
@@ -88,10 +89,18 @@ def record_checked(dest: str | os.PathLike[str], option: str) -> None:
 
 
 def note_written(dest: Path) -> None:
-    """``dest`` now holds this command's own result: a later write of it by this command is no surprise."""
+    """``dest`` now holds this command's own result: a later write of it by this command is no surprise, and a
+    signal from now on arrives after that result is complete (``completed_results``)."""
     key = _key(dest)
     if key in _checked:
         _checked[key] = (_fingerprint(key), _checked[key][1])
+        if key not in _completed:
+            _completed.append(key)
+
+
+def completed_results() -> list[Path]:
+    """The checked destinations this command has written whole so far (named when a signal arrives after them)."""
+    return list(_completed)
 
 
 def last_destination() -> Path | None:
@@ -169,6 +178,7 @@ def command_scope() -> Iterator[None]:
         _scope.pop()
         if not _scope:
             release_destination_locks()
+            _completed.clear()
 
 
 @contextmanager
@@ -178,6 +188,11 @@ def lock_destination(dest: Path, option: str = "destination") -> Iterator[None]:
     taken = _take_lock(key, option)
     try:
         yield
+    except OSError as exc:
+        # The outermost destination being written when a write failed: a "disk full" error carries no path, and
+        # the destination checked last may be another (a cache written after --out was checked).
+        exc.coba_destination = key
+        raise
     finally:
         if taken:
             os.close(_locks.pop(key))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,11 +227,28 @@ PROBLEM_FILE_FIELDS: dict[str, type] = {"problem": str, "dataset": str, "item_id
                                         "subject": str, "task": str, "metadata": dict}
 
 
+#: What a path that is no regular file is, by its stat type (a FIFO without a writer would block the read forever).
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"))
+
+
+def _check_regular_file(path: str | os.PathLike[str]) -> None:
+    """Refuse a problems file that is not a regular file (a FIFO, socket or device) before opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: the reader says so
+    for test, what in _NOT_REGULAR:
+        if test(mode):
+            raise PoolError(f"not a regular file ({what}); expected a JSONL file of problems", file=str(path))
+
+
 def load_problems_file(path: str | os.PathLike[str]) -> list[Problem]:
     """Problems from a JSONL file, one object per line (``problem`` required; dataset default ``live``, item_id
     ``line-N``); a bad line raises PoolError naming the file, line and field."""
     from pools.importers.canonical_records import read_json_lines
 
+    _check_regular_file(path)
     problems = []
     for lineno, obj in read_json_lines(path):
         where = f"{path}, line {lineno}"

@@ -16,18 +16,10 @@ import pandas as pd
 
 from pools.column_kinds import KIND_NAMES, kind_problem
 from pools.errors import PoolError
-from pools.limits import MAX_CANDIDATES, MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
-from pools.prices import PRICES_KEY, check_prices
+from pools.limits import MAX_CLUSTER, MAX_LATENCY_S, MAX_PARAMS_B, MAX_TOKENS
+from pools.manifest_checks import check_manifest_basics
 from pools.safe_names import MAX_NAME_CHARS
-from pools.schema import (
-    FORMAT_VERSION,
-    MANIFEST_KEYS,
-    OUTCOME_STATUS,
-    TABLES,
-    TIERS,
-    VERIFIER_NAME_PATTERN,
-    VERIFIER_ROLES,
-)
+from pools.schema import OUTCOME_STATUS, TABLES, TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
 
 if TYPE_CHECKING:  # annotations only: pools.store imports this module to validate what it loads
     from pools.store import Pool
@@ -88,40 +80,6 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _check_manifest_basics(ck: _Checker) -> int:
-    m = ck.pool.manifest
-    if not isinstance(m, dict):
-        ck.fail_manifest("manifest", "expected a JSON object")
-    for key in MANIFEST_KEYS:
-        if key not in m:
-            ck.fail_manifest(key, f"missing key; expected keys {list(MANIFEST_KEYS)}")
-    if m["format_version"] != FORMAT_VERSION:
-        ck.fail_manifest("format_version", f"is {m['format_version']!r}; expected {FORMAT_VERSION}")
-    n = m["n_candidates"]
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_CANDIDATES:
-        ck.fail_manifest("n_candidates", f"is {n!r}; expected a non-negative integer, at most {MAX_CANDIDATES}")
-    _check_verifier_roles(ck, m.get("verifier_roles"))
-    if PRICES_KEY in m:
-        problem = check_prices(m[PRICES_KEY], ck.pool.models["name"].astype(str))
-        if problem:
-            ck.fail_manifest(PRICES_KEY, problem)
-    return n
-
-
-def _check_verifier_roles(ck: _Checker, roles: object) -> None:
-    """The optional ``verifier_roles``: an object mapping tiers to known role names."""
-    if roles is None:
-        return
-    if not isinstance(roles, dict):
-        ck.fail_manifest("verifier_roles", f"is {roles!r}; expected an object of tier -> role, e.g. "
-                                           '{"V3": "reward_model"}')
-    for tier, role in roles.items():
-        if not re.fullmatch(VERIFIER_NAME_PATTERN, str(tier)):
-            ck.fail_manifest("verifier_roles", f"names verifier {tier!r}; expected a verifier name matching "
-                                               f"{VERIFIER_NAME_PATTERN}")
-        if role not in VERIFIER_ROLES:
-            ck.fail_manifest("verifier_roles", f"gives tier {tier} the role {role!r}; expected one of "
-                                               f"{list(VERIFIER_ROLES)}")
 
 
 def _check_not_empty(ck: _Checker, n: int) -> None:
@@ -338,7 +296,7 @@ def _check_manifest_agrees(ck: _Checker) -> None:
 def validate_pool(pool: Pool, *, source: str | None = None) -> None:
     """Raise PoolError at the first problem in ``pool`` (schema, keys, values, references, manifest)."""
     ck = _Checker(pool, source)
-    n = _check_manifest_basics(ck)
+    n = check_manifest_basics(ck.pool.manifest, ck.fail_manifest, ck.pool.models["name"].astype(str))
     _check_not_empty(ck, n)
     _check_columns(ck)
     _check_keys(ck)

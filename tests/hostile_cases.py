@@ -384,6 +384,17 @@ def _add_stats_cases() -> None:
 _add_stats_cases()
 
 
+def _add_issue_39_cases() -> None:
+    """Issue 39's cases (``tests/hostile_cases_user_code.py``): user code contained, and the left-overs."""
+    from tests.hostile_cases_user_code import user_code_cases
+
+    for command, cases in user_code_cases().items():
+        CASES[command].extend(cases)
+
+
+_add_issue_39_cases()
+
+
 def case_counts() -> dict[str, int]:
     """Number of hostile cases per command."""
     return {command: len(cases) for command, cases in CASES.items()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import stat
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,12 +43,15 @@ class Case:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Relative path -> "dir", "link:<target>" or the SHA-256 of the file's bytes, for everything under ``root``."""
+    """Relative path -> "dir", "link:<target>", "fifo" or the SHA-256 of the file's bytes, for everything under
+    ``root``."""
     out: dict[str, str] = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
         if path.is_symlink():
             out[rel] = f"link:{path.readlink()}"
+        elif stat.S_ISFIFO(path.lstat().st_mode):  # reading a FIFO would wait for a writer
+            out[rel] = "fifo"
         elif path.is_dir():
             out[rel] = "dir"
         else:

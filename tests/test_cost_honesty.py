@@ -142,7 +142,7 @@ def test_pool_without_prices_has_no_usd_and_says_so(tmp_path: Path, capsys) -> N
 
 @pytest.mark.parametrize(("params", "extra", "message"), [
     (2.0, ["--cost", "usd"], r"--cost usd: cost model .usd. needs a price for every model the pool calls; it has none for gen"),
-    (0.0, [], r"--cost p_tokens weighs tokens by model parameters, but the pool gives gen params_b 0"),
+    (0.0, ["--cost", "p_tokens"], r"--cost p_tokens weighs tokens by model parameters, but the pool gives gen params_b 0"),
 ])
 def test_cost_models_the_pool_cannot_price_are_refused(tmp_path: Path, capsys, params: float, extra: list[str],
                                                        message: str) -> None:

@@ -141,9 +141,10 @@ def test_a_shared_option_declared_alike_joins_the_formats_taking_it():
 
 
 #: What `coba pools import` took per format before the declarations moved beside the importers
-#: (coba_cli/pools_cmd.py at b006ace: _FORMAT_OPTIONS, _REQUIRED_OPTIONS, the folder and multi-source formats).
+#: (coba_cli/pools_cmd.py at b006ace: _FORMAT_OPTIONS, _REQUIRED_OPTIONS, the folder and multi-source formats);
+#: since issue 39 canonical JSONL takes --score-transform too (raw reward-model scores).
 BEFORE = {
-    "jsonl": ({"dataset"}, set(), False, False),
+    "jsonl": ({"dataset", "score_transform"}, set(), False, False),
     "qwen-lists": ({"generator", "generator_params_b", "dataset", "rm_tier", "rm_model", "rm_params_b",
                     "score_transform"}, {"generator", "generator_params_b"}, False, False),
     "tot-game24": ({"generator", "generator_params_b", "puzzles", "dataset"}, {"generator_params_b"}, False, False),
@@ -167,7 +168,8 @@ def test_the_importers_defaults_reach_the_help(capsys):
         main(["pools", "import", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     # qwen_lists.import_qwen_lists(..., dataset="math", rm_tier="V3", rm_params_b=72.0, score_transform="auto")
-    for text in ("qwen-lists: default math", "(default: V3)", "(default: 72)", "(default: auto)",
+    for text in ("qwen-lists: default math", "(default: V3)", "(default: 72)", "(jsonl: default identity;",
+                 "lists: default auto)",
                  "jsonl, tot-game24: renames the source's one dataset"):
         assert text in out, text
 

@@ -120,10 +120,12 @@ def test_an_installed_plugin_policy_is_found_by_name(tmp_path, monkeypatch):
     site = tmp_path / "site"
     _write_plugin(site)
     monkeypatch.syspath_prepend(str(site))
-    from agents.registry import list_policies, load_specs, make_policy
+    from agents.plugins import entry_point_refs
+    from agents.registry import make_policy, select_policies
 
-    assert "two_then_stop" in list_policies("baseline")
-    assert load_specs()["two_then_stop"]["kind"] == "dummy_coba_plugin:TwoThenStop"
+    assert entry_point_refs()["two_then_stop"] == "dummy_coba_plugin:TwoThenStop"
+    assert "dummy_coba_plugin" not in sys.modules  # read from the metadata: not imported until named
+    assert select_policies(["two_then_stop"], {}, None) == ["two_then_stop"]
     policy = make_policy("two_then_stop")
     assert (type(policy).__name__, policy.name) == ("TwoThenStop", "two_then_stop")
 
@@ -139,15 +141,18 @@ def test_coba_bench_runs_an_installed_plugin_by_name(tmp_path):
     _same_figures(_macro(out, "two_then_stop"), _macro(out, "bon2_majority"))
 
 
-def test_a_broken_plugin_is_skipped_with_a_warning(tmp_path, monkeypatch):
+def test_a_broken_plugin_touches_only_a_command_that_names_it(tmp_path, monkeypatch, recwarn):
     site = tmp_path / "site"
     _write_plugin(site, "dummy_coba_plugin_broken", "raise ImportError('half installed')\n")
     monkeypatch.syspath_prepend(str(site))
-    from agents.registry import list_policies
+    from agents.plugins import PluginError
+    from agents.registry import list_policies, make_policy
 
-    with pytest.warns(UserWarning, match=r"plugin policy 'two_then_stop' .* is skipped: .*half installed"):
-        names = list_policies()
-    assert "two_then_stop" not in names and "coba_strong" in names
+    names = list_policies()
+    assert "two_then_stop" not in names and "coba_strong" in names and not recwarn.list
+    with pytest.raises(PluginError, match=r"^policy 'dummy_coba_plugin_broken:TwoThenStop': .*error while importing "
+                                          r"'dummy_coba_plugin_broken': ImportError: half installed$"):
+        make_policy("two_then_stop")
 
 
 @pytest.mark.parametrize("files, policies, message", [

@@ -227,7 +227,7 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float], grid: Sequence
     ``module:Class`` reference (one point each). With ``grid`` (``--grid NAME=v1,v2,...``, ``train.sweep_grid``)
     every named policy becomes a family of one point per setting instead."""
     from agents.learned import is_checkpoint, load_checkpoint
-    from agents.plugins import is_class_ref
+    from agents.plugins import entry_point_refs, is_class_ref
     from agents.registry import load_specs
     from eval.policy_selection import BenchInputError, parse_policies
 
@@ -252,7 +252,7 @@ def resolve_sweep(specs: Sequence[str], lambdas: Sequence[float], grid: Sequence
             except (ValueError, OSError) as exc:
                 raise SweepInputError(f"checkpoint {spec}: {exc}") from None
             out += learned_points(lambda lam, spec=spec: load_checkpoint(spec, lam=lam), family, lambdas)
-        elif spec in table or is_class_ref(spec):  # registered, from a YAML file, or the user's own class
+        elif spec in table or spec in entry_point_refs() or is_class_ref(spec):  # registered, YAML, plugin or class
             out += policy_points(spec, table, settings)
         elif Path(spec).is_dir():
             raise SweepInputError(f"{spec}: a folder without controller.json; expected a checkpoint directory "

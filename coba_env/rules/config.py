@@ -32,6 +32,10 @@ GROUPINGS = tuple(_BUILDERS)
 LAM_MAX = 1e6
 #: Largest budget B accepted (far above any pool's cost per episode; keeps costs / B meaningful).
 BUDGET_MAX = 1e15
+#: Smallest budget B accepted: budget_used = cost / B stays finite in float32 for any cost a pool can hold
+#: (``pools.limits`` bounds every call; a whole episode's cost in any measure is below 1e21, and 1e21 / 1e-6 is
+#: far below float32's 3.4e38), while a B of 1e-300 would put inf into the observation.
+BUDGET_MIN = 1e-6
 #: Keys ``CoBaEnv.reset(options=...)`` accepts.
 RESET_OPTIONS = ("episode", "lam")
 
@@ -259,7 +263,7 @@ class EnvConfig:
                 raise ValueError(f"lambda_range must be (low, high) with 0 <= low <= high, got {lambda_range}")
             lambda_range = (lo, hi)
         b = default_budget(pool, cost_model, n) if budget is None else \
-            check_number("budget", budget, high=BUDGET_MAX, low_open=True)
+            check_number("budget", budget, low=BUDGET_MIN, high=BUDGET_MAX)
         cap = math.inf if max_cost is None else check_number("max_cost", max_cost, allow_inf=True)
         enabled = tuple(t for t in axis if t in tier_list and t in pool.tiers_present)
         tier_on = tuple(t in enabled for t in axis)

@@ -82,7 +82,8 @@ def observe(ev: Evidence, budget_used: float, max_steps: int, max_output_tokens:
         mean_len = ev.len_sum / n / max_output_tokens
         cap = ev.cap_count / n
     na = ev.n_answered
-    entropy = (logs[na] - ev.clogc_sum / na) / logs[n_max] if na > 1 and n_max > 1 else 0.0
+    # Clipped to its bounds [0, 1]: when every answer agrees, log(n) - n log(n) / n rounds to about -1e-16.
+    entropy = min(1.0, max(0.0, (logs[na] - ev.clogc_sum / na) / logs[n_max])) if na > 1 and n_max > 1 else 0.0
     if top >= 0:
         tier_stats = ev.tier_stats
         stats = tier_stats.get((fl.cheap, top))
@@ -200,6 +201,7 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
     na = s.n_answered
     if s.n_max > 1:
         np.divide(s.logs[na] - s.clogc_sum / np.maximum(na, 1), s.logs[s.n_max], out=o[ENTROPY])
+        np.clip(o[ENTROPY], 0.0, 1.0, out=o[ENTROPY])  # the scalar form's clip: rounding stays inside [0, 1]
     else:
         o[ENTROPY] = 0.0
     np.divide(s.top_count - s.second, n_safe, out=o[TOP2_GAP])

@@ -64,12 +64,15 @@ class Completion:
     attempts: int = 1
 
 
-def _chat_text(message: dict[str, Any]) -> str:
-    """The message's content, preceded by its reasoning as ``<think>...</think>`` when the server split it off.
+def _chat_text(message: Any) -> str:
+    """The message's content, preceded by its reasoning as ``<think>...</think>`` when the server split it off (a
+    message sent as a bare string is its own content).
 
     vLLM with ``--reasoning-parser`` returns a reasoning model's thinking in ``reasoning`` (``reasoning_content``
     before vLLM 0.11) and only the rest in ``content``; ``usage`` counts both, so the candidate keeps both.
     """
+    if isinstance(message, str):  # a server that sends the message as its bare text: that text is the candidate
+        return message
     if not isinstance(message, dict):
         return ""
     content = _content_text(message.get("content"))
@@ -161,7 +164,7 @@ class OpenAIClient:
         choices = []
         for ch in self._raw_choices(data, attempts):
             top, count = _chat_logprobs(ch.get("logprobs"))
-            choices.append(Choice(_chat_text(ch.get("message") or {}), str(ch.get("finish_reason") or "unknown"),
+            choices.append(Choice(_chat_text(ch.get("message") or ""), str(ch.get("finish_reason") or "unknown"),
                                   top, count))
         return self._result(data, choices, latency, attempts)
 

@@ -70,6 +70,7 @@ class JournalState:
     def _fold(self, line: dict[str, Any], where: str, *, writing: bool) -> tuple[dict[str, Any] | None, list[tuple]]:
         """``add`` and ``add_unseen``: a writer skips what is already held without counting it a duplicate."""
         kind = line.get("kind")
+        check_line_types(line, where)
         added: list[tuple] = []
         if kind == "item":
             key = (line["dataset"], line["item_id"])
@@ -121,6 +122,50 @@ class JournalState:
                             file=where, field="kind")
         self.lines += 1
         return unseen, added
+
+
+#: The type of each journal field a line may hold, by line kind (``None``: null allowed): a value of another type
+#: (``prompt_tokens: "19"``) is refused, never converted, as ``pools import`` refuses it.
+_INT, _NUMBER, _TEXT = "an integer", "a number", "a string"
+LINE_TYPES: dict[str, dict[str, tuple[str, bool]]] = {
+    "generation": {"dataset": (_TEXT, False), "item_id": (_TEXT, False), "generator": (_TEXT, False),
+                   "params_b": (_NUMBER, False), "prompt_tokens": (_INT, False), "latency_s": (_NUMBER, False)},
+    "verification": {"dataset": (_TEXT, False), "item_id": (_TEXT, False), "generator": (_TEXT, False),
+                     "candidate": (_INT, False), "tier": (_TEXT, False), "model": (_TEXT, False),
+                     "params_b": (_NUMBER, False), "score": (_NUMBER, True), "prompt_tokens": (_INT, True),
+                     "output_tokens": (_INT, True), "latency_s": (_NUMBER, False)},
+}
+#: The fields of each candidate of a generation line.
+CANDIDATE_TYPES: dict[str, tuple[str, bool]] = {"candidate": (_INT, False), "text": (_TEXT, True),
+                                                "finish_reason": (_TEXT, False), "output_tokens": (_INT, True)}
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    if isinstance(value, bool):
+        return False
+    return {_INT: isinstance(value, int), _NUMBER: isinstance(value, int | float),
+            _TEXT: isinstance(value, str)}[kind]
+
+
+def _check_fields(obj: dict[str, Any], types: dict[str, tuple[str, bool]], where: str, prefix: str = "") -> None:
+    for name, (kind, nullable) in types.items():
+        if name in obj and not (obj[name] is None and nullable) and not _type_ok(obj[name], kind):
+            value = obj[name]
+            raise PoolError(f"expected {kind}{' or null' if nullable else ''}, got {str(value)[:60]!r} "
+                            f"({type(value).__name__})", file=where, field=prefix + name)
+
+
+def check_line_types(line: dict[str, Any], where: str) -> None:
+    """Refuse a journal line whose fields are present with the wrong type (a hand-edited ``"prompt_tokens": "19"``);
+    a missing field is reported where it is read."""
+    types = LINE_TYPES.get(line.get("kind"))
+    if types is None:
+        return
+    _check_fields(line, types, where)
+    if line.get("kind") == "generation" and isinstance(line.get("candidates"), list):
+        for k, cand in enumerate(line["candidates"]):
+            if isinstance(cand, dict):
+                _check_fields(cand, CANDIDATE_TYPES, where, prefix=f"candidates[{k}].")
 
 
 def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -137,8 +137,13 @@ def _check_price(entry: Any, where: str, field: str) -> None:
         raise PoolError(f"is {problem}", file=where, field=field)
 
 
-def check_record(rec: dict[str, Any], where: str) -> None:
-    """Check one canonical candidate record's fields, types and value ranges."""
+#: Largest raw verifier score taken when a score transform maps the scores to [0, 1] (a logit far beyond any model's).
+RAW_SCORE_MAX = 1e6
+
+
+def check_record(rec: dict[str, Any], where: str, *, raw_scores: bool = False) -> None:
+    """Check one canonical candidate record's fields, types and value ranges; ``raw_scores``: verifier scores are raw
+    reward-model scores a transform maps to [0, 1] later (any finite number up to ``RAW_SCORE_MAX`` in size)."""
     check_fields(rec, LINE_FIELDS, where)
     for name, what in (("dataset", "dataset"), ("item_id", "item"), ("generator", "model")):
         check_data_name(rec[name], what=what, file=where, field=name)
@@ -157,7 +162,12 @@ def check_record(rec: dict[str, Any], where: str) -> None:
             raise PoolError(f"is {entry['role']!r}; expected one of {list(VERIFIER_ROLES)}", file=where,
                             field=f"scores.{tier}.role")
         _check_price(entry.get("price"), where, f"scores.{tier}.price")
-        _check_range(entry["score"], 0, 1, where, f"scores.{tier}.score")
+        low, high = (-RAW_SCORE_MAX, RAW_SCORE_MAX) if raw_scores else (0, 1)
+        score = entry["score"]
+        if score is not None and not low <= score <= high:
+            hint = "" if raw_scores else " (raw reward-model scores: --score-transform auto maps them to [0, 1])"
+            raise PoolError(f"is {str(score)[:40]}; expected a value in [{low:g}, {high:g}]{hint}", file=where,
+                            field=f"scores.{tier}.score")
         for name, line_name in SCORE_CALL_FIELDS.items():
             if line_name in LINE_RANGES:
                 _check_range(entry.get(name), *LINE_RANGES[line_name], where, f"scores.{tier}.{name}")

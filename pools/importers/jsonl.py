@@ -39,6 +39,7 @@ from pools.importers.canonical_records import (
     verifier_sequence,
 )
 from pools.importers.import_format import DATASET, ImportFormat
+from pools.importers.score_transform import SCORE_TRANSFORM, SCORE_TRANSFORMS, transform_entries
 from pools.prices import PRICES_KEY
 from pools.schema import LATER_COLUMNS, TABLES, TIERS, VERIFIER_ROLES
 from pools.store import Pool
@@ -350,19 +351,26 @@ def table_frame(columns: dict[str, Any], table: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def import_jsonl(src: str | os.PathLike[str]) -> Pool:
-    """Read canonical JSONL (one candidate per line) into a validated Pool, in memory."""
+def import_jsonl(src: str | os.PathLike[str], score_transform: str = "identity") -> Pool:
+    """Read canonical JSONL (one candidate per line) into a validated Pool, in memory; ``score_transform`` maps raw
+    reward-model scores to [0, 1] (``pools.importers.score_transform``; default: the scores as given)."""
     src = str(src)
+    if score_transform not in SCORE_TRANSFORMS:
+        raise PoolError(f"unknown score transform {score_transform!r}; expected one of {list(SCORE_TRANSFORMS)}",
+                        file=src)
     records = []
     for lineno, obj in read_json_lines(src):
         where = f"{src}, line {lineno}"
         if not isinstance(obj, dict):
             raise PoolError(f"expected a JSON object per line, got {describe_value(obj)}", file=where)
-        check_record(obj, where)
+        check_record(obj, where, raw_scores=score_transform != "identity")
         records.append((where, obj))
-    return build_pool(records, source=src, provenance={"importer": "jsonl", "source": src,
-                                                       "lines": len(records)})
+    provenance: dict[str, Any] = {"importer": "jsonl", "source": src, "lines": len(records)}
+    mapped = transform_entries(records, score_transform)
+    if mapped:  # verifier -> its transform, inverse and raw range: the raw scores stay recoverable
+        provenance["score_transform"] = mapped
+    return build_pool(records, source=src, provenance=provenance)
 
 
 FORMAT = ImportFormat("jsonl", import_jsonl, "canonical JSONL, one candidate per line (what coba pools export writes)",
-                      options=(DATASET.for_format("renames the source's one dataset"),))
+                      options=(DATASET.for_format("renames the source's one dataset"), SCORE_TRANSFORM))

@@ -24,22 +24,13 @@ from pools.errors import PoolError
 from pools.importers.canonical_records import check_record, read_json_lines
 from pools.importers.import_format import DATASET, GENERATOR, GENERATOR_PARAMS_B, ImportFormat, ImportOption
 from pools.importers.jsonl import build_pool
+from pools.importers.score_transform import SCORE_TRANSFORM, SCORE_TRANSFORMS, chosen_transform, sigmoid
 from pools.schema import TIERS
 from pools.store import Pool
 from pools.tokens import estimate_tokens
 
-SCORE_TRANSFORMS: tuple[str, ...] = ("auto", "sigmoid", "identity")
-
 DEFAULT_RM_MODEL = "Qwen2.5-Math-RM-72B"
 DEFAULT_RM_PARAMS_B = 72.0
-
-
-def sigmoid(x: float) -> float:
-    """The logistic function 1 / (1 + exp(-x)), computed without overflow."""
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
 
 
 def _list_field(obj: dict[str, Any], name: str, where: str, n: int | None) -> list[Any]:
@@ -108,9 +99,7 @@ def import_qwen_lists(
     raw_scores = [[_rm_score(v, where, k) for k, v in enumerate(obj["pred_score"])] for where, obj, _ in problems]
     present = [s for row in raw_scores for s in row if s is not None]
     raw_range = [min(present), max(present)] if present else None
-    if score_transform == "auto":
-        in_unit = all(0.0 <= s <= 1.0 for s in present)
-        score_transform = "identity" if in_unit else "sigmoid"
+    score_transform = chosen_transform(score_transform, present)
     transform = sigmoid if score_transform == "sigmoid" else float
 
     records = []
@@ -151,5 +140,4 @@ FORMAT = ImportFormat(
              ImportOption("rm_tier", "tier the reward-model scores go to", choices=TIERS),
              ImportOption("rm_model", "reward-model name"),
              ImportOption("rm_params_b", "reward-model size in billions", kind="positive number"),
-             ImportOption("score_transform", "map reward-model scores to [0, 1]: auto = sigmoid when any is outside "
-                          "[0, 1]", choices=SCORE_TRANSFORMS)))
+             SCORE_TRANSFORM))

@@ -52,6 +52,9 @@ ROUTELLM_PRICES_USD: dict[str, float] = {
 #: Worked examples in the source's prompts (``generate_responses.py``: ``k = 8``).
 FEW_SHOT_EXAMPLES = 8
 
+#: Longest CSV field read (characters): csv's default, 131072, is shorter than some long reasoning responses.
+CSV_FIELD_LIMIT = 1 << 30
+
 _GOLD = re.compile(r"####\s*(-?[\d,]*\.?\d+)\s*$")
 
 
@@ -65,6 +68,7 @@ def read_gsm8k_test(path: str) -> list[tuple[str, str, str]]:
         raise PoolError("no such file (the GSM8K test split with the gold answers; pass --gold)", file=path) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PoolError(f"cannot read ({exc})", file=path) from exc
+    first_line: dict[str, int] = {}
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -78,6 +82,10 @@ def read_gsm8k_test(path: str) -> list[tuple[str, str, str]]:
         match = _GOLD.search(obj.get("answer") or "") if isinstance(obj.get("answer"), str) else None
         if match is None:
             raise PoolError("expected an answer ending in '#### <number>'", file=where, field="answer")
+        seen = first_line.setdefault(obj["question"], lineno)
+        if seen != lineno:  # a prompt must find one item: which line's gold would it take?
+            raise PoolError(f"the question of line {seen} again; expected each question once (a response row must "
+                            "match one gold answer)", file=where, field="question")
         rows.append((obj["question"], match.group(1).replace(",", ""), obj["answer"]))
     if not rows:
         raise PoolError("no questions found; expected the GSM8K test split", file=path)
@@ -86,6 +94,8 @@ def read_gsm8k_test(path: str) -> list[tuple[str, str, str]]:
 
 def read_responses(path: str) -> tuple[list[str], list[dict[str, str]]]:
     """The models named by the CSV's columns and its rows; a missing column raises PoolError."""
+    limit = csv.field_size_limit(CSV_FIELD_LIMIT)  # a response may be far longer than csv's default 128 KiB
+    reader = None
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:  # -sig: a spreadsheet's byte-order mark
             reader = csv.DictReader(fh)
@@ -94,7 +104,10 @@ def read_responses(path: str) -> tuple[list[str], list[dict[str, str]]]:
     except FileNotFoundError as exc:
         raise PoolError("no such file", file=path) from exc
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise PoolError(f"cannot read as CSV ({exc})", file=path) from exc
+        where = f"{path}, line {reader.line_num}" if isinstance(exc, csv.Error) and reader is not None else path
+        raise PoolError(f"cannot read as CSV ({exc})", file=where) from exc
+    finally:
+        csv.field_size_limit(limit)
     if "prompt" not in columns:
         raise PoolError(f"no 'prompt' column; expected prompt, <model>, <model>_response columns, got {columns}",
                         file=path)
