@@ -161,6 +161,17 @@ CASES: dict[str, list[Case]] = {
         Case("empty-pool", ("pools", "inspect", "empty"), 2, r"0 episodes", setup=_empty_pool),
         Case("jsonl-file", ("pools", "inspect", "ok.jsonl"), 2, r"import it first"),
     ],
+    "pools merge": [
+        Case("one-pool", ("pools", "merge", "pool", "--out", "m"), 2, r"merge joins two or more pools; give at least two"),
+        Case("same-pool-twice", ("pools", "merge", "pool", "pool", "--out", "m"), 2,
+             r"pool: generator '.+' is also a generator of pool; expected each generator in one pool"),
+        Case("missing-pool", ("pools", "merge", "pool", "nope", "--out", "m"), 2, r"nope: not a pool directory"),
+        Case("jsonl-file", ("pools", "merge", "pool", "ok.jsonl", "--out", "m"), 2, r"import it first: coba pools import"),
+        Case("force-onto-an-input", ("pools", "merge", "pool", "pool", "--out", "pool", "--force"), 2,
+             r"--out pool: the destination is this command's input pool"),
+        Case("out-is-a-file", ("pools", "merge", "pool", "pool", "--out", "ok.jsonl"), 2, r"exists and is not a folder"),
+        Case("unwritable-out", ("pools", "merge", "pool", "pool", "--out", f"{UNWRITABLE}/m"), 2, r"cannot write in"),
+    ],
     "pools simulate": [
         Case("force-onto-foreign-folder", ("pools", "simulate", "--profile", "tiny", "--force", "--out", "d"), 2,
              r"holds files coba-env did not write", setup=_foreign_folder("d")),

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from pools.errors import PoolError
-from pools.schema import TABLES, TIERS
+from pools.schema import LATER_COLUMNS, TABLES, TIERS
 from pools.simulate import difficulty
 from pools.simulate import model as m
 from pools.simulate.model import SIMULATOR_VERSION
@@ -101,7 +101,9 @@ def _typed(df: pd.DataFrame, table: str) -> pd.DataFrame:
     a stored one compare equal."""
     kinds = {"str": "str", "str?": "str", "int": "int64", "float": "float64", "float?": "float64",
              "bool": "bool", "bool?": "boolean"}
-    return pd.DataFrame({c: df[c].astype(kinds[k]) for c, k in TABLES[table].items()})
+    later = LATER_COLUMNS.get(table, {})  # outcome-table columns the simulator has no value for (NaN)
+    return pd.DataFrame({c: (df[c] if c in df.columns else pd.Series(later[c], index=df.index)).astype(kinds[k])
+                         for c, k in TABLES[table].items()})
 
 
 def _target_counts(pr: dict[str, Any], lay: m.Layout, prefixes: list[int]) -> tuple[np.ndarray, np.ndarray]:
