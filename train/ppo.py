@@ -89,7 +89,8 @@ from agents.checkpoint import CONFIG_FILE, observation_names, trained_env_fields
 from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
 from coba_env.env import CoBaEnv
-from coba_env.featurizers import fit_featurizer, save_featurizer
+from coba_env.featurizer_files import save_featurizer
+from coba_env.featurizers import fit_featurizer
 from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from pools.atomic_write import atomic_write, atomic_write_text
