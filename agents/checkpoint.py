@@ -155,7 +155,7 @@ class TrainedEnv:
         """This trained env with the problem featurizer saved in the checkpoint ``directory``, if it holds one."""
         from dataclasses import replace
 
-        from coba_env.featurizers import has_featurizer, load_featurizer
+        from coba_env.featurizer_files import has_featurizer, load_featurizer
 
         return replace(self, problem_features=load_featurizer(directory)) if has_featurizer(directory) else self
 

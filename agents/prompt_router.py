@@ -31,7 +31,7 @@ from agents.base import Policy
 from agents.checkpoint import CONFIG_FILE, read_config
 from agents.router_predictors import Predictor, predictor_from_state
 from agents.routing_base import route_of
-from coba_env.featurizers import load_featurizer
+from coba_env.featurizer_files import load_featurizer
 
 PREDICTOR_FILE = "predictor.npz"
 
@@ -152,7 +152,7 @@ class PromptRouter(Policy):
 
 def save_router(out_dir: str | Path, config: dict[str, Any], predictor: Predictor, featurizer: Any) -> Path:
     """Write a router checkpoint (``controller.json``, ``predictor.npz``, the featurizer) into ``out_dir``."""
-    from coba_env.featurizers import save_featurizer
+    from coba_env.featurizer_files import save_featurizer
     from pools.atomic_write import atomic_write, atomic_write_text
 
     out = Path(out_dir)

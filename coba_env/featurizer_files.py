@@ -1,4 +1,5 @@
-"""Reading a saved featurizer (``featurizer.json`` + ``featurizer.npz``) back, every field checked.
+"""A fitted featurizer's files (``featurizer.json`` + ``featurizer.npz``): saving it, and reading it back with every
+field checked.
 
 A damaged or foreign file is one ``ValueError`` naming the file and the field; the arrays are read with
 ``allow_pickle=False``, so a file can hold numbers and strings only, never code.
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from coba_env.featurizers import ARRAYS_FILE, JSON_FILE, NUMERIC, SOURCES, Featurizer, TextPart
+from pools.atomic_write import atomic_write, atomic_write_text
 from pools.parse_boundary import PARSE_ERRORS, parse_problem
 
 
@@ -72,7 +74,7 @@ def _text(where: Path) -> TextPart:
 
 
 def read_featurizer(directory: Path) -> Featurizer:
-    """The featurizer saved in ``directory`` (``coba_env.featurizers.save_featurizer``), every field checked."""
+    """The featurizer saved in ``directory`` (``save_featurizer``), every field checked."""
     where = directory / JSON_FILE
     data = _config(where)
     sources = data.get("sources")
@@ -88,3 +90,32 @@ def read_featurizer(directory: Path) -> Featurizer:
     if data.get("names") != list(featurizer.names):
         raise _fail(where, "names", data.get("names"), f"the {len(featurizer.names)} names its settings give")
     return featurizer
+
+
+def save_featurizer(featurizer: Featurizer, directory: str | Path) -> None:
+    """Write ``featurizer.json`` and ``featurizer.npz`` into ``directory`` (each through a temp file + rename)."""
+    out = Path(directory)
+    config = {"sources": list(featurizer.sources), "categories": featurizer.categories,
+              "scales": {k: list(v) for k, v in featurizer.scales.items()}, "embedding_dim": featurizer.embedding_dim,
+              "names": list(featurizer.names)}
+    arrays: dict[str, np.ndarray] = {}
+    if featurizer.text is not None:
+        arrays = {"vocabulary": np.array(featurizer.text.vocabulary, dtype=str), "idf": featurizer.text.idf,
+                  "components": featurizer.text.components}
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+
+    atomic_write(out / ARRAYS_FILE, write)
+    atomic_write_text(out / JSON_FILE, json.dumps(config, indent=2, allow_nan=False))
+
+
+def has_featurizer(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a saved featurizer."""
+    return (Path(directory) / JSON_FILE).is_file()
+
+
+def load_featurizer(directory: str | Path) -> Featurizer:
+    """The featurizer saved in ``directory``; a ValueError naming the file and field when it is damaged."""
+    return read_featurizer(Path(directory))

@@ -12,7 +12,7 @@ Three sources, combinable (``SOURCES``; ``fit_featurizer(problems, "meta,text")`
   that only a held-out problem holds has no column (``tests/test_problem_features.py`` checks it).
 - ``embeddings``: the user's own vectors (the pool's embeddings table, ``pools.embeddings``), as they are.
 
-A fitted featurizer is data: ``save_featurizer`` writes ``featurizer.json`` (settings, categories, scales, names)
+A fitted featurizer is data: ``coba_env.featurizer_files.save_featurizer`` writes ``featurizer.json`` (settings, categories, scales, names)
 and ``featurizer.npz`` (vocabulary, idf, SVD components; no pickle), ``load_featurizer`` reads them back and
 transforms bit for bit as the fitted one. The problem table carries no gold answer or label
 (``coba_env.problems``), so no label can reach a feature.
@@ -20,9 +20,7 @@ transforms bit for bit as the fitted one. The problem table carries no gold answ
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -172,36 +170,3 @@ def fit_featurizer(problems: pd.DataFrame, sources: Any, *, seed: int = 0, text_
     text = fit_text(problems["problem"].fillna("").astype(str).tolist(), seed, text_dims) if "text" in chosen else None
     dim = embedding_matrix(problems).shape[1] if "embeddings" in chosen else 0
     return Featurizer(chosen, categories, scales, text, dim)
-
-
-def save_featurizer(featurizer: Featurizer, directory: str | Path) -> None:
-    """Write ``featurizer.json`` and ``featurizer.npz`` into ``directory`` (each through a temp file + rename)."""
-    from pools.atomic_write import atomic_write, atomic_write_text
-
-    out = Path(directory)
-    config = {"sources": list(featurizer.sources), "categories": featurizer.categories,
-              "scales": {k: list(v) for k, v in featurizer.scales.items()}, "embedding_dim": featurizer.embedding_dim,
-              "names": list(featurizer.names)}
-    arrays: dict[str, np.ndarray] = {}
-    if featurizer.text is not None:
-        arrays = {"vocabulary": np.array(featurizer.text.vocabulary, dtype=str), "idf": featurizer.text.idf,
-                  "components": featurizer.text.components}
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-
-    atomic_write(out / ARRAYS_FILE, write)
-    atomic_write_text(out / JSON_FILE, json.dumps(config, indent=2, allow_nan=False))
-
-
-def has_featurizer(directory: str | Path) -> bool:
-    """Whether ``directory`` holds a saved featurizer."""
-    return (Path(directory) / JSON_FILE).is_file()
-
-
-def load_featurizer(directory: str | Path) -> Featurizer:
-    """The featurizer saved in ``directory``; a ValueError naming the file and field when it is damaged."""
-    from coba_env.featurizer_files import read_featurizer
-
-    return read_featurizer(Path(directory))

@@ -370,6 +370,24 @@ CASES: dict[str, list[Case]] = {
                                               "{url},gen-1.5B", "--port", "0"), 2, r"routes between generators",
              no_calls=True),
     ],
+    "calibrate": [
+        Case("target-without-generator", ("calibrate", "always_largest", "--pool", "pool", "--target", "share=0.3"), 2,
+             r"--target: target 'share=0\.3': expected share:GENERATOR=FRACTION"),
+        Case("existing-out-without-force", ("calibrate", "always_largest", "--pool", "pool", "--target",
+                                            "accuracy=0.5", "--out", "r.json"), 2,
+             r"--out r\.json: already exists \(pass --force", setup=_file("r.json")),
+        Case("unwritable-out", ("calibrate", "always_largest", "--pool", "pool", "--target", "accuracy=0.5", "--out",
+                                f"{UNWRITABLE}/r.json"), 2, r"cannot write in"),
+    ],
+    "pools embed": [
+        Case("unknown-item-id", ("pools", "embed", "pool", "bad.jsonl"), 2,
+             r"bad\.jsonl, row 1, field 'item_id': the pool has no item with item_id 'zzz'",
+             setup=_file("bad.jsonl", '{"item_id": "zzz", "embedding": [1.0, 2.0]}\n')),
+        Case("no-embedding-field", ("pools", "embed", "pool", "ok.jsonl"), 2,
+             r"ok\.jsonl, row 1, field 'embedding': expected a non-empty list of numbers"),
+        Case("missing-file", ("pools", "embed", "pool", "nope.npz"), 2,
+             r"nope\.npz: no such file; expected an embedding file"),
+    ],
 }
 
 

@@ -64,8 +64,12 @@ def test_train_kind_help_is_that_kinds(kind, shown, hidden, capsys):
 
 def test_train_help_without_kind_lists_every_option(capsys):
     out = _help(["train", "--help"], capsys)
-    for text in ("--timesteps", "--rounds", "{mlp,ppo,rollout,stop_gate,coba_search,route_search}",
-                 "--env {replay,route}", "coba train KIND --help"):
+    from agents.controller_kinds import controller_kinds
+
+    kinds = "{" + ",".join(controller_kinds()) + "}"  # every declared kind (agents/controllers.yaml), routers too
+    assert "knn_router" in kinds and "mlp" in kinds
+    for text in ("--timesteps", "--rounds", kinds, "--problem-features", "--env {replay,route}",
+                 "coba train KIND --help"):
         assert text in out, text
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from coba_env.compiled import Labels, compile_pool
 from coba_env.env import CoBaEnv
-from coba_env.featurizers import fit_featurizer, load_featurizer, save_featurizer
+from coba_env.featurizer_files import load_featurizer, save_featurizer
+from coba_env.featurizers import fit_featurizer
 from coba_env.problems import problems_of
 from coba_env.splits import item_kfold
 from tests.factory import Cand, Ep, build_pool

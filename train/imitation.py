@@ -41,7 +41,8 @@ import torch
 from agents.checkpoint import LAMBDA_INDEX, observation_names, trained_env_fields
 from agents.learned_mlp import MLPController, build_network, controller_features, save
 from coba_env.env import CoBaEnv, as_compiled
-from coba_env.featurizers import fit_featurizer, save_featurizer
+from coba_env.featurizer_files import save_featurizer
+from coba_env.featurizers import fit_featurizer
 from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from pools.store import Pool

@@ -91,7 +91,8 @@ from sb3_contrib import MaskablePPO
 from agents.checkpoint import CONFIG_FILE, trained_env_fields
 from coba_env.compiled import as_compiled
 from coba_env.costs import COST_MEASURES
-from coba_env.featurizers import fit_featurizer, save_featurizer
+from coba_env.featurizer_files import save_featurizer
+from coba_env.featurizers import fit_featurizer
 from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from coba_env.vector_env import CoBaVectorEnv

@@ -98,6 +98,8 @@ class KFoldRun:
     strata: str | None
     cost_model: str
     seconds: float
+    #: The router every other is compared with (paired): ``REFERENCE``.
+    reference: str
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -134,7 +136,7 @@ def run_folds(compiled: CompiledPool, kinds: Sequence[str], *, seeds: Sequence[i
     bar.close()
     return KFoldRun(outcomes=outcomes, kinds=everyone, seeds=tuple(int(s) for s in seeds), scores=scores,
                     settings=pd.DataFrame(settings), strata=fold_strata(compiled)[0], cost_model=cost_model,
-                    seconds=time.perf_counter() - t0, timings=timings)
+                    seconds=time.perf_counter() - t0, reference=REFERENCE, timings=timings)
 
 
 def run_kfold(compiled: CompiledPool, kinds: Sequence[str], *, out_dir: str | Path, seeds: Sequence[int] = SEEDS,
@@ -147,6 +149,7 @@ def run_kfold(compiled: CompiledPool, kinds: Sequence[str], *, out_dir: str | Pa
     run = run_folds(compiled, kinds, seeds=seeds, k=k, cost_model=cost_model, progress=progress)
     kw = {} if resamples is None else {"resamples": resamples}
     table = stats.routing_stats(run, **kw)
-    verdict = stats.verdict(table, run, pool_name=pool_name, k=k)
+    full = set(run.seeds) >= set(SEEDS) and k == K  # fewer seeds or another K: tables, but no claim
+    verdict = stats.verdict(table, run, pool_name=pool_name, k=k, full=full)
     stats.write_tables(run, table, verdict, Path(out_dir))
     return verdict

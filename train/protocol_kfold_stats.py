@@ -52,8 +52,7 @@ def _interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
 def routing_stats(run: Any, *, resamples: int = RESAMPLES) -> pd.DataFrame:
     """One row per (router, seed or "mean"): each figure with its 95% CI, APGR minus the prior's with its 95%
     and Bonferroni CIs."""
-    from train.protocol_kfold import REFERENCE
-
+    reference = run.reference
     o = run.outcomes
     weak, strong = o.weak_correct.astype(float), o.strong_correct.astype(float)
     n, seeds = len(weak), run.seeds
@@ -65,14 +64,14 @@ def routing_stats(run: Any, *, resamples: int = RESAMPLES) -> pd.DataFrame:
         perm = np.random.default_rng(seed).permutation(n)
         point[seed, kind] = np.array(curve_figures(weak[perm], strong[perm], score[perm]))
         boot[seed, kind] = np.array([curve_figures(weak[i], strong[i], score[i]) for i in items])  # [R, 3]
-    routers = [k for k in run.kinds if k != REFERENCE] + [REFERENCE]
+    routers = [k for k in run.kinds if k != reference] + [reference]
     bonferroni = 1 - (1 - LEVEL) / max(1, len(routers) - 1)
     rows = []
     for kind in routers:
-        per_seed = [(str(s), point[s, kind], boot[s, kind], boot[s, kind][:, 2] - boot[s, REFERENCE][:, 2],
-                     point[s, kind][2] - point[s, REFERENCE][2]) for s in seeds]
+        per_seed = [(str(s), point[s, kind], boot[s, kind], boot[s, kind][:, 2] - boot[s, reference][:, 2],
+                     point[s, kind][2] - point[s, reference][2]) for s in seeds]
         stacked = np.stack([boot[s, kind] for s in seeds])  # [S, R, 3]
-        ref = np.stack([boot[s, REFERENCE][:, 2] for s in seeds])
+        ref = np.stack([boot[s, reference][:, 2] for s in seeds])
         pick = np.take_along_axis(stacked, seed_draws.T[:, :, None], axis=0).mean(axis=0)
         diff = (np.take_along_axis(stacked[:, :, 2], seed_draws.T, axis=0)
                 - np.take_along_axis(ref, seed_draws.T, axis=0)).mean(axis=0)
@@ -83,7 +82,7 @@ def routing_stats(run: Any, *, resamples: int = RESAMPLES) -> pd.DataFrame:
             for j, name in enumerate(FIGURES):
                 row[name] = float(pt[j])
                 row[f"{name}_low"], row[f"{name}_high"] = _interval(bt[:, j])
-            if kind != REFERENCE:
+            if kind != reference:
                 row["apgr_diff"] = float(d)
                 row["diff_low"], row["diff_high"] = _interval(df)
                 row["diff_low_bonferroni"], row["diff_high_bonferroni"] = _interval(df, bonferroni)
@@ -110,11 +109,11 @@ def references(run: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict(table: pd.DataFrame, run: Any, *, pool_name: str, k: int) -> dict[str, Any]:
-    """Whether a router reaches the stated target (seed-mean), per router and overall, with the run's scope."""
-    from train.protocol_kfold import REFERENCE, SEEDS
-
-    mean = table[(table["seed"] == "mean") & (table["router"] != REFERENCE)]
+def verdict(table: pd.DataFrame, run: Any, *, pool_name: str, k: int, full: bool) -> dict[str, Any]:
+    """Whether a router reaches the stated target (seed-mean), per router and overall, with the run's scope
+    (``full``: the protocol's seeds and K; else no claim)."""
+    reference = run.reference
+    mean = table[(table["seed"] == "mean") & (table["router"] != reference)]
     per_router = {}
     for row in mean.itertuples(index=False):
         reached = bool(row.apgr_diff >= TARGET_MARGIN and row.diff_low > 0)
@@ -122,7 +121,6 @@ def verdict(table: pd.DataFrame, run: Any, *, pool_name: str, k: int) -> dict[st
                                                                                             row.diff_high],
                                   "reached": reached,
                                   "reached_bonferroni": bool(reached and row.diff_low_bonferroni > 0)}
-    full = set(run.seeds) >= set(SEEDS) and k == 5
     reached = [r for r, v in per_router.items() if v["reached"]]
     text = (f"target (APGR - prior's >= {TARGET_MARGIN} with the paired 95% CI low end > 0, seed-mean): "
             + (f"reached by {', '.join(reached)}" if reached else "not reached by any router")
