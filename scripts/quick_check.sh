@@ -5,7 +5,8 @@
 # scripts/test.sh (what CI runs) still runs everything. Extra arguments go to pytest, e.g. `-x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-COBA_EXTRAS="dev,ray" source scripts/setup.sh  # ray: tests/test_ray_*.py start a local Ray cluster
+# ray: tests/test_ray_*.py start a local Ray cluster; serve: tests/test_serve*.py run `coba serve`
+COBA_EXTRAS="dev,ray,serve" source scripts/setup.sh
 bash scripts/setup_browser.sh  # Chromium for the report.html test (tests/test_report_html.py)
 echo "== ruff check ."
 ruff check .
