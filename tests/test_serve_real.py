@@ -8,6 +8,7 @@ makes a streamed request draw what the same request drew without streaming.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +117,11 @@ def test_the_default_routes_to_the_cheapest_grades_with_gold_and_the_record_benc
     assert episodes
     pool = tmp_path / "pool"
     assert main(["pools", "import", str(episodes[0]), "--out", str(pool)]) == 0
-    assert main(["bench", "--pool", str(pool), "--env", "route", "--policies", "route_cheapest_coba", "--no-figures",
-                 "--out", str(tmp_path / "bench")]) == 0  # routed traffic: the item grouping (one item, its generators)
+    # Each served problem was asked of one generator only (largest: "big", cheapest: "small"), so a routing policy
+    # has no episode where every generator has candidates: the record benches with the pair grouping, one
+    # (problem, generator) episode each, and a non-routing policy runs on every one of them.
+    assert main(["bench", "--pool", str(pool), "--env", "replay", "--policies", "greedy", "--no-figures",
+                 "--out", str(tmp_path / "bench")]) == 0
+    ran = json.loads((tmp_path / "bench" / "results.json").read_text())["policies"]["greedy"]
+    assert ran["applicable"], ran
 
