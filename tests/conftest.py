@@ -17,6 +17,7 @@ from tests.llama_server import (  # noqa: F401  (the real-server fixtures, their
     llama_server_process,
     pytest_collection_modifyitems,
     pytest_runtest_makereport,
+    second_llama_server_process,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -175,6 +175,24 @@ def llama_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def second_llama_server_process(llama_server_process: ServerProcess,
+                                tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A second llama.cpp server, once per session: the first one's own command on another port, with its own log
+    (the routing tests' second generator)."""
+    port = _free_port()
+    cmd = list(llama_server_process.cmd)
+    cmd[cmd.index("--port") + 1] = str(port)
+    server = ServerProcess("llama_cpp.server (second)", cmd, f"http://127.0.0.1:{port}/v1",
+                           tmp_path_factory.mktemp("llama_server_2") / "server.log")
+    server.start()
+    try:
+        server.wait_ready(STARTUP_TIMEOUT_S)
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def llama_server(llama_server_process: ServerProcess) -> str:
     """The running server's base URL ``http://127.0.0.1:PORT/v1``; fails at once if the server has died."""

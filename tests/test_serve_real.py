@@ -9,7 +9,6 @@ makes a streamed request draw what the same request drew without streaming.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from coba_cli.main import main
 from pools.client.openai_client import Endpoint
 from tests.fake_openai_server import RecordingProxy
-from tests.llama_server import MODEL, PARAMS_B, STARTUP_TIMEOUT_S, ServerProcess, require_alive
+from tests.llama_server import MODEL, PARAMS_B, ServerProcess, require_alive
 from tests.serve_helpers import fake_config, running_server
 
 BIG_PARAMS_B = 1.7
@@ -28,34 +27,12 @@ ASK = {"max_tokens": 32, "temperature": 0.0}
 BUDGET = {"budget": {"calls": 3, "seconds": 120}}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def big_server(llama_server_process: ServerProcess, tmp_path_factory) -> Iterator[ServerProcess]:
-    """A second llama.cpp process: the session server's own command on another port."""
-    port = _free_port()
-    cmd = list(llama_server_process.cmd)
-    cmd[cmd.index("--port") + 1] = str(port)
-    server = ServerProcess("llama_cpp.server (serve: big)", cmd, f"http://127.0.0.1:{port}/v1",
-                           tmp_path_factory.mktemp("llama_serve_big") / "server.log")
-    server.start()
-    try:
-        server.wait_ready(STARTUP_TIMEOUT_S)
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def served(llama_server_process: ServerProcess, big_server: ServerProcess,
+def served(llama_server_process: ServerProcess, second_llama_server_process: ServerProcess,
            tmp_path_factory) -> Iterator[tuple[str, list[RecordingProxy], Path]]:
     """coba serve over recording proxies: small (session server), big (second process), judge (session)."""
     record = tmp_path_factory.mktemp("served") / "rec"
-    with RecordingProxy(llama_server_process.base_url) as small, RecordingProxy(big_server.base_url) as big, \
+    with RecordingProxy(llama_server_process.base_url) as small, RecordingProxy(second_llama_server_process.base_url) as big, \
             RecordingProxy(llama_server_process.base_url) as judge:
         config = fake_config(small.url, record=str(record), policy="route_cheapest_coba",
                              also_allow=("route_largest_coba",), sample_max_tokens=32, max_seconds=180,
@@ -67,9 +44,9 @@ def served(llama_server_process: ServerProcess, big_server: ServerProcess,
 
 
 @pytest.fixture
-def live(served, llama_server_process: ServerProcess, big_server: ServerProcess):
+def live(served, llama_server_process: ServerProcess, second_llama_server_process: ServerProcess):
     require_alive(llama_server_process)
-    require_alive(big_server)
+    require_alive(second_llama_server_process)
     return served
 
 

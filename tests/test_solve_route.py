@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
@@ -22,7 +20,7 @@ from pools.client.prompts import SamplingSettings
 from pools.grading import cluster_answers
 from pools.problems import Problem
 from tests.fake_openai_server import FakeOpenAIServer
-from tests.llama_server import MODEL, PARAMS_B, STARTUP_TIMEOUT_S, ServerProcess, require_alive
+from tests.llama_server import MODEL, PARAMS_B, ServerProcess, require_alive
 
 #: The size the tests declare for the second server's copy of the model (any size different from PARAMS_B):
 #: routing policies choose by declared size, and a SAMPLE is charged at its generator's declared size.
@@ -113,33 +111,11 @@ def test_record_a_routed_run_then_replay_it_in_the_route_env(servers, tmp_path, 
 
 
 # -------------------------------------------------------------------------------------------------- real servers
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def second_server(llama_server_process: ServerProcess, tmp_path_factory) -> Iterator[ServerProcess]:
-    """A second llama.cpp server: the session server's own command on another port, with its own log."""
-    port = _free_port()
-    cmd = list(llama_server_process.cmd)
-    cmd[cmd.index("--port") + 1] = str(port)
-    server = ServerProcess("llama_cpp.server (second)", cmd, f"http://127.0.0.1:{port}/v1",
-                           tmp_path_factory.mktemp("llama_server_2") / "server.log")
-    server.start()
-    try:
-        server.wait_ready(STARTUP_TIMEOUT_S)
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
-def two_servers(llama_server_process: ServerProcess, second_server: ServerProcess) -> tuple[ServerProcess, ...]:
+def two_servers(llama_server_process: ServerProcess, second_llama_server_process: ServerProcess) -> tuple[ServerProcess, ...]:
     require_alive(llama_server_process)
-    require_alive(second_server)
-    return llama_server_process, second_server
+    require_alive(second_llama_server_process)
+    return llama_server_process, second_llama_server_process
 
 
 def chat_requests(server: ServerProcess) -> int:
