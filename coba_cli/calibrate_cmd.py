@@ -17,6 +17,7 @@ from coba_cli.arg_types import COST_CHOICES
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
 from coba_cli.item_folds import add_fold_options, fold_episode_ids, fold_list
+from eval.envs import ENV_GROUPING
 
 
 def _figures_line(what: str, figures: dict, target: object, cost_model: str) -> str:
@@ -49,7 +50,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     cal = args.calibrate_folds or [f for f in range(args.k) if f not in held]
     cal_pool = compiled.select(_isin(compiled, fold_episode_ids(compiled, cal, args.k, args.fold_seed,
                                                                 "--calibrate-folds")))
-    grouping = "item" if args.env == "route" else "pair"
+    grouping = ENV_GROUPING[args.env]
     try:
         result = calibrate(policy, cal_pool, target, grouping=grouping, cost_model=args.cost,
                            parameter=args.parameter)
