@@ -68,6 +68,12 @@ class ControllerKind:
     router: Mapping[str, Any] | None = None
 
     @property
+    def envs(self) -> tuple[str, ...]:
+        """The ``--env`` values this kind trains on: a prompt-aware router routes between generators, so the route
+        env only; every other kind either env."""
+        return ("route",) if self.router is not None else ("replay", "route")
+
+    @property
     def protocol_only(self) -> bool:
         """Trained under the learning protocol only (no trainer of its own): ``coba train KIND`` needs --lodo."""
         return self.trainer is None

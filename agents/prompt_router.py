@@ -30,7 +30,7 @@ import numpy as np
 from agents.base import Policy
 from agents.checkpoint import CONFIG_FILE, read_config
 from agents.router_predictors import Predictor, predictor_from_state
-from agents.routing_base import route_of
+from agents.routing_base import route_or_reason
 from coba_env.featurizer_files import load_featurizer
 
 PREDICTOR_FILE = "predictor.npz"
@@ -70,9 +70,9 @@ class PromptRouter(Policy):
     def applicable(self, env: Any) -> tuple[bool, str]:
         """A route env whose observation starts with its problem features and which has its options' generators
         with enough candidates each."""
-        route = route_of(env)
-        if route is None:
-            return False, "needs a route env (coba/Route-v0): one SAMPLE action per generator"
+        route, why = route_or_reason(env)
+        if why:
+            return False, why
         names = tuple(getattr(env.unwrapped, "feature_names", ()))[:self.n_features]
         if names != tuple(self.featurizer.names):
             return False, "the env's observation does not start with the router's problem features"

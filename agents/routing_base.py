@@ -21,9 +21,19 @@ from coba_env.rules.actions import ActionLayout
 BY_SIZE = ("cheapest", "largest")
 
 
+#: Why a routing policy does not run on a replay env.
+NEEDS_ROUTE_ENV = "needs a route env (coba/Route-v0): one SAMPLE action per generator"
+
+
 def route_of(env: Any) -> Any:
     """The ``RoutePool`` of a route env (one- or many-episode, possibly wrapped), or None for a replay env."""
     return getattr(getattr(env, "unwrapped", env), "route", None)
+
+
+def route_or_reason(env: Any) -> tuple[Any, str]:
+    """(``env``'s ``RoutePool``, "") on a route env; (None, ``NEEDS_ROUTE_ENV``) on a replay env."""
+    route = route_of(env)
+    return (None, NEEDS_ROUTE_ENV) if route is None else (route, "")
 
 
 def size_of(route: Any, generator: int) -> float:
@@ -102,9 +112,9 @@ class RoutePolicy(ConfiguredPolicy):
 
     def applicable(self, env: Any) -> tuple[bool, str]:
         """A route env with enough generators, whose named generators exist; then the verifier roles."""
-        route = route_of(env)
-        if route is None:
-            return False, "needs a route env (coba/Route-v0): one SAMPLE action per generator"
+        route, why = route_or_reason(env)
+        if why:
+            return False, why
         if route.n_generators < self.min_generators:
             return False, (f"routes between {self.min_generators} or more generators; the pool has "
                            f"{route.n_generators}")

@@ -25,8 +25,6 @@ def run_kfold_protocol(args: argparse.Namespace) -> int:
     if given:
         raise UsageError(f"{given[0]} does not apply with --kfold: the protocol states its settings in advance "
                          "(docs/ROUTING.md); --seeds chooses the seeds")
-    if args.env != "route":
-        raise UsageError("--kfold routes between generators: --env route")
     out = check_output_dir(args.out, force=args.force, option="--out", inputs=[args.pool], kind="kfold")
     compiled = as_compiled(args.pool)
     generators = list(dict.fromkeys(compiled.generator.tolist()))

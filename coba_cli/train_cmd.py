@@ -258,6 +258,10 @@ def run(args: argparse.Namespace) -> int:
             parse_sources(args.problem_features)
         except ValueError as exc:
             raise UsageError(f"--problem-features: {exc}") from None
+    envs = controller_kinds()[args.kind].envs
+    if args.env not in envs:
+        raise UsageError(f"{args.kind} trains on --env {' or '.join(envs)} only "
+                         f"({controller_kinds()[args.kind].summary}); got --env {args.env}")
     if args.kfold:
         if args.lodo or not router:
             raise UsageError("--kfold runs the K-fold routing protocol of a router kind (not with --lodo); "
@@ -265,8 +269,6 @@ def run(args: argparse.Namespace) -> int:
         from coba_cli.kfold_cmd import run_kfold_protocol
 
         return run_kfold_protocol(args)
-    if router and args.env != "route":
-        raise UsageError(f"{args.kind} routes between generators: it trains on the route env (--env route)")
     if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
         raise UsageError("--seeds, --held-out and --ray-address need --lodo")
     if args.lodo and args.folds is not None:

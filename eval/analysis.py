@@ -21,6 +21,12 @@ from pools.store import Pool
 
 #: The policy group of the routing policies (``agents.registry.GROUPS``): the default reference on item episodes.
 ROUTING_GROUP = "routing"
+#: The paired tests' default reference by episode grouping: (the policy named, if it ran; else the most accurate of
+#: these policy groups, if any ran; else the most accurate deployable policy).
+DEFAULT_REFERENCE: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "pair": (REFERENCE, ()),
+    "item": (None, (ROUTING_GROUP,)),
+}
 #: The columns of an empty pairwise-bootstrap frame (fewer than two policies ran).
 PAIRWISE_COLUMNS = ["a", "b", "diff", "ci_low", "ci_high", "p", "significant", "n_units"]
 
@@ -78,11 +84,11 @@ def default_reference(mac: pd.DataFrame, info: dict[str, PolicyInfo], ran: Seque
     None when fewer than two policies ran (nothing to compare)."""
     if len(ran) < 2:
         return None
-    if grouping == "pair" and REFERENCE in ran:
-        return REFERENCE
+    named, groups = DEFAULT_REFERENCE[grouping]
+    if named in ran:
+        return named
     deployable = [n for n in ran if info[n].group != ORACLE_GROUP and n in mac.index]
-    routing = [n for n in deployable if info[n].group == ROUTING_GROUP]
-    pick = routing if grouping == "item" and routing else deployable
+    pick = [n for n in deployable if info[n].group in groups] or deployable
     if not pick:
         return None
     return min(pick, key=lambda n: (-float(mac.loc[n, "acc"]), float(mac.loc[n, cost]), ran.index(n)))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from agents.base import Policy
 from agents.policy_calls import contained_call
-from agents.routing_base import written_for
+from agents.routing_base import NEEDS_ROUTE_ENV, written_for
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
 from coba_env.rules.config import EnvConfig, default_budget
@@ -38,7 +38,7 @@ REPLAY_MODES: tuple[str, ...] = ("batched", "single")
 #: Why a policy does not run on episodes of the other grouping, by the grouping it is written for.
 WRONG_GROUPING: dict[str, str] = {
     "pair": "a replay-env policy (one generator per episode); route envs run the routing policies",
-    "item": "needs a route env (coba/Route-v0): one SAMPLE action per generator",
+    "item": NEEDS_ROUTE_ENV,
 }
 
 

@@ -274,6 +274,9 @@ CASES: dict[str, list[Case]] = {
         Case("unknown-policy", ("bench", "--pool", "pool", "--policies", "nope", "--out", "b"), 2, r"unknown policy nope"),
     ],
     "train": [
+        Case("router-on-replay", ("train", "knn_router", "--pool", "pool", "--env", "replay", "--out", "t"), 2,
+             r"knn_router trains on --env route only \(prompt-aware router, similarity-weighted kNN\); got --env "
+             r"replay"),
         Case("lambdas-nan", ("train", "mlp", "--pool", "pool", "--lambdas", "nan", "--out", "t"), 2,
              r"--lambdas: expected lambdas that are finite numbers >= 0, got 'nan'"),
         Case("lambdas-inf", ("train", "mlp", "--pool", "pool", "--lambdas", "inf", "--out", "t"), 2, r"got 'inf'"),

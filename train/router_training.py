@@ -138,9 +138,11 @@ def train_router(compiled: CompiledPool, out_dir: str | Path, *, kind: str, grou
                  datasets: Sequence[str] | None = None, episode_ids: Sequence[int] | None = None,
                  cost_model: str = "p_tokens", seed: int = 0, progress: bool = True,
                  problem_features: str | None = None, lambdas: Any = None) -> Path:
-    """``coba train KIND`` for a router kind: fit on the training items, write the checkpoint to ``out_dir``."""
-    if grouping != "item":
-        raise ValueError("a router routes between generators: train it with --env route")
+    """``coba train KIND`` for a router kind: fit on the training items, write the checkpoint to ``out_dir``.
+
+    ``grouping`` is taken for the trainers' common signature and not read: a router is fitted on the pool's items
+    whatever the episode grouping, and runs on the route env (``coba train`` refuses another ``--env``:
+    ``ControllerKind.envs``)."""
     fitted = fit_router(kind, compiled, datasets=datasets, episode_ids=episode_ids, cost_model=cost_model, seed=seed,
                         problem_features=problem_features)
     return save_router(out_dir, fitted.config, fitted.predictor, fitted.featurizer)
