@@ -42,8 +42,9 @@ def _policy_file(policy: Any) -> str | None:
 
 
 def _where_in_code(exc: BaseException, own_file: str | None) -> str:
-    """``FILE, line N``: the deepest frame in the policy's own file, else the deepest frame of all."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    """``FILE, line N``: the deepest frame in the policy's own file, else the deepest frame outside this module
+    ("" when the call itself failed here, e.g. a keyword argument the class does not take)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) != Path(__file__)]
     if own_file is not None:
         mine = [f for f in frames if Path(f.filename) == Path(own_file)]
         frames = mine or frames

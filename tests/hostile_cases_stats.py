@@ -71,7 +71,8 @@ STATS_CASES: dict[str, list[Case]] = {
         _grid("value-inf", ("k=1,-inf",), r"--grid value '-inf': expected a finite number"),
         _grid("too-many-points", ("k=" + ",".join(map(str, range(1, 202))),), r"--grid makes 201 points; at most 200"),
         _grid("class-has-no-such-parameter", ("depth=1,2",),
-              r"--grid depth=1: policy 'rule\.py:KThenStop': KThenStop\.__init__\(\) got an unexpected keyword "
+              r"--grid depth=1: policy 'rule\.py:KThenStop': policy 'KThenStop': __init__\(\) raised TypeError: "
+              r"KThenStop\.__init__\(\) got an unexpected keyword "
               r"argument 'depth'"),
         _grid("kind-has-no-such-parameter", ("k=1",), r"--grid k=1: policy 'bon4_majority': unknown parameter\(s\) "
                                                       r"\['k'\] for policy kind 'best_of_n'; expected some of \['n'\]",

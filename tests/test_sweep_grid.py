@@ -106,8 +106,8 @@ def test_a_grid_over_a_policy_of_a_yaml_file(tmp_path):
     ("RULE", ["k=1,2,"], "--grid 'k=1,2,': an empty value between commas; expected NAME=v1,v2,..."),
     ("RULE", ["k=1", "k=2"], "--grid names 'k' twice; give all its values in one option"),
     ("RULE", ["k=nan"], "--grid value 'nan': expected a finite number"),
-    ("RULE", ["depth=1,2"], "--grid depth=1: policy 'RULE': KThenStop.__init__() got an unexpected keyword "
-                            "argument 'depth'"),
+    ("RULE", ["depth=1,2"], "--grid depth=1: policy 'RULE': policy 'KThenStop': __init__() raised TypeError: "
+                            "KThenStop.__init__() got an unexpected keyword argument 'depth'"),
     ("bon4_majority", ["k=1"], "--grid k=1: policy 'bon4_majority': unknown parameter(s) ['k'] for policy kind "
                                "'best_of_n'; expected some of ['n']"),
     ("coba", ["n_max=2"], "--grid sweeps a parameter of a policy: the family 'coba' has its own grid; name its "
