@@ -38,6 +38,15 @@ class Labels:
                       graded=None if self.graded is None else self.graded[rows])
 
 
+#: ``CompiledPool``'s per-episode arrays (first axis E): a subset of episodes takes their rows.
+PER_EPISODE_FIELDS: tuple[str, ...] = ("episode_ids", "dataset", "generator", "item_id", "cluster", "answer",
+                                       "output_tokens", "cap_hit", "gen_cost", "has_score", "score", "ver_cost")
+#: ``CompiledPool``'s pool-wide fields: a subset of episodes, or the route pool over the same items, keeps them as
+#: they are (a new pool-wide field is added here once, not at every place a compiled pool is derived).
+POOL_WIDE_FIELDS: tuple[str, ...] = ("tiers", "max_output_tokens", "tiers_present", "verifier_roles",
+                                     "verifier_models", "priced_models", "answerless_generators", "problems")
+
+
 @dataclass
 class CompiledPool:
     """Dense arrays over E episodes, N candidates and T verifier slots ``tiers`` (``verifier_axis``; the paper's
@@ -110,31 +119,12 @@ class CompiledPool:
     def select(self, mask: np.ndarray) -> CompiledPool:
         """A new compiled pool holding only the episodes where ``mask`` (bool [E] or index array) is set."""
         idx = np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask, dtype=np.int64)
-        take = lambda a: a[idx]  # noqa: E731
-        return CompiledPool(
-            n_candidates=self.n_candidates,
-            tiers=self.tiers,
-            episode_ids=take(self.episode_ids),
-            dataset=take(self.dataset),
-            generator=take(self.generator),
-            item_id=take(self.item_id),
-            cluster=take(self.cluster),
-            answer=take(self.answer),
-            output_tokens=take(self.output_tokens),
-            cap_hit=take(self.cap_hit),
-            gen_cost=take(self.gen_cost),
-            has_score=take(self.has_score),
-            score=take(self.score),
-            ver_cost=take(self.ver_cost),
-            max_output_tokens=self.max_output_tokens,
-            labels=self.labels.take(idx),
-            tiers_present=self.tiers_present,
-            verifier_roles=self.verifier_roles,
-            verifier_models=self.verifier_models,
-            priced_models=self.priced_models,
-            answerless_generators=self.answerless_generators,
-            problems=self.problems,
-        )
+        return CompiledPool(n_candidates=self.n_candidates, labels=self.labels.take(idx),
+                            **{f: getattr(self, f)[idx] for f in PER_EPISODE_FIELDS}, **self.pool_wide())
+
+    def pool_wide(self) -> dict[str, Any]:
+        """The pool-wide fields (``POOL_WIDE_FIELDS``) by name, for a compiled pool derived from this one."""
+        return {f: getattr(self, f) for f in POOL_WIDE_FIELDS}
 
     def episode_rows(self) -> list[EpisodeData]:
         """Per-episode ``EpisodeData`` of plain Python lists, for the one-episode env's pure-Python step (built once)."""

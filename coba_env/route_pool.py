@@ -78,7 +78,6 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
     eps = np.arange(e_count)
     pool = CompiledPool(
         n_candidates=slots,
-        tiers=replay.tiers,
         episode_ids=eps.astype(np.int64),
         dataset=np.array([k[0] for k in keys], dtype=object),
         generator=np.array(["+".join(g for g, on in zip(gens, row, strict=True) if on) for row in available],
@@ -92,14 +91,8 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
         has_score=gather(replay.has_score, False),
         score=gather(replay.score, np.nan),
         ver_cost=gather(replay.ver_cost, 0.0),
-        max_output_tokens=replay.max_output_tokens,
         labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster), graded=graded),
-        tiers_present=replay.tiers_present,
-        verifier_roles=replay.verifier_roles,
-        verifier_models=replay.verifier_models,
-        priced_models=replay.priced_models,
-        answerless_generators=replay.answerless_generators,
-        problems=replay.problems,
+        **replay.pool_wide(),
     )
     assert pool.ver_cost.shape[2:] == (t, m)
     route = RoutePool(pool=pool, generators=gens, n_per_generator=n, available=available, source_episode=source,
