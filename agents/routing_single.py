@@ -29,14 +29,16 @@ class SingleGeneratorRouter(RoutePolicy):
 
     defaults: ClassVar[dict[str, Any]] = {"generator": "cheapest", "samples": 1}
     generator_params: ClassVar[tuple[str, ...]] = ("generator",)
+    #: The STOP rule over the generator's answers: ``last``, the one model's newest answer.
+    selection_rule: ClassVar[str] = "last"
     generator: str
     samples: int
 
     def configure(self) -> None:
-        """``samples`` >= 1; selection ``last`` (the one model's newest answer)."""
+        """``samples`` >= 1; the selection ``selection_rule``."""
         if self.samples < 1:
             raise ValueError(f"samples must be >= 1, got {self.samples}")
-        self.selection = "last"
+        self.selection = self.selection_rule
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """SAMPLE the generator up to ``samples`` times, then STOP."""

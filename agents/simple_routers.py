@@ -15,41 +15,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.batch_evidence import legal
 from agents.configured import can, register
 from agents.routing_base import RoutePolicy
+from agents.routing_single import SingleGeneratorRouter
 from coba_env.evidence import Evidence
 
 
 @register("always_generator")
-class AlwaysGenerator(RoutePolicy):
-    """SAMPLE ``generator`` ("cheapest", "largest" or a name) ``samples`` times, then STOP."""
+class AlwaysGenerator(SingleGeneratorRouter):
+    """SAMPLE ``generator`` ("cheapest", "largest" or a name) ``samples`` times, then STOP by majority; runs on a
+    one-generator route pool too (``route_single`` with another STOP rule)."""
 
-    defaults: ClassVar[dict[str, Any]] = {"generator": "cheapest", "samples": 1}
-    generator_params: ClassVar[tuple[str, ...]] = ("generator",)
     min_generators: ClassVar[int] = 1
-    generator: str
-    samples: int
-
-    def configure(self) -> None:
-        """Majority selection; samples >= 1."""
-        if self.samples < 1:
-            raise ValueError(f"samples must be >= 1, got {self.samples}")
-        self.selection = "majority"
-
-    def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
-        """SAMPLE the generator until ``samples`` are revealed (or it has no more), then STOP."""
-        sample = self.layout.sample_action(self.gen["generator"])
-        if evidence.n_revealed < self.samples and can(action_mask, sample):
-            return sample
-        return self.stop_id
-
-    batched = True
-
-    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
-        """``act`` for every row."""
-        sample = self.layout.sample_action(self.gen["generator"])
-        return np.where((venv.n < self.samples) & legal(action_masks, sample), sample, self.stop_id)
+    selection_rule: ClassVar[str] = "majority"
 
 
 @register("always_cheapest")
