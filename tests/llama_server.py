@@ -157,6 +157,16 @@ class ServerProcess:
             self.proc.wait(timeout=15)
 
 
+def _running(server: ServerProcess) -> Iterator[ServerProcess]:
+    """Start ``server``, wait until it answers, yield it; stop it when the fixture ends."""
+    server.start()
+    try:
+        server.wait_ready(STARTUP_TIMEOUT_S)
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def llama_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """Start llama.cpp's OpenAI-compatible server with SmolLM2-135M once per session; stop it at the end."""
@@ -167,12 +177,7 @@ def llama_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX), "--n_threads", str(N_THREADS),
            "--n_threads_batch", str(N_THREADS), "--logits_all", "true", "--verbose", "false"]
     server = ServerProcess("llama_cpp.server", cmd, f"http://127.0.0.1:{port}/v1", log_path)
-    server.start()
-    try:
-        server.wait_ready(STARTUP_TIMEOUT_S)
-        yield server
-    finally:
-        server.stop()
+    yield from _running(server)
 
 
 @pytest.fixture(scope="session")
@@ -185,12 +190,7 @@ def second_llama_server_process(llama_server_process: ServerProcess,
     cmd[cmd.index("--port") + 1] = str(port)
     server = ServerProcess("llama_cpp.server (second)", cmd, f"http://127.0.0.1:{port}/v1",
                            tmp_path_factory.mktemp("llama_server_2") / "server.log")
-    server.start()
-    try:
-        server.wait_ready(STARTUP_TIMEOUT_S)
-        yield server
-    finally:
-        server.stop()
+    yield from _running(server)
 
 
 @pytest.fixture
