@@ -44,7 +44,8 @@ PER_EPISODE_FIELDS: tuple[str, ...] = ("episode_ids", "dataset", "generator", "i
 #: ``CompiledPool``'s pool-wide fields: a subset of episodes, or the route pool over the same items, keeps them as
 #: they are (a new pool-wide field is added here once, not at every place a compiled pool is derived).
 POOL_WIDE_FIELDS: tuple[str, ...] = ("tiers", "max_output_tokens", "tiers_present", "verifier_roles",
-                                     "verifier_models", "priced_models", "answerless_generators", "problems")
+                                     "verifier_models", "priced_models", "sized_models", "answerless_generators",
+                                     "problems")
 
 
 @dataclass
@@ -76,6 +77,8 @@ class CompiledPool:
     #: The models the pool prices: the manifest's ``prices_usd_per_million_tokens``, and every generator whose
     #: every call has its dollars recorded by the source (``candidates.cost_usd``); usd is 0 for any other's calls.
     priced_models: frozenset[str] = frozenset()
+    #: The models the pool gives a size (``models.params_b`` > 0); p_tokens counts any other's calls as free.
+    sized_models: frozenset[str] = frozenset()
     #: Generators none of whose candidates has an answer (outcome tables: ``pools.schema.OUTCOME_STATUS``), in
     #: pool order: a policy that compares answers cannot run on their episodes (``agents.base.Policy``).
     answerless_generators: tuple[str, ...] = ()
@@ -105,6 +108,10 @@ class CompiledPool:
     def unpriced_models(self) -> list[str]:
         """The called models without a price: the usd measure is real only when there is none (``usd_priced``)."""
         return [m for m in self.called_models if m not in self.priced_models]
+
+    def unsized_models(self) -> list[str]:
+        """The called models without a size: p_tokens weighs their calls by 0 (``costs.default_cost_model``)."""
+        return [m for m in self.called_models if m not in self.sized_models]
 
     @property
     def usd_priced(self) -> bool:
@@ -262,6 +269,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
         verifier_models=_tier_models(ver, tiers),
         priced_models=frozenset(map(str, prices)) | _recorded_dollars(gen_model, recorded),
+        sized_models=frozenset(str(m) for m, size in params.items() if size > 0),
         answerless_generators=_answerless(episodes["generator"].to_numpy(dtype=object), outcome),
         problems=problem_table(pool.items, episodes, _episode_prompt_tokens(ei, cand, e_count),
                                getattr(pool, "embeddings", None)),

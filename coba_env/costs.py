@@ -17,6 +17,7 @@ compiled pools carry it with no other change.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import add
@@ -132,6 +133,28 @@ def measure(name: str) -> CostMeasure:
 def supported_measures(pool: Any) -> tuple[CostMeasure, ...]:
     """The measures ``pool`` records for real (``usd`` only where every called model is priced)."""
     return tuple(m for m in COST_TABLE if m.supported(pool))
+
+
+def default_cost_model(pool: Any) -> tuple[str, str]:
+    """Every command's ``--cost`` default on ``pool`` (a ``CompiledPool``): p_tokens, the paper's measure, when the
+    pool sizes every model it calls, else the first measure of ``COST_TABLE`` the pool supports; with the one line
+    that says so ("" for p_tokens)."""
+    free = pool.unsized_models()
+    if not free:
+        return "p_tokens", ""
+    chosen = next(m.name for m in supported_measures(pool) if m.name != "p_tokens")
+    return chosen, (f"note: --cost not given: the pool gives {', '.join(free)} no size (params_b 0), so p_tokens "
+                    f"cannot weigh its calls; costs are measured in {chosen}, the first measure the pool supports")
+
+
+def cost_model_or_default(pool: Any, cost_model: str | None) -> str:
+    """``cost_model`` when given, else ``default_cost_model``'s, whose line (if any) goes to stderr."""
+    if cost_model is not None:
+        return cost_model
+    chosen, line = default_cost_model(pool)
+    if line:
+        print(line, file=sys.stderr)
+    return chosen
 
 
 def measure_of_metric(metric: str) -> CostMeasure:

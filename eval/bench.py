@@ -23,7 +23,7 @@ import pyarrow as pa
 from agents.base import Policy
 from agents.sampling import fit_to_pool, sampling_note
 from coba_env.compiled import CompiledPool, compile_pool
-from coba_env.costs import COST_MEASURES, COST_TABLE
+from coba_env.costs import COST_MEASURES, cost_model_or_default
 from coba_env.rules.config import EnvConfig, check_cost_model_priced
 from eval import bootstrap, report
 from eval.analysis import analyse
@@ -65,7 +65,7 @@ class PreparedPool:
     resolved_at: float
     #: How good each verifier is on the benched episodes (``pools.verifier_quality``), for the report's pool section.
     verifiers: dict[str, Any] = dataclasses.field(default_factory=dict)
-    #: The cost measure of the run: the one given, else ``default_cost_model``'s.
+    #: The cost measure of the run: the one given, else ``coba_env.costs.default_cost_model``'s.
     cost_model: str = "p_tokens"
 
 
@@ -172,11 +172,8 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
         compiled = restrict_datasets(compile_pool(pool), datasets)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
-    if cost_model is None:
-        cost_model, why = default_cost_model(pool, compiled)
-        if why:
-            print(f"note: --cost not given: {why}", file=sys.stderr)
-    _check_cost_model(pool, compiled, cost_model)
+    cost_model = cost_model_or_default(compiled, cost_model)
+    _check_cost_model(compiled, cost_model)
     estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
     verifiers = verifier_diagnostics(pool, compiled.episode_ids)
     notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
@@ -204,27 +201,10 @@ def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, co
     return run_policies_on_ray(policies, compiled, ray_address=ray_address, split=RAY_SPLIT[grouping], **options)
 
 
-def _unsized_models(pool: Pool, compiled: CompiledPool) -> list[str]:
-    """The models the episodes call that the pool gives no size (params_b 0): p_tokens would count them free."""
-    sizes = dict(zip(pool.models["name"], pool.models["params_b"].astype(float), strict=True))
-    return sorted(m for m in compiled.called_models if not sizes.get(m, 0.0) > 0)
-
-
-def default_cost_model(pool: Pool, compiled: CompiledPool) -> tuple[str, str]:
-    """``--cost``'s default: p_tokens (the paper's measure) when the pool sizes every model it calls, else the first
-    measure of ``coba_env.costs.COST_TABLE`` the pool supports; and the line saying why ("" for p_tokens)."""
-    free = _unsized_models(pool, compiled)
-    if not free:
-        return "p_tokens", ""
-    chosen = next(m.name for m in COST_TABLE if m.name != "p_tokens" and m.supported(compiled))
-    return chosen, (f"the pool gives {', '.join(free)} no size (params_b 0), so p_tokens cannot weigh its calls; "
-                    f"costs are measured in {chosen}, the first measure the pool supports")
-
-
-def _check_cost_model(pool: Pool, compiled: CompiledPool, cost_model: str) -> None:
+def _check_cost_model(compiled: CompiledPool, cost_model: str) -> None:
     """Refuse a cost model the pool cannot price: p_tokens with a model of size 0 (free), usd without prices."""
     if cost_model == "p_tokens":
-        free = _unsized_models(pool, compiled)
+        free = compiled.unsized_models()
         if free:
             raise BenchInputError(f"--cost p_tokens weighs tokens by model parameters, but the pool gives "
                                   f"{', '.join(free)} params_b 0 (every call free); re-import with the size, or "
