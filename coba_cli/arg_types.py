@@ -9,13 +9,23 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from coba_env.costs import COST_MEASURES
 from coba_env.rules.config import LAM_MAX
 
 #: The cost measures a subcommand may charge in: the env's own (see docs/ENV.md, "Costs and budget").
 COST_CHOICES: tuple[str, ...] = tuple(COST_MEASURES)
+
+#: What every ``--cost`` option's help says of its default (``coba_env.costs.default_cost_model``).
+DEFAULT_COST_HELP = ("default: p_tokens, parameter-weighted tokens; on a pool that gives a model no size, the first "
+                     "measure the pool supports, said in one line")
+
+
+def add_cost_option(parser: Any, what: str) -> None:
+    """``--cost``, the cost measure of ``what``; not given, the pool's default (``DEFAULT_COST_HELP``)."""
+    parser.add_argument("--cost", default=None, choices=COST_CHOICES, help=f"{what} ({DEFAULT_COST_HELP})")
+
 
 #: Options whose value is a comma-separated number list that may start with "-" (argparse would read
 #: "-1,0.1" as an unknown option); ``main`` joins them as ``--opt=VALUE`` so the type check can explain.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from coba_cli.arg_types import (
-    COST_CHOICES,
+    add_cost_option,
     add_ray_address,
     connect_ray_cluster,
     dataset_list,
@@ -44,10 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "lambda-conditioned checkpoint (mlp) acts at the lambda it was trained at, which the "
                              "bench prints, and a PPO checkpoint or SB3 model, which does not read lambda, runs at "
                              "the env's lambda: its label says 'env lambda')")
-    parser.add_argument("--cost", default=None, choices=COST_CHOICES,
-                        help="cost model: the cost measure of the frontier's x axis and of the env's budget "
-                             "(default: p_tokens, parameter-weighted tokens; on a pool that gives a model no size, "
-                             "the first measure the pool supports, said in one line)")
+    add_cost_option(parser, "cost model: the cost measure of the frontier's x axis and of the env's budget")
     parser.add_argument("--seed", type=seed_int, default=0,
                         help="seed of the paired bootstrap resamples and of any stochastic policy (default: 0)")
     parser.add_argument("--pool-seed", type=seed_int, default=0, help="seed of a simulated pool, ignored for a pool directory (default: 0)")

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from coba_cli.arg_types import COST_CHOICES
+from coba_cli.arg_types import add_cost_option
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
 from coba_cli.item_folds import add_fold_options, fold_episode_ids, fold_list
@@ -28,6 +28,7 @@ def _figures_line(what: str, figures: dict, target: object, cost_model: str) -> 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from agents.registry import make_policy
+    from coba_env.costs import cost_model_or_default
     from coba_env.env import as_compiled
     from eval.calibration import calibrate, outcome, parse_target
     from eval.runner import run_policy
@@ -46,6 +47,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(f"POLICY: {exc}") from None
     compiled = as_compiled(args.pool)
+    args.cost = cost_model_or_default(compiled, args.cost)
     held = [] if args.held_out_folds is None else args.held_out_folds
     cal = args.calibrate_folds or [f for f in range(args.k) if f not in held]
     cal_pool = compiled.select(_isin(compiled, fold_episode_ids(compiled, cal, args.k, args.fold_seed,
@@ -110,8 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="share:GENERATOR=FRACTION, cost:MEASURE=AMOUNT or accuracy=FRACTION")
     p.add_argument("--env", default="route", choices=("route", "replay"),
                    help="the env the policy runs on (default: route)")
-    p.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
-                   help="cost model of the runs (the accuracy target's cheapest setting; default: p_tokens)")
+    add_cost_option(p, "cost model of the runs (the accuracy target's cheapest setting)")
     p.add_argument("--parameter", default=None, metavar="NAME",
                    help="the operating parameter (default: the policy's own: lam, share or threshold)")
     p.add_argument("--calibrate-folds", type=fold_list, default=None, metavar="F1,F2",

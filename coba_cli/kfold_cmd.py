@@ -32,7 +32,7 @@ def run_kfold_protocol(args: argparse.Namespace) -> int:
         raise UsageError(f"--kfold scores two-generator pools (APGR, CPT); the pool has {len(generators)}: "
                          f"{generators}")
     cost = protocol_cost_model(compiled)
-    if args.cost not in ("p_tokens", cost):  # p_tokens is the command's default: the protocol's measure is used
+    if args.cost not in (None, cost):  # not given: the protocol's measure is used
         raise UsageError(f"--kfold costs in the protocol's measure, {cost}, on this pool; got --cost {args.cost}")
     seeds = tuple(args.seeds) if args.seeds is not None else SEEDS
     from pools.default import DEFAULT_SPEC

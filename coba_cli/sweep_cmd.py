@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from coba_cli.arg_types import COST_CHOICES, add_ray_address, connect_ray_cluster, dataset_list, lambda_list
+from coba_cli.arg_types import (
+    add_cost_option,
+    add_ray_address,
+    connect_ray_cluster,
+    dataset_list,
+    lambda_list,
+)
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
 from eval.envs import ENV_GROUPING, ENV_NAMES
@@ -39,8 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "option to sweep the product of several parameters (default: no grid)")
     parser.add_argument("--lambdas", type=lambda_list, default=None, metavar="L1,L2,...",
                         help="lambdas at which checkpoints are evaluated (default: 0.01,0.03,0.05,0.1,0.2,0.3,0.5,1)")
-    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
-                        help="cost measure of the x axis (default: p_tokens)")
+    add_cost_option(parser, "cost measure of the x axis")
     parser.add_argument("--out", default="sweep-out", metavar="DIR",
                         help="output directory; a previous sweep folder there is replaced whole (a folder holding "
                              "anything else is refused) (default: sweep-out)")
@@ -81,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                                    grid=args.grid, figure=not args.no_figures)
     except (SweepInputError, RayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
-    print(frontier_markdown(table, summary, args.cost))
+    print(frontier_markdown(table, summary, summary["cost_model"]))
     for name, why in summary.get("not_applicable", {}).items():
         print(f"skipped {name}: cannot run on this pool ({why})")
     figure = "" if args.no_figures else f", {args.out}/frontier.png (and .svg)"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agents.controller_kinds import ControllerKind, KindOption, controller_kinds
 from coba_cli.arg_types import (
-    COST_CHOICES,
+    add_cost_option,
     add_ray_address,
     connect_ray_cluster,
     dataset_list,
@@ -141,8 +141,7 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --lodo: the protocol's seeds (default: 0,1,2)")
     parser.add_argument("--held-out", default=None, metavar="DS1,DS2",
                         help="with --lodo: only these held-out datasets (default: every dataset)")
-    parser.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
-                        help="cost model of the reward (default: p_tokens)")
+    add_cost_option(parser, "cost model of the reward; --lodo and --kfold cost in their protocol's measure")
     parser.add_argument("--seed", type=seed_int, default=None,
                         help="seed without --lodo; a fixed seed reproduces the run (default: 0; --lodo takes --seeds)")
 
@@ -241,7 +240,7 @@ def _refuse_with_lodo(args: argparse.Namespace, options: dict) -> None:
         flags = {o.dest: f"--{flag}" for flag, (o, _) in kind_options().items()}
         raise UsageError(f"{', '.join(flags[k] for k in options)}: --lodo runs the protocol's settings, stated in "
                          "advance (train/protocol_mlp.py, train/ppo_method.py); they cannot be changed per run")
-    if args.cost != "p_tokens":
+    if args.cost not in (None, "p_tokens"):
         raise UsageError("--lodo: the protocol's cost model is p_tokens")
 
 
@@ -285,12 +284,14 @@ def run(args: argparse.Namespace) -> int:
 
 def train_one(args: argparse.Namespace, options: dict, out: Path) -> int:
     """Without --lodo: one controller of the kind on the env, written to ``out``; how to bench it is printed."""
+    from coba_env.costs import cost_model_or_default
     from coba_env.env import as_compiled
     from coba_env.rules.config import check_cost_model_priced
     from train.lodo import train_kind
     from train.protocol_arena import arena_named
 
     compiled = as_compiled(args.pool)
+    args.cost = cost_model_or_default(compiled, args.cost)
     try:  # before any work: a usd reward needs the pool's prices
         check_cost_model_priced(compiled, args.cost)
     except ValueError as exc:

@@ -301,20 +301,20 @@ def _beyond_pool(points: Sequence[SweepPoint], policies: Sequence[Policy], n_poo
 
 
 def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
-              out_dir: str | Path = "sweep-out", cost_model: str = "p_tokens", episode_ids: Sequence[int] | None = None,
+              out_dir: str | Path = "sweep-out", cost_model: str | None = None, episode_ids: Sequence[int] | None = None,
               progress: bool = True, workers: int | None = None, datasets: Sequence[str] | None = None,
               ray_address: str | None = None, grouping: str = "pair", grid: Sequence[str] = (),
               figure: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Evaluate every sweep point on the episodes of ``pool`` grouped by ``grouping`` ("pair": ``coba/Replay-v0``,
-    "item": ``coba/Route-v0``; optionally only ``episode_ids`` / ``datasets``) and write the frontier table and,
-    with ``figure``, its figure (every point with its 95% intervals; ``eval.front_figure``); a checkpoint evaluated
-    on datasets it was trained on gets a warning line on stderr. ``grid``: ``--grid NAME=v1,v2,...`` options, every
-    named policy swept over them (``resolve_sweep``). ``ray_address`` runs one Ray task per sweep point on that
-    cluster (``eval.ray_bench``; same results)."""
+    "item": ``coba/Route-v0``; optionally only ``episode_ids`` / ``datasets``) in ``cost_model`` (None: the pool's
+    default, ``coba_env.costs.default_cost_model``) and write the frontier table and, with ``figure``, its figure
+    (``eval.front_figure``); a checkpoint evaluated on datasets it was trained on gets a warning line on stderr.
+    ``grid``: ``--grid NAME=v1,v2,...`` options (``resolve_sweep``); ``ray_address``: one Ray task per point."""
     import math
 
     import numpy as np
 
+    from coba_env.costs import cost_model_or_default
     from coba_env.env import as_compiled
     from coba_env.rules.config import check_cost_model_priced
     from eval.dataset_scope import in_sample_warnings, restrict_datasets
@@ -336,6 +336,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         compiled = compiled.select(np.isin(compiled.episode_ids, list(episode_ids)))
     try:
         compiled = restrict_datasets(compiled, datasets)
+        cost_model = cost_model_or_default(compiled, cost_model)
         check_cost_model_priced(compiled, cost_model)
         policies = [p.make() for p in points]
     except (ValueError, OSError) as exc:
@@ -371,8 +372,7 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
     spans = bootstrap_intervals(run.records, ran) if ran else None
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
                             cost=cost_model, spans=spans)
-    summary = frontier_summary(table)
-    summary["not_applicable"] = {**beyond, **skipped}
+    summary = {**frontier_summary(table), "not_applicable": {**beyond, **skipped}, "cost_model": cost_model}
 
     def fill(tmp: Path) -> None:
         write_frontier(table, summary, tmp, cost_model=cost_model, figure=figure)
