@@ -57,6 +57,24 @@ def build_network(hidden: tuple[int, ...], n_features: int, n_actions: int) -> n
     return nn.Sequential(*layers)
 
 
+def numpy_layers(network: nn.Module) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every ``nn.Linear`` of ``network`` as float64 (weight transposed, bias), for ``tanh_forward``."""
+    return [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
+            for m in network if isinstance(m, nn.Linear)]
+
+
+def tanh_forward(x: np.ndarray, mean: np.ndarray, scale: np.ndarray,
+                 layers: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """A tanh MLP's outputs in float64 numpy for rows ``x`` standardized by ``mean`` and ``scale``: inference is
+    a few matrix products, one small forward per step with no torch threads."""
+    h = (np.asarray(x, dtype=np.float64) - mean) / scale
+    for i, (w, b) in enumerate(layers):
+        h = h @ w + b
+        if i < len(layers) - 1:
+            h = np.tanh(h)
+    return h
+
+
 def controller_features(observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence, *, budget: float,
                         cost_model: str, max_output_tokens: float, lam: float) -> np.ndarray:
     """The network input for one state: the observation in the controller's units plus the action mask."""
@@ -106,10 +124,7 @@ class MLPController(Policy):
         self.max_output_tokens = float(config["max_output_tokens"])
         self.mean = np.asarray(config["feature_mean"], dtype=np.float32)
         self.scale = np.asarray(config["feature_scale"], dtype=np.float32)
-        # Inference runs in numpy on the extracted weights: one small forward per step, no torch threads.
-        linears = [m for m in network if isinstance(m, nn.Linear)]
-        self._layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
-                        for m in linears]
+        self._layers = numpy_layers(network)  # inference runs in numpy (``tanh_forward``)
         #: The env it was trained on; its action and feature names are its network's shape.
         self.trained = TrainedEnv.read(config, "controller config")
         self.actions, self.features = self.trained.actions, self.trained.features
@@ -121,12 +136,7 @@ class MLPController(Policy):
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         """Network outputs for a batch of feature rows (normalized here)."""
-        h = (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
-        for i, (w, b) in enumerate(self._layers):
-            h = h @ w + b
-            if i < len(self._layers) - 1:
-                h = np.tanh(h)
-        return h
+        return tanh_forward(features, self.mean, self.scale, self._layers)
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """Argmax of the network's scores over the legal actions."""

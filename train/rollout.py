@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
+from agents.learned_mlp import numpy_layers, tanh_forward
 from agents.learned_rollout import RolloutController, StrongFromState, action_rows, rollout_features
 from coba_env.compiled import CompiledPool
 from coba_env.env import CoBaEnv
@@ -180,18 +181,12 @@ class AdvantageNet:
                     opt.step()
         finally:
             torch.set_num_threads(threads)
-        self.layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
-                       for m in net if isinstance(m, torch.nn.Linear)]
+        self.layers = numpy_layers(net)
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """[n, 2]: predicted d_correct and d_cost / B."""
-        h = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
-        for i, (w, b) in enumerate(self.layers):
-            h = h @ w + b
-            if i < len(self.layers) - 1:
-                h = np.tanh(h)
-        return h
+        return tanh_forward(x, self.mean, self.scale, self.layers)
 
 
 def _fold_rows(rows: Rows, budget: float, budget_column: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
