@@ -116,16 +116,18 @@ class LadderCascadePolicy(RoutePolicy):
             return -1
         return next((r for r, k in enumerate(self.rung_samples()) if k > 0), -1)
 
+    def climbed_rungs(self) -> list[tuple[bool, Any, int]]:
+        """(judged, generator, k_r) of every rung that samples (k_r > 0), smallest first: the rungs ``act`` and
+        ``act_batch`` climb, the judged one (``judged_rung``) marked."""
+        judged = self.judged_rung()
+        return [(r == judged, g, k) for r, (g, k) in enumerate(zip(self.ladder[:-1], self.rung_samples(), strict=True))
+                if k > 0]
+
     def act(self, observation: np.ndarray, action_mask: np.ndarray, evidence: Evidence) -> int:
         """The next action of the ladder: judge, SAMPLE the current rung, leave it, or STOP."""
         ev: Any = evidence
-        lower = self.ladder[:-1]
-        judged = self.judged_rung()
-        for r, k in enumerate(self.rung_samples()):
-            if k == 0:
-                continue
-            g = lower[r]
-            if r == judged:
+        for judged, g, k in self.climbed_rungs():
+            if judged:
                 verify = self.verify_for("V1")
                 if ev.gen_revealed[g] == 1 and ev.n_revealed == 1 and verify is not None and can(action_mask, verify):
                     return verify
@@ -152,14 +154,9 @@ class LadderCascadePolicy(RoutePolicy):
         """``act`` for every row: each rung claims the rows still climbing, step by step in ``act``'s order."""
         out = np.full(venv.num_envs, self.stop_id, dtype=np.int64)
         todo = np.ones(venv.num_envs, dtype=bool)  # rows not decided yet (STOP stays in ``out``)
-        lower = self.ladder[:-1]
-        judged = self.judged_rung()
-        for r, k in enumerate(self.rung_samples()):
-            if k == 0:
-                continue
-            g = lower[r]
+        for judged, g, k in self.climbed_rungs():
             here = todo.copy()  # rows that work on this rung (the others leave it for the next)
-            if r == judged:
+            if judged:
                 verify = self.verify_for("V1")
                 call = here & (venv.gen_revealed[g] == 1) & (venv.n == 1) & legal(action_masks, verify)
                 out[call] = verify
