@@ -10,6 +10,7 @@ but broken, and is refused: an empty cell is how a table says "none".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -86,27 +87,25 @@ def outcome_cells(table: RawTable, column: str, outside_rule: str = "refuse",
 
 def count_cells(table: RawTable, column: str) -> np.ndarray:
     """A token-count column as float64, NaN where missing: whole numbers from 0 to ``MAX_TOKENS``."""
-    cells = table.column(column)
-    missing = missing_cells(cells)
-    values, unreadable, is_bool = _numbers(cells, missing)
-    bad = unreadable | is_bool | (values < 0) | (values > MAX_TOKENS) | (np.isfinite(values) & (values % 1 != 0))
-    if bad.any():
-        pos = int(np.argmax(bad))
-        raise table.error(f"is {_shown(cells[pos])}; expected a whole number of tokens from 0 to {MAX_TOKENS:g} (an "
-                          "empty cell when not recorded)", pos, column)
-    return values
+    return _amount_cells(table, column, lambda v: (v < 0) | (v > MAX_TOKENS) | (np.isfinite(v) & (v % 1 != 0)),
+                         f"a whole number of tokens from 0 to {MAX_TOKENS:g}")
 
 
 def dollar_cells(table: RawTable, column: str) -> np.ndarray:
     """A cost column in US dollars as float64, NaN where missing: finite numbers >= 0."""
+    return _amount_cells(table, column, lambda v: v < 0, "the call's cost in dollars, a finite number >= 0")
+
+
+def _amount_cells(table: RawTable, column: str, out_of_range: Callable[[np.ndarray], np.ndarray],
+                  expected: str) -> np.ndarray:
+    """A numeric column as float64, NaN where missing; an unreadable, boolean or ``out_of_range`` cell is refused
+    with one line saying the ``expected`` value."""
     cells = table.column(column)
-    missing = missing_cells(cells)
-    values, unreadable, is_bool = _numbers(cells, missing)
-    bad = unreadable | is_bool | (values < 0)
+    values, unreadable, is_bool = _numbers(cells, missing_cells(cells))
+    bad = unreadable | is_bool | out_of_range(values)
     if bad.any():
         pos = int(np.argmax(bad))
-        raise table.error(f"is {_shown(cells[pos])}; expected the call's cost in dollars, a finite number >= 0 (an "
-                          "empty cell when not recorded)", pos, column)
+        raise table.error(f"is {_shown(cells[pos])}; expected {expected} (an empty cell when not recorded)", pos, column)
     return values
 
 
