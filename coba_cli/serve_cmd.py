@@ -12,19 +12,17 @@ import sys
 from pathlib import Path
 
 from coba_cli.arg_types import (
-    COST_CHOICES,
     api_key_text,
     int_in,
     lambda_value,
     non_negative_float,
     positive_float,
     positive_int,
-    probability,
-    seed_int,
 )
+from coba_cli.endpoint_options import add_endpoint_options, add_live_env_options
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
-from pools.limits import MAX_CANDIDATES, MAX_CONCURRENCY, MAX_TOKENS
+from pools.limits import MAX_CONCURRENCY
 
 #: Environment variable holding the key clients must send (keeps it off the command line and out of ``ps``).
 API_KEY_ENV = "COBA_SERVE_API_KEY"
@@ -52,17 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--allow", action="append", default=[], metavar="[ID=]SPEC",
                    help="another policy a request may name (repeat)")
     p.add_argument("--policies-file", metavar="YAML", help="a policy spec YAML merged over agents/policies.yaml")
-    g = p.add_argument_group("model endpoints (as coba solve: URL,MODEL[,PARAMS_B])")
-    g.add_argument("--generator", required=True, action="append", metavar="[NAME=]URL,MODEL[,PARAMS_B]",
-                   help="the generator (SAMPLE); repeat it to route between generators with routing policies")
-    g.add_argument("--judge", metavar="URL,MODEL[,PARAMS_B]", help="the cheap outcome judge (VERIFY_V1)")
-    g.add_argument("--step-judge", metavar="URL,MODEL[,PARAMS_B]", help="the step judge (VERIFY_V2)")
-    g.add_argument("--verifier", metavar="URL,MODEL[,PARAMS_B]", help="the strong verifier (VERIFY_V3)")
-    g.add_argument("--api", choices=("chat", "completions"), default="chat", help="API of every internal call")
-    g.add_argument("--upstream-api-key", type=api_key_text, help="bearer token the model servers want, if any")
-    g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per internal call (default 600)")
-    g.add_argument("--max-attempts", type=positive_int, default=3,
-                   help="attempts per internal call on timeouts, connection errors, 429 and 5xx (default: 3)")
+    add_endpoint_options(p.add_argument_group("model endpoints (as coba solve: URL,MODEL[,PARAMS_B])"),
+                         "--upstream-api-key")
     s = p.add_argument_group("the server")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     s.add_argument("--port", type=int_in(0, 65535), default=8090, help="port (default: 8090; 0 picks a free one)")
@@ -88,21 +77,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--max-calls", type=positive_int, default=64, metavar="N", help="model calls (default: 64)")
     b.add_argument("--max-seconds", type=positive_float, default=300.0, metavar="S",
                    help="seconds from arrival to answer, time in the queue included (default: 300)")
-    e = p.add_argument_group("sampling and environment (as coba solve)")
-    e.add_argument("--sample-max-tokens", type=int_in(1, MAX_TOKENS), default=4096,
-                   help="output cap of one generator call; a request's max_tokens may be lower (default: 4096)")
-    e.add_argument("--temperature", type=non_negative_float, default=0.6, help="default generator temperature")
-    e.add_argument("--top-p", type=probability, default=0.95, help="default generator top-p")
-    e.add_argument("--seed", type=seed_int, default=0, help="default base seed")
-    e.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
+    e = p.add_argument_group("sampling and environment (as coba solve; a request may ask for other sampling "
+                             "settings)")
+    add_live_env_options(e)
     e.add_argument("--lam", type=lambda_value, help="lambda of requests that give none (default: the policy's, "
                                                     "else 0.1)")
     e.add_argument("--lambda-range", default="0,1", metavar="LO,HI",
                    help="the lambdas a request may ask for (default: 0,1)")
-    e.add_argument("--cost", default="p_tokens", choices=COST_CHOICES, help="cost model (default: p_tokens)")
-    e.add_argument("--n-max", type=int_in(1, MAX_CANDIDATES), help="most candidates per request (per generator)")
-    e.add_argument("--reference", metavar="POOL", help="pool whose N_max, B and max output tokens set the scales")
-    e.add_argument("--budget", type=positive_float, metavar="B", help="B in the cost model")
     o = p.add_argument_group("recording")
     o.add_argument("--record", metavar="DIR", help="append every request to DIR as canonical JSONL (episodes-n<N>."
                                                    "jsonl for coba pools import; requests.jsonl)")
@@ -141,7 +122,7 @@ def _record_dir(path: str | None) -> Path | None:
 
 def _config(args: argparse.Namespace):
     """The server's ``ServeConfig`` from the options (one line and exit 2 for a bad one)."""
-    from coba_cli.solve_cmd import _endpoint, _generators
+    from coba_cli.endpoint_options import generators, judges, sampling_settings
     from eval.serving.config import ServeConfig
     from pools.errors import PoolError
     from pools.safe_names import check_data_name
@@ -150,9 +131,6 @@ def _config(args: argparse.Namespace):
         check_data_name(args.dataset, what="dataset", field="--dataset")
     except PoolError as exc:
         raise UsageError(f"--dataset: {exc}") from None
-    judges = {tier: ep for tier, ep in (("V1", _endpoint(args.judge, "--judge")),
-                                        ("V2", _endpoint(args.step_judge, "--step-judge")),
-                                        ("V3", _endpoint(args.verifier, "--verifier"))) if ep is not None}
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
     if key is not None and not args.api_key:
         try:
@@ -160,11 +138,10 @@ def _config(args: argparse.Namespace):
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"${API_KEY_ENV}: {exc}") from None
     return ServeConfig(
-        generators=_generators(args.generator), judges=judges, policy=args.policy, also_allow=tuple(args.allow),
+        generators=generators(args.generator), judges=judges(args), policy=args.policy, also_allow=tuple(args.allow),
         policies_file=args.policies_file, served_name=args.served_name, lam=args.lam,
         lambda_range=_lambda_range(args.lambda_range), max_tokens=args.max_tokens, max_calls=args.max_calls,
-        max_seconds=args.max_seconds, sample_max_tokens=args.sample_max_tokens, temperature=args.temperature,
-        top_p=args.top_p, seed=args.seed, api=args.api, prompt=args.prompt or "generate", cost=args.cost,
+        max_seconds=args.max_seconds, sampling=sampling_settings(args), cost=args.cost,
         n_max=args.n_max, budget=args.budget, reference=args.reference, call_timeout=args.timeout,
         max_attempts=args.max_attempts, upstream_api_key=args.upstream_api_key, api_key=key,
         concurrency=args.concurrency, queue=args.queue, endpoint_concurrency=args.endpoint_concurrency,

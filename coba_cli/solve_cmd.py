@@ -13,21 +13,12 @@ import os
 import sys
 from typing import Any
 
-from coba_cli.arg_types import (
-    COST_CHOICES,
-    api_key_text,
-    int_in,
-    lambda_value,
-    non_negative_float,
-    positive_float,
-    positive_int,
-    probability,
-    seed_int,
-)
+from coba_cli import endpoint_options
+from coba_cli.arg_types import lambda_value, positive_float, positive_int
+from coba_cli.endpoint_options import add_endpoint_options, add_live_env_options
 from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, examples
-from eval.solve import DEFAULT_LAMBDA, DEFAULT_N_MAX
-from pools.limits import MAX_CANDIDATES, MAX_TOKENS
+from eval.solve import DEFAULT_LAMBDA
 from pools.output_paths import check_output_dir, check_output_file
 
 
@@ -54,20 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a registered policy name (e.g. coba_light, coba_balanced), a trained controller's "
                         "checkpoint directory, or your own class as FILE.py:Class / module:Class")
     p.add_argument("--policies-file", metavar="YAML", help="a policy spec YAML merged over agents/policies.yaml")
-    g = p.add_argument_group("endpoints (URL,MODEL[,PARAMS_B]; PARAMS_B = billions of parameters, else read off "
-                             "the model name)")
-    g.add_argument("--generator", required=True, action="append", metavar="[NAME=]URL,MODEL[,PARAMS_B]",
-                   help="the generator (SAMPLE); repeat it to route between generators with a routing policy "
-                        "(SAMPLE_<NAME> each, NAME defaults to MODEL and must be unique)")
-    g.add_argument("--judge", metavar="URL,MODEL[,PARAMS_B]", help="the cheap outcome judge (VERIFY_V1)")
-    g.add_argument("--step-judge", metavar="URL,MODEL[,PARAMS_B]", help="the step judge (VERIFY_V2)")
-    g.add_argument("--verifier", metavar="URL,MODEL[,PARAMS_B]", help="the strong verifier (VERIFY_V3)")
-    g.add_argument("--api", choices=("chat", "completions"), default="chat", help="API of every call (default: chat)")
-    g.add_argument("--api-key", type=api_key_text, help="bearer token, if the servers want one")
-    g.add_argument("--timeout", type=positive_float, default=600.0,
-                   help="seconds per request before it is retried (default: 600; --max-seconds cuts it shorter)")
-    g.add_argument("--max-attempts", type=positive_int, default=3,
-                   help="attempts per call on timeouts, connection errors, HTTP 408, 409, 429 and 5xx (default: 3)")
+    add_endpoint_options(p.add_argument_group("endpoints (URL,MODEL[,PARAMS_B]; PARAMS_B = billions of parameters, "
+                                              "else read off the model name)"), "--api-key")
     b = p.add_argument_group("hard budgets per problem (never exceeded)")
     b.add_argument("--max-tokens", type=positive_float, metavar="N",
                    help="prompt + output tokens of all calls (a call counts at its bound: prompt bound + its max_tokens)")
@@ -75,23 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--max-seconds", type=positive_float, metavar="S",
                    help="wall-clock seconds; a call gets the remaining time as its timeout and is abandoned after it")
     s = p.add_argument_group("sampling and environment")
-    s.add_argument("--sample-max-tokens", type=int_in(1, MAX_TOKENS), default=4096,
-                   help="output token cap of one generator call (default: 4096)")
-    s.add_argument("--temperature", type=non_negative_float, default=0.6, help="generator temperature (default: 0.6)")
-    s.add_argument("--top-p", type=probability, default=0.95, help="generator top-p (default: 0.95)")
-    s.add_argument("--seed", type=seed_int, default=0, help="base seed; each sample's seed derives from it (default: 0)")
-    s.add_argument("--prompt", help="sampling prompt YAML (default: pools/data/prompts/generate.yaml)")
+    add_live_env_options(s)
     s.add_argument("--lam", type=lambda_value, default=None,
                    help=f"cost weight lambda (default: a checkpoint's PATH@LAMBDA or its default, else {DEFAULT_LAMBDA:g})")
-    s.add_argument("--cost", default="p_tokens", choices=COST_CHOICES,
-                   help="cost model of the reward and the budget_used feature (default: p_tokens)")
-    s.add_argument("--n-max", type=int_in(1, MAX_CANDIDATES), default=None,
-                   help=f"most candidates per problem (default: the reference pool's N, else {DEFAULT_N_MAX})")
-    s.add_argument("--reference", metavar="POOL",
-                   help="pool (directory or simulator profile) whose N_max, budget B and max output tokens set the "
-                        "feature scales: give the pool a trained controller was trained on")
-    s.add_argument("--budget", type=positive_float, metavar="B",
-                   help="B in the cost model (default: the reference pool's, else N_max generator calls at the cap)")
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="OUT", help="write the JSON trace of every problem to OUT")
     o.add_argument("--record", metavar="POOL_DIR", help="save what was seen as a pool, for later replay")
@@ -102,42 +67,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- inputs
-def _endpoint(spec: str | None, option: str):
-    from pools.client.openai_client import parse_endpoint
-
-    if spec is None:
-        return None
-    try:
-        return parse_endpoint(spec)
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
-
-
-def _generators(specs: list[str]) -> dict:
-    """``{name: Endpoint}`` of the ``--generator`` options (``[NAME=]URL,MODEL[,PARAMS_B]``), names unique."""
-    from pools.safe_names import control_character
-
-    out: dict = {}
-    for spec in specs:
-        head, sep, rest = spec.partition("=")
-        named = bool(sep) and "://" not in head and rest.strip().startswith(("http://", "https://"))
-        name = head.strip() if named else None
-        bad = control_character(head) if named else None
-        if bad is not None:  # a name goes into action names, reports and the recorded pool: one line only
-            raise UsageError(f"--generator {spec!r}: NAME {head!r} holds the control character {bad}; expected a name "
-                             "on one line")
-        ep = _endpoint(rest if named else spec, "--generator")
-        if named and (not name or any(ch in name for ch in " \t,=")):
-            raise UsageError(f"--generator {spec!r}: bad NAME {head!r}; expected a name without spaces, commas "
-                             "or '=' before =URL,MODEL[,PARAMS_B]")
-        name = name or ep.model
-        if name in out:
-            raise UsageError(f"--generator {spec!r}: duplicate generator name {name!r}; each generator needs its "
-                             "own name: give NAME=URL,MODEL[,PARAMS_B]")
-        out[name] = ep
-    return out
-
-
 def _check_routing(policy, generators: dict) -> None:
     """A routing policy needs several generators, any other policy exactly one."""
     routing = policy.group == "routing"
@@ -205,16 +134,11 @@ def run(args: argparse.Namespace) -> int:
     exit code 2."""
     from coba_env.live import Limits, LiveEndpointError
     from eval.solve import LiveSolve, summary, write_solve_report
-    from pools.client.prompts import SamplingSettings
 
     problems = _problems(args)
-    generators = _generators(args.generator)
-    judges = {tier: ep for tier, ep in (("V1", _endpoint(args.judge, "--judge")),
-                                        ("V2", _endpoint(args.step_judge, "--step-judge")),
-                                        ("V3", _endpoint(args.verifier, "--verifier"))) if ep is not None}
-    settings = SamplingSettings(n=1, temperature=args.temperature, top_p=args.top_p,
-                                max_tokens=args.sample_max_tokens, seed=args.seed, api=args.api,
-                                prompt=args.prompt or "generate")
+    generators = endpoint_options.generators(args.generator)
+    judges = endpoint_options.judges(args)
+    settings = endpoint_options.sampling_settings(args)
     policy = _load_policy(args)
     _check_routing(policy, generators)
     limits = Limits(tokens=args.max_tokens, calls=args.max_calls, seconds=args.max_seconds)

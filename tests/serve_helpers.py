@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from eval.serving.config import ServeConfig
 from eval.serving.server import ServeServer, bind_socket, make_server
 from pools.client.openai_client import Endpoint
+from pools.client.prompts import SamplingSettings
 
 __all__ = ["Reply", "fake_config", "request", "running_server"]
 
@@ -30,7 +31,7 @@ def fake_config(generator_url: str, judge_url: str | None = None, **options: Any
     """A server over stand-in endpoints: generator ``gen`` (1B), judge ``j1`` (0.5B) on ``judge_url``."""
     judges = {"V1": Endpoint(judge_url or generator_url, "j1", 0.5)}
     base = ServeConfig(generators={"gen": Endpoint(generator_url, "gen", 1.0)}, judges=judges, policy="coba_light",
-                       sample_max_tokens=64, max_attempts=1)
+                       sampling=SamplingSettings(n=1, max_tokens=64), max_attempts=1)
     if isinstance(options.get("record"), str):
         options["record"] = Path(options["record"])
     return replace(base, **options)

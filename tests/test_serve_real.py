@@ -17,6 +17,7 @@ import pytest
 
 from coba_cli.main import main
 from pools.client.openai_client import Endpoint
+from pools.client.prompts import SamplingSettings
 from tests.fake_openai_server import RecordingProxy
 from tests.llama_server import MODEL, PARAMS_B, ServerProcess, require_alive
 from tests.serve_helpers import fake_config, running_server
@@ -35,8 +36,8 @@ def served(llama_server_process: ServerProcess, second_llama_server_process: Ser
     with RecordingProxy(llama_server_process.base_url) as small, RecordingProxy(second_llama_server_process.base_url) as big, \
             RecordingProxy(llama_server_process.base_url) as judge:
         config = fake_config(small.url, record=str(record), policy="route_cheapest_coba",
-                             also_allow=("route_largest_coba",), sample_max_tokens=32, max_seconds=180,
-                             call_timeout=120, generators={"small": Endpoint(small.url + "/v1", MODEL, PARAMS_B),
+                             also_allow=("route_largest_coba",), sampling=SamplingSettings(n=1, max_tokens=32),
+                             max_seconds=180, call_timeout=120, generators={"small": Endpoint(small.url + "/v1", MODEL, PARAMS_B),
                                                            "big": Endpoint(big.url + "/v1", MODEL, BIG_PARAMS_B)},
                              judges={"V1": Endpoint(judge.url + "/v1", MODEL, PARAMS_B)})
         with running_server(config) as srv:

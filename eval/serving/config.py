@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pools.client.openai_client import Endpoint
+from pools.client.prompts import SamplingSettings
 
 __all__ = ["ServeConfig"]
 
@@ -17,7 +18,8 @@ class ServeConfig:
     Endpoints: ``generators`` (name -> endpoint; one, or several for a routing policy) and ``judges``
     (tier V1/V2/V3 -> endpoint). Budgets per request (``max_tokens``, ``max_calls``, ``max_seconds``) are the
     live env's hard limits; ``max_seconds`` is also the request's timeout, counted from its arrival (time in
-    the queue included). ``sample_max_tokens`` caps one generator call's output (a request's ``max_tokens``).
+    the queue included). ``sampling`` is how the generator samples when a request says nothing else; its
+    ``max_tokens`` caps one generator call's output (a request's ``max_tokens`` may be lower).
     """
 
     generators: dict[str, Endpoint]
@@ -31,12 +33,7 @@ class ServeConfig:
     max_tokens: float | None = None
     max_calls: int = 64
     max_seconds: float = 300.0
-    sample_max_tokens: int = 4096
-    temperature: float = 0.6
-    top_p: float = 0.95
-    seed: int = 0
-    api: str = "chat"
-    prompt: str = "generate"
+    sampling: SamplingSettings = field(default_factory=lambda: SamplingSettings(n=1))
     cost: str = "p_tokens"
     n_max: int | None = None
     budget: float | None = None

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eval.serving.answer import Answer, RequestCancelled
@@ -117,8 +117,8 @@ class Engine:
         policy, source = self._policy(ident, lam), self._source()
         c = self.config
         source.prepare(Problem(c.dataset, request_id, request.problem, request.gold or ""), request.history,
-                       SamplingSettings(n=1, temperature=request.temperature, top_p=request.top_p,
-                                        max_tokens=request.max_tokens, seed=request.seed, api=c.api, prompt=c.prompt),
+                       replace(c.sampling, temperature=request.temperature, top_p=request.top_p,
+                               max_tokens=request.max_tokens, seed=request.seed),
                        cancel)
         calls = request.limits["calls"]
         limits = Limits(tokens=request.limits["tokens"], calls=None if calls is None else int(calls), seconds=seconds)
@@ -179,8 +179,9 @@ class Engine:
         source = getattr(self._local, "source", None)
         if source is None:
             c = self.config
+            settings = SamplingSettings(n=1, prompt=c.sampling.prompt, api=c.sampling.api)
             source = ServedSource(
-                c.generators, c.judges, self.gates, settings=SamplingSettings(n=1, prompt=c.prompt, api=c.api),
+                c.generators, c.judges, self.gates, settings=settings,
                 request_timeout_s=c.call_timeout, max_attempts=c.max_attempts, api_key=c.upstream_api_key)
             self._local.source = source
         return source
@@ -242,7 +243,7 @@ class Engine:
 
         c = self.config
         return live_env_settings(policy, list(c.generators.values()),
-                                 SamplingSettings(n=1, max_tokens=c.sample_max_tokens), cost_model=c.cost,
+                                 SamplingSettings(n=1, max_tokens=c.sampling.max_tokens), cost_model=c.cost,
                                  reference=c.reference, n_max=c.n_max, budget=c.budget)
 
 

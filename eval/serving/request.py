@@ -88,14 +88,14 @@ def parse_request(body: dict[str, Any], config: ServeConfig, policy_ids: Sequenc
     if gold is not None and not isinstance(gold, str):
         raise ApiError(400, f"coba.gold is {_shown(gold)}; expected the gold answer as a string", param="coba.gold")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    cap = config.sample_max_tokens
+    default, cap = config.sampling, config.sampling.max_tokens
     return ServedRequest(
         problem=problem, history=history, policy=policy, lam=lam, limits=_budget(coba.get("budget"), config),
         max_tokens=cap if max_tokens is None else int(_number(max_tokens, "max_tokens", 1, cap, integer=True,
                                                                 hint=" (--sample-max-tokens)")),
-        temperature=_number(body.get("temperature", config.temperature), "temperature", 0.0, 2.0),
-        top_p=_number(body.get("top_p", config.top_p), "top_p", 0.0, 1.0, low_open=True),
-        seed=int(_number(body.get("seed", config.seed), "seed", 0, MAX_SEED, integer=True)),
+        temperature=_number(body.get("temperature", default.temperature), "temperature", 0.0, 2.0),
+        top_p=_number(body.get("top_p", default.top_p), "top_p", 0.0, 1.0, low_open=True),
+        seed=int(_number(body.get("seed", default.seed), "seed", 0, MAX_SEED, integer=True)),
         gold=gold or None, stream=stream, include_usage=_bool(options.get("include_usage"),
                                                                "stream_options.include_usage", False),
         model=str(body.get("model")))
