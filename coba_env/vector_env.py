@@ -199,7 +199,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         if p:  # the episodes' problem features (the env option), first
             out[:, :p] = self._problem.take(self.ep, axis=0)
         if self._places:
-            out[:, p:k] = self.generator_block  # kept current by the steps (``VectorState._alloc_generators``)
+            # kept current by the steps (``VectorState._alloc_generators``); rows copied as single items
+            row_items(out[:, p:k])[:] = row_items(self.generator_block)
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 

@@ -217,11 +217,9 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
     np.divide(s.len_sum / n_safe, s.max_output_tokens, out=o[b + 1])
     o[b + 5] = s.lams
     o[b + 6] = np.where(na > 0, s.top_rank, 0.0)  # each row's largest R, kept by the fusion
-    f = fl.n_features
     if out is None:
-        out = np.empty((o.shape[1], f), dtype=np.float32)
-    for i in range(0, f, 7):  # cast a few features at a time: fewer passes than one per feature
-        out[:, i:i + 7] = o[i:i + 7].T
+        out = np.empty((o.shape[1], fl.n_features), dtype=np.float32)
+    out[...] = o.T  # one transposed cast (fast when o's row stride is not a power of two: see VectorState)
     return out
 
 
