@@ -50,6 +50,10 @@ class VectorState:
         self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
         self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
+        # A reset row's counters (a column of ``_ints``) and their flat row starts [K, 1]: top -1, the others 0.
+        self._fresh_ints = np.zeros((len(self._ints), 1), dtype=np.int64)
+        self._fresh_ints[k + 2 * t + 1] = -1
+        self._ints_b = np.arange(len(self._ints))[:, None] * b
         # Flat row starts of the counters a SAMPLE changes (n, cap_count, pending[T]), and of those an answer
         # changes (n_distinct, flips, top_count, n_answered, top, second): one gather and one scatter each.
         self._sampled_at = np.array([0, 5, *range(k + t, k + 2 * t)]) * b
@@ -131,6 +135,12 @@ class VectorState:
         self.generator_block = np.zeros((b, g * self.features.block_size), dtype=np.float32)
         #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)] (<= S: the dtype of ``counts``).
         self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=self.counts.dtype)
+        # A reset zeroes a row's answer counts, pooled and per generator, as one item each (cheaper than finding
+        # the clusters its revealed slots hold; the other clusters' counts are 0 already).
+        gen_counts = self._gen_counts.reshape(b, -1)
+        self._count_items = (row_items(self.counts), row_items(gen_counts))
+        self._zero_counts = (zero_item(self.counts.shape[1], self.counts.dtype),
+                             zero_item(gen_counts.shape[1], self.counts.dtype))
         #: The pool candidate of each revealed slot, slot-major [S, B] (stale beyond n), small so that SAMPLE's
         #: scatter and the gathers stay in cache; its generator is candidate // N (``slot_generator``).
         self.slot_candidate = np.zeros((s, b), dtype=np.int8 if s < 127 else np.int64)
@@ -148,13 +158,9 @@ class VectorState:
         # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
         revealed = self.n.take(rows)  # before the counters are zeroed
         if revealed.any():
-            at, row, _ = slot_spans(rows, 0, revealed, b)
-            self._clear_slots(at, row)
+            self._clear_slots(slot_spans(rows, 0, revealed, b)[0])
         self.ep[rows] = episodes
-        keep = np.ones(self.num_envs, dtype=np.int64)
-        keep[rows] = 0
-        self._ints *= keep  # every counter 0 ...
-        self.top[rows] = -1  # ... but top
+        self._ints.ravel()[self._ints_b + rows] = self._fresh_ints  # every counter 0 but top (-1): one scatter
         self.top_rank[rows] = -np.inf  # nothing revealed (``_fusion`` recomputes it every step)
         self._top_items[rows] = self._zero_stats
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
@@ -173,20 +179,13 @@ class VectorState:
                 for items in self._score_items:
                     items[rows] = self._zero_scores
             self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
+            for items, zero in zip(self._count_items, self._zero_counts, strict=True):
+                items[rows] = zero
             batch_fresh_block(self.generator_block, self, rows)
 
-    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
-        """Mark the revealed slots at flat [N, B] indices ``at`` (of rows ``row``) unrevealed, before a reset."""
+    def _clear_slots(self, at: np.ndarray) -> None:
+        """Mark the revealed slots at flat [N, B] indices ``at`` unrevealed, before a reset."""
         # R = -inf; the other slots still have fnum = -inf. Most episodes reveal a few of the N slots, so writing
         # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
         self.fnum_t.ravel()[at] = -np.inf
         self.rank_t.ravel()[at] = -np.inf
-        if self._places:  # only the clusters of the revealed slots hold counts: zero those (the statistics are
-            # zeroed when the cluster first appears, as with pairs)
-            cl = self.cluster_t.ravel().take(at).astype(np.int64)
-            answered = cl >= 0
-            row, cl = row[answered], cl[answered]
-            g = self._slot_generator(at[answered])
-            c1 = self.n_clusters + 1
-            self.counts.ravel()[row * c1 + cl] = 0
-            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0
