@@ -147,6 +147,9 @@ class VectorState:
         self._gen_b = np.arange(g) * b
         self._gen_ints_b = np.arange(len(self._gen_ints)) * b
         self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
+        # Each candidate's generation cost in the env's cost measure [E * N]: a SAMPLE's gen_spend increment, read
+        # from this column (a few hundred KiB) instead of the whole cost table.
+        self._sample_cost = np.ascontiguousarray(self.cost_rows[:self._ver_cost_row0, self.cost_k])
 
     @property
     def rank(self) -> np.ndarray:
