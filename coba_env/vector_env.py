@@ -216,8 +216,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         p = self._n_problem
         if p:  # ... but its problem features (the env option)
             fresh[:, :p] = self._problem.take(self.ep.take(rows), axis=0)
-        if self._places:  # ... and the item grouping's block, fresh since the reset
-            fresh[:, p:p + self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)
+        if self._places:  # ... and the item grouping's block, fresh since the reset (rows moved as single items)
+            row_items(fresh[:, p:p + self.generator_block.shape[1]])[:] = row_items(self.generator_block).take(rows)
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

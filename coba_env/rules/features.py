@@ -182,7 +182,8 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
                   out: np.ndarray | None = None) -> np.ndarray:
     """The observations [B, F] of a ``CoBaVectorEnv`` state ``s`` (batched form of ``observe``).
 
-    ``o`` is a feature-major float64 scratch buffer [F, B]; ``s.top_rank`` must be current. Before the first
+    ``o`` is a feature-major float32 scratch buffer [F, B] (each value is computed in float64 and rounded
+    once, as the scalar form's); ``s.top_rank`` must be current. Before the first
     candidate every count and sum is 0, and without an answer the top-cluster counts and statistics are 0, so
     dividing by max(n, 1) (or max(count, 1)) gives the scalar form's 0 features. ``s._ints`` rows: n,
     n_distinct, flips, steps, top_count, cap_count, then n_verified per verifier. ``out``: a float32 [B, F]
