@@ -50,10 +50,6 @@ class VectorState:
         self.n_verified, self.pending = self._verified_n.T, self._pending.T  # [B, T] views
         # top: -1 before any answer; second: the largest count among the other answers
         self.n_answered, self.top, self.second = self._ints[k + 2 * t:]
-        # A reset row's counters (a column of ``_ints``) and their flat row starts [K, 1]: top -1, the others 0.
-        self._fresh_ints = np.zeros((len(self._ints), 1), dtype=np.int64)
-        self._fresh_ints[k + 2 * t + 1] = -1
-        self._ints_b = np.arange(len(self._ints))[:, None] * b
         # Flat row starts of the counters a SAMPLE changes (n, cap_count, pending[T]), and of those an answer
         # changes (n_distinct, flips, top_count, n_answered, top, second): one gather and one scatter each.
         self._sampled_at = np.array([0, 5, *range(k + t, k + 2 * t)]) * b
@@ -164,7 +160,10 @@ class VectorState:
         if revealed.any():
             self._clear_slots(slot_spans(rows, 0, revealed, b)[0])
         self.ep[rows] = episodes
-        self._ints.ravel()[self._ints_b + rows] = self._fresh_ints  # every counter 0 but top (-1): one scatter
+        keep = np.ones(self.num_envs, dtype=np.int64)
+        keep[rows] = 0
+        self._ints *= keep  # every counter 0 ...
+        self.top[rows] = -1  # ... but top
         self.top_rank[rows] = -np.inf  # nothing revealed (``_fusion`` recomputes it every step)
         self._top_items[rows] = self._zero_stats
         # Row-major blocks written through flat indices: one plain 1-D scatter instead of a mixed [:, rows] one.
