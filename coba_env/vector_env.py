@@ -17,8 +17,8 @@ Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) i
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
 computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
 still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
-observation is built feature by feature in a [F, B] buffer and cast into its [B, F] result a few features at
-a time. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
+observation is built feature by feature in a float32 [F, B] buffer (rows padded off a power-of-two stride) and
+copied into its [B, F] result in one transposed pass. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
 docs/PERFORMANCE.md and scripts/profile_vector_env.py.
 
 The state arrays, their layout and their per-row reset are ``coba_env.vector_state.VectorState``; the batched
