@@ -12,7 +12,8 @@ __all__ = ["row_items", "zero_item"]
 
 
 def row_items(a: np.ndarray) -> np.ndarray:
-    """The rows of the C-contiguous 2-D array ``a`` as one item each, shape [len(a)]: a view that writes through."""
+    """The rows of the 2-D array ``a`` (its last axis contiguous) as one item each, shape [len(a)]: a view that
+    writes through."""
     return a.view(np.dtype((np.void, a.shape[1] * a.itemsize)))[:, 0]
 
 

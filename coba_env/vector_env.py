@@ -17,8 +17,8 @@ Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) i
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
 computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
 still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
-observation is built feature by feature in a [F, B] buffer and cast into its [B, F] result a few features at
-a time. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
+observation is built feature by feature in a float32 [F, B] buffer (rows padded off a power-of-two stride) and
+copied into its [B, F] result in one transposed pass. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
 docs/PERFORMANCE.md and scripts/profile_vector_env.py.
 
 The state arrays, their layout and their per-row reset are ``coba_env.vector_state.VectorState``; the batched
@@ -199,7 +199,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         if p:  # the episodes' problem features (the env option), first
             out[:, :p] = self._problem.take(self.ep, axis=0)
         if self._places:
-            out[:, p:k] = self.generator_block  # kept current by the steps (``VectorState._alloc_generators``)
+            # kept current by the steps (``VectorState._alloc_generators``); rows copied as single items
+            row_items(out[:, p:k])[:] = row_items(self.generator_block)
         batch_observe(self, self._obs_t, self.features, out=out[:, k:])  # the pooled table, written in place
         return out
 
@@ -215,8 +216,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         p = self._n_problem
         if p:  # ... but its problem features (the env option)
             fresh[:, :p] = self._problem.take(self.ep.take(rows), axis=0)
-        if self._places:  # ... and the item grouping's block, fresh since the reset
-            fresh[:, p:p + self.generator_block.shape[1]] = self.generator_block.take(rows, axis=0)
+        if self._places:  # ... and the item grouping's block, fresh since the reset (rows moved as single items)
+            row_items(fresh[:, p:p + self.generator_block.shape[1]])[:] = row_items(self.generator_block).take(rows)
 
     def step(self, actions: Sequence[int] | np.ndarray):
         """Step every sub-env with its action; terminated ones reset in the same step."""

@@ -307,9 +307,8 @@ class VectorEvidence:
         k += 1
         revealed[at_gen] = k
         flat = self.ep.take(rows) * self.n_cand + p
-        # A 1-D gather from the flat cost table (cheaper than 2-D fancy indexing): column cost_k
         spend = self.gen_spend.ravel()
-        new_spend = spend.take(at_gen) + self.cost_rows.ravel().take(flat * self.cost_rows.shape[1] + self.cost_k)
+        new_spend = spend.take(at_gen) + self._sample_cost.take(flat)
         spend[at_gen] = new_spend
         table = self.sample_int.take(flat, axis=0)
         cl = table[:, 0]

@@ -97,7 +97,11 @@ class VectorState:
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
-        self._obs_t = np.empty((self.features.n_features, b))  # see ``_observations``
+        # The observation's feature-major scratch [F, B] (see ``_observations``): float32 (the ufuncs round their
+        # float64 results into it: half the memory traffic of a float64 scratch cast later), its rows one cache line
+        # longer than B: with B a power of two the [B, F] copy would read F rows whose addresses share their cache
+        # set (the transposed copy measured 2x slower at B = 16384).
+        self._obs_t = np.empty((self.features.n_features, b + 16), dtype=np.float32)[:, :b]
         self._cost_at = np.empty(b, dtype=np.int64)  # see ``step``
         # R of every candidate slot after the last step, [N, B] (see ``_fusion``): VERIFY targets are chosen on it.
         self.rank_t = np.full((n, b), -np.inf)
@@ -128,12 +132,21 @@ class VectorState:
         self.generator_block = np.zeros((b, g * self.features.block_size), dtype=np.float32)
         #: Answers per (row, generator, pooled cluster), flat [B * G * (C + 1)] (<= S: the dtype of ``counts``).
         self._gen_counts = np.zeros(b * g * (self.n_clusters + 1), dtype=self.counts.dtype)
+        # A reset zeroes a row's answer counts, pooled and per generator, as one item each (cheaper than finding
+        # the clusters its revealed slots hold; the other clusters' counts are 0 already).
+        gen_counts = self._gen_counts.reshape(b, -1)
+        self._count_items = (row_items(self.counts), row_items(gen_counts))
+        self._zero_counts = (zero_item(self.counts.shape[1], self.counts.dtype),
+                             zero_item(gen_counts.shape[1], self.counts.dtype))
         #: The pool candidate of each revealed slot, slot-major [S, B] (stale beyond n), small so that SAMPLE's
         #: scatter and the gathers stay in cache; its generator is candidate // N (``slot_generator``).
         self.slot_candidate = np.zeros((s, b), dtype=np.int8 if s < 127 else np.int64)
         self._gen_b = np.arange(g) * b
         self._gen_ints_b = np.arange(len(self._gen_ints)) * b
         self._caps_t = np.ascontiguousarray(self._caps.T)  # [G, E]
+        # Each candidate's generation cost in the env's cost measure [E * N]: a SAMPLE's gen_spend increment, read
+        # from this column (a few hundred KiB) instead of the whole cost table.
+        self._sample_cost = np.ascontiguousarray(self.cost_rows[:self._ver_cost_row0, self.cost_k])
 
     @property
     def rank(self) -> np.ndarray:
@@ -145,8 +158,7 @@ class VectorState:
         # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
         revealed = self.n.take(rows)  # before the counters are zeroed
         if revealed.any():
-            at, row, _ = slot_spans(rows, 0, revealed, b)
-            self._clear_slots(at, row)
+            self._clear_slots(slot_spans(rows, 0, revealed, b)[0])
         self.ep[rows] = episodes
         keep = np.ones(self.num_envs, dtype=np.int64)
         keep[rows] = 0
@@ -170,20 +182,13 @@ class VectorState:
                 for items in self._score_items:
                     items[rows] = self._zero_scores
             self.gen_cap.ravel()[self._gen_b[:, None] + rows] = self._caps_t.take(episodes, axis=1)
+            for items, zero in zip(self._count_items, self._zero_counts, strict=True):
+                items[rows] = zero
             batch_fresh_block(self.generator_block, self, rows)
 
-    def _clear_slots(self, at: np.ndarray, row: np.ndarray) -> None:
-        """Mark the revealed slots at flat [N, B] indices ``at`` (of rows ``row``) unrevealed, before a reset."""
+    def _clear_slots(self, at: np.ndarray) -> None:
+        """Mark the revealed slots at flat [N, B] indices ``at`` unrevealed, before a reset."""
         # R = -inf; the other slots still have fnum = -inf. Most episodes reveal a few of the N slots, so writing
         # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
         self.fnum_t.ravel()[at] = -np.inf
         self.rank_t.ravel()[at] = -np.inf
-        if self._places:  # only the clusters of the revealed slots hold counts: zero those (the statistics are
-            # zeroed when the cluster first appears, as with pairs)
-            cl = self.cluster_t.ravel().take(at).astype(np.int64)
-            answered = cl >= 0
-            row, cl = row[answered], cl[answered]
-            g = self._slot_generator(at[answered])
-            c1 = self.n_clusters + 1
-            self.counts.ravel()[row * c1 + cl] = 0
-            self._gen_counts[(row * self.n_generators + g) * c1 + cl] = 0

@@ -182,7 +182,8 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
                   out: np.ndarray | None = None) -> np.ndarray:
     """The observations [B, F] of a ``CoBaVectorEnv`` state ``s`` (batched form of ``observe``).
 
-    ``o`` is a feature-major float64 scratch buffer [F, B]; ``s.top_rank`` must be current. Before the first
+    ``o`` is a feature-major float32 scratch buffer [F, B] (each value is computed in float64 and rounded
+    once, as the scalar form's); ``s.top_rank`` must be current. Before the first
     candidate every count and sum is 0, and without an answer the top-cluster counts and statistics are 0, so
     dividing by max(n, 1) (or max(count, 1)) gives the scalar form's 0 features. ``s._ints`` rows: n,
     n_distinct, flips, steps, top_count, cap_count, then n_verified per verifier. ``out``: a float32 [B, F]
@@ -217,11 +218,9 @@ def batch_observe(s: Any, o: np.ndarray, fl: FeatureLayout = PAPER_FEATURE_LAYOU
     np.divide(s.len_sum / n_safe, s.max_output_tokens, out=o[b + 1])
     o[b + 5] = s.lams
     o[b + 6] = np.where(na > 0, s.top_rank, 0.0)  # each row's largest R, kept by the fusion
-    f = fl.n_features
     if out is None:
-        out = np.empty((o.shape[1], f), dtype=np.float32)
-    for i in range(0, f, 7):  # cast a few features at a time: fewer passes than one per feature
-        out[:, i:i + 7] = o[i:i + 7].T
+        out = np.empty((o.shape[1], fl.n_features), dtype=np.float32)
+    out[...] = o.T  # one transposed cast (fast when o's row stride is not a power of two: see VectorState)
     return out
 
 
