@@ -11,6 +11,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -177,6 +178,16 @@ class EnvConfig:
     #: The problem features of every episode (``coba_env.problem_features.ProblemBlock``), None when the env option
     #: ``problem_features`` is off (the default).
     problem: Any = None
+
+    @cached_property
+    def sample_caps(self) -> np.ndarray:
+        """The most candidates SAMPLE may reveal in each episode, the one rule of both envs' masks: with pairs
+        int64 [E], N_max or the episode's own count if smaller; with items int64 [E, G], per generator N_max per
+        generator or the item's count from it if smaller (0 where it has none). A pool may hold different numbers
+        of candidates per episode (N is the most): SAMPLE is illegal once an episode's own are revealed."""
+        if self.route is not None:
+            return np.minimum(self.route.counts, self.n_max_per_generator)
+        return np.minimum(self.pool.n_available, self.n_max)
 
     @property
     def layout(self) -> ActionLayout:
