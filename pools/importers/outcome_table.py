@@ -90,8 +90,9 @@ def _check_rows(rows: OutcomeRows) -> int:
     bad = sizes["max"] != sizes["size"] - 1  # a query may hold fewer samples of a model than another: no gaps
     if bad.any():
         d, i, g = bad.index[int(np.argmax(bad.to_numpy()))]
-        pos = int(np.argmax((rows.dataset == d) & (rows.item_id == i) & (rows.generator == g)))
-        numbers = sorted(rows.candidate[(rows.dataset == d) & (rows.item_id == i) & (rows.generator == g)].tolist())
+        group = (rows.dataset == d) & (rows.item_id == i) & (rows.generator == g)
+        numbers = sorted(rows.candidate[group].tolist())
+        pos = int(np.argmax(group & (rows.candidate >= len(numbers))))  # the row whose number leaves the gap
         raise rows.error(f"query {i!r} of model {g!r} has samples numbered {numbers[:10]}; expected 0.."
                          f"{len(numbers) - 1} without gaps", pos, "candidate")
     return int(sizes["size"].max())
