@@ -121,3 +121,24 @@ def test_random_legal_walks_stay_inside_the_spaces_and_the_counts(ragged, groupi
         mask = info["action_mask"]
         obs, _, _, _, info = venv.step(np.array([rng.choice(np.flatnonzero(m)) for m in mask]))
         assert (venv.n <= caps[venv.ep]).all()
+
+
+@pytest.mark.parametrize("grouping", ["pair", "item"])
+@pytest.mark.parametrize("lam", [0.0, 1.0])
+def test_the_cost_aware_oracle_plans_within_each_episodes_own_candidates(ragged, grouping, lam):
+    """The oracle reads the env's caps: its plans replay legally, to the value it claims."""
+    from train.cost_aware_oracle import CostAwareOracle
+
+    env = CoBaEnv(ragged, grouping=grouping, lam=lam)
+    oracle = CostAwareOracle.for_env(env)
+    for e in range(env.n_episodes):
+        plan = oracle.plan(e, lam)
+        env.reset(options={"episode": e, "lam": lam})
+        total = sum(env.step(a)[1] for a in plan.actions)  # an illegal action raises ValueError
+        assert plan.exact and total == pytest.approx(plan.value, abs=1e-9)
+    if grouping == "pair":  # (A, g2) and (B, g1) hold one correct candidate: SAMPLE it, STOP
+        assert [oracle.plan(e, lam).actions for e in (1, 2)] == [[SAMPLE, STOP]] * 2
+    # The env's rule, not N_max: no second SAMPLE of (A, g2)'s one candidate (pair episode 1; item A's SAMPLE_g2).
+    episode, sample = (1, SAMPLE) if grouping == "pair" else (0, 1)
+    with pytest.raises(ValueError, match="not allowed"):
+        oracle.start_state(episode, [sample, sample])
