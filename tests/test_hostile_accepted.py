@@ -119,6 +119,9 @@ def test_a_pool_whose_problems_hold_different_numbers_of_samples_imports_validat
     rec = pd.read_parquet(tmp_path / "replay" / "episodes.parquet")
     sc = rec[rec["policy"] == "self_consistency@3"]
     assert sc["n_samples"].tolist() == [held[k] for k in zip(sc["item_id"], sc["generator"], strict=True)]
+    assert main(["sweep", "--pool", str(tmp_path / "pool"), "--policies", "bon2_majority,greedy", "--out",
+                 str(tmp_path / "sweep"), "--no-figures", "--no-progress"]) == 0
+    assert said[0] in capsys.readouterr().err.splitlines()  # the sweep says it too
     assert _bench(tmp_path / "pool", tmp_path / "route", "--env", "route") == 0
     per_item = {i: sum(v for (item, _), v in held.items() if item == i) for i in ("m1", "m2", "a1")}  # 4, 6, 5
     rec = pd.read_parquet(tmp_path / "route" / "episodes.parquet")
