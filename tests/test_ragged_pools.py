@@ -142,3 +142,10 @@ def test_the_cost_aware_oracle_plans_within_each_episodes_own_candidates(ragged,
     episode, sample = (1, SAMPLE) if grouping == "pair" else (0, 1)
     with pytest.raises(ValueError, match="not allowed"):
         oracle.start_state(episode, [sample, sample])
+
+
+def test_use_pool_takes_the_new_pools_own_counts(ragged):
+    env = CoBaEnv(ragged.select(np.array([0])))  # (A, g1) alone: three candidates
+    env.use_pool(ragged)
+    env.reset(options={"episode": 2})  # (B, g1): one candidate
+    assert env.step(SAMPLE)[4]["action_mask"][SAMPLE] == 0

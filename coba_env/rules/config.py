@@ -148,6 +148,11 @@ def check_cost_model_priced(pool: CompiledPool, cost_model: str) -> None:
                          "--price MODEL=IN[,OUT], docs/POOLS.md)")
 
 
+def pair_caps(pool: CompiledPool, n_max: int) -> np.ndarray:
+    """The most SAMPLEs each pair episode of ``pool`` allows: N_max, or the episode's own count if smaller."""
+    return np.minimum(pool.n_available, n_max)
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """A validated env configuration over one (restricted) compiled pool; see ``CoBaEnv`` for the arguments."""
@@ -281,7 +286,7 @@ class EnvConfig:
                    lambda_range=lambda_range, budget=b, max_cost=cap, selection=rule, weights=rule.weight_vector(),
                    enabled_tiers=enabled, tier_on=tier_on, order=order, max_steps=n * (1 + len(axis)) + 1,
                    roles=roles, features=feature_layout(axis, pool.verifier_roles),
-                   sample_caps=np.minimum(pool.n_available, n))
+                   sample_caps=pair_caps(pool, n))
 
 
 def _pair(name: str, value: Any) -> tuple[float, float]:
