@@ -100,7 +100,8 @@ class CompiledPool:
 
     @property
     def ragged(self) -> bool:
-        """Whether some episode holds fewer than N candidates."""
+        """Whether some episode holds fewer than N candidates (on a route pool, an item without some generator's
+        candidates too: ``RoutePool.counts`` says which)."""
         return bool(len(self.n_available)) and int(self.n_available.min()) < self.n_candidates
 
     @property

@@ -129,6 +129,7 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
                    reference=reference, grouping=grouping)
     data.env, data.requested_reference, data.verifiers = env, reference, prepared.verifiers
     data.pool_generators = list(dict.fromkeys(prepared.compiled.generator.tolist()))
+    data.pair_counts = prepared.compiled.n_available if prepared.compiled.ragged else None
     data.routing = routing_section(data, episodes, prepared.compiled, policy_objs)
     data.timings.update(pool_s=prepared.resolved_at - t0, compile_s=t_compile - prepared.resolved_at)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,

@@ -114,7 +114,8 @@ def test_a_pool_whose_problems_hold_different_numbers_of_samples_imports_validat
     said = [line for line in capsys.readouterr().out.splitlines() if "episodes had fewer" in line]
     assert said == ["note: bon2_majority: 1 of 6 episodes had fewer than 2 candidates; it used what they had",
                     "note: self_consistency@3: 2 of 6 episodes had fewer than 3 candidates; it used what they had"]
-    assert said[1] in (tmp_path / "replay" / "report.md").read_text()
+    report = (tmp_path / "replay" / "report.md").read_text()
+    assert said[1] in report and "N = 3 candidates at most (an item-generator pair holds 1 to 3, median 3)" in report
     held = {(r["item_id"], r["generator"]): r["candidate"] + 1 for r in records}  # the last index kept + 1
     rec = pd.read_parquet(tmp_path / "replay" / "episodes.parquet")
     sc = rec[rec["policy"] == "self_consistency@3"]
