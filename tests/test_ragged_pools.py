@@ -149,3 +149,14 @@ def test_use_pool_takes_the_new_pools_own_counts(ragged):
     env.use_pool(ragged)
     env.reset(options={"episode": 2})  # (B, g1): one candidate
     assert env.step(SAMPLE)[4]["action_mask"][SAMPLE] == 0
+
+
+def test_a_live_replay_source_refuses_short_episodes(ragged):
+    """A live source can always draw N_max; replaying short episodes through one would reveal padding."""
+    from coba_env.live_sources import PoolReplaySource
+    from coba_env.route_pool import compile_route_pool
+
+    with pytest.raises(ValueError, match="some episodes hold fewer than N candidates"):
+        PoolReplaySource(ragged)
+    with pytest.raises(ValueError, match="or hold fewer than N of them"):
+        PoolReplaySource(compile_route_pool(ragged))
