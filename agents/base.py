@@ -58,6 +58,11 @@ class Policy(ABC):
         """Keyword arguments for ``CoBaEnv`` that this policy needs (its selection rule)."""
         return {"selection": self.selection} if self.selection is not None else {}
 
+    def wanted_candidates(self) -> int:
+        """The candidates per episode the policy is defined by (best-of-n's n), 0 when none: on an episode holding
+        fewer it takes what there is, and the bench says so (``eval.short_episodes``)."""
+        return 0
+
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
         """Whether the policy can run on ``env``'s pool (a verifier serves every required role), and why not."""
         for need in self.requires_tiers:

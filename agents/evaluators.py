@@ -32,6 +32,10 @@ class SampleThenVerify(ConfiguredPolicy):
         if self.n < 1:
             raise ValueError(f"n must be >= 1, got {self.n}")
 
+    def wanted_candidates(self) -> int:
+        """``n``: an episode holding fewer is played with what it has (the bench notes how many)."""
+        return self.n
+
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
         """Needs its verifier tiers and ``n`` candidates per episode."""
         ok, why = super().applicable(env)

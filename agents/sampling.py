@@ -43,6 +43,10 @@ class BestOfN(ConfiguredPolicy):
             raise ValueError(f"n must be >= 1, got {self.n}")
         self.selection = "majority"
 
+    def wanted_candidates(self) -> int:
+        """``n``: an episode holding fewer is played with what it has (the bench notes how many)."""
+        return self.n
+
     def applicable(self, env: CoBaEnv) -> tuple[bool, str]:
         """Not applicable when the env allows fewer than ``n`` candidates (e.g. N = 16 on an N = 8 pool)."""
         return need_candidates(env, self.n, self.label)

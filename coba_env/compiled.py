@@ -40,7 +40,8 @@ class Labels:
 
 #: ``CompiledPool``'s per-episode arrays (first axis E): a subset of episodes takes their rows.
 PER_EPISODE_FIELDS: tuple[str, ...] = ("episode_ids", "dataset", "generator", "item_id", "cluster", "answer",
-                                       "output_tokens", "cap_hit", "gen_cost", "has_score", "score", "ver_cost")
+                                       "output_tokens", "cap_hit", "gen_cost", "has_score", "score", "ver_cost",
+                                       "n_available")
 #: ``CompiledPool``'s pool-wide fields: a subset of episodes, or the route pool over the same items, keeps them as
 #: they are (a new pool-wide field is added here once, not at every place a compiled pool is derived).
 POOL_WIDE_FIELDS: tuple[str, ...] = ("tiers", "max_output_tokens", "tiers_present", "verifier_roles",
@@ -85,11 +86,26 @@ class CompiledPool:
     #: The pool's label-free problem table (``coba_env.problems``: text, categories, prompt tokens, embeddings; no
     #: gold), one row per item of the whole pool; None for a pool compiled without one.
     problems: pd.DataFrame | None = None
+    #: int64 [E]: how many candidates each episode holds (candidates 0..k-1; N, ``n_candidates``, is the most any
+    #: episode holds, and the slots past k are padding that no observation, mask or feature reads; a route pool's
+    #: episode counts its generators' candidates, ``RoutePool.counts`` says which slots). None at construction
+    #: means every episode holds N.
+    n_available: np.ndarray | None = None
     _episode_rows: list | None = field(default=None, repr=False)
     _episode_meta: tuple | None = field(default=None, repr=False)
     _vector_tables: Any = field(default=None, repr=False)
     _cost_table: np.ndarray | None = field(default=None, repr=False)
     _record_columns: dict | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.n_available is None:
+            self.n_available = np.full(len(self.episode_ids), self.n_candidates, dtype=np.int64)
+
+    @property
+    def ragged(self) -> bool:
+        """Whether some episode holds fewer than N candidates (on a route pool, an item without some generator's
+        candidates too: ``RoutePool.counts`` says which)."""
+        return bool(len(self.n_available)) and int(self.n_available.min()) < self.n_candidates
 
     @property
     def called_models(self) -> list[str]:
@@ -273,6 +289,7 @@ def compile_pool(pool: Pool) -> CompiledPool:
         answerless_generators=_answerless(episodes["generator"].to_numpy(dtype=object), outcome),
         problems=problem_table(pool.items, episodes, _episode_prompt_tokens(ei, cand, e_count),
                                getattr(pool, "embeddings", None)),
+        n_available=np.bincount(ei, minlength=e_count).astype(np.int64),
         _cost_table=cost_table,
     )
 

@@ -224,6 +224,9 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         self._clogc = clogc_table(self.pool.n_candidates)
         self._logs = log_table(self.pool.n_candidates)
         self._init_episode_state()
+        #: Pairs: the most candidates SAMPLE may reveal per episode (``EnvConfig.sample_caps``), ``_n_cap`` the current.
+        self._pair_caps = None if self._places else config.sample_caps.tolist()
+        self._n_cap = self.n_max
         if self._places:
             self._init_generator_slots(config.route, config.n_max_per_generator)
 
@@ -288,6 +291,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
             self._ev = self._start_generators(self.n_max, row.n_clusters, lam)
         else:  # slot = pool candidate: VERIFY's target reads the row's own has_score
             self._slot_has = row.has_score
+            self._n_cap = self._pair_caps[ep]
             self._ev = Evidence(self.n_max, self.n_tiers, row.n_clusters, lam, self._weights, self.features.strong)
         self._pending = [0] * self.n_tiers
         self._verify_bits = 0
@@ -308,12 +312,12 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         # Masks come from a table of read-only arrays keyed by a bit pattern: no array is built per step.
         ev = self._ev
         spent = self._spent_k >= self.max_cost
-        bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, stop_bit=self._stop_bit,
+        bits = mask_bits(ev.n_revealed, self._n_cap, self._verify_bits, spent, stop_bit=self._stop_bit,
                          sample_bits=self._sample_bits)
         if self.gate is not None:
             blocked = self.gate.blocked(self, bits & ~self._stop_bit)
             if blocked:
-                bits = mask_bits(ev.n_revealed, self.n_max, self._verify_bits, spent, blocked,
+                bits = mask_bits(ev.n_revealed, self._n_cap, self._verify_bits, spent, blocked,
                                  stop_bit=self._stop_bit, sample_bits=self._sample_bits)
         self._bits = bits
         return self._mask_table[bits]

@@ -64,7 +64,7 @@ class EpisodeReport:
         return illegal_reason(a, n_actions=self.layout.n_actions, names=self.actions, tiers=self.tiers,
                               enabled_tiers=self.enabled_tiers, spent=ev.cost[self._cost_k] >= self.max_cost,
                               n_max=self.n_max, max_cost=self.max_cost, cost_model=self.cost_model,
-                              layout=self.layout)
+                              layout=self.layout, n_cap=self._n_cap)
 
     def _is_correct(self, selected: int) -> bool:
         """Whether revealed slot ``selected`` holds a correct candidate (evaluator side: the labels, at STOP only)."""

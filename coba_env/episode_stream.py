@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from coba_env.compiled import CompiledPool
 from coba_env.episode_data import EpisodeData
 from coba_env.evidence import Evidence
-from coba_env.rules.config import RESET_OPTIONS, check_int, check_lam, check_options
+from coba_env.rules.config import RESET_OPTIONS, check_int, check_lam, check_options, pair_caps
 
 if TYPE_CHECKING:  # annotations only
     import numpy as np
@@ -33,6 +33,8 @@ class EpisodeStream:
     _perm: np.ndarray | None
     _ep: int
     _ev: Evidence | None
+    _pair_caps: list[int] | None
+    n_max: int
 
     def use_pool(self, pool: CompiledPool, rows: list[EpisodeData] | None = None) -> None:
         """Replay ``pool``'s episodes from the next reset on (its N must be the configuration's pool's).
@@ -44,6 +46,8 @@ class EpisodeStream:
             raise ValueError(f"the pool has N={pool.n_candidates} candidates per episode; this env's has "
                              f"{self.pool.n_candidates}")
         self.pool = pool
+        if self._pair_caps is not None:  # pairs: the SAMPLE caps of the new pool's own episodes
+            self._pair_caps = pair_caps(pool, self.n_max).tolist()
         self._rows = pool.episode_rows() if rows is None else rows
         self._cursor, self._perm = 0, None
 

@@ -46,11 +46,13 @@ class GeneratorSlots:
     budget: float
     n_tiers: int
     _weights: tuple[float, ...]
+    config: Any
 
     def _init_generator_slots(self, route: Any, n_max_per_generator: int) -> None:
         """Serve the item episodes of ``route`` (a ``coba_env.route_pool.RoutePool``), ``n_max_per_generator`` each."""
         self._n_per_gen = route.n_per_generator
-        self._caps = [tuple(caps) for caps in np.where(route.available, n_max_per_generator, 0).tolist()]
+        # Per episode, the most candidates each generator can reveal (``EnvConfig.sample_caps``, the rule both envs read).
+        self._caps = [tuple(caps) for caps in self.config.sample_caps.tolist()]
         #: Per caps pattern: the first per-generator block, the legal SAMPLE bits and the first observation (lambda
         #: written per episode; read-only, ``reset`` copies it), built once.
         self._fresh: dict[tuple[int, ...], FreshEpisode] = {}

@@ -125,12 +125,15 @@ class PoolReplaySource(EvidenceSource):
         #: The detail each generator's revealed candidates carry (its name, when there are several).
         self._details: list[dict[str, Any]] = [{}]
         if isinstance(pool, RoutePool):  # every generator's candidates of an item, N per generator, generator-major
-            if not pool.available.all():
-                raise ValueError("some items lack a generator's candidates; a live item episode has them all")
+            if not pool.available.all() or (pool.counts < pool.n_per_generator).any():
+                raise ValueError("some items lack a generator's candidates, or hold fewer than N of them; a live item "
+                                 "episode has them all")
             self.generator_names, self.generator_params = tuple(pool.generators), tuple(pool.generator_params)
             self._details = [{"generator": g} for g in pool.generators]
             pool, self._per_generator = pool.pool, pool.n_per_generator
         else:
+            if pool.ragged:  # a live source can always draw N_max: a replay of short episodes would reveal padding
+                raise ValueError("some episodes hold fewer than N candidates; a live episode can draw all N")
             self._per_generator = pool.n_candidates
         self.compiled = compiled = pool
         self.verifiers, self.tiers = tuple(compiled.tiers), tuple(compiled.tiers_present)

@@ -36,6 +36,13 @@ class RoutePool:
     source_episode: np.ndarray
     #: Each generator's parameters in billions (p_tokens / tokens of its candidates): label-free, a priori.
     generator_params: tuple[float, ...]
+    #: counts[e, g]: how many candidates item e holds from generator g, its slots ``g * N .. g * N + count - 1``
+    #: (int64 [E, G]; 0 where absent, at most N: a pool may hold fewer for some pairs). None: N wherever available.
+    counts: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.counts is None:
+            object.__setattr__(self, "counts", np.where(self.available, self.n_per_generator, 0).astype(np.int64))
 
     @property
     def n_generators(self) -> int:
@@ -63,6 +70,7 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
                                       strict=True)):
         source[item_index[(d, i)], g_index[str(g)]] = e
     available = source >= 0
+    counts = np.where(available, replay.n_available[np.maximum(source, 0)], 0).astype(np.int64)
     slots = n_gen * n
     t, m = len(replay.tiers), replay.gen_cost.shape[2]
 
@@ -92,11 +100,12 @@ def compile_route_pool(replay: CompiledPool) -> RoutePool:
         score=gather(replay.score, np.nan),
         ver_cost=gather(replay.ver_cost, 0.0),
         labels=Labels(correct=correct, gold_cluster=gold_clusters(correct, cluster), graded=graded),
+        n_available=counts.sum(axis=1),  # real candidates over the item's slots (``counts`` says which)
         **replay.pool_wide(),
     )
     assert pool.ver_cost.shape[2:] == (t, m)
     route = RoutePool(pool=pool, generators=gens, n_per_generator=n, available=available, source_episode=source,
-                      generator_params=_generator_params(replay, gens))
+                      generator_params=_generator_params(replay, gens), counts=counts)
     replay.__dict__["_route_pool"] = route  # built once per compiled pool (the envs of one pool share it)
     return route
 

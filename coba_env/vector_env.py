@@ -121,8 +121,12 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self._perm: np.ndarray | None = None
         if self._places:
             self.n_generators = config.route.n_generators
-            self._caps = np.where(config.route.available, config.n_max_per_generator, 0).astype(np.int64)  # [E, G]
+            self._caps = config.sample_caps.astype(np.int64)  # [E, G], the rule the single env reads too
             self._few_slots = ITEM_FEW_SLOTS
+        #: Pairs on a pool where some episode holds fewer than N_max candidates: each episode's cap [E]
+        #: (``EnvConfig.sample_caps``); None when every episode allows N_max (the mask then compares with it).
+        caps = config.sample_caps
+        self._pair_caps = caps if not self._places and len(caps) and caps.min() < self.n_max else None
         #: Each episode's problem features (the env option ``problem_features``; width 0 when off).
         self._problem = None if config.problem is None else config.problem.values
         self._n_problem = 0 if self._problem is None else self._problem.shape[1]
@@ -186,7 +190,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
 
     def _masks(self) -> np.ndarray:
         can_sample = self.gen_revealed < self.gen_cap if self._places else None  # one SAMPLE per generator
-        return batch_masks(self.n, self.n_max, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost,
+        cap = self.n_max if self._pair_caps is None else self._pair_caps.take(self.ep)
+        return batch_masks(self.n, cap, self._pending, self.tier_on, self._cost[self.cost_k] >= self.max_cost,
                            can_sample=can_sample)
 
     def _observations(self) -> np.ndarray:

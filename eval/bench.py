@@ -38,6 +38,7 @@ from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported:
 )
 from eval.route_analysis import routing_section, with_each_generator
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
+from eval.short_episodes import short_episode_notes
 from pools.default import pool_label, resolve_pool
 from pools.store import Pool
 from pools.verifier_quality import verifier_diagnostics
@@ -121,11 +122,14 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         raise BenchInputError(f"no requested policy can run on this pool ({reasons})")
     _test_interrupt("analyse")
     episodes = EnvConfig.build(prepared.compiled, grouping=grouping, cost_model=cost_model)
+    # Policies defined by n candidates on episodes holding fewer: one line each in the terminal table and report.
+    short = short_episode_notes(policy_objs, run, episodes.sample_caps)
     data = analyse(prepared.pool, episodes.pool, run, cost_model=cost_model, seed=seed, pool_spec=prepared.label,
-                   unit=unit, resamples=resamples, estimates=prepared.estimates, notes=prepared.notes,
+                   unit=unit, resamples=resamples, estimates=prepared.estimates, notes=[*prepared.notes, *short],
                    reference=reference, grouping=grouping)
     data.env, data.requested_reference, data.verifiers = env, reference, prepared.verifiers
     data.pool_generators = list(dict.fromkeys(prepared.compiled.generator.tolist()))
+    data.pair_counts = prepared.compiled.n_available if prepared.compiled.ragged else None
     data.routing = routing_section(data, episodes, prepared.compiled, policy_objs)
     data.timings.update(pool_s=prepared.resolved_at - t0, compile_s=t_compile - prepared.resolved_at)
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,

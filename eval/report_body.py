@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from coba_env.rules.roles import pool_role_map
@@ -126,6 +127,10 @@ def setup_lines(data: BenchData) -> list[str]:
     gens, n_ds = data.pool_generators, len(data.datasets)
     episodes = EPISODES_LINE[data.grouping].format(n=data.compiled.n_episodes, d=n_ds, g=len(gens),
                                                    pairs=n_ds * len(gens), per=data.candidates_per_generator)
+    held = data.pair_counts
+    if held is not None:  # pairs of different sizes: N is the most (docs/POOLS.md)
+        episodes += (f" at most (an item-generator pair holds {int(held.min())} to {int(held.max())}, median "
+                     f"{float(np.median(held)):g})")
     setup = [
         f"- **Pool**: `{public(data.pool_spec)}`; provenance: {json.dumps(prov) if prov else 'none recorded'}",
         f"- **Episodes**: {episodes}; tiers present: {', '.join(data.compiled.tiers_present) or 'none'}",

@@ -146,7 +146,27 @@ def inspect_pool(pool: Pool) -> dict[str, Any]:
         "grader_disagreements": len(agreement.get("disagreements", [])) if agreement else None,
         "estimated": _estimated(pool),
         "verifiers": verifier_diagnostics(pool),
+        **_candidate_counts(pool),
     }
+
+
+def _candidate_counts(pool: Pool) -> dict[str, Any]:
+    """``candidates_per_episode`` (N the most, the least, the median, how many episodes hold fewer than N) when
+    episodes hold different numbers of candidates; nothing when every episode holds N."""
+    per_episode = pool.candidates.groupby("episode_id").size().to_numpy()
+    if not len(per_episode) or per_episode.min() == pool.n_candidates:
+        return {}
+    return {"candidates_per_episode": {"max": pool.n_candidates, "min": int(per_episode.min()),
+                                       "median": float(np.median(per_episode)),
+                                       "short_episodes": int((per_episode < pool.n_candidates).sum()),
+                                       "episodes": int(len(per_episode))}}
+
+
+def counts_line(counts: dict[str, Any]) -> str:
+    """``candidates_per_episode`` in one line: N is the most, then the least and the median."""
+    return (f"candidates per episode: N = {counts['max']} is the most; min {counts['min']}, median "
+            f"{counts['median']:g}; {counts['short_episodes']} of {counts['episodes']} episodes hold fewer than N "
+            f"(maj@N, pass@N and best-of-N use what each holds)")
 
 
 _ESTIMATED_FIELDS = ("prompt_tokens", "output_tokens", "latency_s", "verifier_prompt_tokens",
@@ -195,6 +215,8 @@ def format_inspection(stats: dict[str, Any]) -> str:
     roles = stats.get("verifier_roles") or {}
     tiers = ", ".join(f"{t} ({roles[t]})" if t in roles else t for t in stats["tiers"])
     footer = [f"models: {models}", f"tiers: {tiers or 'none'}", f"rows: {counts}"]
+    if stats.get("candidates_per_episode"):
+        footer.append(counts_line(stats["candidates_per_episode"]))
     if stats.get("verifiers"):
         footer += format_diagnostics(stats["verifiers"], n)
     est = stats.get("estimated")
@@ -212,6 +234,9 @@ def pool_summary(pool: Pool) -> str:
     """One line of the manifest's counts: episodes x candidates, items per dataset, models, tiers, verifications."""
     m = pool.manifest
     datasets = ", ".join(f"{k} {v}" for k, v in m["datasets"].items())
-    return (f"{m['counts']['episodes']} episodes x {m['n_candidates']} candidates; items {m['counts']['items']} "
+    counts = _candidate_counts(pool).get("candidates_per_episode")
+    per = f"up to {m['n_candidates']} candidates (min {counts['min']}, median {counts['median']:g})" if counts else \
+        f"{m['n_candidates']} candidates"
+    return (f"{m['counts']['episodes']} episodes x {per}; items {m['counts']['items']} "
             f"({datasets}); models {m['counts']['models']}; tiers {', '.join(m['tiers']) or 'none'}; "
             f"verifications {m['counts']['verifications']}")

@@ -4,11 +4,12 @@ Items are matched by (dataset, item_id), or by their normalized problem text whe
 "id", "text", or "auto": by id when any id is shared, else by text). Normalized text: Unicode NFKC, runs of
 whitespace as one space, no leading or trailing space; a text that two items of one pool share is ambiguous and
 left unmatched. A matched item keeps the first pool's dataset and id; an unmatched one is added as it is. The
-result is ordered like an import: items in order of first appearance, episodes by item then generator (pools
+result's N is the most of the pools' (its episodes keep their own counts: a pool may hold different numbers of
+candidates per episode). The result is ordered like an import: items in order of first appearance, episodes by item then generator (pools
 in order), episode ids 0.. in that order; so merging the pools of two files is the pool of both files at once.
 
 Refused, one line each (``PoolError``): a generator in two pools; a verifier name with two roles; a model with
-two sizes or two prices; pools of different N; an item matched across pools whose gold answers differ (a null
+two sizes or two prices; an item matched across pools whose gold answers differ (a null
 gold takes the other) or, matched by id, whose problem texts differ.
 """
 
@@ -83,9 +84,6 @@ def _check_joinable(merged: Pool, pool: Pool, source: str, before: str) -> None:
         if name in prices and prices[name] != price:
             raise PoolError(f"model {name!r} is priced {price} here but {prices[name]} in {before}", file=source,
                             field=PRICES_KEY)
-    if pool.n_candidates != merged.n_candidates:
-        raise PoolError(f"holds {pool.n_candidates} candidates per episode, {before} {merged.n_candidates}; expected "
-                        "one N", file=source)
 
 
 def _match(base: pd.DataFrame, new: pd.DataFrame, rule: str) -> tuple[dict[tuple, tuple], str, int]:
@@ -182,7 +180,7 @@ def merge_pools(pools: Sequence[Pool], *, sources: Sequence[str], match: str = "
     episodes, candidates, verifications = _ordered(items, episodes, candidates, verifications, tiers)
     out = Pool(items=items, models=merged.models, episodes=episodes, candidates=candidates,
                verifications=verifications, manifest=dict(merged.manifest))
-    out.refresh_manifest(n_candidates=pools[0].n_candidates, tiers=tiers, provenance={
+    out.refresh_manifest(n_candidates=max(p.n_candidates for p in pools), tiers=tiers, provenance={
         "merged": [{"source": s, "provenance": p.manifest.get("provenance", {})} for p, s in zip(pools, sources,
                                                                                               strict=True)],
         "match": report.joins})

@@ -224,19 +224,26 @@ def _check_verification_references(ck: _Checker) -> None:
 
 
 def _check_candidate_indices(ck: _Checker, n: int) -> None:
+    """Each episode holds candidates 0..k-1 for some k from 1 to N (episodes may hold different numbers: N,
+    the manifest's ``n_candidates``, is the most any episode holds); an index gap or an empty episode is refused."""
     cands, episodes = ck.pool.candidates, ck.pool.episodes
     stats = cands.groupby("episode_id", sort=False)["candidate"].agg(["size", "min", "max"])
-    bad = (stats["size"] != n) | (stats["min"] != 0) | (stats["max"] != n - 1)
+    bad = (stats["min"] != 0) | (stats["max"] != stats["size"] - 1) | (stats["size"] > n)
     if bad.any():
         ep = bad.index[int(np.argmax(bad.to_numpy()))]
         idx = sorted(cands.loc[cands["episode_id"] == ep, "candidate"].tolist())
         shown = idx if len(idx) <= 20 else idx[:20] + ["..."]
         pos = int(np.argmax((cands["episode_id"] == ep).to_numpy()))
         ck.fail("candidates", pos, "candidate",
-                f"episode {_plain(ep)} has candidate indices {shown}; expected exactly 0..{n - 1} "
-                f"(manifest n_candidates={n})")
+                f"episode {_plain(ep)} has candidate indices {shown}; expected 0..k-1 for some k from 1 to {n}, "
+                f"without gaps (manifest n_candidates={n})")
     ck.first_bad("episodes", ~episodes["episode_id"].isin(stats.index), "episode_id",
-                 f"episode {{value!r}} has no candidates; expected candidates 0..{n - 1} (manifest n_candidates={n})")
+                 f"episode {{value!r}} has no candidates; expected candidates 0..k-1 for some k from 1 to {n} "
+                 f"(manifest n_candidates={n})")
+    most = int(stats["size"].max()) if len(stats) else 0
+    if most != n:
+        ck.fail_manifest("n_candidates", f"is {n}, but the most candidates an episode holds is {most}; expected "
+                                         f"{most} (N is the largest number of candidates of an episode)")
 
 
 def _check_clusters(ck: _Checker) -> None:

@@ -43,11 +43,10 @@ VERIFY_PROMPT, VERIFY_OUTPUT, VERIFY_LATENCY = 50, 5, 1.0
 def build_pool(episodes: Sequence[Ep], *, models: dict[str, float] | None = None) -> Pool:
     """Build a Pool from literal episodes. Verifier calls cost 50 prompt + 5 output tokens and 1 s."""
     models = dict(models or MODELS)
-    n = len(episodes[0].cands)
+    n = max(len(ep.cands) for ep in episodes)  # N: the most candidates of an episode (others may hold fewer)
     items, eps, cands, vers = [], [], [], []
     seen_items = set()
     for e, ep in enumerate(episodes):
-        assert len(ep.cands) == n, "every episode needs the same N"
         if (ep.dataset, ep.item_id) not in seen_items:
             seen_items.add((ep.dataset, ep.item_id))
             items.append({"dataset": ep.dataset, "item_id": ep.item_id, "problem": f"problem {ep.item_id}",

@@ -55,6 +55,18 @@ def _pool_edit(name: str, edit):
     return setup
 
 
+def _candidates_edit(name: str, drop):
+    """A copy of ``pool`` as ``name`` with the candidate rows where ``drop(frame)`` holds removed."""
+    def setup(d: Path) -> None:
+        import pyarrow.parquet as pq
+
+        shutil.copytree(d / "pool", d / name)
+        frame = pq.read_table(d / name / "candidates.parquet").to_pandas()
+        pq.write_table(pq.read_table(d / name / "candidates.parquet").filter(~drop(frame).to_numpy()),
+                       d / name / "candidates.parquet")
+    return setup
+
+
 def _empty_pool(d: Path) -> None:
     from pools.store import load_pool, save_pool
 
@@ -151,6 +163,16 @@ CASES: dict[str, list[Case]] = {
              setup=_pool_edit("p0", lambda m, _: m.update(n_candidates=0))),
         Case("n-candidates-string", ("pools", "validate", "p0"), 2, r"n_candidates.*expected a non-negative integer",
              setup=_pool_edit("p0", lambda m, _: m.update(n_candidates="3"))),
+        # A pool may hold fewer candidates for some episodes (N is the most); these are malformed counts.
+        Case("candidate-index-gap", ("pools", "validate", "p0"), 2,
+             r"episode 0 has candidate indices \[0, 2\]; expected 0\.\.k-1 for some k from 1 to 3, without gaps",
+             setup=_candidates_edit("p0", lambda f: (f["episode_id"] == 0) & (f["candidate"] == 1))),
+        Case("pair-without-candidates", ("pools", "validate", "p0"), 2,
+             r"table episodes, row 0 \(episode_id=0\), field 'episode_id': episode 0 has no candidates",
+             setup=_candidates_edit("p0", lambda f: f["episode_id"] == 0)),
+        Case("n-candidates-above-the-most", ("pools", "validate", "p0"), 2,
+             r"n_candidates.*is 4, but the most candidates an episode holds is 3; expected 3",
+             setup=_pool_edit("p0", lambda m, _: m.update(n_candidates=4))),
         Case("jsonl-file", ("pools", "validate", "ok.jsonl"), 2, r"import it first: coba pools import ok\.jsonl"),
         Case("manifest-not-json", ("pools", "validate", "p0"), 2, r"manifest\.json: not valid JSON",
              setup=lambda d: (shutil.copytree(d / "pool", d / "p0"), (d / "p0" / "manifest.json").write_text("{"))),

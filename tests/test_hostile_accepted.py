@@ -93,6 +93,66 @@ def test_routellm_response_longer_than_the_csv_modules_default_field_limit_impor
     assert long_text in set(pool.candidates["text"])
 
 
+#: Samples kept per (problem, generator) of the small records (3 each there): two pairs hold fewer.
+RAGGED_KEEP = {("m1", "gen-small"): 1, ("a1", "gen-big"): 2}
+
+
+def test_a_pool_whose_problems_hold_different_numbers_of_samples_imports_validates_and_benches(tmp_path, capsys):
+    """Refused before ("episode ... has 1 candidates; expected 3 like the episode at ..."): N is now the most, each
+    (problem, generator) keeps its own candidates, and a best-of-n that meets fewer says so in one line."""
+    import pandas as pd
+
+    records = [r for r in small_jsonl_records() if r["candidate"] < RAGGED_KEEP.get((r["item_id"], r["generator"]), 3)]
+    assert main(["pools", "import", str(write_jsonl(tmp_path / "ragged.jsonl", records)), "--out",
+                 str(tmp_path / "pool")]) == 0
+    assert main(["pools", "validate", str(tmp_path / "pool")]) == 0
+    assert "6 episodes x up to 3 candidates (min 1, median 3)" in capsys.readouterr().out
+    assert main(["pools", "inspect", str(tmp_path / "pool")]) == 0
+    assert ("candidates per episode: N = 3 is the most; min 1, median 3; 2 of 6 episodes hold fewer than N"
+            in capsys.readouterr().out)
+    assert _bench(tmp_path / "pool", tmp_path / "replay", "--policies", "bon2_majority,self_consistency") == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "episodes had fewer" in line]
+    assert said == ["note: bon2_majority: 1 of 6 episodes had fewer than 2 candidates; it used what they had",
+                    "note: self_consistency@3: 2 of 6 episodes had fewer than 3 candidates; it used what they had"]
+    report = (tmp_path / "replay" / "report.md").read_text()
+    assert said[1] in report and "N = 3 candidates at most (an item-generator pair holds 1 to 3, median 3)" in report
+    held = {(r["item_id"], r["generator"]): r["candidate"] + 1 for r in records}  # the last index kept + 1
+    rec = pd.read_parquet(tmp_path / "replay" / "episodes.parquet")
+    sc = rec[rec["policy"] == "self_consistency@3"]
+    assert sc["n_samples"].tolist() == [held[k] for k in zip(sc["item_id"], sc["generator"], strict=True)]
+    assert main(["sweep", "--pool", str(tmp_path / "pool"), "--policies", "bon2_majority,greedy", "--out",
+                 str(tmp_path / "sweep"), "--no-figures", "--no-progress"]) == 0
+    assert said[0] in capsys.readouterr().err.splitlines()  # the sweep says it too
+    assert _bench(tmp_path / "pool", tmp_path / "route", "--env", "route") == 0
+    per_item = {i: sum(v for (item, _), v in held.items() if item == i) for i in ("m1", "m2", "a1")}  # 4, 6, 5
+    rec = pd.read_parquet(tmp_path / "route" / "episodes.parquet")
+    assert (rec["n_samples"] <= rec["item_id"].map(per_item)).all() and rec["n_samples"].min() >= 1
+
+
+@pytest.mark.parametrize(("samples", "expected"), [
+    ({"a": [0, 1], "b": [0]}, None),  # model a sampled twice on the prompt, b once: N = 2, b's episode holds 1
+    ({"a": [0, 2], "b": [0]}, r"runs\.jsonl, line 2, column 'candidate': query '0' of model 'a' has samples numbered "
+                              r"\[0, 2\]; expected 0\.\.1 without gaps"),
+])
+def test_a_long_outcome_table_may_hold_fewer_samples_of_one_model(tmp_path, samples, expected):
+    """An outcome table whose models were sampled different numbers of times was refused ("expected 0..1 like every
+    other query and model"); now only a gap in a model's sample numbers is."""
+    from pools.errors import PoolError
+    from pools.importers import import_pool
+
+    rows = [{"prompt": "2 + 2?", "model": m, "candidate": k, "score": 1, "ground_truth": "4", "prediction": "4"}
+            for m, ks in samples.items() for k in ks]
+    src = tmp_path / "runs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    if expected is not None:
+        with pytest.raises(PoolError, match=expected):
+            import_pool(str(src), "long", fields="candidate=candidate")
+        return
+    pool = import_pool(str(src), "long", fields="candidate=candidate")
+    assert pool.n_candidates == 2
+    assert pool.candidates.groupby("episode_id").size().tolist() == [2, 1]
+
+
 def test_a_chat_message_sent_as_a_bare_string_is_the_candidates_text():
     """A server that sends the message as its bare text: that text is the candidate (it was recorded empty)."""
     from pools.client.openai_client import _chat_text

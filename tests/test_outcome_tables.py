@@ -159,6 +159,16 @@ def test_a_merge_of_clashing_pools_is_refused_in_one_line(second, message):
         merge_pools([_pool("A"), second], sources=["a", "b"])
 
 
+def test_pools_of_different_n_merge_into_episodes_of_different_sizes():
+    """Refused before ("holds 2 candidates per episode, a 1; expected one N"): the merge's N is the most, and each
+    episode keeps its own candidates."""
+    two = build_pool([Ep([Cand("1", True), Cand("2")], generator="B")], models={"B": 3.0})
+    merged, _ = merge_pools([_pool("A"), two], sources=["a", "b"])
+    assert merged.n_candidates == 2
+    sizes = merged.candidates.merge(merged.episodes, on="episode_id").groupby("generator").size()
+    assert sizes.to_dict() == {"A": 1, "B": 2}
+
+
 def test_items_with_other_ids_match_by_normalized_text():
     other = _pool("B", item_id="x9", problem=" problem\n i0 ")  # the same text as i0's once normalized
     merged, report = merge_pools([_pool("A"), other], sources=["a", "b"])

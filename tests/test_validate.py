@@ -94,8 +94,11 @@ POOL_CASES = [
     ("duplicate model", edit_table("models", lambda df: _set(df, 1, "name", "gen-small")),
      r"table models, row 1 \(name='gen-small'\), field 'name': duplicate key"),
     ("candidate indices not 0..N-1", edit_table("candidates", _shift_first_episode),
-     r"field 'candidate': episode 0 has candidate indices \[1, 2, 3\]; expected exactly 0\.\.2 "
-     r"\(manifest n_candidates=3\)"),
+     r"field 'candidate': episode 0 has candidate indices \[1, 2, 3\]; expected 0\.\.k-1 for some k from 1 to 3, "
+     r"without gaps \(manifest n_candidates=3\)"),
+    ("candidate index gap", edit_table("candidates", lambda df: _drop_row(df, 1)),
+     r"row 0 \(episode_id=0, candidate=0\), field 'candidate': episode 0 has candidate indices \[0, 2\]; expected "
+     r"0\.\.k-1 for some k from 1 to 3, without gaps"),
     ("score above 1", edit_table("verifications", lambda df: _set(df, 2, "score", 1.5)),
      r"table verifications, row 2 \(episode_id=0, candidate=1, tier='V1'\), field 'score': score 1\.5 outside \[0, 1\]"),
     ("score below 0", edit_table("verifications", lambda df: _set(df, 0, "score", -0.25)),
@@ -132,8 +135,13 @@ POOL_CASES = [
      r"table verifications, row 0 .*field 'latency_s': is -1\.0; expected >= 0"),
     ("truncated parquet file", truncate("candidates"),
      r"candidates\.parquet, table candidates: unreadable or truncated Parquet"),
-    ("manifest n_candidates mismatch", edit_manifest(lambda m: m.update(n_candidates=4)),
-     r"episode 0 has candidate indices \[0, 1, 2\]; expected exactly 0\.\.3 \(manifest n_candidates=4\)"),
+    # N is the most candidates an episode holds (episodes may hold fewer): a manifest N above every episode's count
+    # is malformed, as is one below some episode's.
+    ("manifest n_candidates above the most", edit_manifest(lambda m: m.update(n_candidates=4)),
+     r"manifest\.json, table manifest, field 'n_candidates': is 4, but the most candidates an episode holds is 3; "
+     r"expected 3"),
+    ("manifest n_candidates below the most", edit_manifest(lambda m: m.update(n_candidates=2)),
+     r"episode 0 has candidate indices \[0, 1, 2\]; expected 0\.\.k-1 for some k from 1 to 2"),
     ("manifest counts mismatch", edit_manifest(lambda m: m["counts"].update(candidates=17)),
      r"manifest\.json, table manifest, field 'counts': says candidates has 17 rows; table candidates has 18"),
     ("manifest datasets mismatch", edit_manifest(lambda m: m["datasets"].update(math=5)),

@@ -123,7 +123,8 @@ class OracleModel:
             return ep
         row, n = self._rows[e], self.n_per_generator
         correct = self.pool.labels.correct[e].tolist()
-        caps = [self.axis.cap if on else 0 for on in self.axis.available[e].tolist()]
+        # The env's own caps (``EnvConfig.sample_caps``): N_max, or what a short episode / generator holds.
+        caps = self.config.sample_caps.reshape(self.pool.n_episodes, -1)[e].tolist()
         prefix, first = [], []
         for g, cap in enumerate(caps):
             acc = [0.0]

@@ -300,6 +300,18 @@ def _beyond_pool(points: Sequence[SweepPoint], policies: Sequence[Policy], n_poo
             if p.family == "coba" and getattr(pol, "n_max", 0) > n_pool}
 
 
+def _print_short_notes(policies: Sequence[Policy], run: Any, compiled: Any, grouping: str) -> None:
+    """Print the bench's note per policy defined by n candidates that met episodes holding fewer
+    (``eval.short_episodes``) on stderr; none on a pool whose episodes all hold N."""
+    if not compiled.ragged:
+        return
+    from coba_env.rules.config import EnvConfig
+    from eval.short_episodes import short_episode_notes
+
+    for line in short_episode_notes(policies, run, EnvConfig.build(compiled, grouping=grouping).sample_caps):
+        print(line, file=sys.stderr)
+
+
 def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAULT_EVAL_LAMBDAS, *,
               out_dir: str | Path = "sweep-out", cost_model: str | None = None, episode_ids: Sequence[int] | None = None,
               progress: bool = True, workers: int | None = None, datasets: Sequence[str] | None = None,
@@ -368,8 +380,8 @@ def run_sweep(pool: Any, specs: Sequence[str], lambdas: Sequence[float] = DEFAUL
         reasons = "; ".join(f"{name}: {why}" for name, why in bad.items())
         raise SweepInputError(f"{len(bad)} sweep point(s) cannot run on this pool ({reasons}); remove them "
                               "from --policies or use a pool they can run on")
-    ran = [r.name for r in run.runs if r.applicable]
-    spans = bootstrap_intervals(run.records, ran) if ran else None
+    _print_short_notes(policies, run, compiled, grouping)
+    spans = bootstrap_intervals(run.records, ran) if (ran := [r.name for r in run.runs if r.applicable]) else None
     table = frontier_points(run.records, {p.name: p.family for p in points}, {p.name: p.param for p in points},
                             cost=cost_model, spans=spans)
     summary = {**frontier_summary(table), "not_applicable": {**beyond, **skipped}, "cost_model": cost_model}

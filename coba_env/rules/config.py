@@ -148,6 +148,11 @@ def check_cost_model_priced(pool: CompiledPool, cost_model: str) -> None:
                          "--price MODEL=IN[,OUT], docs/POOLS.md)")
 
 
+def pair_caps(pool: CompiledPool, n_max: int) -> np.ndarray:
+    """The most SAMPLEs each pair episode of ``pool`` allows: N_max, or the episode's own count if smaller."""
+    return np.minimum(pool.n_available, n_max)
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """A validated env configuration over one (restricted) compiled pool; see ``CoBaEnv`` for the arguments."""
@@ -177,6 +182,11 @@ class EnvConfig:
     #: The problem features of every episode (``coba_env.problem_features.ProblemBlock``), None when the env option
     #: ``problem_features`` is off (the default).
     problem: Any = None
+    #: The most candidates SAMPLE may reveal in each episode, the one rule of both envs' masks: with pairs int64 [E],
+    #: N_max or the episode's own count if smaller (``for_pool``); with items int64 [E, G], per generator N_max per
+    #: generator or the item's count from it if smaller, 0 where it has none (``for_route``). A pool may hold
+    #: different numbers of candidates per episode (N is the most): SAMPLE is illegal once an episode's are revealed.
+    sample_caps: Any = None
 
     @property
     def layout(self) -> ActionLayout:
@@ -239,6 +249,7 @@ class EnvConfig:
         ``n_max_per_generator`` candidates per generator, the other arguments as ``for_pool``'s (B required)."""
         config = cls.for_pool(route.pool, n_max=route.n_generators * n_max_per_generator, **kwargs)
         return replace(config, grouping="item", route=route, n_max_per_generator=n_max_per_generator,
+                       sample_caps=np.minimum(route.counts, n_max_per_generator),
                        features=replace(config.features, generators=route.generators))
 
     @classmethod
@@ -274,7 +285,8 @@ class EnvConfig:
         return cls(pool=pool, cost_model=cost_model, cost_k=k, n_max=n, lam=check_lam("lam", lam),
                    lambda_range=lambda_range, budget=b, max_cost=cap, selection=rule, weights=rule.weight_vector(),
                    enabled_tiers=enabled, tier_on=tier_on, order=order, max_steps=n * (1 + len(axis)) + 1,
-                   roles=roles, features=feature_layout(axis, pool.verifier_roles))
+                   roles=roles, features=feature_layout(axis, pool.verifier_roles),
+                   sample_caps=pair_caps(pool, n))
 
 
 def _pair(name: str, value: Any) -> tuple[float, float]:

@@ -1,6 +1,7 @@
 """The legal-action mask and the reason text of an illegal action, scalar (bit pattern) and batched.
 
-Rule: SAMPLE (from a generator) is legal while fewer than N_max candidates (of that generator) are revealed; VERIFY_l while some revealed candidate
+Rule: SAMPLE (from a generator) is legal while fewer than N_max candidates (of that generator) are revealed, and
+fewer than the episode holds (``EnvConfig.sample_caps``: a pool may hold fewer for some episodes); VERIFY_l while some revealed candidate
 with an answer has a tier-l call in the pool and is not verified at l (and tier l is enabled); STOP once a
 candidate is revealed, or when nothing else is legal; only STOP once the hard budget ``max_cost`` is spent.
 The scalar form is a bit pattern (bit a set = action a legal) looked up in a table of read-only arrays, so
@@ -77,11 +78,12 @@ def legal_actions(bits: int, layout: ActionLayout) -> list[int]:
     return [a for a in range(layout.n_actions) if (bits >> a) & 1]
 
 
-def batch_masks(n: np.ndarray, n_max: int, pending: np.ndarray, tier_on: np.ndarray, spent: np.ndarray,
+def batch_masks(n: np.ndarray, n_max: int | np.ndarray, pending: np.ndarray, tier_on: np.ndarray, spent: np.ndarray,
                 can_sample: np.ndarray | None = None) -> np.ndarray:
     """Masks int8 [B, G + T + 1] (batched ``mask_bits``); ``pending`` [T, B] counts candidates left per tier.
 
-    ``can_sample`` [G, B]: which SAMPLE actions are legal (default: the one SAMPLE, legal while ``n < n_max``).
+    ``can_sample`` [G, B]: which SAMPLE actions are legal (default: the one SAMPLE, legal while ``n < n_max``;
+    ``n_max`` [B] holds each row's own cap where episodes hold different numbers of candidates).
     """
     t = len(tier_on)
     if can_sample is None:
@@ -107,14 +109,17 @@ def batch_masks(n: np.ndarray, n_max: int, pending: np.ndarray, tier_on: np.ndar
 
 def illegal_reason(a: int, *, n_actions: int, names: Sequence[str], tiers: Sequence[str],
                    enabled_tiers: Sequence[str], spent: bool, n_max: int, max_cost: float, cost_model: str,
-                   layout: ActionLayout) -> str:
-    """Why action ``a`` is not legal now (the ``ValueError`` text of ``step``)."""
+                   layout: ActionLayout, n_cap: int | None = None) -> str:
+    """Why action ``a`` is not legal now (the ``ValueError`` text of ``step``); ``n_cap``: the most candidates this
+    episode holds when fewer than ``n_max`` (one generator)."""
     if not 0 <= a < n_actions:
         return f"action {a} is outside the action space 0..{n_actions - 1}"
     if spent:
         why = f"the hard budget max_cost={max_cost:g} ({cost_model}) is spent; only STOP is allowed"
     elif layout.is_sample(a):
-        if layout.n_generators == 1:
+        if layout.n_generators == 1 and n_cap is not None and n_cap < n_max:
+            why = f"the episode's {n_cap} candidates are all revealed (it holds fewer than N_max={n_max})"
+        elif layout.n_generators == 1:
             why = f"N_max={n_max} candidates are already revealed"
         else:
             why = (f"generator {layout.generators[layout.generator_of(a)]} has no candidate left to reveal "

@@ -2,10 +2,9 @@
 
 Each solved problem is one episode: its revealed candidates (text, tokens, latency, finish reason, the
 answer and cluster seen live) and every verifier call made on them. The records go through
-``pools.importers.jsonl.build_pool`` like any imported pool (validation, estimates, labels). A pool holds
-the same number N of candidates in every episode, so when problems revealed different numbers, every
-episode keeps its first N = (the smallest count) candidates; the manifest's provenance says how many
-were left out. Correctness is graded against the gold answer when the problem has one, else unknown.
+``pools.importers.jsonl.build_pool`` like any imported pool (validation, estimates, labels). Problems that
+revealed different numbers of candidates keep them all: a pool's N is the most an episode holds, and a replay
+cannot SAMPLE past what an episode holds (``coba_env.rules.config.EnvConfig.sample_caps``). Correctness is graded against the gold answer when the problem has one, else unknown.
 """
 
 from __future__ import annotations
@@ -51,12 +50,8 @@ def save_live_pool(episodes: Sequence[list[dict[str, Any]]], dest: str | os.Path
     episodes = [e for e in episodes if e]
     if not episodes:
         raise PoolError("nothing to record: no problem revealed a candidate", file=str(dest))
-    n = min(len(e) for e in episodes)
-    dropped = sum(len(e) - n for e in episodes)
-    records = [(f"live episode {i}, candidate {k}", rec) for i, e in enumerate(episodes) for k, rec in
-               enumerate(e[:n])]
+    records = [(f"live episode {i}, candidate {k}", rec) for i, e in enumerate(episodes) for k, rec in enumerate(e)]
     pool = build_pool(records, source=f"coba solve --record {dest}", provenance={
-        "importer": "coba solve --record", "live_episodes": len(episodes), "candidates_left_out": dropped,
-        **(provenance or {})})
+        "importer": "coba solve --record", "live_episodes": len(episodes), **(provenance or {})})
     save_pool(pool, dest, overwrite=force)
     return pool
