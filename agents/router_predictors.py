@@ -60,21 +60,31 @@ class KNNPredictor(Predictor):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Each option's similarity-weighted neighbour success rate, shrunk to the training rate."""
+        return self.predict_ks(x, [int(self.fields["k"])])[0]
+
+    def predict_ks(self, x: np.ndarray, ks: list[int]) -> list[np.ndarray]:
+        """``predict`` at each neighbour count of ``ks`` from one similarity pass: the k nearest are the first k of
+        the max(ks) nearest ranked by similarity (inner cross-validation scores a grid of k at one pass's cost)."""
         q = self._standardized(x)
         q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
         train_x, train_y, prior = self.arrays["train_x"], self.arrays["train_y"], self.arrays["prior"]
-        k = min(int(self.fields["k"]), len(train_x))
-        out = np.empty((len(q), train_y.shape[1]))
+        counts = [min(int(k), len(train_x)) for k in ks]
+        top = max(counts)
+        outs = [np.empty((len(q), train_y.shape[1])) for _ in counts]
         for start in range(0, len(q), 1024):  # bounded memory: 1024 queries x m training items at a time
             sim = q[start:start + 1024] @ train_x.T
-            near = np.argpartition(-sim, k - 1, axis=1)[:, :k]
-            w = np.maximum(np.take_along_axis(sim, near, axis=1), 0.0)[:, :, None]
-            y = train_y[near]
-            seen = ~np.isnan(y)
-            num = (w * np.where(seen, y, 0.0)).sum(axis=1) + prior
-            den = (w * seen).sum(axis=1) + 1.0
-            out[start:start + 1024] = num / den
-        return out
+            near = np.argpartition(-sim, top - 1, axis=1)[:, :top]
+            near_sim = np.take_along_axis(sim, near, axis=1)
+            order = np.argsort(-near_sim, axis=1, kind="stable")  # most similar first
+            near, near_sim = np.take_along_axis(near, order, axis=1), np.take_along_axis(near_sim, order, axis=1)
+            for out, k in zip(outs, counts, strict=True):
+                w = np.maximum(near_sim[:, :k], 0.0)[:, :, None]
+                y = train_y[near[:, :k]]
+                seen = ~np.isnan(y)
+                num = (w * np.where(seen, y, 0.0)).sum(axis=1) + prior
+                den = (w * seen).sum(axis=1) + 1.0
+                out[start:start + 1024] = num / den
+        return outs
 
 
 class MFPredictor(Predictor):

@@ -121,11 +121,16 @@ def run_folds(compiled: CompiledPool, kinds: Sequence[str], *, seeds: Sequence[i
             held = np.isin(compiled.episode_ids, split.eval_episode_ids)
             rows = keys.get_indexer(pd.MultiIndex.from_arrays([compiled.dataset[held], compiled.item_id[held]]))
             rows = np.unique(rows)
+            featurizers: dict[str, Any] = {}  # fitted once per fold for the routers reading the same sources
+            held_x: dict[tuple[str, ...], np.ndarray] = {}
             for kind in everyone:
                 t1 = time.perf_counter()
                 fitted = fit_router(kind, compiled, episode_ids=split.train_episode_ids, cost_model=cost_model,
-                                    seed=int(seed))
-                x = fitted.featurizer.transform(outcomes.problems.iloc[rows]).astype(np.float64)
+                                    seed=int(seed), featurizers=featurizers)
+                sources = tuple(fitted.featurizer.sources)
+                if sources not in held_x:
+                    held_x[sources] = fitted.featurizer.transform(outcomes.problems.iloc[rows]).astype(np.float64)
+                x = held_x[sources]
                 scores.setdefault((int(seed), kind), np.full(len(keys), np.nan))[rows] = \
                     switch_scores(fitted, x, outcomes.weak, outcomes.strong)
                 settings.append({"seed": int(seed), "fold": split.held_out, "router": kind,

@@ -175,19 +175,38 @@ def fit_prior(x: np.ndarray, y: np.ndarray, setting: dict[str, Any], seed: int,
 FITTERS = {"knn": fit_knn, "mf": fit_mf, "logistic": fit_logistic, "mlp": fit_mlp, "prior": fit_prior}
 
 
+def _inner_folds(x: np.ndarray, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import KFold
+
+    return list(KFold(n_splits=min(INNER_FOLDS, len(x)), shuffle=True, random_state=seed).split(x))
+
+
+def _brier_sum(p: np.ndarray, y: np.ndarray) -> tuple[float, int]:
+    seen = ~np.isnan(y)
+    return float(((p - np.nan_to_num(y)) ** 2)[seen].sum()), int(seen.sum())
+
+
 def inner_brier(kind: str, setting: dict[str, Any], x: np.ndarray, y: np.ndarray, seed: int,
                 **extra: Any) -> float:
     """The Brier score of ``setting``'s out-of-fold predictions over ``INNER_FOLDS`` folds of the items."""
-    from sklearn.model_selection import KFold
-
-    folds = KFold(n_splits=min(INNER_FOLDS, len(x)), shuffle=True, random_state=seed)
     errors, count = 0.0, 0
-    for train, held in folds.split(x):
-        p = FITTERS[kind](x[train], y[train], setting, seed, **extra).predict(x[held])
-        seen = ~np.isnan(y[held])
-        errors += float(((p - np.nan_to_num(y[held])) ** 2)[seen].sum())
-        count += int(seen.sum())
+    for train, held in _inner_folds(x, seed):
+        e, c = _brier_sum(FITTERS[kind](x[train], y[train], setting, seed, **extra).predict(x[held]), y[held])
+        errors, count = errors + e, count + c
     return errors / max(count, 1)
+
+
+def knn_inner_briers(grid: list[dict[str, Any]], x: np.ndarray, y: np.ndarray, seed: int) -> list[float]:
+    """``inner_brier`` of every kNN setting of ``grid`` on the same inner folds, each fold's neighbours ranked
+    once for all k (the stored rows do not depend on k): one similarity pass per fold instead of one per k."""
+    ks = [int(s["k"]) for s in grid]
+    errors, count = np.zeros(len(ks)), np.zeros(len(ks))
+    for train, held in _inner_folds(x, seed):
+        knn = fit_knn(x[train], y[train], grid[0], seed)
+        for i, p in enumerate(knn.predict_ks(x[held], ks)):  # type: ignore[attr-defined]
+            e, c = _brier_sum(p, y[held])
+            errors[i], count[i] = errors[i] + e, count[i] + c
+    return [float(e / max(c, 1)) for e, c in zip(errors, count, strict=True)]
 
 
 def fit_router_predictor(kind: str, x: np.ndarray, y: np.ndarray, seed: int,
@@ -200,6 +219,11 @@ def fit_router_predictor(kind: str, x: np.ndarray, y: np.ndarray, seed: int,
     if len(x) < 2:
         raise ValueError(f"a router needs at least 2 training items, got {len(x)}")
     grid = GRIDS[kind]
-    scores = [inner_brier(kind, s, x, y, seed, **extra) for s in grid] if len(grid) > 1 else [float("nan")]
+    if len(grid) < 2:
+        scores = [float("nan")]
+    elif kind == "knn":
+        scores = knn_inner_briers(grid, x, y, seed)
+    else:
+        scores = [inner_brier(kind, s, x, y, seed, **extra) for s in grid]
     pick = int(np.argmin(scores)) if len(grid) > 1 else 0
     return FITTERS[kind](x, y, grid[pick], seed, **extra), dict(grid[pick]), scores

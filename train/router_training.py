@@ -104,16 +104,31 @@ class FittedRouter:
         return PromptRouter(self.featurizer, self.predictor, self.config, lam=lam)
 
 
+def router_sources(kind: str, problem_features: str | None = None) -> str:
+    """The problem feature sources a router of ``kind`` reads: ``problem_features``, else its kind's, else
+    ``DEFAULT_FEATURES``."""
+    return problem_features or router_spec(kind)["features"] or DEFAULT_FEATURES
+
+
 def fit_router(kind: str, compiled: CompiledPool, *, datasets: Any = None, episode_ids: Any = None,
                cost_model: str = "p_tokens", seed: int = 0, problem_features: str | None = None,
-               budget: float | None = None) -> FittedRouter:
+               budget: float | None = None, featurizers: dict[str, Any] | None = None) -> FittedRouter:
     """Fit a router of ``kind`` (a controller kind with ``router`` fields, ``agents/controllers.yaml``) on the
-    training items of ``compiled`` (steps 1-4)."""
+    training items of ``compiled`` (steps 1-4).
+
+    ``featurizers``: a cache shared by routers fitted on the *same* training items with the same ``seed`` (sources
+    -> (fitted featurizer, training features)); the featurizer is then fitted once for all of them, the same
+    computation as fitting it per router."""
     spec = router_spec(kind)
     predictor_kind, label = spec["predictor"], spec["label"]
     episodes = episode_subset(compiled, datasets, None, episode_ids)
     problems = problems_of(episodes)
-    featurizer = fit_featurizer(problems, problem_features or spec["features"] or DEFAULT_FEATURES, seed=seed)
+    sources = router_sources(kind, problem_features)
+    cache = {} if featurizers is None else featurizers
+    if sources not in cache:
+        fitted_featurizer = fit_featurizer(problems, sources, seed=seed)
+        cache[sources] = (fitted_featurizer, fitted_featurizer.transform(problems).astype(np.float64))
+    featurizer, x = cache[sources]
     samples = [k for k in spec["samples"] if k <= compiled.n_candidates] or [1]
     table = option_outcomes(episodes, problems, route_generators(compiled), samples, cost_model)
     option_cost = np.nanmean(np.where(np.isnan(table.outcome), np.nan, table.cost), axis=0)
@@ -122,7 +137,6 @@ def fit_router(kind: str, compiled: CompiledPool, *, datasets: Any = None, episo
         raise ValueError(f"cost model {cost_model!r} gives {', '.join(free)} no cost (every lambda would route there); "
                          "choose another cost model (usd, tokens, calls)")
     extra = {"group_columns": group_columns(featurizer)} if predictor_kind == "prior" else {}
-    x = featurizer.transform(problems).astype(np.float64)
     predictor, setting, scores = fit_router_predictor(predictor_kind, x, table.outcome, seed, **extra)
     b = default_budget(compiled, cost_model, compiled.n_candidates) if budget is None else float(budget)
     config = {"kind": kind, "name": kind, "label": label, "env": "route", "n_max_per_generator": max(samples),
