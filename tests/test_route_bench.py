@@ -238,9 +238,9 @@ def test_model_routing_is_none_when_no_problem_has_both_generators():
     from eval.route_analysis import model_routing, no_shared_items
 
     compiled = compile_pool(disjoint_two_generator_pool())
-    records = replay_policy(make_policy("route_cascade"), compiled, grouping="item").records
-    assert len(records) == 4 and no_shared_items(compiled)
-    assert model_routing(compiled, records, {"route_cascade": "routing"}) is None
+    run = replay_policy(make_policy("route_cascade"), compiled, grouping="item")
+    assert len(run.records) == 4 and no_shared_items(compiled)
+    assert model_routing(compiled, [run], {"route_cascade": "routing"}) is None
     assert not no_shared_items(compile_pool(three_generator_pool()))  # three generators: not a two-model pool
 
 
