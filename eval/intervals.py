@@ -109,9 +109,9 @@ def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit:
 def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: dict[str, str]) -> np.ndarray:
     """Per metric and policy, each paired unit's mean over its episodes (accuracy in percent)."""
     keys = list(paired.units.columns)
-    frame = records[records["policy"].isin(paired.policies)]
     columns = list(dict.fromkeys(metrics.values()))
-    frame = frame[[*keys, "policy", *columns]].assign(correct=frame["correct"].astype(float) * 100.0)
+    frame = bootstrap.policy_rows(records, paired.policies, [*keys, "policy", *columns])
+    frame = frame.assign(correct=frame["correct"].astype(float) * 100.0)
     per = frame.groupby([*keys, "policy"], sort=False, observed=True)[columns].mean()
     index = pd.MultiIndex.from_frame(paired.units)
     rows = [per[column].unstack("policy").reindex(index=index, columns=paired.policies).to_numpy(float).T
@@ -122,7 +122,7 @@ def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: d
 def _cells(records: pd.DataFrame, paired: bootstrap.PairedData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each unit's cell (an index), each cell's weight (its number of generators) and dataset."""
     keys = list(paired.units.columns)
-    frame = records[records["policy"].isin(paired.policies)]
+    frame = bootstrap.policy_rows(records, paired.policies, list(dict.fromkeys([*keys, "generator", "policy"])))
     gens = frame.groupby(keys, sort=False, observed=True)["generator"].agg(lambda g: "\x1f".join(sorted(set(g))))
     genset = gens.reindex(pd.MultiIndex.from_frame(paired.units)).to_numpy()
     label = paired.units["dataset"].astype(str).to_numpy() + "\x1e" + genset.astype(str)
