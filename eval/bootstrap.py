@@ -163,9 +163,11 @@ def summary(diff: float, boot_diff: np.ndarray, ci: float = CI) -> dict[str, flo
 
 
 def pairwise(records: pd.DataFrame, policies: Sequence[str] | None = None, *, unit: str = "item",
-             resamples: int = RESAMPLES, seed: int = 0, ci: float = CI) -> pd.DataFrame:
-    """Every ordered pair (a, b), a != b: paired difference acc(a) - acc(b) with CI and p (long format)."""
-    data = paired_matrix(records, policies, unit)
+             resamples: int = RESAMPLES, seed: int = 0, ci: float = CI,
+             paired: PairedData | None = None) -> pd.DataFrame:
+    """Every ordered pair (a, b), a != b: paired difference acc(a) - acc(b) with CI and p (long format).
+    ``paired``: ``paired_matrix(records, policies, unit)`` when the caller has it already."""
+    data = paired if paired is not None else paired_matrix(records, policies, unit)
     rows = []
     if data.values.shape[1] == 0:
         return pd.DataFrame(columns=["a", "b", "diff", "ci_low", "ci_high", "p", "significant", "n_units"])

@@ -72,10 +72,12 @@ def empty_intervals(unit: str = "item", resamples: int = bootstrap.RESAMPLES, se
 
 
 def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit: str = "item",
-                        resamples: int = bootstrap.RESAMPLES, seed: int = 0, ci: float = bootstrap.CI) -> Intervals:
-    """Macro and per-dataset percentile intervals of accuracy and every cost measure for ``policies``."""
+                        resamples: int = bootstrap.RESAMPLES, seed: int = 0, ci: float = bootstrap.CI,
+                        paired: bootstrap.PairedData | None = None) -> Intervals:
+    """Macro and per-dataset percentile intervals of accuracy and every cost measure for ``policies``
+    (``paired``: ``bootstrap.paired_matrix(records, policies, unit)`` when the caller has it already)."""
     policies = list(policies)
-    paired = bootstrap.paired_matrix(records, policies, unit)
+    paired = paired if paired is not None else bootstrap.paired_matrix(records, policies, unit)
     n = paired.values.shape[1]
     if not policies or n == 0:
         return empty_intervals(unit, resamples, seed, ci)
