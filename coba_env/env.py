@@ -280,11 +280,11 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             super().reset(seed=seed)  # gymnasium.Env.reset only seeds ``self.np_random``
             self._cursor, self._perm = 0, None
+        if self._rows is None:
+            self._rows = self.pool.episode_rows()  # 1.4 GB of Python lists at 100,000 items x 30 generators
         ep, lam = self._episode_and_lambda(options)
         self._ep = ep
         # The ``EpisodeData`` step reads for episode ``ep``, by pool candidate (``_place`` maps slots to them).
-        if self._rows is None:
-            self._rows = self.pool.episode_rows()  # 1.4 GB of Python lists at 100,000 items x 30 generators
         row = self._row = self._rows[ep]
         if self._places:
             self._ev = self._start_generators(self.n_max, row.n_clusters, lam)
