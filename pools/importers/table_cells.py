@@ -46,13 +46,14 @@ def _numbers(cells: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.nda
     plain = ~missing & ~is_bool & ~is_text
     if plain.any():  # numbers from Parquet or JSON (a list or an object is unreadable)
         values[plain] = [float(c) if isinstance(c, int | float) else math.nan for c in cells[plain]]
-    if is_text.any():
-        text = pd.Series(cells[is_text], dtype=object).str.strip()
+    if is_text.any():  # each distinct text read once (a True/False column has two)
+        codes, distinct = pd.factorize(cells[is_text])
+        text = pd.Series(distinct, dtype=object).str.strip()
         words = text.str.lower().map(BOOLEAN_WORDS)
         is_word = words.notna().to_numpy()
         parsed = pd.to_numeric(text.where(~is_word), errors="coerce").to_numpy(dtype=float)
-        values[is_text] = np.where(is_word, words.to_numpy(dtype=float, na_value=np.nan), parsed)
-        is_bool[np.flatnonzero(is_text)[is_word]] = True
+        values[is_text] = np.where(is_word, words.to_numpy(dtype=float, na_value=np.nan), parsed)[codes]
+        is_bool[np.flatnonzero(is_text)[is_word[codes]]] = True
     unreadable = ~missing & ~np.isfinite(values)
     return values, unreadable, is_bool
 
