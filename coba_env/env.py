@@ -219,7 +219,7 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         self.order = config.order
         self.render_mode = render_mode
         self.max_steps = config.max_steps
-        self._rows = self.pool.episode_rows()
+        self._rows: list | None = None  # the pool's episode rows, on the first reset: a probe env never steps
         self._mask_table = mask_table(layout.n_actions)
         self._clogc = clogc_table(self.pool.n_candidates)
         self._logs = log_table(self.pool.n_candidates)
@@ -283,6 +283,8 @@ class CoBaEnv(EpisodeStream, EpisodeReport, ObservationPacking, GeneratorSlots, 
         if seed is not None:  # a seeded reset restarts the episode stream, so it is reproducible
             super().reset(seed=seed)  # gymnasium.Env.reset only seeds ``self.np_random``
             self._cursor, self._perm = 0, None
+        if self._rows is None:
+            self._rows = self.pool.episode_rows()  # 1.4 GB of Python lists at 100,000 items x 30 generators
         ep, lam = self._episode_and_lambda(options)
         self._ep = ep
         # The ``EpisodeData`` step reads for episode ``ep``, by pool candidate (``_place`` maps slots to them).

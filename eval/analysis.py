@@ -51,8 +51,9 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     aggregates, summary = _aggregates(records, RecordLayout.of(compiled))
     t_metrics = time.perf_counter()
     ran = [r.name for r in run.runs if r.applicable]
+    paired = bootstrap.paired_matrix(records, ran, unit) if ran else None  # one for the tests and the intervals
     if len(ran) >= 2:
-        pw = bootstrap.pairwise(records, ran, unit=unit, resamples=resamples, seed=seed)
+        pw = bootstrap.pairwise(records, ran, unit=unit, resamples=resamples, seed=seed, paired=paired)
     else:
         pw = pd.DataFrame(columns=PAIRWISE_COLUMNS)
     mac, dset = aggregates["macro"], aggregates["per_dataset"]
@@ -62,7 +63,7 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
         ref = default_reference(mac, info, ran, grouping, COST_METRIC[cost_model])
     vs = pw[pw["a"] == ref].reset_index(drop=True) if ref else pw.iloc[0:0]
     vs.attrs.update(pw.attrs)
-    spans = bootstrap_intervals(records, ran, unit=unit, resamples=resamples, seed=seed) if ran else \
+    spans = bootstrap_intervals(records, ran, unit=unit, resamples=resamples, seed=seed, paired=paired) if ran else \
         empty_intervals(unit, resamples, seed)
     t_boot = time.perf_counter()
     front = _pareto(mac, dset, info, COST_METRIC[cost_model], datasets) if len(mac) else {}

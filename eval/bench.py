@@ -198,8 +198,8 @@ def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, co
             progress: bool, workers: int | None, replay: str, ray_address: str | None) -> BenchRun:
     """Every policy on every episode, in this process (or forked workers) or on a Ray cluster (``RAY_SPLIT``)."""
     options = dict(cost_model=cost_model, progress=progress, seed=seed, replay=replay, grouping=grouping)
-    if ray_address is None:
-        return run_policies(policies, compiled, workers=workers, **options)
+    if ray_address is None:  # the routing analyses read each policy's GeneratorUse, not per-generator columns
+        return run_policies(policies, compiled, workers=workers, generator_columns=False, **options)
     from eval.ray_bench import run_policies_on_ray
 
     return run_policies_on_ray(policies, compiled, ray_address=ray_address, split=RAY_SPLIT[grouping], **options)

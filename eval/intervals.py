@@ -72,10 +72,12 @@ def empty_intervals(unit: str = "item", resamples: int = bootstrap.RESAMPLES, se
 
 
 def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit: str = "item",
-                        resamples: int = bootstrap.RESAMPLES, seed: int = 0, ci: float = bootstrap.CI) -> Intervals:
-    """Macro and per-dataset percentile intervals of accuracy and every cost measure for ``policies``."""
+                        resamples: int = bootstrap.RESAMPLES, seed: int = 0, ci: float = bootstrap.CI,
+                        paired: bootstrap.PairedData | None = None) -> Intervals:
+    """Macro and per-dataset percentile intervals of accuracy and every cost measure for ``policies``
+    (``paired``: ``bootstrap.paired_matrix(records, policies, unit)`` when the caller has it already)."""
     policies = list(policies)
-    paired = bootstrap.paired_matrix(records, policies, unit)
+    paired = paired if paired is not None else bootstrap.paired_matrix(records, policies, unit)
     n = paired.values.shape[1]
     if not policies or n == 0:
         return empty_intervals(unit, resamples, seed, ci)
@@ -109,12 +111,12 @@ def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit:
 def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: dict[str, str]) -> np.ndarray:
     """Per metric and policy, each paired unit's mean over its episodes (accuracy in percent)."""
     keys = list(paired.units.columns)
-    frame = records[records["policy"].isin(paired.policies)]
     columns = list(dict.fromkeys(metrics.values()))
-    frame = frame[[*keys, "policy", *columns]].assign(correct=frame["correct"].astype(float) * 100.0)
-    per = frame.groupby([*keys, "policy"], sort=False, observed=True)[columns].mean()
+    frame = bootstrap.policy_rows(records, paired.policies, [*keys, "policy", *columns])
+    frame = frame.assign(correct=frame["correct"].astype(float) * 100.0)
+    per = frame.groupby([*keys, "policy"], sort=False, observed=True)[columns].mean().unstack("policy")
     index = pd.MultiIndex.from_frame(paired.units)
-    rows = [per[column].unstack("policy").reindex(index=index, columns=paired.policies).to_numpy(float).T
+    rows = [per[column].reindex(index=index, columns=paired.policies).to_numpy(float).T
             for column in metrics.values()]
     return np.concatenate(rows, axis=0)
 
@@ -122,14 +124,30 @@ def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: d
 def _cells(records: pd.DataFrame, paired: bootstrap.PairedData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each unit's cell (an index), each cell's weight (its number of generators) and dataset."""
     keys = list(paired.units.columns)
-    frame = records[records["policy"].isin(paired.policies)]
-    gens = frame.groupby(keys, sort=False, observed=True)["generator"].agg(lambda g: "\x1f".join(sorted(set(g))))
-    genset = gens.reindex(pd.MultiIndex.from_frame(paired.units)).to_numpy()
+    frame = bootstrap.policy_rows(records, paired.policies, list(dict.fromkeys([*keys, "generator", "policy"])))
+    grouped = frame.groupby(keys, sort=False, observed=True)
+    genset = pd.Series(_generator_sets(grouped.ngroup().to_numpy(), frame["generator"]), index=grouped.size().index)
+    genset = genset.reindex(pd.MultiIndex.from_frame(paired.units)).to_numpy()
     label = paired.units["dataset"].astype(str).to_numpy() + "\x1e" + genset.astype(str)
     cells, names = pd.factorize(label)
     weights = np.array([len(name.split("\x1e", 1)[1].split("\x1f")) for name in names], dtype=np.float64)
     dataset = np.array([name.split("\x1e", 1)[0] for name in names], dtype=object)
     return cells, weights, dataset
+
+
+def _generator_sets(unit: np.ndarray, generator: pd.Series) -> list[str]:
+    """Per unit (``unit``: each record's unit number, 0..U-1), its records' distinct generators, sorted and
+    joined by U+001F: counted on codes, each unit's names joined once."""
+    codes, uniques = pd.factorize(generator)
+    labels = [str(u) for u in uniques]
+    order = sorted(range(len(labels)), key=labels.__getitem__)
+    names = [labels[k] for k in order]
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[order] = np.arange(len(labels))
+    pairs = np.unique(unit.astype(np.int64) * len(labels) + rank[codes])  # by unit, then by name
+    owner, ranks = np.divmod(pairs, len(labels))
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    return ["\x1f".join(names[r] for r in chunk) for chunk in np.split(ranks, starts[1:])]
 
 
 def _cell_means(values: np.ndarray, cells: np.ndarray, n_cells: int, n: int, resamples: int,

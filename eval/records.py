@@ -17,8 +17,10 @@ Columns, in order (``RecordLayout.columns``):
   0 when nothing was selected).
 
 Episodes over several generators also carry, per generator g, ``samples:<g>`` (candidates drawn from g) and
-``gen_cost:<g>`` (their generation cost in the run's cost measure): the routing analyses read them
-(``eval.route_analysis``); they stay in memory and are not written to the episode files.
+``gen_cost:<g>`` (their generation cost in the run's cost measure), unless the replay asks for none (a bench: two
+columns per generator are 48 MB per policy at 30 generators x 100,000 items); they are never written
+to the episode files. What the routing analyses read of them (``eval.route_analysis``) is summed per policy in
+``GeneratorUse``, which a replay of such episodes always returns.
 """
 
 from __future__ import annotations
@@ -144,15 +146,41 @@ class PlayedEpisodes:
     graded: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class GeneratorUse:
+    """What one policy drew from each generator of its episodes, summed over them (``generator_columns``' sums)."""
+
+    generators: tuple[str, ...]
+    #: Per generator: candidates drawn, their generation cost (the run's cost measure), episodes that drew any.
+    samples: np.ndarray
+    cost: np.ndarray
+    called: np.ndarray
+    #: The episodes summed over.
+    episodes: int
+
+    @classmethod
+    def of(cls, columns: dict[str, np.ndarray], generators: Sequence[str], episodes: int) -> GeneratorUse:
+        """The sums of ``generator_columns``' columns for ``generators`` over ``episodes`` episodes."""
+        drawn = [columns[samples_column(g)] for g in generators]
+        return cls(tuple(generators), np.array([d.sum() for d in drawn], dtype=np.int64),
+                   np.array([columns[cost_column(g)].sum() for g in generators], dtype=np.float64),
+                   np.array([np.count_nonzero(d > 0) for d in drawn], dtype=np.int64), int(episodes))
+
+    def called_share(self, generator: str) -> float:
+        """The share of the episodes that drew at least one candidate from ``generator``."""
+        return float(self.called[self.generators.index(generator)] / max(self.episodes, 1))
+
+
 def empty_records(layout: RecordLayout) -> pd.DataFrame:
     """An episode-records frame with no rows and every column."""
     return pd.DataFrame({c: pd.Series(dtype=object) for c in layout.columns})
 
 
 def records_frame(name: str, pool: CompiledPool, played: PlayedEpisodes, actions: ActionLayout, *,
-                  cost_k: int) -> pd.DataFrame:
+                  cost_k: int, per_generator: bool = True) -> pd.DataFrame:
     """The records of policy ``name`` on the episodes of ``pool`` (``RecordLayout.of(pool)``), from what it did
-    (counts by the env's ``actions`` layout); per-generator columns when the layout has several generators."""
+    (counts by the env's ``actions`` layout); per-generator columns when the layout has several generators and
+    ``per_generator``."""
     layout = RecordLayout.of(pool)
     counts = played.counts
     verifier_calls = {col: counts[:, actions.verify_action(k)] for k, col in enumerate(layout.counts.values())}
@@ -174,9 +202,18 @@ def records_frame(name: str, pool: CompiledPool, played: PlayedEpisodes, actions
         "oracle_available": pool.labels.correct.any(axis=1).astype(bool),
         **({GRADED_COLUMN: as_float(played.graded)} if layout.graded else {}),
     })[list(layout.columns)]
-    if actions.n_generators > 1:
+    if actions.n_generators > 1 and per_generator:
         frame = pd.concat([frame, pd.DataFrame(generator_columns(pool, actions, samples, cost_k))], axis=1)
     return frame
+
+
+def generator_use(pool: CompiledPool, played: PlayedEpisodes, actions: ActionLayout, *,
+                  cost_k: int) -> GeneratorUse | None:
+    """What the policy that ``played`` the episodes of ``pool`` drew from each generator (None: one generator)."""
+    if actions.n_generators < 2:
+        return None
+    samples = played.counts[:, [actions.sample_action(g) for g in range(actions.n_generators)]]
+    return GeneratorUse.of(generator_columns(pool, actions, samples, cost_k), actions.generators, pool.n_episodes)
 
 
 def generator_columns(pool: CompiledPool, actions: ActionLayout, samples: np.ndarray,

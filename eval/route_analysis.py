@@ -3,7 +3,8 @@ front, model-routing metrics (``routing_section``: results.json's ``routing`` bl
 renders it).
 
 - Allocation by generator: per policy and generator, the share of its samples and of its generation cost
-  (the bench's cost measure) spent on that generator, and samples per item (``eval.records`` columns).
+  (the bench's cost measure) spent on that generator, and samples per item (each run's
+  ``eval.records.GeneratorUse``).
 - The route front: the accuracy-cost Pareto front of the routing policies (oracles excluded), which is the
   bench's own front when it runs on route episodes.
 - On a pool with exactly two generators, the model-routing literature's metrics (``eval.routing_metrics``):
@@ -28,8 +29,7 @@ from coba_env.route_pool import compile_route_pool
 from coba_env.rules.config import EnvConfig
 from eval import routing_metrics as rm
 from eval.bench_data import BenchData
-from eval.records import cost_column, samples_column
-from eval.runner import replay_policy
+from eval.runner import PolicyRun, replay_policy
 
 #: Thresholds a threshold router is swept over in a two-model route bench (its curve).
 THRESHOLDS: tuple[float, ...] = (-0.01, *(i / 20 for i in range(21)), 1.01)
@@ -46,18 +46,24 @@ def with_each_generator(policies: list[Policy], compiled: CompiledPool, grouping
     return each_generator(policies, compile_route_pool(compiled).generators)
 
 
-def allocation_by_generator(records: pd.DataFrame, generators: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per policy: per generator the sample share, the generation-cost share and samples per item."""
+def allocation_by_generator(runs: Sequence[PolicyRun], generators: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per policy that ran: per generator the sample share, the generation-cost share and samples per item."""
     out: dict[str, dict[str, Any]] = {}
-    for name, frame in records.groupby("policy", sort=False):
-        samples = np.array([frame[samples_column(g)].sum() for g in generators], dtype=np.float64)
-        costs = np.array([frame[cost_column(g)].sum() for g in generators], dtype=np.float64)
-        n_items = max(len(frame), 1)
-        out[str(name)] = {g: {"sample_share": samples[k] / samples.sum() if samples.sum() else 0.0,
-                              "cost_share": costs[k] / costs.sum() if costs.sum() else 0.0,
-                              "samples_per_item": samples[k] / n_items}
-                          for k, g in enumerate(generators)}
+    for run in ran_on_items(runs):
+        use = run.generator_use
+        at = [use.generators.index(g) for g in generators]
+        samples, costs = use.samples[at].astype(np.float64), use.cost[at]
+        n_items = max(use.episodes, 1)
+        out[run.name] = {g: {"sample_share": samples[k] / samples.sum() if samples.sum() else 0.0,
+                             "cost_share": costs[k] / costs.sum() if costs.sum() else 0.0,
+                             "samples_per_item": samples[k] / n_items}
+                         for k, g in enumerate(generators)}
     return out
+
+
+def ran_on_items(runs: Sequence[PolicyRun]) -> list[PolicyRun]:
+    """The runs that played at least one episode of several generators (their ``generator_use`` is set)."""
+    return [r for r in runs if r.applicable and len(r.records) and r.generator_use is not None]
 
 
 def weak_and_strong(compiled: CompiledPool) -> tuple[int, int] | None:
@@ -77,7 +83,7 @@ def no_shared_items(compiled: CompiledPool) -> bool:
     return route.n_generators == 2 and not route.available.all(axis=1).any()
 
 
-def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[str, str], *, seed: int = 0,
+def model_routing(compiled: CompiledPool, runs: Sequence[PolicyRun], policies: dict[str, str], *, seed: int = 0,
                   curves: dict[str, pd.DataFrame] | None = None, cost_model: str | None = None
                   ) -> dict[str, Any] | None:
     """CPT(50%), CPT(80%), APGR and AIQ of the reference routers and each policy's point, on a two-model pool.
@@ -112,11 +118,11 @@ def model_routing(compiled: CompiledPool, records: pd.DataFrame, policies: dict[
                            "oracle_router": _summary(rm.oracle_curve(weak_ok, strong_ok))}
     gap = out["strong_accuracy"] - out["weak_accuracy"]
     points = {}
-    for name, frame in records.groupby("policy", sort=False):
-        share = float((frame[samples_column(names[strong])] > 0).mean())
-        acc = float(frame["correct"].mean())
-        points[str(name)] = {"strong_share": share, "accuracy": acc, "pgr": (acc - out["weak_accuracy"]) / gap,
-                             "group": policies.get(str(name), "")}
+    for run in ran_on_items(runs):
+        share = run.generator_use.called_share(names[strong])
+        acc = float(run.records["correct"].mean())
+        points[run.name] = {"strong_share": share, "accuracy": acc, "pgr": (acc - out["weak_accuracy"]) / gap,
+                            "group": policies.get(run.name, "")}
     out["policies"] = points
     out["threshold_curves"] = {}
     for name, table in (curves or {}).items():
@@ -151,12 +157,12 @@ def threshold_sweep(policy: Any, compiled: CompiledPool, *, thresholds: Sequence
     rows = []
     for t in thresholds:
         point = cls(name=f"{policy.name}@{t:g}", **{**policy.params, "threshold": float(t)})
-        run = replay_policy(point, compiled, grouping="item", cost_model=cost_model)
+        run = replay_policy(point, compiled, grouping="item", cost_model=cost_model, generator_columns=False)
         if not run.applicable:
             raise ValueError(f"{policy.name}: {run.not_applicable}")
         target = strong or route.generators[chosen_generator(route, "largest")]
         frame = run.records
-        rows.append({"threshold": float(t), "strong_share": float((frame[samples_column(target)] > 0).mean()),
+        rows.append({"threshold": float(t), "strong_share": run.generator_use.called_share(target),
                      "acc": float(frame["correct"].mean()), cost_model: float(frame[cost_model].mean())})
     return pd.DataFrame(rows)
 
@@ -187,9 +193,9 @@ def routing_section(data: BenchData, episodes: EnvConfig, compiled: CompiledPool
         "generator_params_b": dict(zip(gens, route.generator_params, strict=True)),
         "items": int(route.pool.n_episodes),
         "cost_model": data.cost_model,
-        "allocation_by_generator": allocation_by_generator(data.records, gens) if len(data.records) else {},
+        "allocation_by_generator": allocation_by_generator(data.run.runs, gens) if len(data.records) else {},
         "front": list(data.pareto.get("front", [])),
-        "model_routing": model_routing(compiled, data.records, groups, seed=data.seed, curves=curves,
+        "model_routing": model_routing(compiled, data.run.runs, groups, seed=data.seed, curves=curves,
                                        cost_model=data.cost_model)
         if len(data.records) else None,
         "note": (f"No model-routing section: no problem has candidates from both {gens[0]} and {gens[1]}, so "

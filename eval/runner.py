@@ -29,7 +29,7 @@ from coba_env.rules.config import EnvConfig, default_budget
 from coba_env.vector_env import CoBaVectorEnv
 from eval.batched_replay import DEFAULT_BATCH, played_in_batch, replay_batched
 from eval.forked_runs import default_workers, progress_bar, run_each
-from eval.records import RecordLayout, empty_records, records_frame
+from eval.records import GeneratorUse, RecordLayout, empty_records, generator_use, records_frame
 from eval.single_replay import replay_single
 
 #: Replay modes: "batched" (``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode
@@ -54,6 +54,8 @@ class PolicyRun:
     not_applicable: str | None = None
     seconds: float = 0.0
     description: dict[str, Any] = field(default_factory=dict)
+    #: What the policy drew from each generator, on episodes of several generators (else None).
+    generator_use: GeneratorUse | None = None
 
     @property
     def applicable(self) -> bool:
@@ -116,14 +118,15 @@ def run_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair", co
 def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair", cost_model: str = "p_tokens",
                   lam: float = 0.0, progress: Callable[[int], Any] | None = None, seed: int = 0,
                   replay: str = "batched", episode_ids: np.ndarray | None = None,
-                  batch: int = DEFAULT_BATCH) -> PolicyRun:
+                  batch: int = DEFAULT_BATCH, generator_columns: bool = True) -> PolicyRun:
     """Like ``run_policy``, returning a ``PolicyRun`` (records, not-applicable reason, timing, metadata).
 
     ``grouping`` "pair" replays the (item, generator) episodes of ``pool``, "item" its items with all their
     generators. ``replay`` "batched" plays a policy with a batched form (``Policy.batched``) through
     ``CoBaVectorEnv`` (``eval.batched_replay``), any other one episode at a time; "single" always plays one
     episode at a time. ``episode_ids`` (pool episode ids) replays only those episodes, in pool order, with the
-    whole pool's budget, so that records do not depend on how episodes are split.
+    whole pool's budget, so that records do not depend on how episodes are split. ``generator_columns`` False
+    leaves the per-generator record columns out (``eval.records``); ``generator_use`` sums them either way.
     """
     check_replay_mode(replay)
     start = time.perf_counter()
@@ -148,8 +151,10 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair",
     else:
         env = env if env.config.pool is config.pool else CoBaEnv(config=config)
         played = replay_single(policy, env, seed=seed, progress=progress)
-    frame = records_frame(policy.name, config.pool, played, env.layout, cost_k=config.cost_k)
-    return PolicyRun(records=frame, seconds=time.perf_counter() - start, **meta)
+    frame = records_frame(policy.name, config.pool, played, env.layout, cost_k=config.cost_k,
+                          per_generator=generator_columns)
+    use = generator_use(config.pool, played, env.layout, cost_k=config.cost_k)
+    return PolicyRun(records=frame, seconds=time.perf_counter() - start, generator_use=use, **meta)
 
 
 def applicability(policy: Policy, env: CoBaEnv) -> tuple[bool, str]:
@@ -227,7 +232,7 @@ def resolve_unique_policies(policies: Sequence[str | Policy], specs: dict | None
 def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, grouping: str = "pair",
                  cost_model: str = "p_tokens", lam: float = 0.0, progress: bool = True, workers: int | None = None,
                  seed: int = 0, specs: dict | None = None, replay: str = "batched",
-                 episode_ids: np.ndarray | None = None) -> BenchRun:
+                 episode_ids: np.ndarray | None = None, generator_columns: bool = True) -> BenchRun:
     """Replay every policy (registry names or ``Policy`` objects) on every episode of ``pool`` (``grouping`` as
     in ``replay_policy``).
 
@@ -235,7 +240,8 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
     runs policies in forked worker processes; None picks ``default_workers``. ``replay`` is "batched" (the
     default: ``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode at a time).
     ``episode_ids`` replays only those pool episodes: each policy's records come in pool order and equal
-    the whole replay's records of those episodes, however the ids are split.
+    the whole replay's records of those episodes, however the ids are split. ``generator_columns`` as in
+    ``replay_policy``.
     """
     check_replay_mode(replay)
     start = time.perf_counter()
@@ -251,7 +257,7 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
     if workers is None:
         workers = default_workers(len(policies), n_episodes, batched=replay == "batched")
     options = dict(grouping=grouping, cost_model=cost_model, lam=lam, seed=seed, replay=replay,
-                   episode_ids=episode_ids)
+                   episode_ids=episode_ids, generator_columns=generator_columns)
     runs, workers = run_each(replay_policy, policies, pool, options, workers=workers,
                              make_bar=lambda: progress_bar(len(policies) * n_episodes, progress))
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=workers)

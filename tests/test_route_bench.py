@@ -90,6 +90,24 @@ def test_route_bench_records_equal_the_one_episode_replay(route_bench):
         assert batched["actions"].tolist() == single["actions"].tolist()
 
 
+def test_a_replay_without_generator_columns_keeps_their_sums():
+    """A bench's replay (generator_columns=False) leaves out the two columns per generator and keeps their sums
+    (``GeneratorUse``), which the routing analyses read."""
+    compiled = compile_pool(three_generator_pool())
+    full = replay_policy(make_policy("route_cascade"), compiled, grouping="item")
+    lean = replay_policy(make_policy("route_cascade"), compiled, grouping="item", generator_columns=False)
+    gens = ["s-1.5B", "m-7B", "l-72B"]
+    assert lean.records.equals(full.records.drop(columns=[f"{k}:{g}" for g in gens for k in ("samples", "gen_cost")]))
+    use = lean.generator_use
+    assert list(use.generators) == gens and use.episodes == 9
+    drawn = {g: full.records[f"samples:{g}"] for g in gens}
+    assert sum(drawn[g].sum() for g in gens[1:]) > 0  # the cascade escalates on some items
+    for k, g in enumerate(gens):
+        assert use.samples[k] == drawn[g].sum() and use.called[k] == (drawn[g] > 0).sum()
+        assert use.cost[k] == pytest.approx(full.records[f"gen_cost:{g}"].sum(), rel=1e-12)
+        assert use.called_share(g) == (drawn[g] > 0).mean()
+
+
 def test_pools_with_one_generator_have_no_routing_section(tmp_path):
     from eval.bench import run_bench
 
@@ -238,9 +256,9 @@ def test_model_routing_is_none_when_no_problem_has_both_generators():
     from eval.route_analysis import model_routing, no_shared_items
 
     compiled = compile_pool(disjoint_two_generator_pool())
-    records = replay_policy(make_policy("route_cascade"), compiled, grouping="item").records
-    assert len(records) == 4 and no_shared_items(compiled)
-    assert model_routing(compiled, records, {"route_cascade": "routing"}) is None
+    run = replay_policy(make_policy("route_cascade"), compiled, grouping="item")
+    assert len(run.records) == 4 and no_shared_items(compiled)
+    assert model_routing(compiled, [run], {"route_cascade": "routing"}) is None
     assert not no_shared_items(compile_pool(three_generator_pool()))  # three generators: not a two-model pool
 
 

@@ -60,8 +60,16 @@ CORRECT_THRESHOLD = ImportOption("correct_threshold", "a candidate is correct wh
                                  "(0, 1]", kind="number", check=check_threshold)
 
 
-def _first_difference(rows: OutcomeRows, keys: pd.MultiIndex, name: str, what: str) -> None:
-    """Refuse two rows of one item that disagree on ``name`` (problem, gold or subject)."""
+def item_codes(rows: OutcomeRows) -> np.ndarray:
+    """Each row's item (dataset, item_id) as a code 0.. in order of first appearance (as ``pd.factorize`` of the
+    pairs, counted on the two columns' own codes instead of a MultiIndex of 3,000,000 tuples)."""
+    dataset = pd.factorize(pd.Series(rows.dataset, dtype=object), use_na_sentinel=False)[0].astype(np.int64)
+    item, seen = pd.factorize(pd.Series(rows.item_id, dtype=object), use_na_sentinel=False)
+    return pd.factorize(dataset * len(seen) + item)[0]
+
+
+def _first_difference(rows: OutcomeRows, keys: np.ndarray, name: str, what: str) -> None:
+    """Refuse two rows of one item (``keys``: ``item_codes``) that disagree on ``name`` (problem, gold or subject)."""
     values = pd.Series(getattr(rows, name), dtype=object).fillna("\x00none")
     first = values.groupby(keys, sort=False).transform("first")
     differs = (values != first).to_numpy()
@@ -72,10 +80,11 @@ def _first_difference(rows: OutcomeRows, keys: pd.MultiIndex, name: str, what: s
                          f"id); expected one {what} per query", pos, name)
 
 
-def _check_rows(rows: OutcomeRows) -> int:
-    """Duplicates and disagreements refused with file, row and column; returns N (candidates per episode)."""
-    frame = pd.DataFrame({"dataset": rows.dataset, "item_id": rows.item_id, "generator": rows.generator,
-                          "candidate": rows.candidate})
+def _check_rows(rows: OutcomeRows, items: np.ndarray) -> int:
+    """Duplicates and disagreements refused with file, row and column; returns N (candidates per episode).
+    ``items``: each row's ``item_codes``; rows are compared on codes, not on their texts."""
+    generator = pd.factorize(pd.Series(rows.generator, dtype=object), use_na_sentinel=False)[0]
+    frame = pd.DataFrame({"item": items, "generator": generator, "candidate": rows.candidate})
     dup = frame.duplicated(keep="first").to_numpy()
     if dup.any():
         pos = int(np.argmax(dup))
@@ -83,18 +92,17 @@ def _check_rows(rows: OutcomeRows) -> int:
         raise rows.error(f"query {rows.item_id[pos]!r} has a second outcome of model {rows.generator[pos]!r} "
                          f"(the first at {rows.where(int(np.argmax(same)))}); expected one per query and model",
                          pos, "item_id")
-    keys = pd.MultiIndex.from_arrays([rows.dataset, rows.item_id])
     for name, what in (("problem", "text"), ("gold", "gold answer"), ("subject", "category")):
-        _first_difference(rows, keys, name, what)
-    sizes = frame.groupby(["dataset", "item_id", "generator"], sort=False)["candidate"].agg(["size", "max"])
+        _first_difference(rows, items, name, what)
+    sizes = frame.groupby(["item", "generator"], sort=False)["candidate"].agg(["size", "max"])
     bad = sizes["max"] != sizes["size"] - 1  # a query may hold fewer samples of a model than another: no gaps
     if bad.any():
-        d, i, g = bad.index[int(np.argmax(bad.to_numpy()))]
-        group = (rows.dataset == d) & (rows.item_id == i) & (rows.generator == g)
+        i, g = bad.index[int(np.argmax(bad.to_numpy()))]
+        group = (items == i) & (generator == g)
         numbers = sorted(rows.candidate[group].tolist())
         pos = int(np.argmax(group & (rows.candidate >= len(numbers))))  # the row whose number leaves the gap
-        raise rows.error(f"query {i!r} of model {g!r} has samples numbered {numbers[:10]}; expected 0.."
-                         f"{len(numbers) - 1} without gaps", pos, "candidate")
+        raise rows.error(f"query {rows.item_id[pos]!r} of model {rows.generator[pos]!r} has samples numbered "
+                         f"{numbers[:10]}; expected 0..{len(numbers) - 1} without gaps", pos, "candidate")
     return int(sizes["size"].max())
 
 
@@ -142,14 +150,14 @@ def _estimated_prompts(problem: np.ndarray) -> np.ndarray:
 def build_outcome_pool(rows: OutcomeRows, *, source: str, correct_threshold: float = DEFAULT_CORRECT_THRESHOLD,
                        params_b: dict[str, float] | None = None, provenance: dict[str, Any] | None = None) -> Pool:
     """A validated Pool from outcome rows (module doc); ``params_b``: model -> billions (0 = unknown)."""
-    n = _check_rows(rows)
-    item_codes, _ = pd.factorize(pd.MultiIndex.from_arrays([rows.dataset, rows.item_id]))
+    items = item_codes(rows)
+    n = _check_rows(rows, items)
     gen_codes, generators = pd.factorize(pd.Series(rows.generator, dtype=object))
-    order = np.lexsort((rows.candidate, gen_codes, item_codes))
-    episode_of = pd.factorize(item_codes[order] * len(generators) + gen_codes[order])[0]
+    order = np.lexsort((rows.candidate, gen_codes, items))
+    episode_of = pd.factorize(items[order] * len(generators) + gen_codes[order])[0]
     heads = np.flatnonzero(np.r_[True, episode_of[1:] != episode_of[:-1]])
     sizes = {str(g): float((params_b or {}).get(str(g), 0.0)) for g in generators}
-    first_of_item = order[np.sort(np.unique(item_codes[order], return_index=True)[1])]
+    first_of_item = order[np.sort(np.unique(items[order], return_index=True)[1])]
     items = {"dataset": rows.dataset[first_of_item], "item_id": rows.item_id[first_of_item],
              "problem": rows.problem[first_of_item], "gold": rows.gold[first_of_item], "level": [None] * len(
                  first_of_item), "subject": rows.subject[first_of_item], "task": [None] * len(first_of_item),

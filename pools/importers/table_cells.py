@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pools.importers.table_files import RawTable
+from pools.importers.table_files import RawTable, all_text
 from pools.limits import MAX_TOKENS
 
 __all__ = ["BOOLEAN_WORDS", "OUTSIDE_RULES", "count_cells", "dollar_cells", "missing_cells", "outcome_cells", "text_cells"]
@@ -27,6 +27,10 @@ BOOLEAN_WORDS: dict[str, float] = {"true": 1.0, "false": 0.0}
 
 def missing_cells(cells: np.ndarray) -> np.ndarray:
     """Where a column's cells are missing: None, or a CSV's empty (all-blank) text."""
+    if all_text(cells):  # "" or whitespace only (``str.isspace`` is False for ""): what ``not c.strip()`` says
+        n = len(cells)
+        return (np.fromiter(map(len, cells), dtype=np.int64, count=n) == 0) | \
+            np.fromiter(map(str.isspace, cells), dtype=bool, count=n)
     return np.fromiter((c is None or (isinstance(c, str) and not c.strip()) for c in cells), dtype=bool,
                        count=len(cells))
 
@@ -34,19 +38,23 @@ def missing_cells(cells: np.ndarray) -> np.ndarray:
 def _numbers(cells: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values as float64 with NaN where missing or unreadable, unreadable mask, boolean-cell mask)."""
     values = np.full(len(cells), np.nan)
-    is_bool = np.fromiter((isinstance(c, bool | np.bool_) for c in cells), dtype=bool, count=len(cells))
-    is_text = np.fromiter((isinstance(c, str) for c in cells), dtype=bool, count=len(cells)) & ~missing
+    if all_text(cells):  # a CSV column: no Python bool or number among its cells
+        is_bool, is_text = np.zeros(len(cells), dtype=bool), ~missing
+    else:
+        is_bool = np.fromiter((isinstance(c, bool | np.bool_) for c in cells), dtype=bool, count=len(cells))
+        is_text = np.fromiter((isinstance(c, str) for c in cells), dtype=bool, count=len(cells)) & ~missing
     values[is_bool] = cells[is_bool].astype(float)
     plain = ~missing & ~is_bool & ~is_text
     if plain.any():  # numbers from Parquet or JSON (a list or an object is unreadable)
         values[plain] = [float(c) if isinstance(c, int | float) else math.nan for c in cells[plain]]
-    if is_text.any():
-        text = pd.Series(cells[is_text], dtype=object).str.strip()
+    if is_text.any():  # each distinct text read once (a True/False column has two)
+        codes, distinct = pd.factorize(cells[is_text])
+        text = pd.Series(distinct, dtype=object).str.strip()
         words = text.str.lower().map(BOOLEAN_WORDS)
         is_word = words.notna().to_numpy()
         parsed = pd.to_numeric(text.where(~is_word), errors="coerce").to_numpy(dtype=float)
-        values[is_text] = np.where(is_word, words.to_numpy(dtype=float, na_value=np.nan), parsed)
-        is_bool[np.flatnonzero(is_text)[is_word]] = True
+        values[is_text] = np.where(is_word, words.to_numpy(dtype=float, na_value=np.nan), parsed)[codes]
+        is_bool[np.flatnonzero(is_text)[is_word[codes]]] = True
     unreadable = ~missing & ~np.isfinite(values)
     return values, unreadable, is_bool
 
@@ -117,7 +125,10 @@ def text_cells(table: RawTable, column: str) -> np.ndarray:
     if bad.any():
         pos = int(np.argmax(bad))
         raise table.error(f"is {_shown(cells[pos])}; expected text", pos, column)
-    out = np.array([None if c is None or (isinstance(c, float) and math.isnan(c)) else str(c) for c in cells]
-                   + [None], dtype=object)[:-1]
+    if all_text(cells):
+        out = cells.copy()
+    else:
+        out = np.array([None if c is None or (isinstance(c, float) and math.isnan(c)) else str(c) for c in cells]
+                       + [None], dtype=object)[:-1]
     out[missing_cells(out)] = None
     return out

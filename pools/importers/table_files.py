@@ -24,7 +24,7 @@ from pools.errors import PoolError
 from pools.importers.canonical_records import read_json_lines
 from pools.limits import MAX_CELL_CHARS
 
-__all__ = ["RawTable", "TABLE_SUFFIXES", "read_table", "table_files"]
+__all__ = ["RawTable", "TABLE_SUFFIXES", "all_text", "read_table", "table_files"]
 
 #: File name endings of the table kinds read here.
 TABLE_SUFFIXES: dict[str, str] = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl",
@@ -54,7 +54,8 @@ class RawTable:
         """Column ``name``'s raw cells; the first cell longer than ``MAX_CELL_CHARS`` raises ``PoolError``."""
         cells = self.columns[name]
         if name not in self._checked:
-            lengths = np.fromiter((len(c) if isinstance(c, str) else 0 for c in cells), dtype=np.int64,
+            lengths = np.fromiter(map(len, cells) if all_text(cells) else
+                                  (len(c) if isinstance(c, str) else 0 for c in cells), dtype=np.int64,
                                   count=len(cells))
             too_long = lengths > MAX_CELL_CHARS
             if too_long.any():
@@ -68,6 +69,11 @@ class RawTable:
         """A ``PoolError`` naming this file, the row at position ``pos`` (None: the header) and ``column``."""
         where = f"{self.path}, header" if pos is None else f"{self.path}, {self.unit} {int(self.rows[pos])}"
         return PoolError(message, file=where, column=column)
+
+
+def all_text(cells: np.ndarray) -> bool:
+    """Whether every cell is a str (a CSV column always is): the readers then take their vectorized path."""
+    return pd.api.types.infer_dtype(cells, skipna=False) == "string"
 
 
 def table_files(sources: list[str], kinds: tuple[str, ...] = ("csv", "parquet", "jsonl")) -> list[str]:
