@@ -1,4 +1,16 @@
-"""``coba bench``: evaluate every policy on a pool and write the paper's tables, figures and report."""
+"""``coba bench``: evaluate every policy on a pool: paper tables, figures, statistics and a report.
+
+Replay every policy on every episode of a candidate pool and write the paper's evaluation (Section 5): macro
+accuracy and costs, per-dataset and per-generator tables, the action-allocation audit, the oracle-gap split,
+paired bootstrap tests, Pareto frontiers and figures, every macro figure with its 95% interval (bootstrap over
+items), as report.md, tables/ (md, csv, tex), figures/ (png, svg), results.json and episodes.parquet. Exit 2
+when no selected policy can run on the pool.
+
+examples:
+  coba bench --pool tiny --policies main --out runs/bench
+  coba bench --pool runs/pools/mine --policies main,my_rules.py:TwoThenJudge,mine.yaml --out runs/b
+  coba bench --policies main,runs/mlp-tiny@0.1,runs/sb3/model.zip@0.2 --no-figures --out runs/b2
+"""
 
 from __future__ import annotations
 
@@ -14,24 +26,14 @@ from coba_cli.arg_types import (
     seed_int,
 )
 from coba_cli.errors import UsageError
-from coba_cli.help_text import ExampleFormatter, examples
+from coba_cli.help_text import command_parser
 from eval.envs import ENV_NAMES
 from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba bench``."""
-    parser = subparsers.add_parser(
-        "bench", help="evaluate every policy on a pool: paper tables, figures, statistics and a report",
-        description="Replay every policy on every episode of a candidate pool and write the paper's evaluation "
-        "(Section 5): macro accuracy and costs, per-dataset and per-generator tables, the action-allocation "
-        "audit, the oracle-gap split, paired bootstrap tests, Pareto frontiers and figures, every macro figure "
-        "with its 95% interval (bootstrap over items), as report.md, tables/ (md, csv, tex), figures/ (png, svg), "
-        "results.json and episodes.parquet. Exit 2 when no selected policy can run on the pool.",
-        formatter_class=ExampleFormatter,
-        epilog=examples("coba bench --pool tiny --policies main --out runs/bench",
-                        "coba bench --pool runs/pools/mine --policies main,my_rules.py:TwoThenJudge,mine.yaml --out runs/b",
-                        "coba bench --policies main,runs/mlp-tiny@0.1,runs/sb3/model.zip@0.2 --no-figures --out runs/b2"))
+    parser = command_parser(subparsers, "bench", __doc__)
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory, simulator profile name ('paper', 'tiny') or profile JSON file; "
                              "default: the simulated paper pool (cached)")

@@ -3,6 +3,8 @@
 ``examples(...)`` builds an epilog that ``ExampleFormatter`` prints line by line (argparse's default
 formatter would rewrap it into one paragraph); descriptions still wrap as usual. tests/test_cli_help.py
 parses every example line with the real parser, so an example cannot name an option that does not exist.
+``command_parser`` reads a command's help, description and examples from its module's docstring, so a command's
+user-facing text is written once, at the top of its file.
 """
 
 from __future__ import annotations
@@ -24,6 +26,20 @@ def example_lines(parser: argparse.ArgumentParser) -> list[str]:
     if not text.startswith(EXAMPLES_HEADING):
         return []
     return [line.strip() for line in text.splitlines()[1:] if line.strip() and not line.strip().startswith("#")]
+
+
+def command_parser(subparsers: argparse._SubParsersAction, name: str, module_doc: str | None,
+                   **options: object) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` whose help is its module's docstring: the first line after "``coba NAME``: " is
+    the one-line help, the next paragraph the description, a paragraph headed "examples:" the example lines
+    (printed as written); any other paragraph is a note for developers and stays out of ``--help``."""
+    head, *paragraphs = (module_doc or "").strip().split("\n\n")
+    lines = next((p.splitlines()[1:] for p in paragraphs if p.startswith(EXAMPLES_HEADING)), [])
+    description = next((p for p in paragraphs if not p.startswith(EXAMPLES_HEADING)), "")
+    return subparsers.add_parser(name, help=head.split(": ", 1)[-1].rstrip("."),
+                                 description=" ".join(description.split()), formatter_class=ExampleFormatter,
+                                 epilog=examples(*(line.strip() for line in lines)) if lines else None,
+                                 **options)
 
 
 class ExampleFormatter(argparse.HelpFormatter):

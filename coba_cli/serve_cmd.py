@@ -1,6 +1,15 @@
-"""``coba serve``: an OpenAI-compatible endpoint whose every answer comes from a routing policy (docs/SERVE.md).
+"""``coba serve``: an OpenAI-compatible endpoint answering every request with a routing policy.
 
-Parses the options and calls ``eval.serving.server``; the endpoint options are ``coba solve``'s.
+Serve POST /v1/chat/completions, GET /v1/models and GET /health. Each request is answered by a routing policy
+acting live over the model endpoints given here (SAMPLE calls a generator, VERIFY a judge); the response's usage
+totals every internal call and its 'coba' field carries the path. A request picks the policy by its model name
+(POLICY or POLICY@LAMBDA) and may lower the budgets within the limits set here.
+
+examples:
+  coba serve --policy coba_light --generator http://127.0.0.1:8000/v1,Qwen3-8B --judge http://127.0.0.1:8001/v1,Qwen3-1.7B
+  coba serve --policy route_cheapest_coba --allow route_largest_coba --generator small=http://127.0.0.1:8000/v1,Qwen3-1.7B --generator large=http://127.0.0.1:8001/v1,Qwen3-14B --judge http://127.0.0.1:8002/v1,Qwen3-1.7B --record runs/served
+
+Parses the options and calls ``eval.serving.server``; the endpoint options are ``coba solve``'s (docs/SERVE.md).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from coba_cli.arg_types import (
 )
 from coba_cli.endpoint_options import add_endpoint_options, add_live_env_options
 from coba_cli.errors import UsageError
-from coba_cli.help_text import ExampleFormatter, examples
+from coba_cli.help_text import command_parser
 from pools.limits import MAX_CONCURRENCY
 
 #: Environment variable holding the key clients must send (keeps it off the command line and out of ``ps``).
@@ -30,20 +39,7 @@ API_KEY_ENV = "COBA_SERVE_API_KEY"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba serve``."""
-    p = subparsers.add_parser(
-        "serve", help="an OpenAI-compatible endpoint answering every request with a routing policy",
-        description="Serve POST /v1/chat/completions, GET /v1/models and GET /health. Each request is answered by "
-        "a routing policy acting live over the model endpoints given here (SAMPLE calls a generator, VERIFY a "
-        "judge); the response's usage totals every internal call and its 'coba' field carries the path. A request "
-        "picks the policy by its model name (POLICY or POLICY@LAMBDA) and may lower the budgets within the limits "
-        "set here.",
-        formatter_class=ExampleFormatter,
-        epilog=examples("coba serve --policy coba_light --generator http://127.0.0.1:8000/v1,Qwen3-8B "
-                        "--judge http://127.0.0.1:8001/v1,Qwen3-1.7B",
-                        "coba serve --policy route_cheapest_coba --allow route_largest_coba "
-                        "--generator small=http://127.0.0.1:8000/v1,Qwen3-1.7B "
-                        "--generator large=http://127.0.0.1:8001/v1,Qwen3-14B --judge http://127.0.0.1:8002/v1,"
-                        "Qwen3-1.7B --record runs/served"))
+    p = command_parser(subparsers, "serve", __doc__)
     p.add_argument("--policy", required=True, metavar="[ID=]SPEC",
                    help="the default policy: a registered name, a trained controller's checkpoint or FILE.py:Class; "
                         "ID is the model name requests use for it (default: the name)")

@@ -1,9 +1,17 @@
-"""``coba solve``: run a routing policy live on one problem or a problem file (see docs/SOLVE.md).
+"""``coba solve``: run a routing policy live against model endpoints: answer plus trace.
 
-SAMPLE calls the generator endpoint, VERIFY_l the tier's judge endpoint, STOP returns the answer with
-its trace; hard per-problem budgets are never exceeded. This module parses the options and calls
-``eval.solve.LiveSolve``, which builds the live env over the endpoints, plays and grades every problem and
-records what it saw; with several ``--generator`` a routing policy routes between them (``SAMPLE_<name>``).
+Solve problems live: the policy acts online (SAMPLE calls the generator, VERIFY_V1/V2/V3 call the judge / step
+judge / verifier, STOP returns the answer). Prints a readable summary of each problem (answer, every action with
+its costs and revealed evidence, why it stopped) and writes the JSON trace with --json. Hard per-problem budgets
+(--max-tokens, --max-calls, --max-seconds) are never exceeded: a call that could exceed one is not made.
+
+examples:
+  coba solve --policy coba_light --generator http://localhost:8000/v1,Qwen3-8B --judge http://localhost:8001/v1,Qwen3-1.7B "What is 7*8?"
+  coba solve --policy coba_balanced --generator URL,MODEL --judge URL,MODEL --verifier URL,MODEL --file problems.jsonl --json traces.jsonl
+
+This module parses the options and calls ``eval.solve.LiveSolve``, which builds the live env over the endpoints,
+plays and grades every problem and records what it saw; with several ``--generator`` a routing policy routes
+between them (``SAMPLE_<name>``). See docs/SOLVE.md.
 """
 
 from __future__ import annotations
@@ -17,25 +25,14 @@ from coba_cli import endpoint_options
 from coba_cli.arg_types import lambda_value, positive_float, positive_int
 from coba_cli.endpoint_options import add_endpoint_options, add_live_env_options
 from coba_cli.errors import UsageError
-from coba_cli.help_text import ExampleFormatter, examples
+from coba_cli.help_text import command_parser
 from eval.solve import DEFAULT_LAMBDA
 from pools.output_paths import check_output_dir, check_output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba solve``."""
-    p = subparsers.add_parser(
-        "solve", help="run a routing policy live against model endpoints: answer plus trace",
-        description="Solve problems live: the policy acts online (SAMPLE calls the generator, VERIFY_V1/V2/V3 "
-        "call the judge / step judge / verifier, STOP returns the answer). Prints a readable summary of each "
-        "problem (answer, every action with its costs and revealed evidence, why it stopped) and writes the "
-        "JSON trace with --json. Hard per-problem budgets (--max-tokens, --max-calls, --max-seconds) are never "
-        "exceeded: a call that could exceed one is not made.",
-        formatter_class=ExampleFormatter,
-        epilog=examples('coba solve --policy coba_light --generator http://localhost:8000/v1,Qwen3-8B '
-                        '--judge http://localhost:8001/v1,Qwen3-1.7B "What is 7*8?"',
-                        "coba solve --policy coba_balanced --generator URL,MODEL --judge URL,MODEL "
-                        "--verifier URL,MODEL --file problems.jsonl --json traces.jsonl"))
+    p = command_parser(subparsers, "solve", __doc__)
     p.add_argument("problem", nargs="?", help="the problem text (or give --file)")
     p.add_argument("--file", metavar="PROBLEMS.jsonl",
                    help="problems, one JSON object per line: problem (required), dataset, item_id, gold, level, "

@@ -1,4 +1,17 @@
-"""``coba sweep``: accuracy-cost frontiers of learned (over lambda) and fixed (over parameters) policies."""
+"""``coba sweep``: trace accuracy-cost frontiers: checkpoints over lambda, CoBa / best-of-n over parameters.
+
+Evaluate sweep points on a pool and write frontier.csv / frontier.md and the figure frontier.png / .svg: macro
+accuracy and cost of every point with their 95% intervals, which points dominate which, and every two families'
+fronts compared over the cost range both cover (mean best-reachable accuracy there).
+
+examples:
+  coba sweep --pool tiny --out runs/sweep
+  coba sweep --env route --pool tiny --out runs/sweep-route
+  coba sweep --pool tiny --policies coba,best_of_n,runs/mlp-tiny --lambdas 0.01,0.1,0.3 --out runs/sweep-mlp
+  coba sweep --pool tiny --policies my_rule.py:MyRule --grid k=1,2,4,8 --out runs/sweep-mine
+
+Learned policies are traced over lambda, fixed ones over their parameters (``train.sweep``).
+"""
 
 from __future__ import annotations
 
@@ -12,24 +25,13 @@ from coba_cli.arg_types import (
     lambda_list,
 )
 from coba_cli.errors import UsageError
-from coba_cli.help_text import ExampleFormatter, examples
+from coba_cli.help_text import command_parser
 from eval.envs import ENV_GROUPING, ENV_NAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coba sweep``."""
-    parser = subparsers.add_parser(
-        "sweep", help="trace accuracy-cost frontiers: checkpoints over lambda, CoBa / best-of-n over parameters",
-        description="Evaluate sweep points on a pool and write frontier.csv / frontier.md and the figure "
-        "frontier.png / .svg: macro accuracy and cost of every point with their 95% intervals, which points "
-        "dominate which, and every two families' fronts compared over the cost range both cover (mean "
-        "best-reachable accuracy there).",
-        formatter_class=ExampleFormatter,
-        epilog=examples("coba sweep --pool tiny --out runs/sweep",
-                        "coba sweep --env route --pool tiny --out runs/sweep-route",
-                        "coba sweep --pool tiny --policies coba,best_of_n,runs/mlp-tiny --lambdas 0.01,0.1,0.3 "
-                        "--out runs/sweep-mlp",
-                        "coba sweep --pool tiny --policies my_rule.py:MyRule --grid k=1,2,4,8 --out runs/sweep-mine"))
+    parser = command_parser(subparsers, "sweep", __doc__)
     parser.add_argument("--pool", default=None, metavar="POOL",
                         help="pool directory or simulator profile ('paper', 'tiny'); default: the paper pool")
     parser.add_argument("--policies", default=None, metavar="ITEMS",

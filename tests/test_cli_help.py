@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from coba_cli.arg_types import join_number_lists
-from coba_cli.help_text import example_lines
+from coba_cli.help_text import command_parser, example_lines
 from coba_cli.main import build_parser, main
 
 #: The pools subcommands docs/POOLS.md and docs/GENERATION.md describe.
@@ -114,3 +114,23 @@ def test_pools_import_output_given_once(argv_tail, message, small_jsonl, tmp_pat
 
     assert re.search(message, err), err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_command_parser_reads_help_description_and_examples_from_the_docstring():
+    doc = """``coba demo``: do a demo thing.
+
+    Replay the demo
+    on every item.
+
+    examples:
+      coba demo --n 1
+      coba demo --n 2
+
+    A note for developers, never shown.
+    """
+    sub = argparse.ArgumentParser(prog="coba").add_subparsers()
+    parser = command_parser(sub, "demo", doc.replace("\n    ", "\n"))
+    assert (sub.choices["demo"], sub._choices_actions[0].help) == (parser, "do a demo thing")
+    assert parser.description == "Replay the demo on every item."
+    assert example_lines(parser) == ["coba demo --n 1", "coba demo --n 2"]
+    assert "developers" not in parser.format_help()
