@@ -18,6 +18,10 @@ echo "== pytest -m 'not real_server' on every core"
 # keeps the order tests/conftest.py gives under xdist, costliest files first (tests/file_order.py), instead of
 # xdist's order by number of tests, so no long file starts last on one worker while the other idles.
 # pytest exits 5 when it collected no test; that is a failure here too.
+# One BLAS/OpenMP thread per worker: two workers on two cores are already one process per core, and the idle
+# threads of numpy's OpenBLAS and torch's OpenMP pools spin, burning CPU the other worker needs (measured:
+# tests/test_ppo_protocol.py + test_masked_ppo.py took 35 s of CPU with the default 2 threads, 9 s with 1).
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 tests_started=$SECONDS
 python -m pytest -p no:cacheprovider -m "not real_server" -n auto --dist loadfile --no-loadscope-reorder "$@"
 echo "== pytest done in $((SECONDS - tests_started)) s; the quick check in $((SECONDS - started)) s"
