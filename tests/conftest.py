@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +13,25 @@ import pytest
 
 from pools.schema import PAPER_TIER_ROLES
 from pools.store import Pool
+from tests.file_order import costliest_files_first
 from tests.llama_server import (  # noqa: F401  (the real-server fixtures, their mark and dead-server hook)
     llama_server,
     llama_server_process,
-    pytest_collection_modifyitems,
     pytest_runtest_makereport,
     second_llama_server_process,
 )
+from tests.llama_server import (
+    pytest_collection_modifyitems as mark_real_server_tests,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the real-server tests; under pytest-xdist, hand out the costliest test files first."""
+    mark_real_server_tests(config, items)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        costliest_files_first(items)
 
 
 @pytest.fixture(scope="session")
