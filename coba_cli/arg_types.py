@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from coba_env.costs import COST_MEASURES
 from coba_env.rules.config import LAM_MAX
+from eval.envs import ENV_NAMES
 
 #: The cost measures a subcommand may charge in: the env's own (see docs/ENV.md, "Costs and budget").
 COST_CHOICES: tuple[str, ...] = tuple(COST_MEASURES)
@@ -183,3 +184,14 @@ def connect_ray_cluster(address: str | None) -> None:
         connect_ray(address)
     except RayUnavailable as exc:
         raise UsageError(str(exc)) from exc
+
+
+def add_episode_options(parser: argparse.ArgumentParser, route_adds: str = "") -> None:
+    """``--env`` and ``--datasets``: which episodes of the pool a command replays (``route_adds``: what the route
+    env adds to this command's output, appended to ``--env``'s help)."""
+    parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
+                        help="evaluate only these datasets of the pool (default: every dataset)")
+    parser.add_argument("--env", default="replay", choices=ENV_NAMES,
+                        help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
+                             "coba/Route-v0, one episode per problem, the routing policies choose the generator"
+                             + (f"; {route_adds}" if route_adds else ""))

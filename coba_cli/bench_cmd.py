@@ -18,16 +18,15 @@ import argparse
 
 from coba_cli.arg_types import (
     add_cost_option,
+    add_episode_options,
     add_ray_address,
     connect_ray_cluster,
-    dataset_list,
     int_in,
     require_ray,
     seed_int,
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import command_parser
-from eval.envs import ENV_NAMES
 from pools.limits import MAX_RESAMPLES, MAX_WORKERS
 
 
@@ -65,13 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the policy the paired bootstrap tests every other one against, one of the selected "
                              "policies (default: coba_strong on --env replay when it runs, the most accurate "
                              "routing policy on --env route, else the most accurate policy that is not an oracle)")
-    parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
-                        help="evaluate only these datasets of the pool (default: every dataset)")
-    parser.add_argument("--env", default="replay", choices=ENV_NAMES,
-                        help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
-                             "coba/Route-v0, one episode per problem, the routing policies choose the generator; "
-                             "the report adds the allocation by generator, the route front and, on two-model "
-                             "pools, CPT(50%%), CPT(80%%) and APGR")
+    add_episode_options(parser, "the report adds the allocation by generator, the route front and, on "
+                                "two-model pools, CPT(50%%), CPT(80%%) and APGR")
     parser.add_argument("--replay", default="batched", choices=("batched", "single"),
                         help="batched (default): policies act on thousands of episodes at once through the "
                              "vector env; single: one episode at a time (the reference, same records, slower)")

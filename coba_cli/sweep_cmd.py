@@ -19,14 +19,14 @@ import argparse
 
 from coba_cli.arg_types import (
     add_cost_option,
+    add_episode_options,
     add_ray_address,
     connect_ray_cluster,
-    dataset_list,
     lambda_list,
 )
 from coba_cli.errors import UsageError
 from coba_cli.help_text import command_parser
-from eval.envs import ENV_GROUPING, ENV_NAMES
+from eval.envs import ENV_GROUPING
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,11 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="sweep-out", metavar="DIR",
                         help="output directory; a previous sweep folder there is replaced whole (a folder holding "
                              "anything else is refused) (default: sweep-out)")
-    parser.add_argument("--datasets", type=dataset_list, default=None, metavar="A,B",
-                        help="evaluate only these datasets of the pool (default: every dataset)")
-    parser.add_argument("--env", default="replay", choices=ENV_NAMES,
-                        help="replay (default): coba/Replay-v0, one episode per problem and generator; route: "
-                             "coba/Route-v0, one episode per problem, the routing policies choose the generator")
+    add_episode_options(parser)
     add_ray_address(parser, "one Ray task per sweep point on that cluster; the results equal the local run's")
     parser.add_argument("--no-figures", action="store_true", help="skip the figure (frontier.png / .svg)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
