@@ -1,14 +1,12 @@
 """CoBaEnv: a candidate pool replayed as a Gymnasium environment in which a policy allocates compute.
 
-One class for both episode groupings (``coba_env.rules.config.GROUPINGS``): one (item, generator) pair per
-episode (``coba/Replay-v0``) or one item with all its generators (``coba/Route-v0``); a pair episode is an item
-episode with one generator. The class holds the Gymnasium API and the transition (``reset``, ``step``, the
-masks); the episode order is ``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages
-and rendering are ``coba_env.episode_report.EpisodeReport``, the float32 observation arrays
-``coba_env.observation_packing``, an item episode's slots filled generator by generator
-``coba_env.generator_slots.GeneratorSlots`` (mixins), the action-id check ``coba_env.action_input.as_action``.
-The step loop stays in one method because each call it saves is measured against CartPole
-(scripts/bench_env.py).
+One class for both episode groupings (``coba_env.rules.config.GROUPINGS``; the class docstring says what each
+is). The class holds the Gymnasium API and the transition (``reset``, ``step``, the masks); the episode order is
+``coba_env.episode_stream.EpisodeStream``, the final info, illegal-action messages and rendering are
+``coba_env.episode_report.EpisodeReport``, the float32 observation arrays ``coba_env.observation_packing``, an
+item episode's slots filled generator by generator ``coba_env.generator_slots.GeneratorSlots`` (mixins), the
+action-id check ``coba_env.action_input.as_action``. The step loop stays in one method because each call it
+saves is measured against CartPole (scripts/bench_env.py).
 """
 
 from __future__ import annotations
