@@ -27,6 +27,7 @@ from coba_cli.arg_types import (
 from coba_cli.errors import EXIT_USAGE, UsageError, run_guarded
 from coba_cli.out_option import add_out_option, chosen_out, older_form_note
 from pools.client.openai_client import Endpoint, EndpointError, parse_endpoint
+from pools.client.request_limits import BACKOFF_S, CALL_ATTEMPTS, CALL_TIMEOUT_S
 from pools.errors import PoolError
 from pools.limits import MAX_CANDIDATES, MAX_CONCURRENCY, MAX_TOKENS
 from pools.output_paths import check_output_dir
@@ -216,12 +217,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _add_call_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("calls")
     g.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=8, help="calls in flight at once (default: 8)")
-    g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per call before it is retried "
-                   "(default: 600)")
-    g.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per call on timeouts, connection "
-                   "errors, HTTP 408, 409, 429 and 5xx, with exponential backoff (default: 5)")
-    g.add_argument("--backoff", type=non_negative_float, default=1.0, help="first backoff in seconds, doubled per attempt "
-                   "(default: 1)")
+    g.add_argument("--timeout", type=positive_float, default=CALL_TIMEOUT_S, help="seconds per call before it is "
+                   "retried (default: %(default)g)")
+    g.add_argument("--max-attempts", type=positive_int, default=CALL_ATTEMPTS, help="attempts per call on timeouts, "
+                   "connection errors, HTTP 408, 409, 429 and 5xx, with exponential backoff (default: %(default)g)")
+    g.add_argument("--backoff", type=non_negative_float, default=BACKOFF_S, help="first backoff in seconds, doubled per "
+                   "attempt (default: %(default)g)")
     g.add_argument("--api", choices=("chat", "completions"), default="chat",
                    help="/v1/chat/completions (default) or /v1/completions")
     g.add_argument("--api-key", type=api_key_text, help="bearer token, if the server wants one")

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pools.client import request_limits
 from pools.client.request_limits import check_url, read_within
 from pools.limits import MAX_PARAMS_B
 
@@ -135,8 +136,9 @@ def _text_logprobs(lp: Any) -> tuple[dict[str, float] | None, int | None]:
 class OpenAIClient:
     """Calls ``{base_url}/v1/chat/completions`` or ``/v1/completions`` of one served ``model``."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 max_attempts: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
+                 timeout_s: float = request_limits.CALL_TIMEOUT_S, max_attempts: int = request_limits.CALL_ATTEMPTS,
+                 backoff_s: float = request_limits.BACKOFF_S, max_backoff_s: float = request_limits.MAX_BACKOFF_S,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         check_url(base_url)
         if api_key is not None and not (api_key.isprintable() and api_key.isascii()):

@@ -15,7 +15,12 @@ import time
 import urllib.parse
 from typing import Any
 
-__all__ = ["MAX_REPLY_BYTES", "check_url", "read_within"]
+__all__ = ["BACKOFF_S", "CALL_ATTEMPTS", "CALL_TIMEOUT_S", "MAX_BACKOFF_S", "MAX_REPLY_BYTES", "check_url",
+           "read_within"]
+
+#: Per-call defaults of ``OpenAIClient``, declared once (``RunOptions`` and ``coba pools generate``'s options read
+#: them): seconds before a call is retried, attempts per call, the first backoff and its cap (seconds).
+CALL_TIMEOUT_S, CALL_ATTEMPTS, BACKOFF_S, MAX_BACKOFF_S = 600.0, 5, 1.0, 30.0
 
 #: Largest answer read from a server (a reply of 16 samples of 32k tokens is a few MB).
 MAX_REPLY_BYTES = 256 * 2**20

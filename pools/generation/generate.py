@@ -29,6 +29,7 @@ from pools.client.prompts import (
     derive_seed,
     load_prompt,
 )
+from pools.client.request_limits import BACKOFF_S, CALL_ATTEMPTS, CALL_TIMEOUT_S, MAX_BACKOFF_S
 from pools.errors import PoolError
 from pools.generation.call_runner import PreparedCall, run_calls
 from pools.generation.journal import JOURNAL_NAME, Journal, JournalState, read_journal
@@ -53,10 +54,10 @@ class RunOptions:
     """How calls are made: concurrency, timeouts and retries, progress bar."""
 
     concurrency: int = 8
-    timeout_s: float = 600.0
-    max_attempts: int = 5
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
+    timeout_s: float = CALL_TIMEOUT_S
+    max_attempts: int = CALL_ATTEMPTS
+    backoff_s: float = BACKOFF_S
+    max_backoff_s: float = MAX_BACKOFF_S
     api_key: str | None = None
     progress: bool = True
 
