@@ -17,10 +17,14 @@ from coba_cli.arg_types import (
 )
 from coba_cli.errors import UsageError
 from eval.solve import DEFAULT_N_MAX
+from pools.client.request_limits import CALL_TIMEOUT_S
 from pools.limits import MAX_CANDIDATES, MAX_TOKENS
 
 #: An endpoint option's value.
 ENDPOINT = "URL,MODEL[,PARAMS_B]"
+#: Attempts per live call: fewer than a generation run's (``request_limits.CALL_ATTEMPTS``), because a person or a
+#: client is waiting for the answer and the problem's own budgets (--max-seconds) bound it anyway.
+LIVE_CALL_ATTEMPTS = 3
 #: The judge options: flag -> the verifier tier it calls.
 JUDGE_TIERS = {"--judge": "V1", "--step-judge": "V2", "--verifier": "V3"}
 
@@ -36,12 +40,12 @@ def add_endpoint_options(group: argparse._ArgumentGroup, key_flag: str) -> None:
     group.add_argument("--api", choices=("chat", "completions"), default="chat",
                        help="API of every model call (default: chat)")
     group.add_argument(key_flag, type=api_key_text, help="bearer token, if the model servers want one")
-    group.add_argument("--timeout", type=positive_float, default=600.0,
-                       help="seconds per model call before it is retried (default: 600; --max-seconds cuts it "
-                            "shorter)")
-    group.add_argument("--max-attempts", type=positive_int, default=3,
+    group.add_argument("--timeout", type=positive_float, default=CALL_TIMEOUT_S,
+                       help="seconds per model call before it is retried (default: %(default)g; --max-seconds cuts "
+                            "it shorter)")
+    group.add_argument("--max-attempts", type=positive_int, default=LIVE_CALL_ATTEMPTS,
                        help="attempts per model call on timeouts, connection errors, HTTP 408, 409, 429 and 5xx "
-                            "(default: 3)")
+                            "(default: %(default)g)")
 
 
 def add_live_env_options(group: argparse._ArgumentGroup) -> None:

@@ -21,15 +21,18 @@ from eval.runner import BenchRun
 def short_episode_notes(policies: Sequence[Any], run: BenchRun, caps: np.ndarray) -> list[str]:
     """One line per policy that ran and wants more candidates than some episodes hold: how many of them.
 
-    ``caps``: the episodes' ``EnvConfig.sample_caps`` ([E] with pairs, [E, G] per generator with items)."""
+    ``caps``: the episodes' ``EnvConfig.sample_caps`` ([E] with pairs, [E, G] per generator with items). With
+    items a policy's n counts against the generator its SAMPLE draws from (``sample_id``: generator g's SAMPLE is
+    action g), not the item's total: best-of-n samples one generator."""
+    caps = np.asarray(caps)
     if not len(caps):
         return []
-    held = np.asarray(caps).reshape(len(caps), -1).sum(axis=1)
     ran = {r.name for r in run.runs if r.applicable}
     out = []
     for policy in policies:
         wanted = getattr(policy, "wanted_candidates", None)
         n = contained_call(policy, "wanted_candidates", "", wanted) if callable(wanted) and policy.name in ran else 0
+        held = caps[:, int(getattr(policy, "sample_id", 0))] if caps.ndim == 2 else caps
         short = int((held < n).sum()) if isinstance(n, int) and n > 0 else 0
         if short:
             out.append(f"note: {policy.name}: {short} of {len(held)} episodes had fewer than {n} candidates; it used "

@@ -47,3 +47,19 @@ def test_lodo_seeds_run_apart_and_merged_equal_one_run(tmp_path: Path):
     assert verdict["seeds"] == [3, 4] and verdict["scope"] == "partial"
     with pytest.raises(ValueError, match=r"the folders repeat a seed: \(3, 3\)"):
         merge_lodo([tmp_path / "seed3", tmp_path / "seed3"], tmp_path / "again")
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["kfold", "{seed}"], "--pool is required with kfold"),
+    (["lodo", "{seed}"], "a folder's protocol.json has no 'method'; expected finished lodo runs (one per seed)"),
+])
+def test_bad_merges_are_one_line_exit_2(argv, match, tmp_path, capsys):
+    from train.protocol_merge import main as merge_main
+
+    seed = tmp_path / "seed0"
+    seed.mkdir()
+    (seed / "protocol.json").write_text("{}")  # a folder that is not a finished LODO run
+    with pytest.raises(SystemExit) as exit_info:
+        merge_main([a.format(seed=seed) for a in argv] + ["--out", str(tmp_path / "merged")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err == f"protocol_merge: {match}"

@@ -160,3 +160,33 @@ def test_a_live_replay_source_refuses_short_episodes(ragged):
         PoolReplaySource(ragged)
     with pytest.raises(ValueError, match="or hold fewer than N of them"):
         PoolReplaySource(compile_route_pool(ragged))
+
+
+class _BestOf2:
+    """A stub with what the note reads: a name, the n it is defined by, the SAMPLE it draws from."""
+
+    name = "bon2"
+
+    def __init__(self, sample_id: int) -> None:
+        self.sample_id = sample_id
+
+    def wanted_candidates(self) -> int:
+        return 2
+
+
+NOTE = "note: bon2: {} of {} episodes had fewer than 2 candidates; it used what they had"
+
+
+@pytest.mark.parametrize(("caps", "sample_id", "expected"), [
+    ([[1, 3]], 0, [NOTE.format(1, 1)]),  # its generator (0) holds 1: short, although the item holds 4
+    ([[3, 1]], 0, []),  # its generator holds 3; the other generator's 1 is not its concern
+    ([[3, 1]], 1, [NOTE.format(1, 1)]),
+    ([1, 3, 2], 0, [NOTE.format(1, 3)]),  # pairs: each episode's own count
+])
+def test_the_short_episode_note_counts_the_generator_the_policy_samples(caps, sample_id, expected):
+    from types import SimpleNamespace
+
+    from eval.short_episodes import short_episode_notes
+
+    run = SimpleNamespace(runs=[SimpleNamespace(name="bon2", applicable=True)])
+    assert short_episode_notes([_BestOf2(sample_id)], run, np.array(caps)) == expected

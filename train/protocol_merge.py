@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -119,6 +120,12 @@ def merge_kfold(pool: str | Path, folders: Sequence[str | Path], out: str | Path
     return verdict
 
 
+def _fail(message: str) -> NoReturn:
+    """One line on stderr, exit 2 (bad input), never a traceback."""
+    print(f"protocol_merge: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse, merge, print the verdict."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -129,16 +136,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
-        raise SystemExit(f"--out {out}: not empty; choose a new folder")
+        _fail(f"--out {out}: not empty; choose a new folder")
+    if args.protocol == "kfold" and not args.pool:
+        _fail("--pool is required with kfold")
     try:
         if args.protocol == "lodo":
             verdict = merge_lodo(args.folders, out)
         else:
-            if not args.pool:
-                raise SystemExit("--pool is required with kfold")
             verdict = merge_kfold(args.pool, args.folders, out)
     except (ValueError, FileNotFoundError) as exc:
-        raise SystemExit(str(exc)) from None
+        _fail(str(exc))
+    except KeyError as exc:  # a protocol.json without a field the merge reads: another protocol's run, or unfinished
+        _fail(f"a folder's protocol.json has no {exc}; expected finished {args.protocol} runs (one per seed)")
     print((out / "verdict.md").read_text())
     print(verdict["text"])
 

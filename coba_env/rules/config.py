@@ -134,7 +134,8 @@ def episode_subset(pool: CompiledPool, datasets: Any = None, generators: Any = N
 
 
 def default_budget(compiled: CompiledPool, cost_model: str, n_max: int) -> float:
-    """Default B: the mean cost of drawing ``n_max`` candidates, so C/B = 1 is 'best-of-N_max spending'."""
+    """Default B: the mean cost of drawing up to ``n_max`` candidates (what each episode holds, when fewer), so
+    C/B = 1 is 'best-of-N_max spending'."""
     k = cost_index(cost_model)
     value = float(compiled.gen_cost[:, :n_max, k].sum(axis=1).mean()) if compiled.n_episodes else 1.0
     return value if value > 0 else 1.0
