@@ -30,6 +30,10 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
+from pools.atomic_write import atomic_dir
+from pools.errors import PoolError
+from pools.output_paths import check_output_dir
+
 
 def _csv(path: Path) -> pd.DataFrame:
     with warnings.catch_warnings():  # pandas 3 deprecates the option (its default reads floats back exactly too)
@@ -134,17 +138,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="output folder for the merged tables (new or empty)")
     parser.add_argument("--pool", help="kfold: the pool directory the runs read")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        _fail(f"--out {out}: not empty; choose a new folder")
     if args.protocol == "kfold" and not args.pool:
         _fail("--pool is required with kfold")
-    try:
+    try:  # the project's own --out rules (project-made folders only, never an input), then write aside and swap in
+        out = check_output_dir(args.out, force=False, option="--out", inputs=[*args.folders, args.pool])
         if args.protocol == "lodo":
-            verdict = merge_lodo(args.folders, out)
+            verdict = atomic_dir(out, lambda tmp: merge_lodo(args.folders, tmp), marker="lodo")
         else:
-            verdict = merge_kfold(args.pool, args.folders, out)
-    except (ValueError, FileNotFoundError) as exc:
+            verdict = atomic_dir(out, lambda tmp: merge_kfold(args.pool, args.folders, tmp), marker="kfold")
+    except (PoolError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     except KeyError as exc:  # a protocol.json without a field the merge reads: another protocol's run, or unfinished
         _fail(f"a folder's protocol.json has no {exc}; expected finished {args.protocol} runs (one per seed)")
