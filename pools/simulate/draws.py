@@ -255,9 +255,13 @@ def _verifications(rng: np.random.Generator, pr: dict[str, Any], lay: m.Layout, 
         t = pr["tiers"][tier]
         x = m.verifier_latents(rng, correct, cluster, shared, t["auroc"], t["cluster_correlation"],
                                pr["cross_tier_correlation"], t["no_answer_shift"])
-        score = m.expit(t["score_sharpness"] * x + t["score_bias"])
-        del x
-        score = np.where(rng.random(score.shape) < t["missing_rate"], np.nan, np.round(score, 4))
+        missing = np.empty(x.shape, bool)
+        for b in m.row_blocks(n_ep):  # one whole-shape draw, taken block by block: less memory
+            missing[b] = rng.random((b.stop - b.start, n_cand)) < t["missing_rate"]
+        score = x  # rewritten in place, block by block
+        for b in m.row_blocks(n_ep):
+            score[b] = np.where(missing[b], np.nan, np.round(m.expit(t["score_sharpness"] * x[b] + t["score_bias"]), 4))
+        del x, missing
         cols = np.arange(n_cand) if t["candidates"] == "all" else np.array(t["candidates"])
         sel = (slice(None), cols)
         # The verifier reads the problem and the candidate's output, truncated to its read cap.

@@ -1,0 +1,82 @@
+"""``coba pools simulate`` wall time and peak memory at a scale of the paper profile.
+
+Writes the ``paper`` profile with every dataset's ``n_items`` x ``--scale`` (x320: 1,001,280 episodes x 16
+candidates) to a profile file, runs ``coba pools simulate`` on it as a subprocess and prints its wall time and
+peak RSS (``os.wait4``), with the machine's load before and after. The pool goes to a temporary folder
+(removed at the end) unless ``--keep DIR``.
+
+    python scripts/bench_simulate_scale.py --scale 32
+    flock ../x320/heavy.lock python scripts/bench_simulate_scale.py --scale 320 --keep /tmp/sim_x320
+
+Figures and the load go in docs/PERFORMANCE.md; ``scripts/compare_pool_tables.py`` checks a kept pool
+against another one table by table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scaled_profile(scale: int, folder: Path) -> Path:
+    """The paper profile with n_items x ``scale``, named ``paper_x<scale>``, written into ``folder``."""
+    profile = json.loads((ROOT / "pools/simulate/profiles/paper.json").read_text())
+    profile["name"] = f"paper_x{scale}"
+    for dataset in profile["datasets"].values():
+        dataset["n_items"] *= scale
+    path = folder / f"paper_x{scale}.json"
+    path.write_text(json.dumps(profile, indent=1))
+    return path
+
+
+def run_measured(cmd: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in GB, exit status) of ``cmd`` run from the checkout's root."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - start, usage.ru_maxrss / 1e6, os.waitstatus_to_exitcode(status)
+
+
+def main() -> int:
+    """Simulate the scaled profile once and print the figures."""
+    parser = argparse.ArgumentParser(description="Time coba pools simulate at a scale of the paper profile.")
+    parser.add_argument("--scale", type=int, default=32, help="n_items multiplier of every dataset (default: 32)")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="write the pool to DIR (replaced if it is a pool) and keep it; default: a temporary "
+                        "folder, removed")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench_simulate_"))
+    try:
+        out = args.keep if args.keep is not None else tmp / "pool"
+        cmd = [sys.executable, "-m", "coba_cli.main", "pools", "simulate", "--profile",
+               str(scaled_profile(args.scale, tmp)), "--seed", str(args.seed), "--out", str(out), "--force",
+               "--no-progress"]
+        load_before = os.getloadavg()[0]
+        wall, peak_gb, code = run_measured(cmd)
+        if code != 0:
+            print(f"coba pools simulate exited {code}", file=sys.stderr)
+            return code
+        counts = json.loads((out / "manifest.json").read_text())["counts"]
+        print(f"paper x{args.scale}: {counts['episodes']:,} episodes, {counts['candidates']:,} candidates, "
+              f"{counts['verifications']:,} verifier rows")
+        print(f"coba pools simulate: wall {wall:.1f} s, peak RSS {peak_gb:.2f} GB "
+              f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
+              f"{len(os.sched_getaffinity(0))} CPUs)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
