@@ -42,7 +42,7 @@ def func(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     bar = None if args.no_progress else _bar(profile)
     try:
-        manifest = write_simulated_pool(profile, dest, seed=args.seed,
+        manifest = write_simulated_pool(profile, dest, seed=args.seed, overwrite=args.force,
                                         progress=None if bar is None else bar.update)
     finally:
         if bar is not None:

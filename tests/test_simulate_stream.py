@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pools.output_paths import OutputPathError
 from pools.pool_writer import TableWriter, to_arrow
 from pools.schema import TABLES
 from pools.simulate import model, simulate_pool, write_simulated_pool
@@ -69,3 +70,10 @@ def test_row_blocks_do_not_change_the_draws(monkeypatch: pytest.MonkeyPatch) -> 
     for name in TABLES:
         pd.testing.assert_frame_equal(blocked.table(name), reference.table(name))
     assert pa.Table.from_pandas(blocked.candidates).equals(pa.Table.from_pandas(reference.candidates))
+
+
+def test_streamed_pool_never_replaces_a_foreign_folder(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(OutputPathError, match="holds files coba-env did not write; it is never replaced"):
+        write_simulated_pool("tiny", tmp_path, overwrite=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pools.errors import PoolError
+from pools.output_paths import check_output_dir
 from pools.pool_writer import write_pool_stream
 from pools.simulate import tables
 from pools.simulate.draws import PoolDraws, draw_pool
@@ -52,23 +52,25 @@ def simulate_pool(profile: str | os.PathLike[str] | dict[str, Any] | Profile, se
 
 
 def write_simulated_pool(profile: str | os.PathLike[str] | dict[str, Any] | Profile, dest: str | os.PathLike[str],
-                         seed: int = 0, *, chunk_episodes: int = tables.CHUNK_EPISODES,
+                         seed: int = 0, *, overwrite: bool = False, chunk_episodes: int = tables.CHUNK_EPISODES,
                          progress: Callable[[int], object] | None = None) -> dict[str, Any]:
     """Generate the pool described by ``profile`` from ``seed`` and write it to ``dest`` chunk by chunk.
 
     The files are those ``save_pool(simulate_pool(profile, seed), dest)`` writes, byte for byte, but only the
-    numeric draws and one chunk of ``chunk_episodes`` episodes' rows are in memory at a time. ``dest`` must
-    have been checked (``pools.output_paths.check_output_dir``). ``progress(episodes)`` is called per chunk
-    written. Returns the manifest.
+    numeric draws and one chunk of ``chunk_episodes`` episodes' rows are in memory at a time. ``dest`` is
+    checked first as ``save_pool`` does (an existing pool is replaced only with ``overwrite``, a folder holding
+    anything else never). ``progress(episodes)`` is called per chunk written. Returns the manifest.
     """
     prof = _profile(profile, seed)
+    dest = check_output_dir(dest, force=overwrite, inputs=[profile if isinstance(profile, (str, os.PathLike))
+                                                           else None], kind="pool")
     draws = draw_pool(prof.data, int(seed))
 
     def counted(name: str, rows: int) -> None:
         if progress is not None and name == "episodes":
             progress(rows)
 
-    return write_pool_stream(Path(dest), tables.table_chunks(draws, chunk_episodes),
+    return write_pool_stream(dest, tables.table_chunks(draws, chunk_episodes),
                              _manifest_fields(prof, int(seed), draws), on_frame=counted)
 
 
