@@ -246,11 +246,9 @@ def compile_pool(pool: Pool) -> CompiledPool:
     cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
     gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
-    fill = np.empty((len(cand), n_measures))
     recorded = cand["cost_usd"].to_numpy(dtype=np.float64)
-    fill_costs(_calls(cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei], gen_model, prices,
-                      recorded_usd=recorded), fill)
-    gen_cost[ei, ci] = fill
+    _fill_calls(gen_cost, (ei, ci), cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei],
+                gen_model, prices, recorded)
 
     has_score = np.zeros((e_count, n, n_tiers), dtype=bool)
     score = np.full((e_count, n, n_tiers), np.nan)
@@ -262,10 +260,8 @@ def compile_pool(pool: Pool) -> CompiledPool:
         vt = _lookup(ver["tier"], {t: k for k, t in enumerate(tiers)}, np.int64)
         has_score[vi, vc, vt] = True
         score[vi, vc, vt] = ver["score"].to_numpy(dtype=np.float64)
-        fill = np.empty((len(ver), n_measures))
-        fill_costs(_calls(ver, _lookup(ver["model"], params, np.float64), ver["model"].to_numpy(dtype=object),
-                          prices), fill)
-        ver_cost[vi, vc, vt] = fill
+        _fill_calls(ver_cost, (vi, vc, vt), ver, _lookup(ver["model"], params, np.float64),
+                    ver["model"].to_numpy(dtype=object), prices)
 
     max_tokens = pool.manifest.get("generation", {}).get("max_output_tokens") or \
         (float(out_tok.max()) if out_tok.size else 1.0)
@@ -309,6 +305,16 @@ def gold_clusters(correct: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     first = correct.argmax(axis=1)
     gold[any_correct] = cluster[np.flatnonzero(any_correct), first[any_correct]]
     return gold
+
+
+def _fill_calls(target: np.ndarray, at: tuple[np.ndarray, ...], rows: pd.DataFrame, params_b: np.ndarray,
+                models: np.ndarray, prices: dict, recorded: np.ndarray | None = None, chunk: int = 1 << 20) -> None:
+    """``target[at]`` = the cost rows of ``rows``' calls, ``chunk`` calls at a time (37M at once: ~3 GB of temporaries)."""
+    for a in range(0, len(rows), chunk):
+        part, cut = np.empty((min(a + chunk, len(rows)) - a, target.shape[-1])), slice(a, a + chunk)
+        fill_costs(_calls(rows.iloc[cut], params_b[cut], models[cut], prices,
+                          recorded_usd=None if recorded is None else recorded[cut]), part)
+        target[tuple(i[cut] for i in at)] = part
 
 
 def _calls(rows: pd.DataFrame, params_b: np.ndarray, models: np.ndarray, prices: dict,
