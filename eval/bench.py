@@ -28,7 +28,7 @@ from coba_env.costs import COST_MEASURES, cost_model_or_default
 from coba_env.rules.config import EnvConfig, check_cost_model_priced
 from eval import bootstrap, report
 from eval.analysis import analyse
-from eval.cost_notes import cost_estimates
+from eval.cost_notes import cost_estimates, estimated_tokens
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
 from eval.envs import ENV_GROUPING
 from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported: callers catch eval.bench's)
@@ -192,14 +192,19 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
     """Resolve and compile the pool, restrict its datasets, check the cost model, note what the report says."""
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
+    # What reads the candidate table runs before the compile, which drops it when this bench loaded the pool
+    # (a ``Pool`` given by the caller stays whole): the pool's tables and the compiled arrays then never all
+    # coexist (at 1M episodes the candidate table is ~3 GB).
+    ids = None if datasets is None else pool.episodes.loc[pool.episodes["dataset"].isin(
+        [str(d).strip() for d in datasets]), "episode_id"].to_numpy()
+    verifiers, estimated = verifier_diagnostics(pool, ids), estimated_tokens(pool)
     try:
-        compiled = restrict_datasets(compile_pool(pool), datasets)
+        compiled = restrict_datasets(compile_pool(pool, release=not isinstance(pool_spec, Pool)), datasets)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
     cost_model = cost_model_or_default(compiled, cost_model)
     _check_cost_model(compiled, cost_model)
-    estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
-    verifiers = verifier_diagnostics(pool, compiled.episode_ids)
+    estimates = cost_estimates(pool, compiled.called_models, estimated=estimated)
     notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
     if not compiled.usd_priced:
         notes.append(NO_PRICES_NOTE)
