@@ -216,9 +216,8 @@ def as_compiled(pool: Pool | CompiledPool | str | None) -> CompiledPool:
 
 
 def compile_pool(pool: Pool, *, release: bool = False) -> CompiledPool:
-    """Compile a validated ``Pool`` into dense arrays (one pass, vectorized); ``release``: set ``pool.candidates``
-    to an empty table once read (a caller that needs it no more: ~3 GB at 1M episodes, freed before the
-    verification arrays fill)."""
+    """Compile a validated ``Pool`` into dense arrays (one pass, vectorized); ``release``: empty ``pool.candidates``
+    once read (a caller that needs it no more: ~3 GB at 1M episodes, freed before the verifications fill)."""
     episodes = pool.episodes.sort_values("episode_id").reset_index(drop=True)
     n = pool.n_candidates
     e_count = len(episodes)
@@ -291,8 +290,7 @@ def compile_pool(pool: Pool, *, release: bool = False) -> CompiledPool:
         priced_models=frozenset(map(str, prices)) | self_priced,
         sized_models=frozenset(str(m) for m, size in params.items() if size > 0),
         answerless_generators=_answerless(episodes["generator"].to_numpy(dtype=object), outcome),
-        problems=problem_table(pool.items, episodes, prompt_tokens,
-                               getattr(pool, "embeddings", None)),
+        problems=problem_table(pool.items, episodes, prompt_tokens, getattr(pool, "embeddings", None)),
         n_available=np.bincount(ei, minlength=e_count).astype(np.int64),
         _cost_table=cost_table,
     )
