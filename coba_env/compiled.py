@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coba_env.costs import COST_MEASURES, Calls, fill_costs
+from coba_env.cost_fill import FILL_CHUNK, fill_calls
+from coba_env.costs import COST_MEASURES
 from coba_env.episode_data import EpisodeData
 from coba_env.problems import problem_table
 from coba_env.rules.roles import declared_roles
@@ -214,8 +215,9 @@ def as_compiled(pool: Pool | CompiledPool | str | None) -> CompiledPool:
     return compile_pool(resolve_pool(pool))
 
 
-def compile_pool(pool: Pool) -> CompiledPool:
-    """Compile a validated ``Pool`` into dense arrays (one pass, vectorized)."""
+def compile_pool(pool: Pool, *, release: bool = False) -> CompiledPool:
+    """Compile a validated ``Pool`` into dense arrays (one pass, vectorized); ``release``: empty ``pool.candidates``
+    once read (a caller that needs it no more: ~3 GB at 1M episodes, freed before the verifications fill)."""
     episodes = pool.episodes.sort_values("episode_id").reset_index(drop=True)
     n = pool.n_candidates
     e_count = len(episodes)
@@ -246,26 +248,27 @@ def compile_pool(pool: Pool) -> CompiledPool:
     cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)
     gen_model = episodes["generator"].to_numpy(dtype=object)[ei]
-    fill = np.empty((len(cand), n_measures))
     recorded = cand["cost_usd"].to_numpy(dtype=np.float64)
-    fill_costs(_calls(cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei], gen_model, prices,
-                      recorded_usd=recorded), fill)
-    gen_cost[ei, ci] = fill
+    fill_calls(gen_cost, (ei, ci), cand, episodes["generator"].map(params).to_numpy(dtype=np.float64)[ei],
+                gen_model, prices, recorded)
+    prompt_tokens, self_priced = _episode_prompt_tokens(ei, cand, e_count), _recorded_dollars(gen_model, recorded)
+    if release:  # ``recorded`` and ``ci`` may be views of the table's blocks: they go with it
+        pool.candidates = cand = cand.iloc[0:0]
+        del recorded, ci
 
     has_score = np.zeros((e_count, n, n_tiers), dtype=bool)
     score = np.full((e_count, n, n_tiers), np.nan)
     ver_cost = cost_table[en:en * (1 + n_tiers)].reshape(e_count, n, n_tiers, n_measures)
     ver = pool.verifications
-    if len(ver):
-        vi = _lookup(ver["episode_id"], row_of, np.int64)
-        vc = ver["candidate"].to_numpy(dtype=np.int64)
-        vt = _lookup(ver["tier"], {t: k for k, t in enumerate(tiers)}, np.int64)
-        has_score[vi, vc, vt] = True
-        score[vi, vc, vt] = ver["score"].to_numpy(dtype=np.float64)
-        fill = np.empty((len(ver), n_measures))
-        fill_costs(_calls(ver, _lookup(ver["model"], params, np.float64), ver["model"].to_numpy(dtype=object),
-                          prices), fill)
-        ver_cost[vi, vc, vt] = fill
+    slot_of = {t: k for k, t in enumerate(tiers)}
+    for a in range(0, len(ver), FILL_CHUNK):  # a slice of calls at a time: its index arrays, not 37M rows' at once
+        part = ver.iloc[a:a + FILL_CHUNK]
+        at = (_lookup(part["episode_id"], row_of, np.int64), part["candidate"].to_numpy(dtype=np.int64),
+              _lookup(part["tier"], slot_of, np.int64))
+        has_score[at] = True
+        score[at] = part["score"].to_numpy(dtype=np.float64)
+        fill_calls(ver_cost, at, part, _lookup(part["model"], params, np.float64),
+                   part["model"].to_numpy(dtype=object), prices)
 
     max_tokens = pool.manifest.get("generation", {}).get("max_output_tokens") or \
         (float(out_tok.max()) if out_tok.size else 1.0)
@@ -284,11 +287,10 @@ def compile_pool(pool: Pool) -> CompiledPool:
         tiers_present=tuple(t for k, t in enumerate(tiers) if has_score[:, :, k].any()),
         verifier_roles=declared_roles(pool.manifest.get("verifier_roles"), tiers),
         verifier_models=_tier_models(ver, tiers),
-        priced_models=frozenset(map(str, prices)) | _recorded_dollars(gen_model, recorded),
+        priced_models=frozenset(map(str, prices)) | self_priced,
         sized_models=frozenset(str(m) for m, size in params.items() if size > 0),
         answerless_generators=_answerless(episodes["generator"].to_numpy(dtype=object), outcome),
-        problems=problem_table(pool.items, episodes, _episode_prompt_tokens(ei, cand, e_count),
-                               getattr(pool, "embeddings", None)),
+        problems=problem_table(pool.items, episodes, prompt_tokens, getattr(pool, "embeddings", None)),
         n_available=np.bincount(ei, minlength=e_count).astype(np.int64),
         _cost_table=cost_table,
     )
@@ -309,15 +311,6 @@ def gold_clusters(correct: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     first = correct.argmax(axis=1)
     gold[any_correct] = cluster[np.flatnonzero(any_correct), first[any_correct]]
     return gold
-
-
-def _calls(rows: pd.DataFrame, params_b: np.ndarray, models: np.ndarray, prices: dict,
-           recorded_usd: np.ndarray | None = None) -> Calls:
-    """The model calls of ``rows`` (candidates or verifications) as the cost table's fill rules read them."""
-    return Calls(prompt_tokens=rows["prompt_tokens"].to_numpy(dtype=np.float64),
-                 output_tokens=rows["output_tokens"].to_numpy(dtype=np.float64), params_b=params_b,
-                 latency_s=rows["latency_s"].to_numpy(dtype=np.float64), models=models, prices=prices,
-                 recorded_usd=recorded_usd)
 
 
 def outcome_clusters(cluster: np.ndarray, outcome: np.ndarray) -> np.ndarray:

@@ -18,16 +18,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from agents.base import Policy
 from agents.sampling import fit_to_pool, sampling_note
-from coba_env.compiled import CompiledPool, compile_pool
+from coba_env.compiled import CompiledPool, Labels, compile_pool
 from coba_env.costs import COST_MEASURES, cost_model_or_default
 from coba_env.rules.config import EnvConfig, check_cost_model_priced
 from eval import bootstrap, report
 from eval.analysis import analyse
-from eval.cost_notes import cost_estimates
+from eval.cost_notes import cost_estimates, estimated_tokens
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
 from eval.envs import ENV_GROUPING
 from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported: callers catch eval.bench's)
@@ -124,6 +125,9 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     episodes = EnvConfig.build(prepared.compiled, grouping=grouping, cost_model=cost_model)
     # Policies defined by n candidates on episodes holding fewer: one line each in the terminal table and report.
     short = short_episode_notes(policy_objs, run, episodes.sample_caps)
+    if grouping == "pair":  # the report reads the episodes' columns only: the candidate arrays go before it
+        prepared.compiled = episode_columns_only(prepared.compiled)
+        episodes = dataclasses.replace(episodes, pool=prepared.compiled)
     data = analyse(prepared.pool, episodes.pool, run, cost_model=cost_model, seed=seed, pool_spec=prepared.label,
                    unit=unit, resamples=resamples, estimates=prepared.estimates, notes=[*prepared.notes, *short],
                    reference=reference, grouping=grouping)
@@ -137,6 +141,22 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     if not quiet:
         print(report.terminal_summary(data, out))
     return results
+
+
+def episode_columns_only(compiled: CompiledPool) -> CompiledPool:
+    """``compiled`` without its per-candidate arrays (no candidate axis) and caches: what a replay-env report reads
+    after the replay (episode ids, datasets, generators, counts, verifier axis, label presence). A read of a
+    candidate array then finds none (an IndexError) instead of stale values; at 100k episodes they are ~0.4 GB."""
+    e, n_tiers, k = compiled.n_episodes, len(compiled.tiers), compiled.gen_cost.shape[-1]
+    graded = compiled.labels.graded
+    labels = Labels(correct=np.zeros((e, 0), dtype=bool), gold_cluster=compiled.labels.gold_cluster,
+                    graded=None if graded is None else np.zeros((e, 0)))
+    return dataclasses.replace(
+        compiled, cluster=np.zeros((e, 0), dtype=np.int32), answer=np.zeros((e, 0), dtype=object),
+        output_tokens=np.zeros((e, 0)), cap_hit=np.zeros((e, 0), dtype=bool), gen_cost=np.zeros((e, 0, k)),
+        has_score=np.zeros((e, 0, n_tiers), dtype=bool), score=np.zeros((e, 0, n_tiers)),
+        ver_cost=np.zeros((e, 0, n_tiers, k)), labels=labels, _episode_rows=None, _episode_meta=None,
+        _vector_tables=None, _cost_table=None, _record_columns=None)
 
 
 def capped_notes(policies: Sequence[Policy], n_candidates: int) -> list[str]:
@@ -172,14 +192,19 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
     """Resolve and compile the pool, restrict its datasets, check the cost model, note what the report says."""
     pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
     t_pool = time.perf_counter()
+    # What reads the candidate table runs before the compile, which drops it when this bench loaded the pool
+    # (a ``Pool`` given by the caller stays whole): the pool's tables and the compiled arrays then never all
+    # coexist (at 1M episodes the candidate table is ~3 GB).
+    ids = None if datasets is None else pool.episodes.loc[pool.episodes["dataset"].isin(
+        [str(d).strip() for d in datasets]), "episode_id"].to_numpy()
+    verifiers, estimated = verifier_diagnostics(pool, ids), estimated_tokens(pool)
     try:
-        compiled = restrict_datasets(compile_pool(pool), datasets)
+        compiled = restrict_datasets(compile_pool(pool, release=not isinstance(pool_spec, Pool)), datasets)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
     cost_model = cost_model_or_default(compiled, cost_model)
     _check_cost_model(compiled, cost_model)
-    estimates = cost_estimates(pool, compiled.called_models)  # before the candidate table is dropped below
-    verifiers = verifier_diagnostics(pool, compiled.episode_ids)
+    estimates = cost_estimates(pool, compiled.called_models, estimated=estimated)
     notes = [note for note in (sampling_note(compiled.n_candidates),) if note]
     if not compiled.usd_priced:
         notes.append(NO_PRICES_NOTE)

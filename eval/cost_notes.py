@@ -53,9 +53,17 @@ def marked(label: str, estimates: CostEstimates | None, metric: str) -> str:
     return label + (estimates.mark(metric) if estimates is not None else "")
 
 
-def cost_estimates(pool: Pool, used_models: Iterable[str] | None = None) -> CostEstimates:
-    """What of ``pool``'s costs is estimated (from its candidate table and its manifest's provenance), and which
-    are not meaningful because a model of ``used_models`` (default: every model of the pool) has no size."""
+def estimated_tokens(pool: Pool) -> tuple[int, int]:
+    """(candidates whose token counts are estimated, candidates) of ``pool``'s candidate table."""
+    n = len(pool.candidates)
+    return (int(pool.candidates["tokens_estimated"].sum()) if n else 0), n
+
+
+def cost_estimates(pool: Pool, used_models: Iterable[str] | None = None, *,
+                   estimated: tuple[int, int] | None = None) -> CostEstimates:
+    """What of ``pool``'s costs is estimated (from its candidate table, or ``estimated``: ``estimated_tokens`` of
+    it counted before it was dropped, and its manifest's provenance), and which are not meaningful because a model
+    of ``used_models`` (default: every model of the pool) has no size."""
     provenance = pool.manifest.get("provenance") or {}
     if "simulator" in provenance:
         return CostEstimates()
@@ -69,15 +77,14 @@ def cost_estimates(pool: Pool, used_models: Iterable[str] | None = None) -> Cost
             unsized.add("latency_s")
     metrics: set[str] = set()
     how: list[str] = []
-    n = len(pool.candidates)
-    estimated_tokens = int(pool.candidates["tokens_estimated"].sum()) if n else 0
-    if estimated_tokens:
+    n_estimated, n = estimated if estimated is not None else estimated_tokens(pool)
+    if n_estimated:
         metrics |= {"total_tokens", "p_tokens", "usd"}
         generation = pool.manifest.get("generation") or {}
         capped = ", capped at the source's max_tokens" if "max_tokens" in generation or "per_model" in generation else ""
         hidden = (" (the visible text only: an API model's hidden reasoning tokens are not in it)"
                   if provenance.get("hidden_reasoning_uncounted") else "")
-        how.append(f"token counts of {estimated_tokens}/{n} candidates estimated from their text (pools/tokens.py)"
+        how.append(f"token counts of {n_estimated}/{n} candidates estimated from their text (pools/tokens.py)"
                    + capped + hidden)
     if counts.get("latency_s") or counts.get("verifier_latency_s"):
         metrics.add("latency_s")

@@ -190,12 +190,13 @@ def records_frame(name: str, pool: CompiledPool, played: PlayedEpisodes, actions
     frame = pd.DataFrame({
         "policy": pd.Series(name, index=pd.RangeIndex(pool.n_episodes), dtype="str"),  # grouped on: Arrow strings
         **pool.record_columns(),
-        "actions": pd.Series(np.asarray(played.actions, dtype=object), dtype=object),
+        # Text columns as Arrow strings, not one Python object per record (a bench holds every policy's records).
+        "actions": pd.Series(np.asarray(played.actions, dtype=object), dtype="str"),
         "n_actions": as_int(counts.sum(axis=1) - counts[:, actions.stop_action]),
         "n_samples": as_int(samples.sum(axis=1)),
         **{col: as_int(v) for col, v in verifier_calls.items()},
         "selected_candidate": as_int(played.selected),
-        "selected_answer": pd.Series([None if v is None else str(v) for v in played.answers], dtype=object),
+        "selected_answer": pd.Series([None if v is None else str(v) for v in played.answers], dtype="str"),
         "correct": np.asarray(played.correct, dtype=bool),
         **{m: as_float(played.costs[:, k]) for k, m in enumerate(COST_MEASURES)},
         "reward": as_float(played.reward),

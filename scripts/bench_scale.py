@@ -9,6 +9,8 @@ episode at a time and batched, and prints episode-policies per second and their 
     python scripts/bench_scale.py                       # pools in a temporary folder, removed at the end
     python scripts/bench_scale.py --dir /tmp/scale      # pools kept (and reused) in /tmp/scale
     python scripts/bench_scale.py --sizes 1,4 --no-throughput
+    python scripts/bench_scale.py --sizes 320 --pool-dir runs/x320/pool --dir /tmp/s320 --no-throughput
+                                                        # the 1,001,280-episode bench on a pool already simulated
 
 Figures and the machine load at the time go in docs/PERFORMANCE.md.
 """
@@ -70,12 +72,13 @@ def run_measured(cmd: list[str]) -> tuple[float, float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1e6, code  # ru_maxrss: KiB on Linux
 
 
-def bench_sizes(folder: Path, sizes: list[int], extra: list[str]) -> None:
-    """Print one row per pool size: episodes, wall time, peak RSS and the bench's own stage timings."""
+def bench_sizes(folder: Path, sizes: list[int], extra: list[str], pool_dir: Path | None = None) -> None:
+    """Print one row per pool size: episodes, wall time, peak RSS and the bench's own stage timings; ``pool_dir``
+    (one size only) is the pool of that size, already simulated (a pool too big to simulate on each run)."""
     print("| pool | episodes | wall s | CPU s | peak RSS GB | " + " | ".join(s[:-2] for s in STAGES) + " |")
     print("|---|---:|---:|---:|---:|" + "---:|" * len(STAGES))
     for factor in sizes:
-        pool = build_pool(folder, factor)
+        pool = pool_dir or build_pool(folder, factor)
         out = folder / f"bench-x{factor}"
         wall, cpu, rss, code = run_measured(coba("bench", "--pool", str(pool), "--out", str(out), "--no-progress",
                                             *extra))
@@ -119,17 +122,22 @@ def main() -> int:
     parser.add_argument("--no-throughput", action="store_true", help="skip the single vs batched replay")
     parser.add_argument("--throughput-size", type=int, default=4,
                         help="n_items factor of the pool the single vs batched replay runs on (default 4)")
+    parser.add_argument("--pool-dir", type=Path, default=None, help="the pool of the one size in --sizes, "
+                        "already simulated (e.g. the paper profile x320), instead of simulating it into --dir; "
+                        "default: none")
     parser.add_argument("--bench-args", default="", help="extra `coba bench` arguments, e.g. '--workers 2'")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if not sizes or min(sizes) < 1:
         parser.error("--sizes must list positive integers")
+    if args.pool_dir is not None and (len(sizes) != 1 or not (args.pool_dir / "manifest.json").is_file()):
+        parser.error("--pool-dir takes a pool folder (with manifest.json) and exactly one size in --sizes")
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
           f"CPUs: {len(os.sched_getaffinity(0))}\n")
     with tempfile.TemporaryDirectory(prefix="coba-scale-") as tmp:
         folder = args.dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        bench_sizes(folder, sizes, args.bench_args.split())
+        bench_sizes(folder, sizes, args.bench_args.split(), args.pool_dir)
         if not args.no_throughput:
             throughput(build_pool(folder, args.throughput_size))
     print(f"\nload average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
