@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,8 +129,10 @@ class RolloutStats:
 
 def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timesteps: int, *, seed: int,
           logger: Any = None, on_update: Callable[[int], None] | None = None, progress: bool = False,
-          restart_order: Callable[[], None] | None = None) -> dict[str, float]:
+          restart_order: Callable[[], None] | None = None, threads: int = 1) -> dict[str, float]:
     """Train ``policy`` on ``venv`` for ``total_timesteps`` (whole rollouts); returns timing figures.
+
+    ``threads`` >= 2: the critic's half of each gradient step runs on a second thread (``_update``).
 
     ``on_update(steps)`` is called after each update (the trainer saves its snapshots there); ``restart_order``
     restarts the episode order on the seeded reset (``train.sb3_vec_env.DatasetBalancedOrder.restart``)."""
@@ -160,6 +163,9 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     bar = _progress_bar(updates * rollout) if progress else None
     steps = 0
     net.swap_tanh(True)
+    # One torch thread per worker: torch's own intra-op threads (OpenMP) spin-wait for each other, which on a
+    # busy 2-core machine made two of them ~4x slower than one (docs/PERFORMANCE.md).
+    workers = ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(1,)) if threads >= 2 else None
     try:
         for _ in range(updates):
             # ---- 3. rollout: n_steps batched steps of every sub-env ------------------------------------
@@ -188,9 +194,10 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
 
             # ---- 5. update: n_epochs passes over shuffled minibatches -----------------------------------
             policy.set_training_mode(True)
-            losses = _update(net, optimizer, settings, generator, obs_buf.reshape(rollout, n_obs),
-                             mask_buf.reshape(rollout, n_actions), action_buf.reshape(rollout),
-                             logp_buf.reshape(rollout), advantages.reshape(rollout), value_targets.reshape(rollout))
+            batch = _Batch(obs_buf.reshape(rollout, n_obs), mask_buf.reshape(rollout, n_actions),
+                           action_buf.reshape(rollout), logp_buf.reshape(rollout), advantages.reshape(rollout),
+                           value_targets.reshape(rollout))
+            losses = _update(net, optimizer, settings, generator, batch, workers)
             losses["explained_variance"] = explained_variance(value_buf.reshape(-1), value_targets.reshape(-1))
 
             # ---- 6. log, snapshot, progress -------------------------------------------------------------
@@ -201,6 +208,8 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             if bar is not None:
                 _show(bar, rollout, stats)
     finally:
+        if workers is not None:
+            workers.shutdown()
         net.swap_tanh(False)
         policy.set_training_mode(False)
         if bar is not None:
@@ -235,11 +244,13 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages
 
 
-def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, obs: torch.Tensor,
-            masks: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-            targets: torch.Tensor) -> dict[str, float]:
-    """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses."""
-    n = len(actions)
+def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, batch: _Batch,
+            workers: ThreadPoolExecutor | None) -> dict[str, float]:
+    """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses.
+
+    The actor's and the critic's losses touch disjoint parameters, so each backward pass gives exactly the
+    gradients of their sum; with ``workers`` the critic's half runs on the worker thread beside the actor's."""
+    n = len(batch.actions)
     sums = torch.zeros(5)  # policy-gradient loss, value loss, entropy loss, approximate KL, clip fraction
     count = 0
     params = list(net.policy.parameters())
@@ -247,21 +258,11 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, s.batch_size):
             idx = order[start:start + s.batch_size]
-            logits, values = net(obs[idx])
-            log_probs = masked_log_probs(logits, masks[idx])
-            logp = log_probs.gather(1, actions[idx, None]).squeeze(1)
-            entropy = -torch.where(masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
-            adv = advantages[idx]
-            if s.normalize_advantage and len(idx) > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            log_ratio = logp - old_logp[idx]
-            ratio = log_ratio.exp()
-            pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
-            value_loss = torch.nn.functional.mse_loss(targets[idx], values)
-            entropy_loss = -entropy.mean()
-            loss = pg_loss + s.ent_coef * entropy_loss + s.vf_coef * value_loss
+            obs = batch.obs[idx]
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            critic = None if workers is None else workers.submit(_critic_step, net, obs, batch.targets[idx], s)
+            pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, obs, batch, idx, s)
+            value_loss = _critic_step(net, obs, batch.targets[idx], s) if critic is None else critic.result()
             torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
@@ -270,6 +271,42 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
             count += 1
     names = ("policy_gradient_loss", "value_loss", "entropy_loss", "approx_kl", "clip_fraction")
     return dict(zip(names, (sums / max(count, 1)).tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One rollout flattened to [n] transitions: what the update reads."""
+
+    obs: torch.Tensor
+    masks: torch.Tensor
+    actions: torch.Tensor
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    targets: torch.Tensor
+
+
+def _actor_step(net: ActorCritic, obs: torch.Tensor, batch: _Batch, idx: torch.Tensor,
+                s: PPOSettings) -> tuple[torch.Tensor, ...]:
+    """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor."""
+    log_probs = masked_log_probs(net.actor(obs), batch.masks[idx])
+    logp = log_probs.gather(1, batch.actions[idx, None]).squeeze(1)
+    entropy = -torch.where(batch.masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
+    adv = batch.advantages[idx]
+    if s.normalize_advantage and len(idx) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_ratio = logp - batch.old_logp[idx]
+    ratio = log_ratio.exp()
+    pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
+    entropy_loss = -entropy.mean()
+    (pg_loss + s.ent_coef * entropy_loss).backward()
+    return pg_loss.detach(), entropy_loss.detach(), log_ratio.detach(), ratio.detach()
+
+
+def _critic_step(net: ActorCritic, obs: torch.Tensor, targets: torch.Tensor, s: PPOSettings) -> torch.Tensor:
+    """The value loss of a minibatch (MSE to the GAE targets), back-propagated into the critic."""
+    value_loss = torch.nn.functional.mse_loss(targets, net.critic(obs).squeeze(-1))
+    (s.vf_coef * value_loss).backward()
+    return value_loss.detach()
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

@@ -175,7 +175,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
 
     # ---- 1. seeding and threads (reproducibility) --------------------------------------------------
     previous_threads = torch.get_num_threads()
-    torch.set_num_threads(run.threads)
+    torch.set_num_threads(1 if run.trainer == "lean" else run.threads)  # the lean trainer's threads: learn()'s
     try:
         # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
         env = CoBaSB3VecEnv(run.n_envs, train_pool, grouping=grouping, lambda_range=run.lambda_range,
@@ -273,7 +273,7 @@ class PPORun:
         run = cls(lambda_range=(low, high), total_timesteps=total_timesteps, n_envs=n_envs, hyper=hyper,
                   timesteps_run=timesteps_run, env_kwargs=env_kwargs,
                   checkpoint_every=int(options.get("checkpoint_every") or max(1, total_timesteps // 5)),
-                  threads=int(options.get("torch_threads", 1)), tensorboard=bool(options.get("tensorboard", True)),
+                  threads=int(options.get("torch_threads", default_threads(trainer))), tensorboard=bool(options.get("tensorboard", True)),
                   order=options.get("order", DEFAULT_ORDER), warm_start=bool(options.get("warm_start", True)),
                   trainer=trainer)
         if trainer == "lean":
@@ -287,6 +287,12 @@ class PPORun:
         if unknown:
             raise ValueError(f"the lean PPO trainer does not take {unknown}; it takes {names} (or trainer='sb3')")
         return PPOSettings(**{k: v for k, v in self.hyper.items() if k in names})
+
+
+def default_threads(trainer: str) -> int:
+    """Threads a trainer uses unless ``torch_threads`` is given: the lean trainer's actor and critic side by side
+    on up to 2 of the cores this process may run on; sb3's 1 (torch's spinning intra-op threads, see above)."""
+    return min(2, len(os.sched_getaffinity(0))) if trainer == "lean" else 1
 
 
 def _learn_lean(model: Any, env: CoBaSB3VecEnv, run: PPORun, out: Path, seed: int, progress: bool) -> dict[str, Any]:
@@ -305,7 +311,7 @@ def _learn_lean(model: Any, env: CoBaSB3VecEnv, run: PPORun, out: Path, seed: in
     restart = env.balanced.restart if env.balanced is not None else None
     try:
         figures = learn(model.policy, env.venv, run.settings(), run.total_timesteps, seed=seed, logger=logger,
-                        on_update=snapshot, progress=progress, restart_order=restart)
+                        on_update=snapshot, progress=progress, restart_order=restart, threads=run.threads)
     finally:
         if logger is not None:
             logger.close()
