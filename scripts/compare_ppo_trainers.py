@@ -61,15 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=TRAINERS)
     parser.add_argument("--lean", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="override a lean PPO coefficient (e.g. n_epochs=2 learning_rate=1e-3); default: none")
+                        help="override a lean PPO coefficient or option (e.g. n_epochs=4 batch_size=4096, "
+                             "torch_threads=1); default: none")
     args = parser.parse_args(argv)
     overrides = {k: (int(v) if v.isdigit() else float(v)) for k, v in (item.split("=", 1) for item in args.lean)}
     print(f"command: python scripts/compare_ppo_trainers.py --pools {' '.join(args.pools)} --envs "
           f"{' '.join(args.envs)} --seeds {' '.join(map(str, args.seeds))} --trainers {' '.join(args.trainers)}"
           + (f" --lean {' '.join(args.lean)}" if args.lean else ""))
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("| pool | env | trainer | seed | steps | steps/s (wall) | steps/CPU-s | env share | return |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| pool | env | trainer | threads | seed | steps | steps/s (wall) | steps/CPU-s | env share | return |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     results: dict[tuple[str, str, str], list[tuple[float, float, float]]] = {}
     for pool_name in args.pools:
         compiled = as_compiled(pool_name)
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                     t = meta["training"]
                     per_cpu = meta["timesteps"] / t["cpu_seconds"]
                     results.setdefault((pool_name, env, trainer), []).append((ret, t["steps_per_second"], per_cpu))
-                    print(f"| {pool_name} | {env} | {trainer} | {seed} | {meta['timesteps']:,} | "
+                    print(f"| {pool_name} | {env} | {trainer} | {t['torch_threads']} | {seed} | {meta['timesteps']:,} | "
                           f"{t['steps_per_second']:,.0f} | {per_cpu:,.0f} | {t['env_share']:.1%} | {ret:.4f} |",
                           flush=True)
     print()
