@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                     t = meta["training"]
                     per_cpu = meta["timesteps"] / t["cpu_seconds"]
                     results.setdefault((pool_name, env, trainer), []).append((ret, t["steps_per_second"], per_cpu))
-                    print(f"| {pool_name} | {env} | {trainer} | {t['torch_threads']} | {seed} | {meta['timesteps']:,} | "
-                          f"{t['steps_per_second']:,.0f} | {per_cpu:,.0f} | {t['env_share']:.1%} | {ret:.4f} |",
+                    print(f"| {pool_name} | {env} | {trainer} | {t['torch_threads']} | {seed} | "
+                          f"{meta['timesteps']:,} | {t['steps_per_second']:,.0f} | {per_cpu:,.0f} | {t['env_share']:.1%} | {ret:.4f} |",
                           flush=True)
     print()
     _verdicts(results, args)

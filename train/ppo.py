@@ -66,10 +66,10 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
 
 Reproducibility: ``seed`` seeds Python, numpy, torch (SB3's ``set_random_seed``), the action space and the
 vector env's episode order and lambda draws; torch runs on ``device="cpu"``, so the same seed gives
-bit-identical weights. Threads (``torch_threads``; lean: ``train.masked_ppo.default_threads``, sb3: 1): the lean trainer runs the actor's
-and the critic's halves of each gradient step side by side on up to 2 threads, each with one torch thread (the
-same weights as one thread); sb3 runs torch on 1 intra-op thread, because OpenMP's threads spin waiting for each
-other: with 2 on 2 busy cores a paper-pool run fell from ~4,000 to ~300 steps/s.
+bit-identical weights. Threads (``torch_threads``; lean: ``train.masked_ppo.default_threads``, sb3: 1): the
+lean trainer runs the actor's and the critic's halves of each gradient step side by side on up to 2 threads, each
+with one torch thread (the same weights as one thread); sb3 runs torch on 1 intra-op thread, because OpenMP's
+threads spin waiting for each other: with 2 on 2 busy cores a paper-pool run fell from ~4,000 to ~300 steps/s.
 """
 
 from __future__ import annotations
@@ -157,8 +157,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
     are the problems they cover). ``lambdas`` (the training lambdas) sets ``lambda_range`` to their min and max.
     ``ppo_kwargs`` override ``DEFAULT_PPO_KWARGS`` (e.g. ``n_steps``, ``batch_size``, ``learning_rate``) and take
     the trainer options ``checkpoint_every`` (timesteps between snapshots; default a fifth of the run),
-    ``torch_threads`` (lean: 2 where 2 cores are free to it; sb3: 1), ``budget`` (B in the reward; default: the training episodes' own
-    ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
+    ``torch_threads`` (lean: 2 where 2 cores are free to it; sb3: 1), ``budget`` (B in the reward; default: the
+    training episodes' own ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
     ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
     or the env's "shuffle", "random", "sequential"), ``warm_start`` (default True: clone the env's reference
     first, ``train.protocol_arena``) and ``trainer`` ("lean", the default, or "sb3": ``TRAINERS``).
@@ -274,7 +274,8 @@ class PPORun:
         run = cls(lambda_range=(low, high), total_timesteps=total_timesteps, n_envs=n_envs, hyper=hyper,
                   timesteps_run=timesteps_run, env_kwargs=env_kwargs,
                   checkpoint_every=int(options.get("checkpoint_every") or max(1, total_timesteps // 5)),
-                  threads=int(options.get("torch_threads", default_threads() if trainer == "lean" else 1)), tensorboard=bool(options.get("tensorboard", True)),
+                  threads=int(options.get("torch_threads", default_threads() if trainer == "lean" else 1)),
+                  tensorboard=bool(options.get("tensorboard", True)),
                   order=options.get("order", DEFAULT_ORDER), warm_start=bool(options.get("warm_start", True)),
                   trainer=trainer)
         if trainer == "lean":
