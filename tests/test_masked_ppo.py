@@ -139,6 +139,20 @@ def test_a_run_steps_only_legal_actions_on_both_envs(tiny, grouping):
     assert checked.steps == figures["timesteps"] == 1024
 
 
+
+def test_two_threads_train_the_same_weights_as_one(tiny):
+    """The critic's half of each step on a second thread: the same gradients, so bit-identical weights."""
+    weights = []
+    for threads in (1, 2):
+        env = CoBaSB3VecEnv(32, tiny, grouping="pair", lambda_range=(0.0, 0.5))
+        model = MaskablePPO("MlpPolicy", env, seed=0, device="cpu")
+        learn(model.policy, env.venv, PPOSettings(n_steps=16, batch_size=128, n_epochs=2), 1024, seed=0,
+              threads=threads)
+        weights.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
+    assert torch.equal(weights[0], weights[1])
+    assert not torch.equal(weights[0], torch.cat([p.detach().flatten() for p in MaskablePPO(
+        "MlpPolicy", CoBaSB3VecEnv(32, tiny, grouping="pair"), seed=0, device="cpu").policy.parameters()]))
+
 # ---------------------------------------------------------------------------------------------- trainers
 def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):
     out = train_ppo(tiny, tmp_path / "sb3", total_timesteps=512, n_envs=32, progress=False, tensorboard=False,
