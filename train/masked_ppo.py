@@ -233,8 +233,10 @@ def sample_actions(net: ActorCritic, obs: torch.Tensor, masks: torch.Tensor,
     with torch.no_grad():
         logits, values = net(obs)
         log_probs = masked_log_probs(logits, masks)
-        gumbel = -torch.log(-torch.log(torch.rand(log_probs.shape, generator=generator)))
-        action = (log_probs + gumbel).argmax(dim=-1)
+        # torch.rand draws from [0, 1): a draw of exactly 0 (2^-24 a float32 draw, dozens of times in a protocol
+        # run) would give the only legal action a Gumbel of -inf and hand the argmax to an illegal one.
+        uniform = torch.rand(log_probs.shape, generator=generator).clamp_(min=torch.finfo(log_probs.dtype).tiny)
+        action = (log_probs - torch.log(-torch.log(uniform))).argmax(dim=-1)
     return action, log_probs.gather(1, action[:, None]).squeeze(1), values
 
 
