@@ -9,7 +9,7 @@ their ratios and whether every file of the two pools is byte-identical.
 
     python scripts/bench_simulate_scale.py --scale 32
     python scripts/bench_simulate_scale.py --scale 32 --against /tmp/main-tree
-    flock ../x320/heavy.lock python scripts/bench_simulate_scale.py --scale 320 --keep /tmp/sim_x320
+    python scripts/bench_simulate_scale.py --scale 320 --keep runs/sim_x320   # ~3 GB (old code: ~19 GB)
 
 Figures and the load go in docs/PERFORMANCE.md; ``scripts/compare_pool_tables.py`` checks a kept pool
 against another one table by table.
