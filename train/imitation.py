@@ -47,6 +47,7 @@ from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from pools.store import Pool
 from train.cost_aware_oracle import CostAwareOracle
+from train.learner_values import ValueTask, learner_values_batch
 from train.training_log import run_logger
 
 DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -238,33 +239,46 @@ def _gather(env: CoBaEnv, oracle: Any, learner: MLPController | None, episodes: 
     """Roll out ``episodes`` and relabel every visited state (step 3); (returns, states visited)."""
     feature_kw = {"budget": config["budget"], "cost_model": s.cost_model,
                   "max_output_tokens": config["max_output_tokens"]}
-    # lambda's index in a feature row (the observation, then the mask): counted from the observation's end
-    stop, lam_at = env.layout.stop_action, len(config["observation"]) + LAMBDA_INDEX
-    returns, n_states = [], 0
+    n_actions = env.layout.n_actions
+    returns, visited, tasks = [], [], []
     for i, e in enumerate(episodes):
         lam = s.lambdas[(i + rnd) % len(s.lambdas)]
         states, ret = _rollout(env, oracle, learner, int(e), lam, expert_prob, rng, feature_kw)
         returns.append(ret)
-        # -- 3. relabel every visited state by the oracle (or the learner's own continuation)
         for feats, prefix in states:
             if s.targets == "rollout" and learner is not None:
+                # the learner's own continuation at the rollout's lambda and one other, labelled in one batch below
                 label_lams = sorted({lam, s.lambdas[int(rng.integers(len(s.lambdas)))]})
-                q = np.vstack([_learner_values(env, learner, int(e), lam_j, prefix) for lam_j in label_lams])
+                legal = tuple(int(a) for a in np.flatnonzero(feats[-n_actions:] > 0))
+                tasks += [ValueTask(int(e), lam_j, prefix, legal) for lam_j in label_lams]
             else:
                 label_lams = s.lambdas
-                q = oracle.action_values(int(e), s.lambdas, prefix)
-            for j, lam_j in enumerate(label_lams):
-                row = feats.copy()
-                row[lam_at] = lam_j
-                rows.x.append(row)
-                rows.q.append(q[j])
-                legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
-                best = float(legal_q.max())
-                # The oracle's action; among equal values, STOP (cheapest) first, then the lowest id.
-                rows.y.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
-            n_states += 1
+            visited.append((int(e), feats, prefix, label_lams))
         bar.update(1)
-    return returns, n_states
+    # -- 3. relabel every visited state by the oracle (or the learner's own continuation, batched)
+    learner_q = iter(learner_values_batch(env, learner, tasks)) if tasks else None
+    for e, feats, prefix, label_lams in visited:
+        if learner_q is not None:
+            q = np.vstack([next(learner_q) for _ in label_lams])
+        else:
+            q = oracle.action_values(e, s.lambdas, prefix)
+        _append_rows(rows, feats, q, label_lams, env.layout.stop_action, len(config["observation"]) + LAMBDA_INDEX)
+    return returns, len(visited)
+
+
+def _append_rows(rows: _Rows, feats: np.ndarray, q: np.ndarray, label_lams: Sequence[float], stop: int,
+                 lam_at: int) -> None:
+    """One training row per label lambda (lambda's index ``lam_at`` in a feature row: the observation's, counted
+    from its end) with the values ``q[j]`` and the best action (among equal values STOP, cheapest, then the
+    lowest id)."""
+    for j, lam_j in enumerate(label_lams):
+        row = feats.copy()
+        row[lam_at] = lam_j
+        rows.x.append(row)
+        rows.q.append(q[j])
+        legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
+        best = float(legal_q.max())
+        rows.y.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
 
 
 def _normalization(x: np.ndarray, n_actions: int) -> dict[str, list[float]]:
@@ -312,28 +326,6 @@ def _rollout(env: CoBaEnv, oracle: CostAwareOracle, learner: MLPController | Non
         if done:
             return states, total
         mask = info["action_mask"]
-
-
-def _learner_values(env: CoBaEnv, learner: MLPController, episode: int, lam: float, prefix: tuple) -> np.ndarray:
-    """Return of the whole episode when each legal action is played after ``prefix`` and the learner then
-    plays on (its own cost-to-go, free of the oracle's hindsight optimism); -inf for illegal actions."""
-    q = np.full(env.layout.n_actions, -np.inf)
-    learner.lam = lam
-    _, info = env.reset(options={"episode": episode, "lam": lam})
-    for a in prefix:
-        _, _, _, _, info = env.step(a)
-    legal = np.flatnonzero(info["action_mask"])
-    for first in legal:
-        obs, info = env.reset(options={"episode": episode, "lam": lam})
-        total = 0.0
-        for a in (*prefix, int(first)):
-            obs, r, done, _, info = env.step(a)
-            total += r
-        while not done:
-            obs, r, done, _, info = env.step(learner.act(obs, info["action_mask"], env.evidence))
-            total += r
-        q[first] = total
-    return q
 
 
 def _fit(network: torch.nn.Module, x: np.ndarray, q: np.ndarray, target: np.ndarray, *, loss: str, epochs: int,

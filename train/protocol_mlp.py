@@ -77,10 +77,28 @@ MLP_PROTOCOLS: dict[str, MLPProtocol] = {
 
 @dataclass
 class OracleCache:
-    """The teacher's answers keyed by (B, N_max, layout, dataset, item, generator, lambdas, action prefix)."""
+    """The teacher's answers keyed by (B, N_max, layout, dataset, item, generator, lambdas, action prefix), and
+    its searches keyed by (B, N_max, layout, dataset, item, generator) then by search state: a learner's
+    rollout in one fit reaches states another fit's teacher already searched from."""
 
     plans: dict[tuple, Any] = field(default_factory=dict)
     values: dict[tuple, np.ndarray] = field(default_factory=dict)
+    searches: dict[tuple, dict] = field(default_factory=dict)
+
+
+class _SharedSearches:
+    """``CostAwareOracle``'s per-episode search cache (``setdefault(episode, {})``, ``clear``) over an
+    ``OracleCache``: one fit's episode index maps to its problem's key, so every fit shares the searches."""
+
+    def __init__(self, keys: list[tuple], searches: dict[tuple, dict]) -> None:
+        self._keys, self._searches = keys, searches
+
+    def setdefault(self, episode: int, default: dict) -> dict:
+        """The search cache of ``episode``'s problem (``default`` when it has none yet)."""
+        return self._searches.setdefault(self._keys[episode], default)
+
+    def clear(self) -> None:
+        """Kept: the shared searches outlive one fit (``OracleCache`` is the method's)."""
 
 
 class CachedOracle:
@@ -93,6 +111,9 @@ class CachedOracle:
         self._keys = [(float(env.budget), int(env.n_max), layout, str(d), str(i), str(g))
                       for d, i, g in zip(pool.dataset.tolist(), pool.item_id.tolist(), pool.generator.tolist(),
                                          strict=True)]
+        # The search's state keys and cached answers depend only on the problem and the env's rules (one B, one
+        # N_max, one layout in every fit), so they are shared like the answers.
+        oracle._searches = _SharedSearches(self._keys, cache.searches)
 
     def plan(self, episode: int, lam: float, prefix: Any = ()) -> Any:
         """``oracle.plan`` (a copy: the caller consumes its actions)."""
