@@ -71,7 +71,7 @@ def envs():
 
 @pytest.mark.parametrize(("grouping", "chunk"), [("replay", 512), ("route", 512), ("route", 7)])
 def test_batched_values_equal_the_one_state_replay(envs, grouping, chunk, monkeypatch):
-    monkeypatch.setattr("train.learner_values.CHUNK", chunk)  # 7: many chunks per depth, the last one padded
+    monkeypatch.setattr("train.learner_values.CHUNK", chunk)  # 7 rows: most continuations start in a row another just left
     env = envs[grouping]
     learner = untrained_learner(env, seed=3)
     tasks = random_walk_tasks(env, (0.1, 2.0), seed=5)

@@ -3,18 +3,18 @@
 DAgger's later rounds (``train.imitation``, ``targets="rollout"``) label each visited state with the return of
 playing each legal action and then the current learner to STOP. One state at a time that is a replay of the
 prefix per legal action on the one-episode env, a network forward per step: most of a round's time. Here
-every (state, lambda, first action) continuation of a round runs as one row of a ``CoBaVectorEnv`` with the
-same configuration, the learner acting on all rows with one forward pass per step (``MLPController``'s
-batched features, each row at its own lambda). Rows are grouped by prefix length so that they step in
-lockstep; a row that stops is reset by the vector env and its later rewards are ignored.
+every (state, lambda, first action) continuation of a round is a row of one ``CoBaVectorEnv`` with the env's
+configuration: a row plays its script (the prefix, then the first action), then the learner, all rows with one
+forward pass per step (``MLPController``'s batched features, each row at its own lambda). A row that stops
+starts the next continuation in the same step (the vector env's own autoreset, fed from the queue), so a long
+continuation never holds the others back.
 
-The values equal ``train.imitation._learner_values``'s (``tests/test_learner_values.py`` compares them on small
-pools): the same env rules, the same rewards, the same network (numpy, float64).
+The values equal the one-state replay's (``tests/test_learner_values.py`` compares them on small pools of both
+groupings): the same env rules, the same rewards, the same network (numpy, float64).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -25,7 +25,7 @@ from coba_env.vector_env import CoBaVectorEnv
 
 __all__ = ["CHUNK", "ValueTask", "learner_values_batch"]
 
-#: Continuations stepped together (rows of one vector env); a last, smaller chunk is padded.
+#: Rows of the vector env (continuations played at once; a row that stops starts the next queued one).
 CHUNK = 512
 
 
@@ -38,49 +38,61 @@ class ValueTask(NamedTuple):
     legal: tuple[int, ...]
 
 
+class _Queued(CoBaVectorEnv):
+    """A vector env whose autoreset starts the queued episodes in order (the rows that stop, by row)."""
+
+    def __init__(self, num_envs: int, config: Any, queue: list[int]) -> None:
+        super().__init__(num_envs, config=config)
+        self.queue, self.taken = queue, 0
+
+    def _next_episodes(self, k: int) -> np.ndarray:
+        out = self.queue[self.taken:self.taken + k]
+        self.taken += len(out)
+        return np.array(out + self.queue[:1] * (k - len(out)), dtype=np.int64)  # past the queue: idle rows
+
+
 def learner_values_batch(env: Any, learner: MLPController, tasks: Sequence[ValueTask]) -> np.ndarray:
     """``q[i, a]``: the whole episode's return when ``tasks[i]``'s state plays ``a`` and then ``learner`` plays on at
     ``tasks[i].lam``; -inf where ``a`` is not in ``tasks[i].legal``. ``env``: the one-episode env (its config)."""
-    n_actions = env.layout.n_actions
-    q = np.full((len(tasks), n_actions), -np.inf)
-    by_length: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for i, task in enumerate(tasks):
-        for a in task.legal:
-            by_length[len(task.prefix)].append((i, int(a)))
-    if not by_length:
+    q = np.full((len(tasks), env.layout.n_actions), -np.inf)
+    conts = [(i, int(a)) for i, task in enumerate(tasks) for a in task.legal]
+    if not conts:
         return q
-    venv = CoBaVectorEnv(min(CHUNK, max(len(rows) for rows in by_length.values())), config=env.unwrapped.config)
-    for length, rows in sorted(by_length.items()):
-        for start in range(0, len(rows), venv.num_envs):
-            chunk = rows[start:start + venv.num_envs]
-            returns = _play(venv, learner, [tasks[i] for i, _ in chunk], [a for _, a in chunk], length)
-            for (i, a), ret in zip(chunk, returns, strict=False):
-                q[i, a] = ret
-    return q
-
-
-def _play(venv: CoBaVectorEnv, learner: MLPController, tasks: list[ValueTask], firsts: list[int],
-          length: int) -> np.ndarray:
-    """Returns of the rows (padded to ``venv.num_envs`` by repeating the first): prefix, first action, learner."""
-    b, k = venv.num_envs, len(tasks)
-    pad = [0] * (b - k)
-    episodes = np.array([t.episode for t in tasks] + [tasks[0].episode for _ in pad], dtype=np.int64)
-    lams = np.array([t.lam for t in tasks] + [tasks[0].lam for _ in pad], dtype=np.float64)
-    obs, info = venv.reset(options={"episodes": episodes, "lams": lams})
-    total = np.zeros(b)
-    done = np.zeros(b, dtype=bool)
-    plan = [list(t.prefix) + [a] for t, a in zip(tasks, firsts, strict=True)]
-    plan += [plan[0]] * len(pad)
-    for step in range(length + 1):
-        obs, reward, terminated, _, info = venv.step(np.array([p[step] for p in plan], dtype=np.int64))
-        total += np.where(done, 0.0, reward)
-        done |= terminated
-    while not done.all():
-        masks = info["action_mask"]
+    scripts = [(*tasks[i].prefix, a) for i, a in conts]
+    width = max(len(s) for s in scripts)
+    script = np.array([s + (-1,) * (width - len(s)) for s in scripts], dtype=np.int64)
+    lengths = np.array([len(s) for s in scripts])
+    lam_of = np.array([tasks[i].lam for i, _ in conts], dtype=np.float64)
+    episodes = [tasks[i].episode for i, _ in conts]
+    b = min(CHUNK, len(conts))
+    venv = _Queued(b, env.unwrapped.config, episodes)
+    venv.taken = b
+    obs, info = venv.reset(options={"episodes": episodes[:b], "lams": lam_of[:b]})
+    row = np.arange(b)  # the continuation each row plays (-1: idle)
+    pos, total, values = np.zeros(b, dtype=np.int64), np.zeros(b), np.full(len(conts), np.nan)
+    while (row >= 0).any():
+        masks, active = info["action_mask"], row >= 0
         x = batch_controller_features(obs, masks, venv, budget=learner.budget, cost_model=learner.cost_model,
-                                      max_output_tokens=learner.max_output_tokens, lam=lams)
+                                      max_output_tokens=learner.max_output_tokens, lam=venv.lams.copy())
         actions = np.where(masks > 0, learner.scores(x), -np.inf).argmax(axis=1)
+        cont = np.maximum(row, 0)
+        scripted = active & (pos < lengths[cont])
+        actions = np.where(scripted, script[cont, np.minimum(pos, width - 1)], actions)
+        first = venv.taken  # the queue entry the first row to stop now starts
         obs, reward, terminated, _, info = venv.step(actions)
-        total += np.where(done, 0.0, reward)
-        done |= terminated
-    return total[:k]
+        pos += 1
+        total += reward
+        for j, r in enumerate(np.flatnonzero(terminated).tolist()):
+            if row[r] >= 0:
+                values[row[r]] = total[r]
+            nxt = first + j
+            if nxt >= len(conts):
+                row[r] = -1
+                continue
+            if int(info["episode"][r]) != episodes[nxt]:  # the autoreset is not the queue's: refuse, never guess
+                raise RuntimeError(f"row {r} restarted episode {int(info['episode'][r])}, expected {episodes[nxt]}")
+            row[r], pos[r], total[r] = nxt, 0, 0.0
+            venv.lams[r] = lam_of[nxt]
+    for (i, a), value in zip(conts, values, strict=True):
+        q[i, a] = value
+    return q
