@@ -99,6 +99,7 @@ def test_checkpoint_loads_through_the_registry(tiny, checkpoint):
     ({"lambdas": (-0.1,)}, "lambdas must be"),
     ({"lambdas": ()}, "lambdas must be"),
     ({"epochs": 0}, "epochs >= 1"),
+    ({"round0_episodes": 0}, "need round0_episodes >= 1 or None, got 0"),
 ])
 def test_bad_training_arguments_are_rejected(tiny, tmp_path, kwargs, match):
     """Bad arguments raise ValueError before any training."""
@@ -118,3 +119,16 @@ def test_bad_checkpoints_are_rejected(tmp_path, content, error, match):
         (tmp_path / "controller.json").write_text(content)
     with pytest.raises(error, match=match):
         load_checkpoint(tmp_path)
+
+
+def test_round_sizes_follow_the_settings(tiny, tmp_path):
+    """round0_episodes sizes the oracle's round apart; drawn with replacement (dataset-balanced) a round may hold
+    more episodes than the training set, without replacement it is capped."""
+    n_eps = CoBaEnv(tiny).n_episodes
+    balanced = json.loads((train_mlp(tiny, tmp_path / "b", progress=False, dagger_rounds=1, epochs=1,
+                                     episodes_per_round=n_eps + 5, round0_episodes=3, balance_datasets=True,
+                                     tensorboard=False) / "controller.json").read_text())
+    assert (balanced["round0_episodes"], balanced["episodes_per_round"]) == (3, n_eps + 5)
+    capped = json.loads((train_mlp(tiny, tmp_path / "c", progress=False, dagger_rounds=0, epochs=1,
+                                   episodes_per_round=n_eps + 5, tensorboard=False) / "controller.json").read_text())
+    assert (capped["round0_episodes"], capped["episodes_per_round"]) == (n_eps, n_eps)

@@ -64,6 +64,8 @@ class MLPSettings:
     checkpoint. ``tensorboard`` logs every round's scalars (``rollout/mean_return``, ``train/loss``,
     ``train/rows``, ``train/states``, ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and
     ``progress.csv`` in ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
+    ``episodes_per_round`` is capped at the training episodes when drawn without replacement;
+    ``round0_episodes`` sizes round 0 apart (its rows only seed the first learner under rollout targets).
     """
 
     lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
@@ -75,6 +77,7 @@ class MLPSettings:
     loss: str = "q"
     hidden: tuple[int, ...] = (128, 128)
     episodes_per_round: int | None = 1200
+    round0_episodes: int | None = None  # the oracle's own rollouts (round 0); None: episodes_per_round
     beta: float = 0.5
     lr: float = 3e-3
     batch_size: int = 256
@@ -95,6 +98,8 @@ class MLPSettings:
             raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {list(values)}")
         if self.dagger_rounds < 0 or self.epochs < 1:
             raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {self.dagger_rounds} and {self.epochs}")
+        if self.round0_episodes is not None and self.round0_episodes < 1:
+            raise ValueError(f"need round0_episodes >= 1 or None, got {self.round0_episodes}")
         object.__setattr__(self, "lambdas", values)
         object.__setattr__(self, "hidden", tuple(self.hidden))
 
@@ -168,17 +173,18 @@ def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, s: MLPSettings, rng:
     rows, history, learner = _Rows(), [], None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=(s.dagger_rounds + 1) * per_round, desc="train mlp", unit="ep", disable=not s.progress,
-               leave=False)
+    bar = tqdm(total=s.dagger_rounds * per_round + config["round0_episodes"], desc="train mlp", unit="ep",
+               disable=not s.progress, leave=False)
     logger = run_logger(out_dir, "mlp") if s.tensorboard else None
     for rnd in range(s.dagger_rounds + 1):
         # -- 2. rollouts: the oracle in round 0, then the learner mixed with the oracle
         t_round = time.perf_counter()
         expert_prob = 1.0 if rnd == 0 else s.beta ** rnd
+        size = config["round0_episodes"] if rnd == 0 else per_round
         if s.balance_datasets:  # every training dataset equally likely, whatever its size
-            episodes = rng.choice(n_eps, size=per_round, replace=True, p=_dataset_balanced(env))
+            episodes = rng.choice(n_eps, size=size, replace=True, p=_dataset_balanced(env))
         else:
-            episodes = rng.choice(n_eps, size=per_round, replace=False)
+            episodes = rng.choice(n_eps, size=size, replace=False)
         returns, n_states = _gather(env, oracle, learner, episodes, rnd, expert_prob, s, rng, rows, bar, config)
         # -- 4. fit on everything gathered so far
         x = np.asarray(rows.x, dtype=np.float32)
@@ -219,11 +225,21 @@ def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
         "lambdas": list(s.lambdas), "default_lambda": float(np.median(s.lambdas)), "loss": s.loss,
         "targets": s.targets, "keep_oracle_rows": s.keep_oracle_rows, "dagger_rounds": s.dagger_rounds,
         "epochs": s.epochs, "seed": s.seed,
-        "episodes_per_round": n_eps if s.episodes_per_round is None else min(int(s.episodes_per_round), n_eps),
+        "episodes_per_round": _round_size(s.episodes_per_round, n_eps, s.balance_datasets),
+        "round0_episodes": _round_size(s.episodes_per_round if s.round0_episodes is None else s.round0_episodes,
+                                       n_eps, s.balance_datasets),
         "beta": s.beta, "lr": s.lr, "datasets": seen, "n_train_episodes": n_eps, "train_datasets": seen,
         "balance_datasets": s.balance_datasets, "actions": list(env.layout.names),
         "observation": list(observation_names(env)), **trained_env_fields(env), **s.extra_config,
     }
+
+
+def _round_size(size: int | None, n_eps: int, with_replacement: bool) -> int:
+    """Episodes drawn in a round: ``size`` (None: every training episode), at most ``n_eps`` unless drawn with
+    replacement (dataset-balanced), where a small training set is drawn from again."""
+    if size is None:
+        return n_eps
+    return int(size) if with_replacement else min(int(size), n_eps)
 
 
 def _dataset_balanced(env: CoBaEnv) -> np.ndarray:

@@ -46,7 +46,8 @@ ROUTE_N_MAX: int | None = None
 #: minutes on one core; see /work/notes/protocol-rmlp.md). As the replay MLP's protocol settings (2 DAgger
 #: rounds, dataset-balanced, Q-regression on rollout targets, 20 epochs) with fewer episodes per round: a route
 #: episode carries every generator of a problem.
-ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 20, "epochs": 20,
+ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 20,
+                                      "epochs": 20,
                                       "balance_datasets": True, "tensorboard": False}
 #: The fallback point of a method with one: its arena's reference itself.
 FALLBACK_LAMBDA = math.inf
