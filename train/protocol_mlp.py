@@ -42,13 +42,16 @@ ROUTE_MLP_GRID_LAMBDAS: tuple[float, ...] = (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)
 #: Candidates per generator the route controller may draw (the route env's default: the pool's N, 16 on paper),
 #: the same env the reference is replayed in.
 ROUTE_N_MAX: int | None = None
-#: DAgger settings on the route env (stated in advance, sized by timing only: 75 fits plus replays within 20
-#: minutes on one core; see /work/notes/protocol-rmlp.md). As the replay MLP's protocol settings (2 DAgger
-#: rounds, dataset-balanced, Q-regression on rollout targets, 20 epochs) with fewer episodes per round: a route
-#: episode carries every generator of a problem.
+#: DAgger settings on the route env (stated in advance, sized by timing only on the training side of the outer
+#: fold without aime2025: ``scripts/protocol_fit_timing.py mlp --env route``, docs/LEARNING.md). Issue 37: 1,020
+#: episodes per fit: round 0, 20 episodes of the oracle (its answers shared by every fit); then 2 rounds of 500
+#: episodes played by the learner alone (beta 0: DAgger's "beta_i = 1 only in the first round", Ross et al. 2011),
+#: labelled with its own continuation values in one batch (``train.learner_values``). With beta 0.5 as before,
+#: the oracle's searches from the states the learner reaches were 222 of a fit's 240 s (node limit 2,000), so
+#: that mixture cannot reach 1,000 episodes per fit within the protocol's time. Otherwise as the replay MLP's
+#: protocol settings (dataset-balanced, Q-regression on rollout targets, 20 epochs).
 ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 20,
-                                      "epochs": 20,
-                                      "balance_datasets": True, "tensorboard": False}
+                                      "beta": 0.0, "epochs": 20, "balance_datasets": True, "tensorboard": False}
 #: The fallback point of a method with one: its arena's reference itself.
 FALLBACK_LAMBDA = math.inf
 
