@@ -66,12 +66,15 @@ class MLPSettings:
     ``progress.csv`` in ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
     ``episodes_per_round`` is capped at the training episodes when drawn without replacement;
     ``round0_episodes`` sizes round 0 apart (its rows only seed the first learner under rollout targets).
+    ``gradient_steps`` (None: ``epochs`` passes) sizes every round's fit by whole epochs until at least that many
+    minibatch steps: a round of 20 rows gets as many updates as one of 50,000 (``train.ppo_warm_start``'s rule).
     """
 
     lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
     cost_model: str = "p_tokens"
     dagger_rounds: int = 4
     epochs: int = 20
+    gradient_steps: int | None = None
     seed: int = 0
     progress: bool = True
     loss: str = "q"
@@ -98,6 +101,8 @@ class MLPSettings:
             raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {list(values)}")
         if self.dagger_rounds < 0 or self.epochs < 1:
             raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {self.dagger_rounds} and {self.epochs}")
+        if self.gradient_steps is not None and self.gradient_steps < 1:
+            raise ValueError(f"need gradient_steps >= 1 or None, got {self.gradient_steps}")
         if self.round0_episodes is not None and self.round0_episodes < 1:
             raise ValueError(f"need round0_episodes >= 1 or None, got {self.round0_episodes}")
         object.__setattr__(self, "lambdas", values)
@@ -197,7 +202,7 @@ def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, s: MLPSettings, rng:
             x = x[history[0]["rows"]:]
         xn = (x - np.asarray(config["feature_mean"], np.float32)) / np.asarray(config["feature_scale"], np.float32)
         fit_loss = _fit(network, xn.astype(np.float32), np.asarray(rows.q), np.asarray(rows.y, dtype=np.int64),
-                        loss=s.loss, epochs=s.epochs, batch_size=s.batch_size, lr=s.lr, seed=s.seed + rnd)
+                        loss=s.loss, epochs=_epochs(s, len(xn)), batch_size=s.batch_size, lr=s.lr, seed=s.seed + rnd)
         learner = MLPController(network, config)
         history.append({"round": rnd, "expert_prob": expert_prob, "rollout_mean_return": float(np.mean(returns)),
                         "states": n_states, "rows": len(rows.x), "loss": fit_loss,
@@ -224,7 +229,7 @@ def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
         "cost_model": s.cost_model, "max_output_tokens": float(env.pool.max_output_tokens), "n_max": env.n_max,
         "lambdas": list(s.lambdas), "default_lambda": float(np.median(s.lambdas)), "loss": s.loss,
         "targets": s.targets, "keep_oracle_rows": s.keep_oracle_rows, "dagger_rounds": s.dagger_rounds,
-        "epochs": s.epochs, "seed": s.seed,
+        "epochs": s.epochs, "gradient_steps": s.gradient_steps, "seed": s.seed,
         "episodes_per_round": _round_size(s.episodes_per_round, n_eps, s.balance_datasets),
         "round0_episodes": _round_size(s.episodes_per_round if s.round0_episodes is None else s.round0_episodes,
                                        n_eps, s.balance_datasets),
@@ -232,6 +237,14 @@ def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
         "balance_datasets": s.balance_datasets, "actions": list(env.layout.names),
         "observation": list(observation_names(env)), **trained_env_fields(env), **s.extra_config,
     }
+
+
+def _epochs(s: MLPSettings, n_rows: int) -> int:
+    """A round's passes over its ``n_rows`` rows: ``s.epochs``, or whole epochs until at least
+    ``s.gradient_steps`` minibatch steps."""
+    if s.gradient_steps is None:
+        return s.epochs
+    return max(1, -(-s.gradient_steps // max(1, -(-n_rows // s.batch_size))))
 
 
 def _round_size(size: int | None, n_eps: int, with_replacement: bool) -> int:

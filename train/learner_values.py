@@ -51,6 +51,19 @@ class _Queued(CoBaVectorEnv):
         return np.array(out + self.queue[:1] * (k - len(out)), dtype=np.int64)  # past the queue: idle rows
 
 
+class _Rows(NamedTuple):
+    """The cost and length sums ``batch_controller_features`` reads, at some rows of a vector env."""
+
+    cost: np.ndarray
+    len_sum: np.ndarray
+    n: np.ndarray
+
+    @classmethod
+    def of(cls, venv: CoBaVectorEnv, rows: np.ndarray) -> _Rows:
+        """``venv``'s sums at ``rows``."""
+        return cls(venv.cost[rows], venv.len_sum[rows], venv.n[rows])
+
+
 def learner_values_batch(env: Any, learner: MLPController, tasks: Sequence[ValueTask]) -> np.ndarray:
     """``q[i, a]``: the whole episode's return when ``tasks[i]``'s state plays ``a`` and then ``learner`` plays on at
     ``tasks[i].lam``; -inf where ``a`` is not in ``tasks[i].legal``. ``env``: the one-episode env (its config)."""
@@ -71,13 +84,17 @@ def learner_values_batch(env: Any, learner: MLPController, tasks: Sequence[Value
     row = np.arange(b)  # the continuation each row plays (-1: idle)
     pos, total, values = np.zeros(b, dtype=np.int64), np.zeros(b), np.full(len(conts), np.nan)
     while (row >= 0).any():
-        masks, active = info["action_mask"], row >= 0
-        x = batch_controller_features(obs, masks, venv, budget=learner.budget, cost_model=learner.cost_model,
-                                      max_output_tokens=learner.max_output_tokens, lam=venv.lams.copy())
-        actions = np.where(masks > 0, learner.scores(x), -np.inf).argmax(axis=1)
-        cont = np.maximum(row, 0)
-        scripted = active & (pos < lengths[cont])
-        actions = np.where(scripted, script[cont, np.minimum(pos, width - 1)], actions)
+        masks, cont = info["action_mask"], np.maximum(row, 0)
+        scripted = (row >= 0) & (pos < lengths[cont])
+        actions = script[cont, np.minimum(pos, width - 1)]
+        # The network runs on the rows the learner plays (idle rows too: any legal action), not on the rows still
+        # replaying their script: about half the row-steps of a round with long prefixes.
+        free = np.flatnonzero(~scripted)
+        if len(free):
+            x = batch_controller_features(obs[free], masks[free], _Rows.of(venv, free), budget=learner.budget,
+                                          cost_model=learner.cost_model, max_output_tokens=learner.max_output_tokens,
+                                          lam=venv.lams[free])
+            actions[free] = np.where(masks[free] > 0, learner.scores(x), -np.inf).argmax(axis=1)
         first = venv.taken  # the queue entry the first row to stop now starts
         obs, reward, terminated, _, info = venv.step(actions)
         pos += 1
