@@ -68,6 +68,9 @@ class MLPSettings:
     ``round0_episodes`` sizes round 0 apart (its rows only seed the first learner under rollout targets).
     ``gradient_steps`` (None: ``epochs`` passes) sizes every round's fit by whole epochs until at least that many
     minibatch steps: a round of 20 rows gets as many updates as one of 50,000 (``train.ppo_warm_start``'s rule).
+    ``states_per_episode`` (None: every state) labels, in the rounds after round 0, at most that many of each
+    episode's visited states, drawn uniformly without replacement: a learner's long episodes cost their length
+    squared in continuations (AggreVaTe labels one state per trajectory, Ross and Bagnell 2014).
     """
 
     lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
@@ -75,6 +78,7 @@ class MLPSettings:
     dagger_rounds: int = 4
     epochs: int = 20
     gradient_steps: int | None = None
+    states_per_episode: int | None = None
     seed: int = 0
     progress: bool = True
     loss: str = "q"
@@ -103,6 +107,8 @@ class MLPSettings:
             raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {self.dagger_rounds} and {self.epochs}")
         if self.gradient_steps is not None and self.gradient_steps < 1:
             raise ValueError(f"need gradient_steps >= 1 or None, got {self.gradient_steps}")
+        if self.states_per_episode is not None and self.states_per_episode < 1:
+            raise ValueError(f"need states_per_episode >= 1 or None, got {self.states_per_episode}")
         if self.round0_episodes is not None and self.round0_episodes < 1:
             raise ValueError(f"need round0_episodes >= 1 or None, got {self.round0_episodes}")
         object.__setattr__(self, "lambdas", values)
@@ -229,7 +235,8 @@ def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
         "cost_model": s.cost_model, "max_output_tokens": float(env.pool.max_output_tokens), "n_max": env.n_max,
         "lambdas": list(s.lambdas), "default_lambda": float(np.median(s.lambdas)), "loss": s.loss,
         "targets": s.targets, "keep_oracle_rows": s.keep_oracle_rows, "dagger_rounds": s.dagger_rounds,
-        "epochs": s.epochs, "gradient_steps": s.gradient_steps, "seed": s.seed,
+        "epochs": s.epochs, "gradient_steps": s.gradient_steps,
+        "states_per_episode": s.states_per_episode, "seed": s.seed,
         "episodes_per_round": _round_size(s.episodes_per_round, n_eps, s.balance_datasets),
         "round0_episodes": _round_size(s.episodes_per_round if s.round0_episodes is None else s.round0_episodes,
                                        n_eps, s.balance_datasets),
@@ -274,6 +281,9 @@ def _gather(env: CoBaEnv, oracle: Any, learner: MLPController | None, episodes: 
         lam = s.lambdas[(i + rnd) % len(s.lambdas)]
         states, ret = _rollout(env, oracle, learner, int(e), lam, expert_prob, rng, feature_kw)
         returns.append(ret)
+        k = s.states_per_episode
+        if learner is not None and k is not None and len(states) > k:
+            states = [states[j] for j in np.sort(rng.choice(len(states), size=k, replace=False))]
         for feats, prefix in states:
             if s.targets == "rollout" and learner is not None:
                 # the learner's own continuation at the rollout's lambda and one other, labelled in one batch below
