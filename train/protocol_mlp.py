@@ -49,9 +49,13 @@ ROUTE_N_MAX: int | None = None
 #: labelled with its own continuation values in one batch (``train.learner_values``). With beta 0.5 as before,
 #: the oracle's searches from the states the learner reaches were 222 of a fit's 240 s (node limit 2,000), so
 #: that mixture cannot reach 1,000 episodes per fit within the protocol's time. Otherwise as the replay MLP's
-#: protocol settings (dataset-balanced, Q-regression on rollout targets, 20 epochs).
+#: protocol settings (dataset-balanced, Q-regression on rollout targets). Issue 37, sized from the same timing
+#: (docs/LEARNING.md): every round's fit is 300 minibatch steps (``gradient_steps``; 20 epochs gave round 0's 258
+#: rows 40 steps, an untrained first learner whose long episodes made round 1 cost 100 s), and a learner episode
+#: labels at most 4 of its visited states (``states_per_episode``: continuations cost an episode's length squared).
 ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 20,
-                                      "beta": 0.0, "epochs": 20, "balance_datasets": True, "tensorboard": False}
+                                      "beta": 0.0, "epochs": 20, "gradient_steps": 300, "states_per_episode": 4,
+                                      "balance_datasets": True, "tensorboard": False}
 #: The fallback point of a method with one: its arena's reference itself.
 FALLBACK_LAMBDA = math.inf
 
