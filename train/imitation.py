@@ -66,11 +66,9 @@ class MLPSettings:
     ``progress.csv`` in ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
     ``episodes_per_round`` is capped at the training episodes when drawn without replacement;
     ``round0_episodes`` sizes round 0 apart (its rows only seed the first learner under rollout targets).
-    ``gradient_steps`` (None: ``epochs`` passes) sizes every round's fit by whole epochs until at least that many
-    minibatch steps: a round of 20 rows gets as many updates as one of 50,000 (``train.ppo_warm_start``'s rule).
-    ``states_per_episode`` (None: every state) labels, in the rounds after round 0, at most that many of each
-    episode's visited states, drawn uniformly without replacement: a learner's long episodes cost their length
-    squared in continuations (AggreVaTe labels one state per trajectory, Ross and Bagnell 2014).
+    ``gradient_steps`` (None: ``epochs``): whole epochs until at least that many minibatch steps per round, small
+    rounds as many updates as large ones. ``states_per_episode`` (None: all): rounds after 0 label at most that many
+    uniformly drawn states of an episode (continuations cost its length squared; AggreVaTe labels one, 2014).
     """
 
     lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
@@ -105,12 +103,9 @@ class MLPSettings:
             raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {list(values)}")
         if self.dagger_rounds < 0 or self.epochs < 1:
             raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {self.dagger_rounds} and {self.epochs}")
-        if self.gradient_steps is not None and self.gradient_steps < 1:
-            raise ValueError(f"need gradient_steps >= 1 or None, got {self.gradient_steps}")
-        if self.states_per_episode is not None and self.states_per_episode < 1:
-            raise ValueError(f"need states_per_episode >= 1 or None, got {self.states_per_episode}")
-        if self.round0_episodes is not None and self.round0_episodes < 1:
-            raise ValueError(f"need round0_episodes >= 1 or None, got {self.round0_episodes}")
+        for name in ("round0_episodes", "gradient_steps", "states_per_episode"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"need {name} >= 1 or None, got {getattr(self, name)}")
         object.__setattr__(self, "lambdas", values)
         object.__setattr__(self, "hidden", tuple(self.hidden))
 
@@ -247,8 +242,7 @@ def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
 
 
 def _epochs(s: MLPSettings, n_rows: int) -> int:
-    """A round's passes over its ``n_rows`` rows: ``s.epochs``, or whole epochs until at least
-    ``s.gradient_steps`` minibatch steps."""
+    """A round's passes over ``n_rows`` rows: ``s.epochs``, or whole ones until ``s.gradient_steps`` steps."""
     if s.gradient_steps is None:
         return s.epochs
     return max(1, -(-s.gradient_steps // max(1, -(-n_rows // s.batch_size))))
