@@ -53,7 +53,9 @@ ROUTE_N_MAX: int | None = None
 #: (docs/LEARNING.md): every round's fit is 300 minibatch steps (``gradient_steps``; 20 epochs gave round 0's 258
 #: rows 40 steps, an untrained first learner whose long episodes made round 1 cost 100 s), and a learner episode
 #: labels at most 4 of its visited states (``states_per_episode``: continuations cost an episode's length squared).
-ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 20,
+#: Round 0 is then 10 oracle episodes (1,010 per fit): its searches at every training lambda were most of a
+#: refit's time (cProfile: the teacher's bound, ``oracle_bound``, on problems no earlier fit asked about).
+ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 10,
                                       "beta": 0.0, "epochs": 20, "gradient_steps": 300, "states_per_episode": 4,
                                       "balance_datasets": True, "tensorboard": False}
 #: The fallback point of a method with one: its arena's reference itself.
