@@ -43,8 +43,8 @@ ROUTE_MLP_GRID_LAMBDAS: tuple[float, ...] = (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)
 #: the same env the reference is replayed in.
 ROUTE_N_MAX: int | None = None
 #: DAgger settings on the route env (stated in advance, sized by timing only on the training side of the outer
-#: fold without aime2025: ``scripts/protocol_fit_timing.py mlp --env route``, docs/LEARNING.md). Issue 37: 1,020
-#: episodes per fit: round 0, 20 episodes of the oracle (its answers shared by every fit); then 2 rounds of 500
+#: fold without aime2025: ``scripts/protocol_fit_timing.py mlp --env route``, docs/LEARNING.md). Issue 37: 1,010
+#: episodes per fit: round 0, 10 episodes of the oracle (its answers shared by every fit); then 2 rounds of 500
 #: episodes played by the learner alone (beta 0: DAgger's "beta_i = 1 only in the first round", Ross et al. 2011),
 #: labelled with its own continuation values in one batch (``train.learner_values``). With beta 0.5 as before,
 #: the oracle's searches from the states the learner reaches were 222 of a fit's 240 s (node limit 2,000), so
@@ -53,7 +53,7 @@ ROUTE_N_MAX: int | None = None
 #: (docs/LEARNING.md): every round's fit is 300 minibatch steps (``gradient_steps``; 20 epochs gave round 0's 258
 #: rows 40 steps, an untrained first learner whose long episodes made round 1 cost 100 s), and a learner episode
 #: labels at most 4 of its visited states (``states_per_episode``: continuations cost an episode's length squared).
-#: Round 0 is then 10 oracle episodes (1,010 per fit): its searches at every training lambda were most of a
+#: Round 0 is 10 oracle episodes (20 before): its searches at every training lambda were most of a
 #: refit's time (cProfile: the teacher's bound, ``oracle_bound``, on problems no earlier fit asked about).
 ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 10,
                                       "beta": 0.0, "epochs": 20, "gradient_steps": 300, "states_per_episode": 4,
