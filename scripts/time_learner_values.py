@@ -20,26 +20,9 @@ import torch
 from agents.learned_mlp import MLPController, build_network
 from coba_env.env import CoBaEnv, as_compiled
 from train.imitation import MLPSettings, _checkpoint_config
-from train.learner_values import ValueTask, learner_values_batch
+from train.learner_values import ValueTask, learner_values_batch, learner_values_one_state
 from train.protocol import cost_unit, episodes_of
 from train.protocol_mlp import ROUTE_MLP_GRID_LAMBDAS
-
-
-def one_state(env: CoBaEnv, learner: MLPController, task: ValueTask) -> np.ndarray:
-    """Replay the prefix, play each legal action, then the learner, on the one-episode env."""
-    q = np.full(env.layout.n_actions, -np.inf)
-    learner.lam = task.lam
-    for first in task.legal:
-        obs, info = env.reset(options={"episode": task.episode, "lam": task.lam})
-        total, done = 0.0, False
-        for a in (*task.prefix, first):
-            obs, r, done, _, info = env.step(a)
-            total += r
-        while not done:
-            obs, r, done, _, info = env.step(learner.act(obs, info["action_mask"], env.evidence))
-            total += r
-        q[first] = total
-    return q
 
 
 def main() -> None:
@@ -68,7 +51,7 @@ def main() -> None:
             _, _, done, _, info = env.step(a)
             prefix.append(a)
     t0 = time.process_time()
-    want = np.vstack([one_state(env, learner, t) for t in tasks])
+    want = np.vstack([learner_values_one_state(env, learner, t) for t in tasks])
     one_s = time.process_time() - t0
     t0 = time.process_time()
     got = learner_values_batch(env, learner, tasks)

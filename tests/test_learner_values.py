@@ -1,5 +1,6 @@
 """``train.learner_values``: the learner's cost-to-go of every legal action, batched on the vector env, equals the
-one-state-at-a-time replay on the one-episode env (the path ``train.imitation`` used before, written out here)."""
+one-state-at-a-time replay on the one-episode env (``learner_values_one_state``: the path ``train.imitation``
+used before, a separate implementation through the scalar env)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from coba_env import compile_pool
 from coba_env.env import CoBaEnv, as_compiled
 from pools.default import resolve_pool
 from train.imitation import MLPSettings, _checkpoint_config
-from train.learner_values import ValueTask, learner_values_batch
+from train.learner_values import ValueTask, learner_values_batch, learner_values_one_state
 
 
 def untrained_learner(env: CoBaEnv, seed: int) -> MLPController:
@@ -22,23 +23,6 @@ def untrained_learner(env: CoBaEnv, seed: int) -> MLPController:
     width = len(config["observation"]) + env.layout.n_actions
     config.update(feature_mean=[0.0] * width, feature_scale=[1.0] * width)
     return MLPController(build_network((16,), len(config["observation"]), env.layout.n_actions), config)
-
-
-def one_state_values(env: CoBaEnv, learner: MLPController, task: ValueTask) -> np.ndarray:
-    """The reference: replay the prefix, play each legal action, then the learner, on the one-episode env."""
-    q = np.full(env.layout.n_actions, -np.inf)
-    learner.lam = task.lam
-    for first in task.legal:
-        obs, info = env.reset(options={"episode": task.episode, "lam": task.lam})
-        total, done = 0.0, False
-        for a in (*task.prefix, first):
-            obs, r, done, _, info = env.step(a)
-            total += r
-        while not done:
-            obs, r, done, _, info = env.step(learner.act(obs, info["action_mask"], env.evidence))
-            total += r
-        q[first] = total
-    return q
 
 
 def random_walk_tasks(env: CoBaEnv, lams: tuple[float, ...], seed: int) -> list[ValueTask]:
@@ -76,7 +60,7 @@ def test_batched_values_equal_the_one_state_replay(envs, grouping, chunk, monkey
     learner = untrained_learner(env, seed=3)
     tasks = random_walk_tasks(env, (0.1, 2.0), seed=5)
     got = learner_values_batch(env, learner, tasks)
-    want = np.vstack([one_state_values(env, learner, t) for t in tasks])
+    want = np.vstack([learner_values_one_state(env, learner, t) for t in tasks])
     assert np.array_equal(np.isinf(got), np.isinf(want))
     assert np.allclose(np.where(np.isinf(want), 0.0, got), np.where(np.isinf(want), 0.0, want), rtol=0, atol=1e-9)
     assert len({len(t.prefix) for t in tasks}) > 2  # states of several depths were compared

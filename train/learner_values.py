@@ -9,8 +9,9 @@ forward pass per step (``MLPController``'s batched features, each row at its own
 starts the next continuation in the same step (the vector env's own autoreset, fed from the queue), so a long
 continuation never holds the others back.
 
-The values equal the one-state replay's (``tests/test_learner_values.py`` compares them on small pools of both
-groupings): the same env rules, the same rewards, the same network (numpy, float64).
+The values equal the one-state replay's (``learner_values_one_state``, the path ``train.imitation`` used before,
+kept as the reference: ``tests/test_learner_values.py`` compares the two on small pools of both groupings and
+``scripts/time_learner_values.py`` times them): the same env rules, the same rewards, the same network.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from agents.learned_mlp import MLPController, batch_controller_features
 from coba_env.vector_env import CoBaVectorEnv
 
-__all__ = ["CHUNK", "ValueTask", "learner_values_batch"]
+__all__ = ["CHUNK", "ValueTask", "learner_values_batch", "learner_values_one_state"]
 
 #: Rows of the vector env (continuations played at once; a row that stops starts the next queued one).
 CHUNK = 512
@@ -112,4 +113,22 @@ def learner_values_batch(env: Any, learner: MLPController, tasks: Sequence[Value
             venv.lams[r] = lam_of[nxt]
     for (i, a), value in zip(conts, values, strict=True):
         q[i, a] = value
+    return q
+
+
+def learner_values_one_state(env: Any, learner: MLPController, task: ValueTask) -> np.ndarray:
+    """The reference for one state on the one-episode env: replay the prefix, play each legal action, then the
+    learner to the end; the return per legal action, -inf for the others."""
+    q = np.full(env.layout.n_actions, -np.inf)
+    learner.lam = task.lam
+    for first in task.legal:
+        obs, info = env.reset(options={"episode": task.episode, "lam": task.lam})
+        total, done = 0.0, False
+        for a in (*task.prefix, first):
+            obs, r, done, _, info = env.step(a)
+            total += r
+        while not done:
+            obs, r, done, _, info = env.step(learner.act(obs, info["action_mask"], env.evidence))
+            total += r
+        q[first] = total
     return q
