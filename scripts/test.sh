@@ -14,6 +14,13 @@ echo "== ruff check ."
 ruff check .
 echo "== pytest $*"
 tests_started=$SECONDS
+# On every core (pytest-xdist), whole test files per worker (--dist loadfile): a module's fixtures (a local Ray
+# cluster, the llama.cpp server, a bench folder several tests read) are built once per worker that runs the file,
+# as in a serial run. --no-loadscope-reorder keeps the order tests/conftest.py gives under xdist, costliest files
+# first (tests/file_order.py), so no long file starts last on one worker while the other idles. One BLAS/OpenMP
+# thread per worker: two workers on two cores are already one process per core, and the idle threads of numpy's
+# OpenBLAS and torch's OpenMP pools spin, burning the CPU the other worker needs. `-n 0` (given last) runs serially.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # pytest exits 5 when it collected no test; that is a failure here too.
-python -m pytest -p no:cacheprovider "$@"
+python -m pytest -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder "$@"
 echo "== pytest done in $((SECONDS - tests_started)) s; all checks in $((SECONDS - started)) s"

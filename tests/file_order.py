@@ -5,8 +5,8 @@ reorders by number of tests, not by time). A file that takes a minute and starts
 while the other idles; handing out the longest first (the LPT rule) keeps both busy to the end.
 ``tests/file_costs.txt`` holds each costly file's seconds from one ``--durations=0`` run (only their order
 matters); files not listed follow in their usual order. Refresh the table with
-``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m pytest -m "not real_server" -n 2 --dist loadfile
---no-loadscope-reorder --durations=0 > durations.txt`` (as scripts/quick_check.sh runs it) then
+``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+--durations=0 > durations.txt`` (as scripts/test.sh runs it) then
 ``python -m tests.file_order durations.txt > tests/file_costs.txt``.
 """
 
