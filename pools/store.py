@@ -67,10 +67,7 @@ class Pool:
         their order (V1, V2, V3) followed by any other name in order of first appearance.
         """
         present = list(pd.unique(self.verifications["tier"])) if len(self.verifications) else []
-        declared = self.manifest.get("tiers")
-        if isinstance(declared, list) and len(declared) == len(present) and set(declared) == set(present):
-            return [str(t) for t in declared]
-        return [t for t in TIERS if t in present] + [str(t) for t in present if t not in TIERS]
+        return ordered_tiers(present, self.manifest.get("tiers"))
 
     def refresh_manifest(self, **updates: Any) -> None:
         """Recompute the manifest's derived fields (counts, models, datasets, tiers) from the tables."""
@@ -90,6 +87,15 @@ class Pool:
         m.setdefault("provenance", {})
         m["counts"] = {name: int(len(self.table(name))) for name in TABLES}
         self.manifest = m
+
+
+def ordered_tiers(present: Sequence[str], declared: Any) -> list[str]:
+    """``Pool.tiers`` from the verifier names ``present`` (in order of first appearance) and the manifest's
+    ``tiers`` (``declared``), for a reader that collects the names without the whole table."""
+    present = list(present)
+    if isinstance(declared, list) and len(declared) == len(present) and set(declared) == set(present):
+        return [str(t) for t in declared]
+    return [t for t in TIERS if t in present] + [str(t) for t in present if t not in TIERS]
 
 
 def _coerce(df: pd.DataFrame, table: str) -> pd.DataFrame:
