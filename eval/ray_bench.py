@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from agents.base import Policy
 from coba_env.compiled import CompiledPool
 from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
-from eval.runner import BenchRun, PolicyRun, resolve_unique_policies, run_policies
+from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
 __all__ = ["run_policies_on_ray", "shard_episodes"]
 
@@ -69,15 +68,5 @@ def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *,
     if split == "policies":
         runs = [task_runs[0] for task_runs in results]
     else:
-        runs = [_concat([task_runs[i] for task_runs in results]) for i in everyone]
+        runs = [join_runs([task_runs[i] for task_runs in results]) for i in everyone]
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=len(tasks))
-
-
-def _concat(parts: list[PolicyRun]) -> PolicyRun:
-    """One policy's shard runs joined in shard order (= pool order); replay seconds summed over shards."""
-    first = parts[0]
-    if not first.applicable:  # applicability depends on the pool, not the shard: every shard says the same
-        return first
-    records = pd.concat([p.records for p in parts], ignore_index=True)
-    return PolicyRun(name=first.name, label=first.label, group=first.group, uses_labels=first.uses_labels,
-                     records=records, seconds=sum(p.seconds for p in parts), description=first.description)
