@@ -23,13 +23,11 @@ CHUNK_EPISODES = 100_000
 
 
 def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_episodes: int = CHUNK_EPISODES,
-                     grouping: str = "pair", cost_model: str = "p_tokens", seed: int = 0, replay: str = "batched",
+                     cost_model: str = "p_tokens", seed: int = 0, replay: str = "batched",
                      progress: bool = True, workers: int | None = None,
                      generator_columns: bool = False) -> BenchRun:
     """``eval.runner.run_policies`` over the scanned pool (``coba_env.chunked_compile.scan_pool``), compiled and
-    replayed ``chunk_episodes`` episodes at a time; the same records, in the same order."""
-    if grouping != "pair":
-        raise ValueError("only (item, generator) episodes (grouping 'pair') are replayed in chunks")
+    replayed ``chunk_episodes`` episodes at a time; the same records, in the same order (pair episodes)."""
     start = time.perf_counter()
     policies = resolve_unique_policies(policies)
     budget = scan.budget(cost_model)
@@ -38,7 +36,7 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     used = 1
     try:
         for ids in scan.chunks(chunk_episodes):
-            run = run_policies(policies, compile_chunk(scan, ids), grouping=grouping, cost_model=cost_model,
+            run = run_policies(policies, compile_chunk(scan, ids), grouping="pair", cost_model=cost_model,
                                seed=seed, replay=replay, progress=False, workers=workers,
                                generator_columns=generator_columns, budget=budget)
             parts.append(run.runs)

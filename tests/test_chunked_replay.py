@@ -34,8 +34,3 @@ def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk):
         assert mine.not_applicable == theirs.not_applicable, mine.name
         pd.testing.assert_frame_equal(mine.records, theirs.records, obj=mine.name)
 
-
-def test_item_grouped_episodes_are_refused(tmp_path):
-    save_pool(resolve_pool("tiny"), tmp_path / "pool")
-    with pytest.raises(ValueError, match=r"only \(item, generator\) episodes \(grouping 'pair'\) are replayed in "):
-        replay_in_chunks(["majority"], scan_pool(tmp_path / "pool"), grouping="item", progress=False)
