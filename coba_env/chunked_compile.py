@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coba_env.compiled import CompiledPool, compile_pool, verifier_axis
+from coba_env.compiled import (
+    CompiledPool,
+    Labels,
+    compile_pool,
+    gold_clusters,
+    outcome_clusters,
+    verifier_axis,
+)
 from coba_env.cost_fill import fill_calls
 from coba_env.costs import COST_MEASURES, cost_index
 from coba_env.problems import problem_table
@@ -34,7 +41,7 @@ from pools.store import ordered_tiers
 SCAN_CHUNK = 1 << 16
 #: The candidate columns the light pass reads.
 SCAN_COLUMNS = ("episode_id", "candidate", "prompt_tokens", "output_tokens", "latency_s", "cost_usd",
-                "extraction_status", "graded_score")
+                "extraction_status", "graded_score", "cluster", "correct")
 
 
 @dataclass
@@ -53,6 +60,10 @@ class PoolScan:
     graded: bool
     #: float64 [K, E]: each episode's cost of drawing all its candidates, per cost measure (``COST_MEASURES``).
     generation_sums: np.ndarray
+    #: int64 [E]: each episode's candidate count (``CompiledPool.n_available``).
+    n_available: np.ndarray
+    #: int32 [E]: each episode's correct answer cluster (``Labels.gold_cluster``; evaluator side).
+    gold_cluster: np.ndarray
 
     @property
     def episode_ids(self) -> np.ndarray:
@@ -63,6 +74,20 @@ class PoolScan:
         """``coba_env.rules.config.default_budget`` of the whole compiled pool at N_max = N (same float)."""
         value = float(self.generation_sums[cost_index(cost_model)].mean()) if len(self.episodes) else 1.0
         return value if value > 0 else 1.0
+
+    def episode_columns(self) -> CompiledPool:
+        """The whole pool compiled without its candidate axis: ``eval.bench.episode_columns_only`` of the whole
+        compile (episode ids, datasets, generators, items, counts, gold clusters and the pool-wide fields)."""
+        e, n_tiers, k = len(self.episodes), len(self.wide["tiers"]), len(COST_MEASURES)
+        labels = Labels(correct=np.zeros((e, 0), dtype=bool), gold_cluster=self.gold_cluster,
+                        graded=np.zeros((e, 0)) if self.graded else None)
+        columns = {name: self.episodes[name].to_numpy(dtype=object) for name in ("dataset", "generator", "item_id")}
+        return CompiledPool(
+            n_candidates=int(self.manifest["n_candidates"]), episode_ids=self.episode_ids, **columns,
+            cluster=np.zeros((e, 0), dtype=np.int32), answer=np.zeros((e, 0), dtype=object),
+            output_tokens=np.zeros((e, 0)), cap_hit=np.zeros((e, 0), dtype=bool), gen_cost=np.zeros((e, 0, k)),
+            has_score=np.zeros((e, 0, n_tiers), dtype=bool), score=np.zeros((e, 0, n_tiers)),
+            ver_cost=np.zeros((e, 0, n_tiers, k)), labels=labels, n_available=self.n_available, **self.wide)
 
     def chunks(self, size: int) -> list[np.ndarray]:
         """The episode ids cut into consecutive slices of at most ``size`` episodes, in compile order."""
@@ -107,7 +132,8 @@ def scan_pool(path: str | os.PathLike[str], chunk: int = SCAN_CHUNK) -> PoolScan
                                load_embeddings(path, items)),
     )
     return PoolScan(path=path, manifest=manifest, items=items, models=models, episodes=episodes, wide=wide,
-                    graded=totals["graded"], generation_sums=totals["sums"])
+                    graded=totals["graded"], generation_sums=totals["sums"], n_available=totals["counts"],
+                    gold_cluster=totals["gold"])
 
 
 def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: dict, n: int,
@@ -117,7 +143,8 @@ def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: d
     generator = episodes["generator"].to_numpy(dtype=object)
     totals: dict[str, Any] = dict(sums=np.zeros((k_count, e_count)), counts=np.zeros(e_count, dtype=np.int64),
                                   prompt_sums=np.zeros(e_count), outcomes=np.zeros(e_count, dtype=np.int64),
-                                  max_tokens=-np.inf, graded=False, recorded_any=False, recorded_all={})
+                                  max_tokens=-np.inf, graded=False, recorded_any=False, recorded_all={},
+                                  gold=np.full(e_count, -1, dtype=np.int32))
     for a in range(0, e_count, chunk):
         part = ids[a:a + chunk]
         cand = read_rows(path, "candidates", part, columns=SCAN_COLUMNS)
@@ -134,6 +161,7 @@ def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: d
                                              minlength=e_count)
         outcome = (cand["extraction_status"] == OUTCOME_STATUS).to_numpy(dtype=bool)
         totals["outcomes"] += np.bincount(rows[outcome], minlength=e_count)
+        totals["gold"][a:a + len(part)] = _gold(cand, local, outcome, (len(part), n))
         tokens = cand["output_tokens"].to_numpy(dtype=np.float64)
         totals["max_tokens"] = max(totals["max_tokens"], float(tokens.max()) if len(tokens) else -np.inf)
         totals["graded"] |= bool(np.isfinite(cand["graded_score"].to_numpy(dtype=np.float64)).any())
@@ -142,6 +170,16 @@ def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: d
         for model, every in pd.Series(finite).groupby(models, sort=False).all().items():
             totals["recorded_all"][model] = totals["recorded_all"].get(model, True) and bool(every)
     return totals
+
+
+def _gold(cand: pd.DataFrame, local: np.ndarray, outcome: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """The episodes' gold clusters as ``compile_pool`` finds them (outcome-only candidates get clusters of their
+    own first), from the candidate rows of a slice of episodes (``local``: each row's episode in the slice)."""
+    at = (local, cand["candidate"].to_numpy(dtype=np.int64))
+    cluster, is_outcome, correct = np.full(shape, -1, dtype=np.int32), np.zeros(shape, dtype=bool), np.zeros(shape, bool)
+    cluster[at], is_outcome[at] = cand["cluster"].to_numpy(dtype=np.int32), outcome
+    correct[at] = cand["correct"].fillna(False).to_numpy(dtype=bool)
+    return gold_clusters(correct, outcome_clusters(cluster, is_outcome))
 
 
 def _verifier_pairs(path: Path) -> tuple[list[str], list[tuple[str, str]]]:

@@ -73,3 +73,16 @@ def test_the_uneven_pool_has_what_the_chunks_must_not_lose(tmp_path):
     assert "V2" in whole.tiers_present and whole.labels.graded is not None
     assert "g-b" in whole.priced_models and whole.n_available[1] == 3
     assert first.tiers_present == whole.tiers_present and first.labels.graded is not None
+
+
+@pytest.mark.parametrize("make", [lambda: resolve_pool("tiny"), _uneven_pool], ids=["tiny", "uneven"])
+def test_the_scan_gives_the_whole_compiles_episode_columns(tmp_path, make):
+    from eval.bench import episode_columns_only
+
+    save_pool(make(), tmp_path / "pool")
+    expected = episode_columns_only(compile_pool(load_pool(tmp_path / "pool")))
+    columns = scan_pool(tmp_path / "pool", chunk=4).episode_columns()
+    for name in (*PER_EPISODE_FIELDS, *POOL_WIDE_FIELDS, "n_candidates"):
+        _equal(getattr(columns, name), getattr(expected, name), name)
+    for name in ("correct", "gold_cluster", "graded"):
+        _equal(getattr(columns.labels, name), getattr(expected.labels, name), name)
