@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from pools.schema import LATER_COLUMNS
 from pools.store import Pool
 
 #: Tables whose rows belong to one episode (read per chunk); the others are read whole (items: those of the chunk).
@@ -49,10 +50,14 @@ def episode_filter(episode_ids: np.ndarray) -> ds.Expression:
 
 def read_rows(path: str | os.PathLike[str], name: str, episode_ids: np.ndarray,
               columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """The rows of table ``name`` whose ``episode_id`` is one of ``episode_ids``, in the table's own order."""
+    """The rows of table ``name`` whose ``episode_id`` is one of ``episode_ids``, in the table's own order; a
+    column of ``LATER_COLUMNS`` the stored table lacks (a pool saved before it existed) is its fill value."""
     dataset = ds.dataset(Path(path) / f"{name}.parquet", format="parquet")
-    table = dataset.to_table(columns=None if columns is None else list(columns), filter=episode_filter(episode_ids))
-    return table.to_pandas()
+    later = {c: fill for c, fill in LATER_COLUMNS.get(name, {}).items()
+             if c not in dataset.schema.names and (columns is None or c in columns)}
+    wanted = None if columns is None else [c for c in columns if c not in later]
+    frame = dataset.to_table(columns=wanted, filter=episode_filter(episode_ids)).to_pandas()
+    return frame.assign(**later)[list(columns)] if later and columns is not None else frame.assign(**later)
 
 
 def read_pool_chunk(path: str | os.PathLike[str], episode_ids: np.ndarray, *, manifest: dict | None = None,

@@ -86,3 +86,17 @@ def test_the_scan_gives_the_whole_compiles_episode_columns(tmp_path, make):
         _equal(getattr(columns, name), getattr(expected, name), name)
     for name in ("correct", "gold_cluster", "graded"):
         _equal(getattr(columns.labels, name), getattr(expected.labels, name), name)
+
+
+def test_a_pool_saved_before_the_later_columns_compiles_in_chunks(tmp_path):
+    """A candidate table without graded_score and cost_usd (an older pool) reads as NaN in both, as load_pool's."""
+    import pyarrow.parquet as pq
+
+    save_pool(resolve_pool("tiny"), tmp_path / "pool")
+    table = pq.read_table(tmp_path / "pool" / "candidates.parquet")
+    pq.write_table(table.drop_columns(["graded_score", "cost_usd"]), tmp_path / "pool" / "candidates.parquet")
+    whole = compile_pool(load_pool(tmp_path / "pool"))
+    scan = scan_pool(tmp_path / "pool")
+    part = compile_chunk(scan, scan.episode_ids[:5])
+    _equal(part.gen_cost, whole.gen_cost[:5], "gen_cost")
+    assert part.labels.graded is None and part.priced_models == whole.priced_models
