@@ -257,10 +257,11 @@ def _replay(policies: list[Policy], prepared: PreparedPool, *, grouping: str, co
         return run_chunks_on_ray(policies, prepared.scan, ray_address=ray_address, cost_model=cost_model, seed=seed,
                                  replay=replay, progress=progress)
     if prepared.scan is not None:
-        from eval.chunked_replay import replay_in_chunks
+        from eval import chunked_replay
 
-        return replay_in_chunks(policies, prepared.scan, cost_model=cost_model, seed=seed, replay=replay,
-                                progress=progress, workers=workers)
+        return chunked_replay.replay_in_chunks(policies, prepared.scan, chunk_episodes=chunked_replay.CHUNK_EPISODES,
+                                               cost_model=cost_model, seed=seed, replay=replay, progress=progress,
+                                               workers=workers)
     compiled = prepared.compiled
     options = dict(cost_model=cost_model, progress=progress, seed=seed, replay=replay, grouping=grouping)
     if ray_address is None:  # the routing analyses read each policy's GeneratorUse, not per-generator columns

@@ -34,3 +34,42 @@ def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk):
         assert mine.not_applicable == theirs.not_applicable, mine.name
         pd.testing.assert_frame_equal(mine.records, theirs.records, obj=mine.name)
 
+
+
+def test_a_bench_of_chunks_smaller_than_the_pool_equals_the_whole_compiles(tmp_path, monkeypatch):
+    """``coba bench`` on the stored tiny pool in chunks of 7 episodes (48 episodes) writes the results and episode
+    table of the bench of the same pool given in memory (compiled whole)."""
+    import json
+
+    from eval import chunked_replay
+    from eval.bench import run_bench
+
+    save_pool(resolve_pool("tiny"), tmp_path / "pool")
+    options = dict(progress=False, figures=False, workers=1, resamples=100, quiet=True)
+    run_bench(load_pool(tmp_path / "pool"), out_dir=tmp_path / "whole", **options)
+    monkeypatch.setattr(chunked_replay, "CHUNK_EPISODES", 7)
+    monkeypatch.setattr(chunked_replay, "replay_in_chunks", _counting(chunked_replay.replay_in_chunks))
+    run_bench(str(tmp_path / "pool"), out_dir=tmp_path / "chunked", **options)
+    assert _counting.calls == 1
+
+    def strip(value: object) -> object:  # the run facts (wall times, workers, how the pool was named) aside
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("replay_seconds", "created", "timings", "workers", "spec")}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    def results(name: str) -> dict:
+        return strip(json.loads((tmp_path / name / "results.json").read_text()))
+
+    assert results("chunked") == results("whole")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "chunked" / "episodes.parquet"),
+                                  pd.read_parquet(tmp_path / "whole" / "episodes.parquet"))
+
+
+def _counting(fn):
+    def wrapped(*args, **kwargs):
+        _counting.calls += 1
+        return fn(*args, **kwargs)
+
+    _counting.calls = 0
+    return wrapped
