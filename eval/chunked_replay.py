@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from agents.base import Policy
 from coba_env.chunked_compile import PoolScan, compile_chunk
-from eval.forked_runs import progress_bar
+from eval.forked_runs import default_workers, progress_bar
 from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
 #: Episodes compiled and replayed at a time (at 16 candidates and 3 verifiers: ~0.4 GB of compiled arrays).
@@ -31,6 +31,8 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     start = time.perf_counter()
     policies = resolve_unique_policies(policies)
     budget = scan.budget(cost_model)
+    if workers is None:  # sized by the whole run, as run_policies sizes it: a chunk alone is a "small run"
+        workers = default_workers(len(policies), len(scan.episodes), batched=replay == "batched")
     bar = progress_bar(len(policies) * len(scan.episodes), progress)
     parts: list[list[PolicyRun]] = []
     used = 1
