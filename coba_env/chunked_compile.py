@@ -35,7 +35,7 @@ from coba_env.rules.roles import declared_roles
 from pools.pool_chunks import column_batches, read_manifest, read_pool_chunk, read_rows, read_table
 from pools.prices import PRICES_KEY
 from pools.schema import OUTCOME_STATUS
-from pools.store import ordered_tiers
+from pools.manifest_fields import ordered_tiers
 
 #: Episodes per chunk of the light pass (the candidate columns of ~65k episodes x 16 candidates: ~60 MB).
 SCAN_CHUNK = 1 << 16

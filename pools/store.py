@@ -15,19 +15,11 @@ import pyarrow.parquet as pq
 
 from pools.atomic_write import atomic_dir
 from pools.errors import PoolError
+from pools.manifest_fields import derived_manifest, ordered_tiers
 from pools.output_paths import check_output_dir
 from pools.parse_boundary import PARSE_ERRORS, parse_problem
-from pools.schema import FORMAT_VERSION, LATER_COLUMNS, TABLES, TIERS
-
-_ARROW_TYPES = {
-    "str": pa.string(),
-    "str?": pa.string(),
-    "int": pa.int64(),
-    "float": pa.float64(),
-    "float?": pa.float64(),
-    "bool": pa.bool_(),
-    "bool?": pa.bool_(),
-}
+from pools.pool_writer import manifest_text, to_arrow
+from pools.schema import LATER_COLUMNS, TABLES
 
 
 @dataclass
@@ -71,54 +63,13 @@ class Pool:
 
     def refresh_manifest(self, **updates: Any) -> None:
         """Recompute the manifest's derived fields (counts, models, datasets, tiers) from the tables."""
-        m = dict(self.manifest)
-        m.update(updates)
-        m["format_version"] = FORMAT_VERSION
+        m = {**self.manifest, **updates}
         if "n_candidates" not in m:
             per_episode = self.candidates.groupby("episode_id").size()
             m["n_candidates"] = int(per_episode.max()) if len(per_episode) else 0
-        m["models"] = [
-            {"name": r.name, "params_b": float(r.params_b), "role": r.role}
-            for r in self.models.itertuples(index=False)
-        ]
-        m["datasets"] = {str(k): int(v) for k, v in self.items.groupby("dataset", sort=False).size().items()}
-        m["tiers"] = self.tiers
-        m.setdefault("generation", {})
-        m.setdefault("provenance", {})
-        m["counts"] = {name: int(len(self.table(name))) for name in TABLES}
-        self.manifest = m
-
-
-def ordered_tiers(present: Sequence[str], declared: Any) -> list[str]:
-    """``Pool.tiers`` from the verifier names ``present`` (in order of first appearance) and the manifest's
-    ``tiers`` (``declared``), for a reader that collects the names without the whole table."""
-    present = list(present)
-    if isinstance(declared, list) and len(declared) == len(present) and set(declared) == set(present):
-        return [str(t) for t in declared]
-    return [t for t in TIERS if t in present] + [str(t) for t in present if t not in TIERS]
-
-
-def _coerce(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    """Return ``df`` with exactly the schema's columns, in order, with pandas dtypes for their kinds."""
-    out = {}
-    for col, kind in TABLES[table].items():
-        s = df[col]
-        if kind in ("str", "str?"):
-            s = s.astype(object).where(s.notna(), None)
-        elif kind == "int":
-            s = s.astype("int64")
-        elif kind in ("float", "float?"):
-            s = s.astype("float64")
-        elif kind == "bool":
-            s = s.astype(bool)
-        elif kind == "bool?":
-            s = s.astype("boolean")
-        out[col] = s
-    return pd.DataFrame(out).reset_index(drop=True)
-
-
-def _arrow_schema(table: str) -> pa.Schema:
-    return pa.schema([(c, _ARROW_TYPES[k]) for c, k in TABLES[table].items()])
+        self.manifest = derived_manifest(
+            m, models=self.models, dataset_sizes=self.items.groupby("dataset", sort=False).size().to_dict(),
+            tiers=self.tiers, counts={name: len(self.table(name)) for name in TABLES})
 
 
 def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = False,
@@ -134,11 +85,8 @@ def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = Fal
 
     def fill(tmp: Path) -> None:
         for name in TABLES:
-            df = _coerce(pool.table(name), name)
-            arrow = pa.Table.from_pandas(df, schema=_arrow_schema(name), preserve_index=False)
-            pq.write_table(arrow, tmp / f"{name}.parquet", compression="zstd")
-        text = json.dumps(pool.manifest, indent=2, sort_keys=True, allow_nan=False)
-        (tmp / "manifest.json").write_text(text + "\n", encoding="utf-8")
+            pq.write_table(to_arrow(pool.table(name), name), tmp / f"{name}.parquet", compression="zstd")
+        (tmp / "manifest.json").write_text(manifest_text(pool.manifest), encoding="utf-8")
         if pool.embeddings is not None:  # the optional table goes with the pool
             from pools.embeddings import write_embeddings
 

@@ -6,7 +6,7 @@ line per stage: seconds since the start, RSS before and after (``/proc/self/stat
 far (``getrusage`` ru_maxrss). Bench options as ``coba bench``'s defaults, no figures, one worker.
 
     python scripts/bench_memory_stages.py runs/x32 --out /tmp/b32
-    flock runs/heavy.lock python scripts/bench_memory_stages.py runs/x320/pool --out /tmp/b320   # ~14 GB today
+    python scripts/bench_memory_stages.py runs/x320/pool --out runs/b320   # ~13 GB at x320 today
 
 Figures and the load go in docs/PERFORMANCE.md ("`coba bench` memory by stage").
 """

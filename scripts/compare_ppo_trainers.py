@@ -6,8 +6,10 @@ default, ``train.masked_ppo``), at the same seed and step budget, both warm-star
 It prints, per run, the training speed (env-steps per second of ``learn``, wall and process CPU, from
 ``controller.json``) and the return of the trained policy: the mean episode reward ``1[correct] - lambda C / B`` of
 its deterministic actions on every training episode, averaged over the lambdas ``RETURN_LAMBDAS`` (the training
-range [0, 0.5]). Then, per pool and env, the old trainer's seed-to-seed spread (min..max over seeds) and whether
-every lean seed's return lies inside it, and the speed ratio lean / sb3 (medians over seeds, in this one run).
+range [0, 0.5]). Then, per pool and env, the old trainer's seed-to-seed spread (min..max over seeds), how many lean
+seeds' returns lie inside it, the verdict (quality HELD when the lean trainer's mean return over the seeds lies
+inside the old min..max: the rule fixed before the runs of issue 37) and the speed ratio lean / sb3 (medians over
+seeds, in this one run).
 
     python scripts/compare_ppo_trainers.py                          # every pool and env, seeds 0 1 2
     python scripts/compare_ppo_trainers.py --pools paper --envs replay --seeds 0
@@ -59,15 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=TRAINERS)
     parser.add_argument("--lean", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="override a lean PPO coefficient (e.g. n_epochs=2 learning_rate=1e-3); default: none")
+                        help="override a lean PPO coefficient or option (e.g. n_epochs=4 batch_size=4096, "
+                             "torch_threads=1); default: none")
     args = parser.parse_args(argv)
     overrides = {k: (int(v) if v.isdigit() else float(v)) for k, v in (item.split("=", 1) for item in args.lean)}
     print(f"command: python scripts/compare_ppo_trainers.py --pools {' '.join(args.pools)} --envs "
           f"{' '.join(args.envs)} --seeds {' '.join(map(str, args.seeds))} --trainers {' '.join(args.trainers)}"
           + (f" --lean {' '.join(args.lean)}" if args.lean else ""))
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("| pool | env | trainer | seed | steps | steps/s (wall) | steps/CPU-s | env share | return |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| pool | env | trainer | threads | seed | steps | steps/s (wall) | steps/CPU-s | env share | return |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     results: dict[tuple[str, str, str], list[tuple[float, float, float]]] = {}
     for pool_name in args.pools:
         compiled = as_compiled(pool_name)
@@ -84,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                     t = meta["training"]
                     per_cpu = meta["timesteps"] / t["cpu_seconds"]
                     results.setdefault((pool_name, env, trainer), []).append((ret, t["steps_per_second"], per_cpu))
-                    print(f"| {pool_name} | {env} | {trainer} | {seed} | {meta['timesteps']:,} | "
-                          f"{t['steps_per_second']:,.0f} | {per_cpu:,.0f} | {t['env_share']:.1%} | {ret:.4f} |",
+                    print(f"| {pool_name} | {env} | {trainer} | {t['torch_threads']} | {seed} | "
+                          f"{meta['timesteps']:,} | {t['steps_per_second']:,.0f} | {per_cpu:,.0f} | {t['env_share']:.1%} | {ret:.4f} |",
                           flush=True)
     print()
     _verdicts(results, args)
@@ -102,13 +105,14 @@ def _verdicts(results: dict, args: argparse.Namespace) -> None:
                 continue
             low, high = min(r[0] for r in old), max(r[0] for r in old)
             inside = [low <= r[0] <= high for r in new]
+            mean = float(np.mean([r[0] for r in new]))
+            held = "HELD" if low <= mean <= high else "NOT HELD"
             wall = np.median([r[1] for r in new]) / np.median([r[1] for r in old])
             cpu = np.median([r[2] for r in new]) / np.median([r[2] for r in old])
             print(f"{pool_name} {env}: sb3 returns {low:.4f}..{high:.4f} over seeds {args.seeds}; lean "
                   f"{', '.join(f'{r[0]:.4f}' for r in new)} -> {sum(inside)}/{len(inside)} inside the sb3 spread; "
-                  f"lean mean {np.mean([r[0] for r in new]):.4f} vs sb3 mean {np.mean([r[0] for r in old]):.4f}; "
-                  f"speed lean / sb3: {wall:.1f}x wall, {cpu:.1f}x CPU")
-
+                  f"lean mean {mean:.4f} vs sb3 mean {np.mean([r[0] for r in old]):.4f}; quality {held} (lean mean "
+                  f"inside sb3 min..max); speed lean / sb3: {wall:.1f}x wall, {cpu:.1f}x CPU")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,7 @@ from coba_env import compile_pool
 from coba_env.env import CoBaEnv
 from pools.default import resolve_pool
 from tests.test_label_leak import permuted_labels
-from train.imitation import train_mlp
+from train.imitation import MLPSettings, _epochs, train_mlp
 
 FAST = {"dagger_rounds": 4, "epochs": 20, "episodes_per_round": None}  # train_mlp's default rounds
 
@@ -99,6 +99,9 @@ def test_checkpoint_loads_through_the_registry(tiny, checkpoint):
     ({"lambdas": (-0.1,)}, "lambdas must be"),
     ({"lambdas": ()}, "lambdas must be"),
     ({"epochs": 0}, "epochs >= 1"),
+    ({"round0_episodes": 0}, "need round0_episodes >= 1 or None, got 0"),
+    ({"gradient_steps": 0}, "need gradient_steps >= 1 or None, got 0"),
+    ({"states_per_episode": 0}, "need states_per_episode >= 1 or None, got 0"),
 ])
 def test_bad_training_arguments_are_rejected(tiny, tmp_path, kwargs, match):
     """Bad arguments raise ValueError before any training."""
@@ -118,3 +121,47 @@ def test_bad_checkpoints_are_rejected(tmp_path, content, error, match):
         (tmp_path / "controller.json").write_text(content)
     with pytest.raises(error, match=match):
         load_checkpoint(tmp_path)
+
+
+def test_round_sizes_follow_the_settings(tiny, tmp_path):
+    """round0_episodes sizes the oracle's round apart; drawn with replacement (dataset-balanced) a round may hold
+    more episodes than the training set, without replacement it is capped."""
+    n_eps = CoBaEnv(tiny).n_episodes
+    balanced = json.loads((train_mlp(tiny, tmp_path / "b", progress=False, dagger_rounds=1, epochs=1,
+                                     episodes_per_round=n_eps + 5, round0_episodes=3, balance_datasets=True,
+                                     tensorboard=False) / "controller.json").read_text())
+    assert (balanced["round0_episodes"], balanced["episodes_per_round"]) == (3, n_eps + 5)
+    capped = json.loads((train_mlp(tiny, tmp_path / "c", progress=False, dagger_rounds=0, epochs=1,
+                                   episodes_per_round=n_eps + 5, tensorboard=False) / "controller.json").read_text())
+    assert (capped["round0_episodes"], capped["episodes_per_round"]) == (n_eps, n_eps)
+
+
+@pytest.mark.parametrize(("rows", "steps", "batch", "epochs"), [
+    (258, 1000, 256, 500),  # 2 minibatches per pass: 500 passes
+    (44_401, 1000, 256, 6),  # 174 minibatches per pass: 6 passes are 1,044 steps, 5 only 870
+    (100_000, 10, 256, 1),  # never less than one whole pass
+])
+def test_gradient_steps_size_a_round_by_whole_epochs(rows, steps, batch, epochs):
+    """Whole passes until at least ``gradient_steps`` minibatch steps (counted by hand)."""
+    assert _epochs(MLPSettings(gradient_steps=steps, batch_size=batch, epochs=20), rows) == epochs
+
+
+def test_one_gradient_step_is_one_epoch_of_the_old_path(tiny, tmp_path):
+    """gradient_steps=1 overrides ``epochs``: the weights equal the epochs=1 run's (the old path)."""
+    opts = {"dagger_rounds": 1, "episodes_per_round": 12, "lambdas": (0.1,), "progress": False, "seed": 3,
+            "tensorboard": False}
+    a = torch.load(train_mlp(tiny, tmp_path / "a", epochs=1, **opts) / "model.pt", weights_only=True)
+    b = torch.load(train_mlp(tiny, tmp_path / "b", epochs=5, gradient_steps=1, **opts) / "model.pt",
+                   weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_states_per_episode_labels_that_many_states_of_each_learner_episode(tiny, tmp_path):
+    """One state per episode in the learner's round: as many labelled states as episodes (12); round 0 (the
+    oracle's) labels every state, as the run without the setting does."""
+    opts = {"dagger_rounds": 1, "episodes_per_round": 12, "lambdas": (0.1,), "progress": False, "seed": 3,
+            "epochs": 1, "tensorboard": False}
+    one = json.loads((train_mlp(tiny, tmp_path / "a", states_per_episode=1, **opts) / "controller.json").read_text())
+    every = json.loads((train_mlp(tiny, tmp_path / "b", **opts) / "controller.json").read_text())
+    assert one["history"][1]["states"] == 12 < every["history"][1]["states"]
+    assert one["history"][0]["states"] == every["history"][0]["states"]

@@ -98,6 +98,22 @@ def test_sampled_actions_are_legal_and_follow_the_masked_probabilities():
     np.testing.assert_allclose(logp.numpy()[: rows // 2], np.log(expected[action[: rows // 2]]), atol=1e-5)
 
 
+@pytest.mark.parametrize("legal", [0, 3])
+def test_a_uniform_draw_of_exactly_zero_never_picks_an_illegal_action(monkeypatch, legal):
+    # torch.rand draws from [0, 1); a 0 on the only legal action made its Gumbel -inf and the argmax illegal
+    # (seen once in a 75-fit protocol run: "action 1 is not allowed now (mask [1, 0, 0, 0, 0])").
+    masks = torch.zeros((2, 5), dtype=torch.bool)
+    masks[:, legal] = True
+
+    def net(obs):
+        return torch.zeros((2, 5)), torch.zeros(2)
+
+    monkeypatch.setattr(torch, "rand", lambda shape, generator=None: torch.zeros(shape))
+    action, logp, _ = sample_actions(net, torch.zeros((2, 1)), masks, torch.Generator().manual_seed(0))
+    assert action.tolist() == [legal, legal]
+    np.testing.assert_allclose(logp.numpy(), [0.0, 0.0], atol=1e-6)  # the only legal action: probability 1
+
+
 def test_fast_tanh_has_tanhs_values_and_gradients():
     x = torch.linspace(-12, 12, 2001, dtype=torch.float32, requires_grad=True)
     (FastTanh()(x) * torch.arange(2001)).sum().backward()
@@ -138,6 +154,20 @@ def test_a_run_steps_only_legal_actions_on_both_envs(tiny, grouping):
     figures = learn(model.policy, checked, PPOSettings(n_steps=16, batch_size=128), 1024, seed=0)
     assert checked.steps == figures["timesteps"] == 1024
 
+
+
+def test_two_threads_train_the_same_weights_as_one(tiny):
+    """The critic's half of each step on a second thread: the same gradients, so bit-identical weights."""
+    weights = []
+    for threads in (1, 2):
+        env = CoBaSB3VecEnv(32, tiny, grouping="pair", lambda_range=(0.0, 0.5))
+        model = MaskablePPO("MlpPolicy", env, seed=0, device="cpu")
+        learn(model.policy, env.venv, PPOSettings(n_steps=16, batch_size=128, n_epochs=2), 1024, seed=0,
+              threads=threads)
+        weights.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
+    assert torch.equal(weights[0], weights[1])
+    assert not torch.equal(weights[0], torch.cat([p.detach().flatten() for p in MaskablePPO(
+        "MlpPolicy", CoBaSB3VecEnv(32, tiny, grouping="pair"), seed=0, device="cpu").policy.parameters()]))
 
 # ---------------------------------------------------------------------------------------------- trainers
 def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):

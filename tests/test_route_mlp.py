@@ -211,3 +211,9 @@ def test_cached_oracle_answers_as_the_oracle(small_paper):
     fresh2 = CostAwareOracle.for_env(env2)
     for e in range(0, env2.n_episodes, 4):
         assert np.array_equal(cached2.action_values(e, [0.1, 1.0]), fresh2.action_values(e, [0.1, 1.0]))
+        # a state one action in (as a learner's rollout reaches): planned from the first env's searches
+        first = fresh2.plan(e, 0.3).actions[0]
+        if first != env2.layout.stop_action:
+            assert cached2.plan(e, 0.6, [first]).actions == fresh2.plan(e, 0.6, [first]).actions
+    # the searches are kept per problem, whichever env asked (a problem solved by its first STOP needs none)
+    assert cache.searches and set(cache.searches) <= {key[:6] for key in cache.values}

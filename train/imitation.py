@@ -47,6 +47,7 @@ from coba_env.problems import problems_of
 from coba_env.rules.config import episode_subset
 from pools.store import Pool
 from train.cost_aware_oracle import CostAwareOracle
+from train.learner_values import ValueTask, learner_values_batch
 from train.training_log import run_logger
 
 DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -63,17 +64,25 @@ class MLPSettings:
     checkpoint. ``tensorboard`` logs every round's scalars (``rollout/mean_return``, ``train/loss``,
     ``train/rows``, ``train/states``, ``train/expert_prob``, ``time/round_seconds``) as TensorBoard events and
     ``progress.csv`` in ``out_dir/tb/mlp_<run>``, as ``coba train ppo`` logs into ``out_dir/tb/ppo_<run>``.
+    ``episodes_per_round`` is capped at the training episodes when drawn without replacement;
+    ``round0_episodes`` sizes round 0 apart (its rows only seed the first learner under rollout targets).
+    ``gradient_steps`` (None: ``epochs``): whole epochs until at least that many minibatch steps per round, small
+    rounds as many updates as large ones. ``states_per_episode`` (None: all): rounds after 0 label at most that many
+    uniformly drawn states of an episode (continuations cost its length squared; AggreVaTe labels one, 2014).
     """
 
     lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
     cost_model: str = "p_tokens"
     dagger_rounds: int = 4
     epochs: int = 20
+    gradient_steps: int | None = None
+    states_per_episode: int | None = None
     seed: int = 0
     progress: bool = True
     loss: str = "q"
     hidden: tuple[int, ...] = (128, 128)
     episodes_per_round: int | None = 1200
+    round0_episodes: int | None = None  # the oracle's own rollouts (round 0); None: episodes_per_round
     beta: float = 0.5
     lr: float = 3e-3
     batch_size: int = 256
@@ -94,6 +103,9 @@ class MLPSettings:
             raise ValueError(f"lambdas must be a non-empty list of values >= 0, got {list(values)}")
         if self.dagger_rounds < 0 or self.epochs < 1:
             raise ValueError(f"need dagger_rounds >= 0 and epochs >= 1, got {self.dagger_rounds} and {self.epochs}")
+        for name in ("round0_episodes", "gradient_steps", "states_per_episode"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"need {name} >= 1 or None, got {getattr(self, name)}")
         object.__setattr__(self, "lambdas", values)
         object.__setattr__(self, "hidden", tuple(self.hidden))
 
@@ -167,17 +179,18 @@ def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, s: MLPSettings, rng:
     rows, history, learner = _Rows(), [], None
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=(s.dagger_rounds + 1) * per_round, desc="train mlp", unit="ep", disable=not s.progress,
-               leave=False)
+    bar = tqdm(total=s.dagger_rounds * per_round + config["round0_episodes"], desc="train mlp", unit="ep",
+               disable=not s.progress, leave=False)
     logger = run_logger(out_dir, "mlp") if s.tensorboard else None
     for rnd in range(s.dagger_rounds + 1):
         # -- 2. rollouts: the oracle in round 0, then the learner mixed with the oracle
         t_round = time.perf_counter()
         expert_prob = 1.0 if rnd == 0 else s.beta ** rnd
+        size = config["round0_episodes"] if rnd == 0 else per_round
         if s.balance_datasets:  # every training dataset equally likely, whatever its size
-            episodes = rng.choice(n_eps, size=per_round, replace=True, p=_dataset_balanced(env))
+            episodes = rng.choice(n_eps, size=size, replace=True, p=_dataset_balanced(env))
         else:
-            episodes = rng.choice(n_eps, size=per_round, replace=False)
+            episodes = rng.choice(n_eps, size=size, replace=False)
         returns, n_states = _gather(env, oracle, learner, episodes, rnd, expert_prob, s, rng, rows, bar, config)
         # -- 4. fit on everything gathered so far
         x = np.asarray(rows.x, dtype=np.float32)
@@ -190,7 +203,7 @@ def _dagger(env: CoBaEnv, oracle: Any, out_dir: str | Path, s: MLPSettings, rng:
             x = x[history[0]["rows"]:]
         xn = (x - np.asarray(config["feature_mean"], np.float32)) / np.asarray(config["feature_scale"], np.float32)
         fit_loss = _fit(network, xn.astype(np.float32), np.asarray(rows.q), np.asarray(rows.y, dtype=np.int64),
-                        loss=s.loss, epochs=s.epochs, batch_size=s.batch_size, lr=s.lr, seed=s.seed + rnd)
+                        loss=s.loss, epochs=_epochs(s, len(xn)), batch_size=s.batch_size, lr=s.lr, seed=s.seed + rnd)
         learner = MLPController(network, config)
         history.append({"round": rnd, "expert_prob": expert_prob, "rollout_mean_return": float(np.mean(returns)),
                         "states": n_states, "rows": len(rows.x), "loss": fit_loss,
@@ -217,12 +230,30 @@ def _checkpoint_config(env: CoBaEnv, s: MLPSettings) -> dict[str, Any]:
         "cost_model": s.cost_model, "max_output_tokens": float(env.pool.max_output_tokens), "n_max": env.n_max,
         "lambdas": list(s.lambdas), "default_lambda": float(np.median(s.lambdas)), "loss": s.loss,
         "targets": s.targets, "keep_oracle_rows": s.keep_oracle_rows, "dagger_rounds": s.dagger_rounds,
-        "epochs": s.epochs, "seed": s.seed,
-        "episodes_per_round": n_eps if s.episodes_per_round is None else min(int(s.episodes_per_round), n_eps),
+        "epochs": s.epochs, "gradient_steps": s.gradient_steps,
+        "states_per_episode": s.states_per_episode, "seed": s.seed,
+        "episodes_per_round": _round_size(s.episodes_per_round, n_eps, s.balance_datasets),
+        "round0_episodes": _round_size(s.episodes_per_round if s.round0_episodes is None else s.round0_episodes,
+                                       n_eps, s.balance_datasets),
         "beta": s.beta, "lr": s.lr, "datasets": seen, "n_train_episodes": n_eps, "train_datasets": seen,
         "balance_datasets": s.balance_datasets, "actions": list(env.layout.names),
         "observation": list(observation_names(env)), **trained_env_fields(env), **s.extra_config,
     }
+
+
+def _epochs(s: MLPSettings, n_rows: int) -> int:
+    """A round's passes over ``n_rows`` rows: ``s.epochs``, or whole ones until ``s.gradient_steps`` steps."""
+    if s.gradient_steps is None:
+        return s.epochs
+    return max(1, -(-s.gradient_steps // max(1, -(-n_rows // s.batch_size))))
+
+
+def _round_size(size: int | None, n_eps: int, with_replacement: bool) -> int:
+    """Episodes drawn in a round: ``size`` (None: every training episode), at most ``n_eps`` unless drawn with
+    replacement (dataset-balanced), where a small training set is drawn from again."""
+    if size is None:
+        return n_eps
+    return int(size) if with_replacement else min(int(size), n_eps)
 
 
 def _dataset_balanced(env: CoBaEnv) -> np.ndarray:
@@ -238,33 +269,49 @@ def _gather(env: CoBaEnv, oracle: Any, learner: MLPController | None, episodes: 
     """Roll out ``episodes`` and relabel every visited state (step 3); (returns, states visited)."""
     feature_kw = {"budget": config["budget"], "cost_model": s.cost_model,
                   "max_output_tokens": config["max_output_tokens"]}
-    # lambda's index in a feature row (the observation, then the mask): counted from the observation's end
-    stop, lam_at = env.layout.stop_action, len(config["observation"]) + LAMBDA_INDEX
-    returns, n_states = [], 0
+    n_actions = env.layout.n_actions
+    returns, visited, tasks = [], [], []
     for i, e in enumerate(episodes):
         lam = s.lambdas[(i + rnd) % len(s.lambdas)]
         states, ret = _rollout(env, oracle, learner, int(e), lam, expert_prob, rng, feature_kw)
         returns.append(ret)
-        # -- 3. relabel every visited state by the oracle (or the learner's own continuation)
+        k = s.states_per_episode
+        if learner is not None and k is not None and len(states) > k:
+            states = [states[j] for j in np.sort(rng.choice(len(states), size=k, replace=False))]
         for feats, prefix in states:
             if s.targets == "rollout" and learner is not None:
+                # the learner's own continuation at the rollout's lambda and one other, labelled in one batch below
                 label_lams = sorted({lam, s.lambdas[int(rng.integers(len(s.lambdas)))]})
-                q = np.vstack([_learner_values(env, learner, int(e), lam_j, prefix) for lam_j in label_lams])
+                legal = tuple(int(a) for a in np.flatnonzero(feats[-n_actions:] > 0))
+                tasks += [ValueTask(int(e), lam_j, prefix, legal) for lam_j in label_lams]
             else:
                 label_lams = s.lambdas
-                q = oracle.action_values(int(e), s.lambdas, prefix)
-            for j, lam_j in enumerate(label_lams):
-                row = feats.copy()
-                row[lam_at] = lam_j
-                rows.x.append(row)
-                rows.q.append(q[j])
-                legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
-                best = float(legal_q.max())
-                # The oracle's action; among equal values, STOP (cheapest) first, then the lowest id.
-                rows.y.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
-            n_states += 1
+            visited.append((int(e), feats, prefix, label_lams))
         bar.update(1)
-    return returns, n_states
+    # -- 3. relabel every visited state by the oracle (or the learner's own continuation, batched)
+    learner_q = iter(learner_values_batch(env, learner, tasks)) if tasks else None
+    for e, feats, prefix, label_lams in visited:
+        if learner_q is not None:
+            q = np.vstack([next(learner_q) for _ in label_lams])
+        else:
+            q = oracle.action_values(e, s.lambdas, prefix)
+        _append_rows(rows, feats, q, label_lams, env.layout.stop_action, len(config["observation"]) + LAMBDA_INDEX)
+    return returns, len(visited)
+
+
+def _append_rows(rows: _Rows, feats: np.ndarray, q: np.ndarray, label_lams: Sequence[float], stop: int,
+                 lam_at: int) -> None:
+    """One training row per label lambda (lambda's index ``lam_at`` in a feature row: the observation's, counted
+    from its end) with the values ``q[j]`` and the best action (among equal values STOP, cheapest, then the
+    lowest id)."""
+    for j, lam_j in enumerate(label_lams):
+        row = feats.copy()
+        row[lam_at] = lam_j
+        rows.x.append(row)
+        rows.q.append(q[j])
+        legal_q = np.where(np.isfinite(q[j]), q[j], -np.inf)
+        best = float(legal_q.max())
+        rows.y.append(stop if legal_q[stop] >= best - 1e-12 else int(np.argmax(legal_q >= best - 1e-12)))
 
 
 def _normalization(x: np.ndarray, n_actions: int) -> dict[str, list[float]]:
@@ -312,28 +359,6 @@ def _rollout(env: CoBaEnv, oracle: CostAwareOracle, learner: MLPController | Non
         if done:
             return states, total
         mask = info["action_mask"]
-
-
-def _learner_values(env: CoBaEnv, learner: MLPController, episode: int, lam: float, prefix: tuple) -> np.ndarray:
-    """Return of the whole episode when each legal action is played after ``prefix`` and the learner then
-    plays on (its own cost-to-go, free of the oracle's hindsight optimism); -inf for illegal actions."""
-    q = np.full(env.layout.n_actions, -np.inf)
-    learner.lam = lam
-    _, info = env.reset(options={"episode": episode, "lam": lam})
-    for a in prefix:
-        _, _, _, _, info = env.step(a)
-    legal = np.flatnonzero(info["action_mask"])
-    for first in legal:
-        obs, info = env.reset(options={"episode": episode, "lam": lam})
-        total = 0.0
-        for a in (*prefix, int(first)):
-            obs, r, done, _, info = env.step(a)
-            total += r
-        while not done:
-            obs, r, done, _, info = env.step(learner.act(obs, info["action_mask"], env.evidence))
-            total += r
-        q[first] = total
-    return q
 
 
 def _fit(network: torch.nn.Module, x: np.ndarray, q: np.ndarray, target: np.ndarray, *, loss: str, epochs: int,

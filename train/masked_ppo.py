@@ -15,15 +15,18 @@ Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "P
 - no ``torch.distributions`` object: masked logits are ``torch.where(mask, logits, -1e8)`` (MaskablePPO's own
   constant), log-probabilities one ``log_softmax``, sampling the Gumbel-max trick on them; the distribution
   classes and their argument checks are what sb3-contrib issue #283 blames for MaskablePPO's slowness;
-- fewer, larger gradient steps (``LEAN_SETTINGS``: 4 epochs of 4,096-transition minibatches, CleanRL's
-  "4 epochs x 4 minibatches" over our 16,384-transition rollout) where SB3's settings took 10 epochs of 1,024;
+- the actor's and the critic's halves of each gradient step side by side on two threads (``threads=2``, each
+  one torch thread: their parameters are disjoint, so the weights are those of one thread, bit for bit);
 - the network's ``tanh`` computed as ``2 sigmoid(2x) - 1`` while training (``FastTanh``): torch's float32
   ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid`` (same function to ~1e-7).
 
+Epochs and minibatches (``LEAN_SETTINGS``): SB3's 10 of 1,024 per 16,384-transition rollout, the only setting
+tried (CleanRL's 4 x 4,096, 5 or 6 x 4,096, 10 x 2,048, rollouts of 8,192) that held the old trainer's returns
+(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns.
+
 Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
-``time/env_share``, ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``, ``rollout/accuracy``,
-``rollout/cost_over_budget``, ``rollout/action_share/<ACTION>`` and ``train/*`` (policy-gradient, value and
-entropy losses, approximate KL, clip fraction, explained variance, learning rate).
+``time/env_share``, ``rollout/`` ``ep_rew_mean``, ``ep_len_mean``, ``accuracy``, ``cost_over_budget``,
+``action_share/<ACTION>`` and ``train/*`` (the losses, approximate KL, clip fraction, explained variance, lr).
 
 Reproducibility: the Gumbel noise and the minibatch order come from one ``torch.Generator`` seeded with ``seed``,
 the episodes and lambdas from the vector env seeded on reset, so the same seed gives the same weights.
@@ -31,8 +34,11 @@ the episodes and lambdas from the vector env seeded on reset, so the same seed g
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +57,8 @@ class PPOSettings:
 
     learning_rate: float = 3e-4
     n_steps: int = 16
-    batch_size: int = 4096
-    n_epochs: int = 4
+    batch_size: int = 1024
+    n_epochs: int = 10
     gamma: float = 1.0
     gae_lambda: float = 0.95
     clip_range: float = 0.2
@@ -128,21 +134,19 @@ class RolloutStats:
 
 def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timesteps: int, *, seed: int,
           logger: Any = None, on_update: Callable[[int], None] | None = None, progress: bool = False,
-          restart_order: Callable[[], None] | None = None) -> dict[str, float]:
+          restart_order: Callable[[], None] | None = None, threads: int = 1) -> dict[str, float]:
     """Train ``policy`` on ``venv`` for ``total_timesteps`` (whole rollouts); returns timing figures.
 
     ``on_update(steps)`` is called after each update (the trainer saves its snapshots there); ``restart_order``
-    restarts the episode order on the seeded reset (``train.sb3_vec_env.DatasetBalancedOrder.restart``)."""
+    restarts the episode order on the seeded reset (``train.sb3_vec_env.DatasetBalancedOrder.restart``);
+    ``threads`` >= 2 runs the critic's half of each gradient step on a second thread (``_update``)."""
     # ---- 1. sizes, storage and the seeded generator --------------------------------------------------
     n_envs, n_steps = venv.num_envs, settings.n_steps
-    rollout = n_envs * n_steps
-    updates = -(-int(total_timesteps) // rollout)
+    rollout, updates = n_envs * n_steps, -(-int(total_timesteps) // (n_envs * n_steps))
     n_obs, n_actions = venv.n_obs, int(venv.single_action_space.n)
-    obs_buf = torch.zeros((n_steps, n_envs, n_obs))
-    mask_buf = torch.zeros((n_steps, n_envs, n_actions), dtype=torch.bool)
+    obs_buf, mask_buf = torch.zeros((n_steps, n_envs, n_obs)), torch.zeros((n_steps, n_envs, n_actions), dtype=bool)
     action_buf = torch.zeros((n_steps, n_envs), dtype=torch.int64)
-    logp_buf, value_buf = torch.zeros((n_steps, n_envs)), torch.zeros((n_steps, n_envs))
-    reward_buf, done_buf = torch.zeros((n_steps, n_envs)), torch.zeros((n_steps, n_envs))
+    logp_buf, value_buf, reward_buf, done_buf = (torch.zeros((n_steps, n_envs)) for _ in range(4))
     generator = torch.Generator().manual_seed(int(seed))
     net = ActorCritic(policy)
     # SB3's optimizer (Adam, eps 1e-5), fused: one kernel for every parameter, ~2.5x faster a step on CPU. It
@@ -156,10 +160,10 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     obs, info = venv.reset(seed=int(seed))
     next_obs, next_mask = torch.from_numpy(obs), torch.from_numpy(info["action_mask"].astype(bool))
     returns_now, lengths_now = np.zeros(n_envs), np.zeros(n_envs, dtype=np.int64)
-    clock = Clock()
+    clock, steps = Clock(), 0
     bar = _progress_bar(updates * rollout) if progress else None
-    steps = 0
     net.swap_tanh(True)
+    workers = _critic_worker() if threads >= 2 else None
     try:
         for _ in range(updates):
             # ---- 3. rollout: n_steps batched steps of every sub-env ------------------------------------
@@ -188,9 +192,9 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
 
             # ---- 5. update: n_epochs passes over shuffled minibatches -----------------------------------
             policy.set_training_mode(True)
-            losses = _update(net, optimizer, settings, generator, obs_buf.reshape(rollout, n_obs),
-                             mask_buf.reshape(rollout, n_actions), action_buf.reshape(rollout),
-                             logp_buf.reshape(rollout), advantages.reshape(rollout), value_targets.reshape(rollout))
+            batch = _Batch(*(b.flatten(0, 1) for b in (obs_buf, mask_buf, action_buf, logp_buf, advantages,
+                                                        value_targets)))
+            losses = _update(net, optimizer, settings, generator, batch, workers)
             losses["explained_variance"] = explained_variance(value_buf.reshape(-1), value_targets.reshape(-1))
 
             # ---- 6. log, snapshot, progress -------------------------------------------------------------
@@ -201,11 +205,25 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             if bar is not None:
                 _show(bar, rollout, stats)
     finally:
+        if workers is not None:
+            workers.shutdown()
         net.swap_tanh(False)
         policy.set_training_mode(False)
         if bar is not None:
             bar.close()
     return {"timesteps": steps, **clock.figures(steps)}
+
+
+def default_threads() -> int:
+    """Threads ``learn`` uses by default: 2 (actor and critic side by side) when this process may use 2 cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(2, cores)
+
+
+def _critic_worker() -> ThreadPoolExecutor:
+    """One more thread for the critic, on one torch thread: torch's own intra-op threads (OpenMP) spin-wait for
+    each other, which on a busy 2-core machine made two of them ~4x slower than one (docs/PERFORMANCE.md)."""
+    return ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(1,))
 
 
 def sample_actions(net: ActorCritic, obs: torch.Tensor, masks: torch.Tensor,
@@ -215,8 +233,10 @@ def sample_actions(net: ActorCritic, obs: torch.Tensor, masks: torch.Tensor,
     with torch.no_grad():
         logits, values = net(obs)
         log_probs = masked_log_probs(logits, masks)
-        gumbel = -torch.log(-torch.log(torch.rand(log_probs.shape, generator=generator)))
-        action = (log_probs + gumbel).argmax(dim=-1)
+        # torch.rand draws from [0, 1): a draw of exactly 0 (2^-24 a float32 draw, dozens of times in a protocol
+        # run) would give the only legal action a Gumbel of -inf and hand the argmax to an illegal one.
+        uniform = torch.rand(log_probs.shape, generator=generator).clamp_(min=torch.finfo(log_probs.dtype).tiny)
+        action = (log_probs - torch.log(-torch.log(uniform))).argmax(dim=-1)
     return action, log_probs.gather(1, action[:, None]).squeeze(1), values
 
 
@@ -235,11 +255,13 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages
 
 
-def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, obs: torch.Tensor,
-            masks: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-            targets: torch.Tensor) -> dict[str, float]:
-    """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses."""
-    n = len(actions)
+def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, batch: _Batch,
+            workers: ThreadPoolExecutor | None) -> dict[str, float]:
+    """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses.
+
+    The actor's and the critic's losses touch disjoint parameters, so each backward pass gives exactly the
+    gradients of their sum; with ``workers`` the critic's half runs on the worker thread beside the actor's."""
+    n = len(batch.actions)
     sums = torch.zeros(5)  # policy-gradient loss, value loss, entropy loss, approximate KL, clip fraction
     count = 0
     params = list(net.policy.parameters())
@@ -247,21 +269,11 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, s.batch_size):
             idx = order[start:start + s.batch_size]
-            logits, values = net(obs[idx])
-            log_probs = masked_log_probs(logits, masks[idx])
-            logp = log_probs.gather(1, actions[idx, None]).squeeze(1)
-            entropy = -torch.where(masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
-            adv = advantages[idx]
-            if s.normalize_advantage and len(idx) > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            log_ratio = logp - old_logp[idx]
-            ratio = log_ratio.exp()
-            pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
-            value_loss = torch.nn.functional.mse_loss(targets[idx], values)
-            entropy_loss = -entropy.mean()
-            loss = pg_loss + s.ent_coef * entropy_loss + s.vf_coef * value_loss
+            obs = batch.obs[idx]
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            critic = None if workers is None else workers.submit(_critic_step, net, obs, batch.targets[idx], s)
+            pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, obs, batch, idx, s)
+            value_loss = _critic_step(net, obs, batch.targets[idx], s) if critic is None else critic.result()
             torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
@@ -270,6 +282,42 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
             count += 1
     names = ("policy_gradient_loss", "value_loss", "entropy_loss", "approx_kl", "clip_fraction")
     return dict(zip(names, (sums / max(count, 1)).tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One rollout flattened to [n] transitions: what the update reads."""
+
+    obs: torch.Tensor
+    masks: torch.Tensor
+    actions: torch.Tensor
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    targets: torch.Tensor
+
+
+def _actor_step(net: ActorCritic, obs: torch.Tensor, batch: _Batch, idx: torch.Tensor,
+                s: PPOSettings) -> tuple[torch.Tensor, ...]:
+    """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor."""
+    log_probs = masked_log_probs(net.actor(obs), batch.masks[idx])
+    logp = log_probs.gather(1, batch.actions[idx, None]).squeeze(1)
+    entropy = -torch.where(batch.masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
+    adv = batch.advantages[idx]
+    if s.normalize_advantage and len(idx) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_ratio = logp - batch.old_logp[idx]
+    ratio = log_ratio.exp()
+    pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
+    entropy_loss = -entropy.mean()
+    (pg_loss + s.ent_coef * entropy_loss).backward()
+    return pg_loss.detach(), entropy_loss.detach(), log_ratio.detach(), ratio.detach()
+
+
+def _critic_step(net: ActorCritic, obs: torch.Tensor, targets: torch.Tensor, s: PPOSettings) -> torch.Tensor:
+    """The value loss of a minibatch (MSE to the GAE targets), back-propagated into the critic."""
+    value_loss = torch.nn.functional.mse_loss(targets, net.critic(obs).squeeze(-1))
+    (s.vf_coef * value_loss).backward()
+    return value_loss.detach()
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
@@ -320,9 +368,13 @@ class Clock:
         self.start, self.cpu_start = time.perf_counter(), time.process_time()
         self.env_seconds = self.env_cpu_seconds = 0.0
 
-    def env(self) -> _EnvTimer:
+    @contextlib.contextmanager
+    def env(self) -> Iterator[None]:
         """A context that adds its wall and CPU time to the env's."""
-        return _EnvTimer(self)
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.env_seconds += time.perf_counter() - wall
+        self.env_cpu_seconds += time.process_time() - cpu
 
     def figures(self, steps: int) -> dict[str, float]:
         """Steps per second, seconds, CPU seconds and the env's share of each."""
@@ -331,18 +383,6 @@ class Clock:
                 "env_seconds": self.env_seconds, "env_share": self.env_seconds / wall if wall > 0 else 0.0,
                 "env_cpu_seconds": self.env_cpu_seconds,
                 "env_cpu_share": self.env_cpu_seconds / cpu if cpu > 0 else 0.0}
-
-
-class _EnvTimer:
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-
-    def __enter__(self) -> None:
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-
-    def __exit__(self, *exc: object) -> None:
-        self.clock.env_seconds += time.perf_counter() - self.wall
-        self.clock.env_cpu_seconds += time.process_time() - self.cpu
 
 
 def _show(bar: Any, rollout: int, stats: RolloutStats) -> None:

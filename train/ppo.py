@@ -47,8 +47,8 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   (``scripts/bench_ppo_env_share.py``: 3.4% at 1024 sub-envs, 11-16% at 64).
 - ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``: the standard PPO settings (Schulman et
   al.; CleanRL). The trainer (``trainer``, ``TRAINER_DEFAULTS``): "lean" (the default, ``train/masked_ppo.py``,
-  CleanRL's 4 epochs x 4 minibatches of 4,096: 16 gradient steps per rollout, several times faster,
-  docs/PERFORMANCE.md) or "sb3" (sb3-contrib's ``MaskablePPO.learn`` at SB3's 10 epochs of 1,024: 160 steps).
+  faster, docs/PERFORMANCE.md) or "sb3" (sb3-contrib's ``MaskablePPO.learn``), both at SB3's 10 epochs of
+  1,024 (160 gradient steps per rollout: the only setting tried that held the old returns, ``train.masked_ppo``).
   Both build the same sb3-contrib policy and save the same checkpoint.
 - ``ent_coef=0.0`` (SB3's default). An earlier default, 0.03, was chosen against the collapse to greedy
   (extra samples pay off only several steps later, so early returns favour STOP) by runs over all five
@@ -65,10 +65,11 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   evidence jointly (a lambda-conditioned value), which a 64-unit net fits less well; more is not needed.
 
 Reproducibility: ``seed`` seeds Python, numpy, torch (SB3's ``set_random_seed``), the action space and the
-vector env's episode order and lambda draws; torch runs on ``device="cpu"`` with ``torch_threads`` threads
-(default 1), so the same seed gives bit-identical weights. One thread is also the fast choice for these small
-networks on a shared machine: with 2 threads on 2 busy cores a paper-pool run fell from ~4,000 to ~300
-steps/s (OpenMP workers spin waiting for each other).
+vector env's episode order and lambda draws; torch runs on ``device="cpu"``, so the same seed gives
+bit-identical weights. Threads (``torch_threads``; lean: ``train.masked_ppo.default_threads``, sb3: 1): the
+lean trainer runs the actor's and the critic's halves of each gradient step side by side on up to 2 threads, each
+with one torch thread (the same weights as one thread); sb3 runs torch on 1 intra-op thread, because OpenMP's
+threads spin waiting for each other: with 2 on 2 busy cores a paper-pool run fell from ~4,000 to ~300 steps/s.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ from coba_env.vector_env import CoBaVectorEnv
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
 from pools.strict_json import strict_dumps
-from train.masked_ppo import LEAN_SETTINGS, PPOSettings, learn
+from train.masked_ppo import LEAN_SETTINGS, PPOSettings, default_threads, learn
 from train.ppo_warm_start import DEMO_PASSES, batched_demonstrations, clone_into, teacher_policy
 from train.protocol_arena import arena_of
 from train.sb3_vec_env import BALANCED, CoBaSB3VecEnv
@@ -156,8 +157,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
     are the problems they cover). ``lambdas`` (the training lambdas) sets ``lambda_range`` to their min and max.
     ``ppo_kwargs`` override ``DEFAULT_PPO_KWARGS`` (e.g. ``n_steps``, ``batch_size``, ``learning_rate``) and take
     the trainer options ``checkpoint_every`` (timesteps between snapshots; default a fifth of the run),
-    ``torch_threads`` (default 1), ``budget`` (B in the reward; default: the training episodes' own
-    ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
+    ``torch_threads`` (lean: 2 where 2 cores are free to it; sb3: 1), ``budget`` (B in the reward; default: the
+    training episodes' own ``default_budget``), ``env_kwargs`` (more ``CoBaEnv`` arguments, e.g. ``n_max``, ``selection``),
     ``tensorboard`` (default True), ``order`` (episode order, default "balanced": each dataset equally often;
     or the env's "shuffle", "random", "sequential"), ``warm_start`` (default True: clone the env's reference
     first, ``train.protocol_arena``) and ``trainer`` ("lean", the default, or "sb3": ``TRAINERS``).
@@ -175,7 +176,7 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
 
     # ---- 1. seeding and threads (reproducibility) --------------------------------------------------
     previous_threads = torch.get_num_threads()
-    torch.set_num_threads(run.threads)
+    torch.set_num_threads(1 if run.trainer == "lean" else run.threads)  # the lean trainer's threads: learn()'s
     try:
         # ---- 2. vectorized environment: lambda drawn per episode and observed ---------------------
         env = CoBaSB3VecEnv(run.n_envs, train_pool, grouping=grouping, lambda_range=run.lambda_range,
@@ -273,7 +274,8 @@ class PPORun:
         run = cls(lambda_range=(low, high), total_timesteps=total_timesteps, n_envs=n_envs, hyper=hyper,
                   timesteps_run=timesteps_run, env_kwargs=env_kwargs,
                   checkpoint_every=int(options.get("checkpoint_every") or max(1, total_timesteps // 5)),
-                  threads=int(options.get("torch_threads", 1)), tensorboard=bool(options.get("tensorboard", True)),
+                  threads=int(options.get("torch_threads", default_threads() if trainer == "lean" else 1)),
+                  tensorboard=bool(options.get("tensorboard", True)),
                   order=options.get("order", DEFAULT_ORDER), warm_start=bool(options.get("warm_start", True)),
                   trainer=trainer)
         if trainer == "lean":
@@ -305,7 +307,7 @@ def _learn_lean(model: Any, env: CoBaSB3VecEnv, run: PPORun, out: Path, seed: in
     restart = env.balanced.restart if env.balanced is not None else None
     try:
         figures = learn(model.policy, env.venv, run.settings(), run.total_timesteps, seed=seed, logger=logger,
-                        on_update=snapshot, progress=progress, restart_order=restart)
+                        on_update=snapshot, progress=progress, restart_order=restart, threads=run.threads)
     finally:
         if logger is not None:
             logger.close()

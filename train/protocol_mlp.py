@@ -42,11 +42,21 @@ ROUTE_MLP_GRID_LAMBDAS: tuple[float, ...] = (0.1, 0.2, 0.35, 0.6, 1.0, 2.0)
 #: Candidates per generator the route controller may draw (the route env's default: the pool's N, 16 on paper),
 #: the same env the reference is replayed in.
 ROUTE_N_MAX: int | None = None
-#: DAgger settings on the route env (stated in advance, sized by timing only: 75 fits plus replays within 20
-#: minutes on one core; see /work/notes/protocol-rmlp.md). As the replay MLP's protocol settings (2 DAgger
-#: rounds, dataset-balanced, Q-regression on rollout targets, 20 epochs) with fewer episodes per round: a route
-#: episode carries every generator of a problem.
-ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 20, "epochs": 20,
+#: DAgger settings on the route env (stated in advance, sized by timing only on the training side of the outer
+#: fold without aime2025: ``scripts/protocol_fit_timing.py mlp --env route``, docs/LEARNING.md). Issue 37: 1,010
+#: episodes per fit: round 0, 10 episodes of the oracle (its answers shared by every fit); then 2 rounds of 500
+#: episodes played by the learner alone (beta 0: DAgger's "beta_i = 1 only in the first round", Ross et al. 2011),
+#: labelled with its own continuation values in one batch (``train.learner_values``). With beta 0.5 as before,
+#: the oracle's searches from the states the learner reaches were 222 of a fit's 240 s (node limit 2,000), so
+#: that mixture cannot reach 1,000 episodes per fit within the protocol's time. Otherwise as the replay MLP's
+#: protocol settings (dataset-balanced, Q-regression on rollout targets). Issue 37, sized from the same timing
+#: (docs/LEARNING.md): every round's fit is 300 minibatch steps (``gradient_steps``; 20 epochs gave round 0's 258
+#: rows 40 steps, an untrained first learner whose long episodes made round 1 cost 100 s), and a learner episode
+#: labels at most 4 of its visited states (``states_per_episode``: continuations cost an episode's length squared).
+#: Round 0 is 10 oracle episodes (20 before): its searches at every training lambda were most of a
+#: refit's time (cProfile: the teacher's bound, ``oracle_bound``, on problems no earlier fit asked about).
+ROUTE_MLP_SETTINGS: dict[str, Any] = {"dagger_rounds": 2, "episodes_per_round": 500, "round0_episodes": 10,
+                                      "beta": 0.0, "epochs": 20, "gradient_steps": 300, "states_per_episode": 4,
                                       "balance_datasets": True, "tensorboard": False}
 #: The fallback point of a method with one: its arena's reference itself.
 FALLBACK_LAMBDA = math.inf
@@ -77,10 +87,28 @@ MLP_PROTOCOLS: dict[str, MLPProtocol] = {
 
 @dataclass
 class OracleCache:
-    """The teacher's answers keyed by (B, N_max, layout, dataset, item, generator, lambdas, action prefix)."""
+    """The teacher's answers keyed by (B, N_max, layout, dataset, item, generator, lambdas, action prefix), and
+    its searches keyed by (B, N_max, layout, dataset, item, generator) then by search state: a learner's
+    rollout in one fit reaches states another fit's teacher already searched from."""
 
     plans: dict[tuple, Any] = field(default_factory=dict)
     values: dict[tuple, np.ndarray] = field(default_factory=dict)
+    searches: dict[tuple, dict] = field(default_factory=dict)
+
+
+class _SharedSearches:
+    """``CostAwareOracle``'s per-episode search cache (``setdefault(episode, {})``, ``clear``) over an
+    ``OracleCache``: one fit's episode index maps to its problem's key, so every fit shares the searches."""
+
+    def __init__(self, keys: list[tuple], searches: dict[tuple, dict]) -> None:
+        self._keys, self._searches = keys, searches
+
+    def setdefault(self, episode: int, default: dict) -> dict:
+        """The search cache of ``episode``'s problem (``default`` when it has none yet)."""
+        return self._searches.setdefault(self._keys[episode], default)
+
+    def clear(self) -> None:
+        """Kept: the shared searches outlive one fit (``OracleCache`` is the method's)."""
 
 
 class CachedOracle:
@@ -93,6 +121,9 @@ class CachedOracle:
         self._keys = [(float(env.budget), int(env.n_max), layout, str(d), str(i), str(g))
                       for d, i, g in zip(pool.dataset.tolist(), pool.item_id.tolist(), pool.generator.tolist(),
                                          strict=True)]
+        # The search's state keys and cached answers depend only on the problem and the env's rules (one B, one
+        # N_max, one layout in every fit), so they are shared like the answers.
+        oracle._searches = _SharedSearches(self._keys, cache.searches)
 
     def plan(self, episode: int, lam: float, prefix: Any = ()) -> Any:
         """``oracle.plan`` (a copy: the caller consumes its actions)."""

@@ -97,26 +97,60 @@ def pair_counts(rates: np.ndarray, n_items: np.ndarray) -> np.ndarray:
     return np.minimum(counts, n_items[:, None])
 
 
-def draw_candidates(rng: np.random.Generator, lat: Latent, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Draw candidates of episodes ``idx``: answer codes (n, N) and log output lengths (n, N).
+#: Rows per block in the row-wise loops below: bounds their temporaries (a (rows, N, N) comparison is the
+#: largest); the results do not depend on it.
+_BLOCK_ROWS = 32_768
+
+
+def row_blocks(n: int) -> list[slice]:
+    """Consecutive slices of at most ``_BLOCK_ROWS`` rows covering ``n`` rows."""
+    return [slice(lo, min(lo + _BLOCK_ROWS, n)) for lo in range(0, n, _BLOCK_ROWS)]
+
+
+def draw_candidates(rng: np.random.Generator, lat: Latent, idx: np.ndarray,
+                    *, lengths: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Draw candidates of episodes ``idx``: answer codes (n, N) and log output lengths (n, N; None without
+    ``lengths``, though they are still drawn, so that the stream moves on the same).
 
     Codes: -1 no answer (token cap), 0 correct, 1..K attractor wrong answer, K+1+j own wrong answer of j.
+    Each draw covers all rows block after block: the same numbers as one draw of the whole shape, in less memory.
     """
     n, n_cand, k = len(idx), lat.n_candidates, lat.weight_cdf.shape[1]
+    blocks = row_blocks(n)
     p = lat.p[idx][:, None]
-    correct = rng.random((n, n_cand)) < p
-    to_attractor = rng.random((n, n_cand)) < lat.share[idx][:, None]
-    u = rng.random((n, n_cand))
-    which = np.minimum((u[:, :, None] > lat.weight_cdf[idx][:, None, :]).sum(2), k - 1)
-    codes = np.where(correct, 0, np.where(to_attractor, 1 + which, k + 1 + np.arange(n_cand)[None, :]))
-    log_len = (lat.log_median[idx][:, None] + lat.hardness_coef * (1 - p) + lat.wrong_coef * ~correct
-               + lat.length_noise[idx][:, None] + lat.candidate_sigma * rng.standard_normal((n, n_cand)))
-    codes = np.where(log_len >= lat.log_cap, -1, codes)
-    return codes.astype(np.int32), log_len
+    correct = np.empty((n, n_cand), bool)
+    for b in blocks:
+        correct[b] = rng.random((b.stop - b.start, n_cand)) < p[b]
+    to_attractor = np.empty((n, n_cand), bool)
+    for b in blocks:
+        to_attractor[b] = rng.random((b.stop - b.start, n_cand)) < lat.share[idx[b]][:, None]
+    codes = np.empty((n, n_cand), np.int32)
+    own = k + 1 + np.arange(n_cand)[None, :]
+    for b in blocks:
+        u = rng.random((b.stop - b.start, n_cand))
+        which = np.minimum((u[:, :, None] > lat.weight_cdf[idx[b]][:, None, :]).sum(2), k - 1)
+        codes[b] = np.where(correct[b], 0, np.where(to_attractor[b], 1 + which, own))
+    del to_attractor
+    log_len = np.empty((n, n_cand)) if lengths else None
+    for b in blocks:
+        ib = idx[b]
+        length = (lat.log_median[ib][:, None] + lat.hardness_coef * (1 - p[b]) + lat.wrong_coef * ~correct[b]
+                  + lat.length_noise[ib][:, None] + lat.candidate_sigma * rng.standard_normal((len(ib), n_cand)))
+        codes[b] = np.where(length >= lat.log_cap, -1, codes[b])
+        if log_len is not None:
+            log_len[b] = length
+    return codes, log_len
 
 
 def outcomes(codes: np.ndarray, prefixes: list[int]) -> np.ndarray:
     """(n, 2 + len(prefixes)) 0/1: greedy, majority@k for each prefix (earliest cluster wins ties), oracle."""
+    out = np.empty((len(codes), 2 + len(prefixes)), np.int64)
+    for b in row_blocks(len(codes)):
+        out[b] = _outcomes(codes[b], prefixes)
+    return out
+
+
+def _outcomes(codes: np.ndarray, prefixes: list[int]) -> np.ndarray:
     n = len(codes)
     cols = [codes[:, 0] == 0]
     rows = np.arange(n)
@@ -135,7 +169,7 @@ def expected_outcomes(rng: np.random.Generator, lat: Latent, ep_pair: np.ndarray
                       prefixes: list[int], reps: int = 8) -> np.ndarray:
     """Expected outcome counts (P, S) per pair under the latent model, from ``reps`` pilot draws."""
     idx = np.repeat(np.arange(len(lat.p)), reps)
-    codes, _ = draw_candidates(rng, lat, idx)
+    codes, _ = draw_candidates(rng, lat, idx, lengths=False)
     out = outcomes(codes, prefixes)
     return np.stack([np.bincount(ep_pair[idx], out[:, s], n_pairs) for s in range(out.shape[1])], 1) / reps
 
@@ -200,8 +234,10 @@ def match_quotas(rng: np.random.Generator, lat: Latent, ep_pair: np.ndarray, quo
         lo = np.where(single, at, win[:, 0])[:, None]
         hi = np.where(single, at + 1, win[:, 1])[:, None]
         keep = (pos < lo) | (pos >= hi)
-        new_codes = np.where(keep, codes[idx], new_codes)
-        new_len = np.where(keep, log_len[idx], new_len)
+        for b in row_blocks(len(idx)):  # in place, block by block: no whole-size temporaries
+            new_codes[b] = np.where(keep[b], codes[idx[b]], new_codes[b])
+            new_len[b] = np.where(keep[b], log_len[idx[b]], new_len[b])
+        del keep
         delta = outcomes(new_codes, prefixes) - out[idx]
         d = deficit[ep_pair[idx]]
         change = np.abs(d - delta).sum(1) - np.abs(d).sum(1)
@@ -232,6 +268,13 @@ def match_quotas(rng: np.random.Generator, lat: Latent, ep_pair: np.ndarray, quo
 
 def cluster_ids(codes: np.ndarray) -> np.ndarray:
     """Cluster ids (E, N) numbered by first appearance within each row; -1 where the code is -1."""
+    out = np.empty(codes.shape, np.int64)
+    for b in row_blocks(len(codes)):
+        out[b] = _cluster_ids(codes[b])
+    return out
+
+
+def _cluster_ids(codes: np.ndarray) -> np.ndarray:
     n_cand = codes.shape[1]
     first = (codes[:, :, None] == codes[:, None, :]).argmax(2)  # first position with the same code
     opens = (first == np.arange(n_cand)[None, :]) & (codes >= 0)
@@ -256,14 +299,20 @@ def verifier_latents(rng: np.random.Generator, correct: np.ndarray, cluster: np.
     ``shared`` (E, 2N) is the cross-tier cluster effect; a no-answer candidate is its own cluster.
     """
     n_ep, n_cand = correct.shape
-    slot = np.where(cluster >= 0, cluster, n_cand + np.arange(n_cand)[None, :])
+    a, b_own = math.sqrt(cross_tier_corr), math.sqrt(1 - cross_tier_corr)
     own = rng.standard_normal((n_ep, 2 * n_cand))
-    cluster_effect = math.sqrt(cross_tier_corr) * shared + math.sqrt(1 - cross_tier_corr) * own
-    effect = np.take_along_axis(cluster_effect, slot, 1)
+    effect = np.empty((n_ep, n_cand))
+    for b in row_blocks(n_ep):  # block by block (the draws above and below stay whole-shape): less memory
+        slot = np.where(cluster[b] >= 0, cluster[b], n_cand + np.arange(n_cand)[None, :])
+        effect[b] = np.take_along_axis(a * shared[b] + b_own * own[b], slot, 1)
+    del own
     noise = rng.standard_normal((n_ep, n_cand))
     d = auroc_separation(auroc)
-    x = d * (correct - 0.5) + math.sqrt(cluster_corr) * effect + math.sqrt(1 - cluster_corr) * noise
-    return x + no_answer_shift * (cluster < 0)
+    x = np.empty((n_ep, n_cand))
+    for b in row_blocks(n_ep):
+        xb = d * (correct[b] - 0.5) + math.sqrt(cluster_corr) * effect[b] + math.sqrt(1 - cluster_corr) * noise[b]
+        x[b] = xb + no_answer_shift * (cluster[b] < 0)
+    return x
 
 
 def lognormal_int(rng: np.random.Generator, median: np.ndarray | float, sigma: float, shape: tuple[int, ...],
