@@ -32,10 +32,10 @@ from coba_env.cost_fill import fill_calls
 from coba_env.costs import COST_MEASURES, cost_index
 from coba_env.problems import problem_table
 from coba_env.rules.roles import declared_roles
+from pools.manifest_fields import ordered_tiers
 from pools.pool_chunks import column_batches, read_manifest, read_pool_chunk, read_rows, read_table
 from pools.prices import PRICES_KEY
 from pools.schema import OUTCOME_STATUS
-from pools.manifest_fields import ordered_tiers
 
 #: Episodes per chunk of the light pass (the candidate columns of ~65k episodes x 16 candidates: ~60 MB).
 SCAN_CHUNK = 1 << 16
