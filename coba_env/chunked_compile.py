@@ -105,8 +105,11 @@ def compile_chunk(scan: PoolScan, episode_ids: np.ndarray) -> CompiledPool:
     return dataclasses.replace(compiled, labels=labels, **scan.wide)
 
 
-def scan_pool(path: str | os.PathLike[str], chunk: int = SCAN_CHUNK) -> PoolScan:
-    """One light pass over the pool directory ``path`` (checked by the caller): see the module docstring."""
+def scan_pool(path: str | os.PathLike[str], chunk: int = SCAN_CHUNK, *,
+              verifier_pairs: tuple[list[str], list[tuple[str, str]]] | None = None) -> PoolScan:
+    """One light pass over the pool directory ``path`` (checked by the caller): see the module docstring.
+    ``verifier_pairs``: the verifier names and (name, model) pairs in order of first appearance, when the caller's
+    own pass over the verification table found them (``pools.stored_validation``); else read here."""
     from pools.embeddings import load_embeddings
 
     path = Path(path)
@@ -115,7 +118,7 @@ def scan_pool(path: str | os.PathLike[str], chunk: int = SCAN_CHUNK) -> PoolScan
     params = dict(zip(models["name"], models["params_b"].astype(float), strict=True))
     totals = _scan_candidates(path, episodes, params, manifest.get(PRICES_KEY) or {}, int(manifest["n_candidates"]),
                               chunk)
-    present, pairs = _verifier_pairs(path)
+    present, pairs = _verifier_pairs(path) if verifier_pairs is None else verifier_pairs
     tiers = verifier_axis(ordered_tiers(present, manifest.get("tiers")))
     prices = manifest.get(PRICES_KEY) or {}
     # compile_pool's self-priced generators: every call's dollars recorded (none when no call has any)

@@ -205,16 +205,18 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
 
     ``chunked``: a stored pool is not compiled whole but scanned (``coba_env.chunked_compile.scan_pool``), to be
     compiled and replayed a chunk of episodes at a time; ``compiled`` then holds its episode columns only."""
-    pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
-    t_pool = time.perf_counter()
+    stored = _stored_pool(pool_spec, pool_seed) if chunked else None
+    pool = stored.pool if stored is not None else resolve_pool(pool_spec, seed=pool_seed)
+    spec_text, t_pool = pool_label(pool_spec), time.perf_counter()
     # What reads the candidate table runs before the compile, which drops it when this bench loaded the pool
     # (a ``Pool`` given by the caller stays whole): the pool's tables and the compiled arrays then never all
     # coexist (at 1M episodes the candidate table is ~3 GB).
     ids = None if datasets is None else pool.episodes.loc[pool.episodes["dataset"].isin(
         [str(d).strip() for d in datasets]), "episode_id"].to_numpy()
-    verifiers, estimated = verifier_diagnostics(pool, ids), estimated_tokens(pool)
+    verifiers, estimated = (stored.verifiers, stored.estimated) if stored is not None else (
+        verifier_diagnostics(pool, ids), estimated_tokens(pool))
     directory = pool_directory(pool_spec, seed=pool_seed) if chunked else None
-    scan = None if directory is None else _scan(pool, directory)
+    scan = None if directory is None else _scan(pool, directory, stored)
     try:
         compiled = scan.episode_columns() if scan is not None else \
             restrict_datasets(compile_pool(pool, release=not isinstance(pool_spec, Pool)), datasets)
@@ -237,14 +239,33 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
                         resolved_at=t_pool, verifiers=verifiers, cost_model=cost_model, scan=scan)
 
 
-def _scan(pool: Pool, directory: Path) -> Any:
-    """The light pass over the stored pool (``scan_pool``), its tables in memory dropped first (the report reads
-    its manifest and items only)."""
+def _stored_pool(pool_spec: str | Pool | None, pool_seed: int) -> Any:
+    """A stored pool (a pool directory, or a simulated pool's cache entry) validated a batch of rows at a time
+    (``pools.stored_validation``: its tables are never whole in memory), else None (a ``Pool``, a pool not yet
+    stored or a damaged cache entry: ``resolve_pool`` reads, builds or rebuilds it whole)."""
+    from pools.errors import PoolError
+    from pools.stored_validation import read_stored_pool
+
+    try:
+        directory = pool_directory(pool_spec, seed=pool_seed)
+    except (PoolError, ValueError, OSError):  # not a pool nor a profile: resolve_pool says what it is
+        return None
+    if directory is None or Path(os.fspath(pool_spec or "")) == directory:  # the user's pool: a problem is theirs
+        return None if directory is None else read_stored_pool(directory)
+    try:
+        return read_stored_pool(directory)
+    except PoolError:  # a damaged cache entry: resolve_pool rebuilds it
+        return None
+
+
+def _scan(pool: Pool, directory: Path, stored: Any = None) -> Any:
+    """The light pass over the stored pool (``scan_pool``; the verifier pairs from the validation pass when it
+    ran), its tables in memory dropped first (the report reads its manifest and items only)."""
     from coba_env.chunked_compile import scan_pool
 
     pool.candidates, pool.verifications = pool.candidates.iloc[0:0], pool.verifications.iloc[0:0]
     pa.default_memory_pool().release_unused()
-    return scan_pool(directory)
+    return scan_pool(directory, verifier_pairs=None if stored is None else stored.verifier_pairs)
 
 
 def _replay(policies: list[Policy], prepared: PreparedPool, *, grouping: str, cost_model: str, seed: int,

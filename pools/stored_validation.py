@@ -48,7 +48,7 @@ BATCH_ROWS = 1 << 20
 #: The small tables, read whole as ``load_pool`` reads them.
 SMALL_TABLES = ("items", "models", "episodes")
 #: String columns read dictionary-encoded (few distinct values; only their nulls and names are checked).
-DICTIONARY_COLUMNS = {C: ("finish_reason", "extraction_status"), V: ("tier", "model")}
+DICTIONARY_COLUMNS = {C: ("answer_key", "finish_reason", "extraction_status"), V: ("tier", "model")}
 _NEUTRAL = {"int": np.int64, "float": np.float64, "bool": bool}
 
 

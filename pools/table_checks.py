@@ -54,9 +54,9 @@ def increasing(keys: list[np.ndarray], last: tuple | None) -> bool:
 
 def first_codes(codes: np.ndarray, values: list, start: int, into: dict) -> None:
     """Record in ``into`` each value's first row (``codes`` index ``values``; rows from ``start``)."""
-    seen, at = np.unique(codes, return_index=True)
-    for code, pos in zip(seen.tolist(), at.tolist(), strict=True):
-        into.setdefault(values[code], start + pos)
+    for code in np.flatnonzero(np.bincount(codes, minlength=len(values))).tolist():  # few distinct values
+        if values[code] not in into:
+            into[values[code]] = start + int(np.argmax(codes == code))
 
 
 @dataclass
@@ -69,6 +69,7 @@ class CandidatePass:
     estimated: int = 0
     ordered: bool = True
     last: tuple | None = None
+    contiguous: bool = False
     carry: tuple[int, int] | None = None  # the last episode's id and running cluster maximum
     order_failure: tuple[int, int, int] | None = None  # (row, cluster, expected) of the first cluster out of order
     stats: dict[str, np.ndarray] = field(default_factory=dict)
@@ -76,11 +77,16 @@ class CandidatePass:
     def __post_init__(self) -> None:
         e = len(self.ids)
         self.stats = dict(size=np.zeros(e, np.int64), low=np.full(e, np.iinfo(np.int64).max),
-                          high=np.full(e, np.iinfo(np.int64).min), first=np.full(e, -1, np.int64))
+                          high=np.full(e, np.iinfo(np.int64).min), first=np.full(e, np.iinfo(np.int64).max))
         self.label = np.full((e, max(self.n, 1)), -1, dtype=np.int8)
+        self.contiguous = bool(e == 0 or self.ids[-1] - self.ids[0] == e - 1)
 
     def locate(self, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each row's episode position in ``ids`` and whether the episode is there."""
+        if self.contiguous:  # ids lo, lo + 1, ...: a row's position is its id less lo
+            at = episode - (self.ids[0] if len(self.ids) else 0)
+            known = (at >= 0) & (at < len(self.ids))
+            return np.where(known, at, 0), known
         at = np.minimum(np.searchsorted(self.ids, episode), max(len(self.ids) - 1, 0))
         return at, (self.ids[at] == episode) if len(self.ids) else np.zeros(len(episode), bool)
 
@@ -116,9 +122,7 @@ class CandidatePass:
         s["size"] += np.bincount(at, minlength=len(self.ids))
         np.minimum.at(s["low"], at, c)
         np.maximum.at(s["high"], at, c)
-        seen, first = np.unique(at, return_index=True)
-        fresh = s["first"][seen] < 0
-        s["first"][seen[fresh]] = rows[first[fresh]]
+        np.minimum.at(s["first"], at, rows)
         label = pc.fill_null(pc.cast(correct, pa.int8()), -1).to_numpy(zero_copy_only=False)[known]
         inside = (c >= 0) & (c < self.n)
         self.label[at[inside], c[inside]] = label[inside]

@@ -1,0 +1,64 @@
+"""``coba bench``'s pool stage alone on a stored pool: validation a batch at a time, diagnostics, the light pass.
+
+Runs ``eval.bench._prepare_pool`` (what a replay-env bench does before the replay: ``pools.stored_validation``'s
+pass with the verifier diagnostics and estimated tokens, then ``coba_env.chunked_compile.scan_pool``) and prints
+each part's wall seconds and the peak RSS (``getrusage`` ru_maxrss), one line each.
+
+    python scripts/bench_pool_stage.py runs/x320/pool
+    /usr/bin/time -v python scripts/bench_pool_stage.py runs/x320/pool   # the same peak, from outside
+
+Figures and the load go in docs/PERFORMANCE.md ("Streaming, first steps").
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import coba_env.chunked_compile as chunked_compile  # noqa: E402  (this checkout first on sys.path)
+import pools.stored_validation as stored_validation  # noqa: E402
+from eval import bench  # noqa: E402
+
+
+def timed(module: object, name: str, laps: dict[str, float]) -> None:
+    """Wrap ``module.name`` so that its wall seconds land in ``laps[name]``."""
+    inner = getattr(module, name)
+
+    @functools.wraps(inner)
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            laps[name] = laps.get(name, 0.0) + time.perf_counter() - t0
+
+    setattr(module, name, wrapper)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pool", help="a pool directory")
+    args = parser.parse_args(argv)
+    laps: dict[str, float] = {}
+    timed(stored_validation, "read_stored_pool", laps)
+    timed(chunked_compile, "scan_pool", laps)
+    t0 = time.perf_counter()
+    prepared = bench._prepare_pool(args.pool, 0, None, None, chunked=True)
+    total = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"pool {args.pool}: {len(prepared.scan.episodes)} episodes")
+    for name, seconds in laps.items():
+        print(f"{name}: {seconds:.1f} s")
+    print(f"pool stage: {total:.1f} s wall, peak RSS {peak:.2f} GB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
