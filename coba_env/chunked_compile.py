@@ -144,6 +144,8 @@ def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: d
     """Per-episode sums and counts over the candidate rows, ``chunk`` episodes at a time (see ``scan_pool``)."""
     ids, e_count, k_count = episodes["episode_id"].to_numpy(dtype=np.int64), len(episodes), len(COST_MEASURES)
     generator = episodes["generator"].to_numpy(dtype=object)
+    codes, names = pd.factorize(generator, use_na_sentinel=False)  # per-call model lookups as array indexing
+    sizes = np.array([params.get(m, np.nan) for m in names], dtype=np.float64)
     totals: dict[str, Any] = dict(sums=np.zeros((k_count, e_count)), counts=np.zeros(e_count, dtype=np.int64),
                                   prompt_sums=np.zeros(e_count), outcomes=np.zeros(e_count, dtype=np.int64),
                                   max_tokens=-np.inf, graded=False, recorded_any=False, recorded_all={},
@@ -155,8 +157,8 @@ def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: d
         rows, models = a + local, generator[a + local]
         gen = np.zeros((len(part), n, k_count))
         recorded = cand["cost_usd"].to_numpy(dtype=np.float64)
-        fill_calls(gen, (local, cand["candidate"].to_numpy(dtype=np.int64)), cand,
-                   np.array([params.get(m, np.nan) for m in models], dtype=np.float64), models, prices, recorded)
+        fill_calls(gen, (local, cand["candidate"].to_numpy(dtype=np.int64)), cand, sizes[codes[rows]], models, prices,
+                   recorded)
         for k in range(k_count):  # the same reduction default_budget makes over the whole compiled table
             totals["sums"][k, a:a + len(part)] = gen[:, :n, k].sum(axis=1)
         totals["counts"] += np.bincount(rows, minlength=e_count)
@@ -170,8 +172,9 @@ def _scan_candidates(path: Path, episodes: pd.DataFrame, params: dict, prices: d
         totals["graded"] |= bool(np.isfinite(cand["graded_score"].to_numpy(dtype=np.float64)).any())
         finite = np.isfinite(recorded)
         totals["recorded_any"] |= bool(finite.any())
-        for model, every in pd.Series(finite).groupby(models, sort=False).all().items():
-            totals["recorded_all"][model] = totals["recorded_all"].get(model, True) and bool(every)
+        every = np.bincount(codes[rows], weights=~finite, minlength=len(names)) == 0  # per model: all recorded
+        for code in np.unique(codes[rows]).tolist():
+            totals["recorded_all"][names[code]] = totals["recorded_all"].get(names[code], True) and bool(every[code])
     return totals
 
 

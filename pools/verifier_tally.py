@@ -36,7 +36,8 @@ class VerifierTally:
             if not rows.any():
                 continue
             self.scored[name] = self.scored.get(name, 0) + int(rows.sum())
-            self.models.setdefault(name, set()).update(model[1][m] for m in np.unique(model[0][rows]).tolist())
+            used = np.flatnonzero(np.bincount(model[0][rows], minlength=len(model[1])))
+            self.models.setdefault(name, set()).update(model[1][m] for m in used.tolist())
             e, k, s = at[rows], c[rows], score[rows]
             inside = (k >= 0) & (k < label.shape[1])  # a bad pool (refused later) may index past N
             lab = np.full(len(k), -1, np.int8)

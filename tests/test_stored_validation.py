@@ -145,3 +145,16 @@ def test_a_table_written_in_small_row_groups_reads_the_same(tiny_pool_dir, tmp_p
     table = pq.read_table(f)
     pq.write_table(pa.Table.from_batches(table.to_batches()), f, row_group_size=5)
     assert _message(lambda: read_stored_pool(pool_dir, batch_rows=3)) == _message(lambda: load_pool(pool_dir))
+
+
+@pytest.mark.parametrize(("case", "mutate", "message"), POOL_CASES, ids=[c[0] for c in POOL_CASES])
+def test_bench_on_a_bad_stored_pool_exits_2_with_load_pools_message(good_pool_dir, tmp_path, capsys, case, mutate,  # noqa: F811
+                                                                     message):
+    from coba_cli.main import main
+
+    mutate(good_pool_dir)
+    expected = _message(lambda: load_pool(good_pool_dir))
+    out = tmp_path / "bench"
+    assert main(["bench", "--pool", str(good_pool_dir), "--out", str(out), "--no-progress", "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"coba: error: {expected}\n" and not out.exists()
