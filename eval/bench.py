@@ -246,6 +246,8 @@ def _stored_pool(pool_spec: str | Pool | None, pool_seed: int) -> Any:
     from pools.errors import PoolError
     from pools.stored_validation import read_stored_pool
 
+    if isinstance(pool_spec, str) and not pool_spec.strip():  # resolve_pool names the empty spec
+        return None
     try:
         directory = pool_directory(pool_spec, seed=pool_seed)
     except (PoolError, ValueError, OSError):  # not a pool nor a profile: resolve_pool says what it is

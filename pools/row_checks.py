@@ -104,7 +104,7 @@ class RowRecord:
 
 def numbers(batch: pa.RecordBatch, name: str) -> np.ndarray:
     """A column as float64 with NaN for nulls (validate_pool's ``to_numpy(dtype=float, na_value=np.nan)``)."""
-    return pc.cast(batch.column(name), pa.float64()).to_numpy(zero_copy_only=False)
+    return pc.cast(batch.column(name), pa.float64(), safe=False).to_numpy(zero_copy_only=False)
 
 
 def notnull(batch: pa.RecordBatch, name: str) -> np.ndarray:

@@ -156,15 +156,13 @@ class Resolver:
             kind == "str?" and c != "answer_key" and pa.types.is_string(schema.field(c).type))]
         wanted = [c for c in DICTIONARY_COLUMNS[table] if c in columns and pa.types.is_string(schema.field(c).type)]
         later = {c: fill for c, fill in LATER_COLUMNS.get(table, {}).items() if c not in schema.names}
-        start = 0
-        try:
-            for batch in pq.ParquetFile(f, read_dictionary=wanted).iter_batches(batch_size=batch_rows, columns=columns):
-                for col, fill in later.items():
-                    batch = batch.append_column(col, pa.array(np.full(batch.num_rows, fill)))
-                sink(batch, start, self.record, self.whole_nulls[table])
-                start += batch.num_rows
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise PoolError(f"unreadable or truncated Parquet ({exc})", file=str(f), table=table) from exc
+        start, batches = 0, pq.ParquetFile(f, read_dictionary=wanted).iter_batches(batch_size=batch_rows,
+                                                                                    columns=columns)
+        while (batch := _next_batch(batches, f, table)) is not None:
+            for col, fill in later.items():
+                batch = batch.append_column(col, pa.array(np.full(batch.num_rows, fill)))
+            sink(batch, start, self.record, self.whole_nulls[table])
+            start += batch.num_rows
 
     def resolve(self) -> None:
         """Raise the pool's first problem, in validate_pool's order."""
@@ -219,6 +217,16 @@ class Resolver:
             if self.whole_nulls[table].get(col) and pd.api.types.is_integer_dtype(frame[col].dtype):
                 frame[col] = frame[col].astype(np.float64)
         return frame.assign(**{c: fill for c, fill in LATER_COLUMNS.get(table, {}).items() if c not in names})
+
+
+def _next_batch(batches: Any, f: Path, table: str) -> pa.RecordBatch | None:
+    """The next record batch, None at the end; a page that cannot be read is ``load_pool``'s unreadable table."""
+    try:
+        return next(batches)
+    except StopIteration:
+        return None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise PoolError(f"unreadable or truncated Parquet ({exc})", file=str(f), table=table) from exc
 
 
 def _null_columns(handle: pq.ParquetFile) -> dict[str, bool]:

@@ -93,6 +93,7 @@ def _late_answer_dropped(df: pd.DataFrame) -> pd.DataFrame:
 LATE_CASES = [
     ("negative output tokens", _late("candidates", "output_tokens", -3)),
     ("prompt tokens above the bound", _late("candidates", "prompt_tokens", 2 * 10**9)),
+    ("output tokens of 2 to the 62", _late("candidates", "output_tokens", 2**62)),
     ("infinite latency", _late("candidates", "latency_s", float("inf"))),
     ("repetition above 1", _late("candidates", "repetition_score", 1.5)),
     ("graded score below 0", _late("candidates", "graded_score", -0.5)),
