@@ -5,6 +5,8 @@ pass with the verifier diagnostics and estimated tokens, then ``coba_env.chunked
 each part's wall seconds and the peak RSS (``getrusage`` ru_maxrss), one line each.
 
     python scripts/bench_pool_stage.py runs/x320/pool
+    (git archive c4e69fa | tar -x -C /tmp/base) && python /tmp/base/scripts/bench_pool_stage.py runs/x320/pool
+        # the same stage before (this script copied there: load_pool whole, diagnostics, scan)
     /usr/bin/time -v python scripts/bench_pool_stage.py runs/x320/pool   # the same peak, from outside
 
 Figures and the load go in docs/PERFORMANCE.md ("Streaming, first steps").
@@ -23,13 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import coba_env.chunked_compile as chunked_compile  # noqa: E402  (this checkout first on sys.path)
-import pools.stored_validation as stored_validation  # noqa: E402
 from eval import bench  # noqa: E402
 
 
 def timed(module: object, name: str, laps: dict[str, float]) -> None:
     """Wrap ``module.name`` so that its wall seconds land in ``laps[name]``."""
-    inner = getattr(module, name)
+    inner = getattr(module, name, None)
+    if inner is None:  # an older checkout without it (the same script times the code before and after)
+        return
 
     @functools.wraps(inner)
     def wrapper(*args, **kwargs):
@@ -47,7 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pool", help="a pool directory")
     args = parser.parse_args(argv)
     laps: dict[str, float] = {}
-    timed(stored_validation, "read_stored_pool", laps)
+    try:
+        import pools.stored_validation as stored_validation
+
+        timed(stored_validation, "read_stored_pool", laps)
+    except ImportError:  # before the batched validation: the whole load, validation and diagnostics
+        for name in ("resolve_pool", "verifier_diagnostics", "estimated_tokens"):
+            timed(bench, name, laps)
     timed(chunked_compile, "scan_pool", laps)
     t0 = time.perf_counter()
     prepared = bench._prepare_pool(args.pool, 0, None, None, chunked=True)
