@@ -28,19 +28,31 @@ import coba_env.chunked_compile as chunked_compile  # noqa: E402  (this checkout
 from eval import bench  # noqa: E402
 
 
-def timed(module: object, name: str, laps: dict[str, float]) -> None:
-    """Wrap ``module.name`` so that its wall seconds land in ``laps[name]``."""
+def cpu_s() -> float:
+    """This process's CPU seconds so far (user + system: on a busy machine the wall time is mostly waiting)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_gb() -> float:
+    """This process's peak RSS so far, in GB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def timed(module: object, name: str, laps: dict[str, tuple[float, float, float]]) -> None:
+    """Wrap ``module.name`` so that its wall and CPU seconds and the peak RSS after it land in ``laps[name]``."""
     inner = getattr(module, name, None)
     if inner is None:  # an older checkout without it (the same script times the code before and after)
         return
 
     @functools.wraps(inner)
     def wrapper(*args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         try:
             return inner(*args, **kwargs)
         finally:
-            laps[name] = laps.get(name, 0.0) + time.perf_counter() - t0
+            wall, cpu, peak = laps.get(name, (0.0, 0.0, 0.0))
+            laps[name] = (wall + time.perf_counter() - t0, cpu + cpu_s() - c0, peak_gb())
 
     setattr(module, name, wrapper)
 
@@ -49,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pool", help="a pool directory")
     args = parser.parse_args(argv)
-    laps: dict[str, float] = {}
+    laps: dict[str, tuple[float, float, float]] = {}
     try:
         import pools.stored_validation as stored_validation
 
@@ -58,14 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("resolve_pool", "verifier_diagnostics", "estimated_tokens"):
             timed(bench, name, laps)
     timed(chunked_compile, "scan_pool", laps)
-    t0 = time.perf_counter()
+    t0, c0, before = time.perf_counter(), cpu_s(), peak_gb()
     prepared = bench._prepare_pool(args.pool, 0, None, None, chunked=True)
-    total = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    print(f"pool {args.pool}: {len(prepared.scan.episodes)} episodes")
-    for name, seconds in laps.items():
-        print(f"{name}: {seconds:.1f} s")
-    print(f"pool stage: {total:.1f} s wall, peak RSS {peak:.2f} GB")
+    total, cpu = time.perf_counter() - t0, cpu_s() - c0
+    print(f"pool {args.pool}: {len(prepared.scan.episodes)} episodes; peak RSS before the stage {before:.2f} GB")
+    for name, (wall, cpu_lap, peak) in laps.items():
+        print(f"{name}: {wall:.1f} s wall, {cpu_lap:.1f} s CPU, peak RSS so far {peak:.2f} GB")
+    print(f"pool stage: {total:.1f} s wall, {cpu:.1f} s CPU, peak RSS {peak_gb():.2f} GB")
     return 0
 
 
