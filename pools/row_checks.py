@@ -6,7 +6,7 @@ checks of the small tables (items, models, episodes, manifest) run as ``validate
 checks of the large tables are the steps below, in ``validate_pool``'s order. A row check records the first row
 it fails at (a batch is checked step by step up to its first failure, and a later batch only for steps before the
 earliest failure so far); the checks that need the whole table (duplicate keys, candidate indices per episode,
-cluster order) run at the end on compact arrays (``pools.table_checks``). The messages are ``validate_pool``'s
+cluster order, names) run at the end on compact arrays (``pools.whole_steps``). The messages are ``validate_pool``'s
 (tests/test_stored_validation.py compares them case by case).
 """
 

@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pools.limits import MAX_CLUSTER
 from pools.row_checks import (
     STEPS,
     C,
-    Failure,
     RowRecord,
     V,
     check_kinds,
@@ -108,7 +108,7 @@ class CandidatePass:
                  (("usd", C, "cost_usd"), lambda: _bad_usd(numbers(batch, "cost_usd"))),
                  (("outcome_key", C, "answer_key"), lambda: _is_outcome(batch) & key),
                  (("episode_ref", C, "episode_id"), ~known),
-                 (("cluster_range", C, "cluster"), (cluster < -1) | (cluster > _max_cluster())),
+                 (("cluster_range", C, "cluster"), (cluster < -1) | (cluster > MAX_CLUSTER)),
                  (("cluster_minus1", C, "cluster"), (cluster == -1) & key),
                  (("cluster_null", C, "cluster"), (cluster != -1) & ~key)]
         run_steps(record, start, masks)
@@ -135,7 +135,7 @@ class CandidatePass:
         ext_e = np.concatenate([[self.carry[0]], e]) if carried else e
         ext_c = np.concatenate([[self.carry[1]], cluster]) if carried else cluster
         new = np.r_[True, ext_e[1:] != ext_e[:-1]]
-        span = _max_cluster() + 2
+        span = MAX_CLUSTER + 2
         base = np.cumsum(new) * span
         run = np.maximum.accumulate(base + np.clip(ext_c, -1, span - 2) + 1) - base - 1
         before = np.where(new, -1, np.r_[-1, run[:-1]])
@@ -145,12 +145,6 @@ class CandidatePass:
             k = int(np.argmax(bad))
             self.order_failure = (start + k - int(carried), int(ext_c[k]), int(before[k]) + 1)
         self.carry = (int(ext_e[-1]), int(run[-1]))
-
-
-def _max_cluster() -> int:
-    from pools.limits import MAX_CLUSTER
-
-    return MAX_CLUSTER
 
 
 def _outside_unit(values: np.ndarray, nan_is_bad: bool) -> np.ndarray:
@@ -221,8 +215,3 @@ def _codes(column: pa.Array) -> tuple[np.ndarray, list]:
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
     return column.indices.to_numpy(zero_copy_only=False).astype(np.int64), column.dictionary.to_pylist()
-
-
-def first_failure(table: str, pos: int, field_name: str, message: str) -> Failure:
-    """A ``Failure`` whose message is final (no ``{value}`` to fill)."""
-    return Failure(table, pos, field_name, message.replace("{", "{{").replace("}", "}}"))
