@@ -230,9 +230,12 @@ def _next_batch(batches: Any, f: Path, table: str) -> pa.RecordBatch | None:
 
 
 def _null_columns(handle: pq.ParquetFile) -> dict[str, bool]:
-    """Per column, whether it holds a null anywhere (from the row groups' statistics, else read)."""
-    meta, out = handle.metadata, {}
-    for k, name in enumerate(handle.schema_arrow.names):
+    """Per integer or boolean column (whose pandas dtype a null anywhere changes), whether it holds a null anywhere
+    (from the row groups' statistics, else read)."""
+    meta, out, schema = handle.metadata, {}, handle.schema_arrow
+    for k, name in enumerate(schema.names):
+        if not (pa.types.is_integer(schema.field(name).type) or pa.types.is_boolean(schema.field(name).type)):
+            continue
         stats = [meta.row_group(g).column(k).statistics for g in range(meta.num_row_groups)]
         if all(s is not None and s.has_null_count for s in stats):
             out[name] = any(s.null_count for s in stats)
