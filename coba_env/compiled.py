@@ -215,9 +215,10 @@ def as_compiled(pool: Pool | CompiledPool | str | None) -> CompiledPool:
     return compile_pool(resolve_pool(pool))
 
 
-def compile_pool(pool: Pool, *, release: bool = False) -> CompiledPool:
+def compile_pool(pool: Pool, *, release: bool = False, tiers: tuple[str, ...] | None = None) -> CompiledPool:
     """Compile a validated ``Pool`` into dense arrays (one pass, vectorized); ``release``: empty ``pool.candidates``
-    once read (a caller that needs it no more: ~3 GB at 1M episodes, freed before the verifications fill)."""
+    once read (a caller that needs it no more: ~3 GB at 1M episodes, freed before the verifications fill);
+    ``tiers``: the verifier axis of the whole pool a chunk of episodes belongs to (default: this pool's)."""
     episodes = pool.episodes.sort_values("episode_id").reset_index(drop=True)
     n = pool.n_candidates
     e_count = len(episodes)
@@ -243,7 +244,7 @@ def compile_pool(pool: Pool, *, release: bool = False) -> CompiledPool:
     # Generation and verification costs are views of one table laid out as ``CoBaVectorEnv`` gathers it
     # (``cost_rows``): the vector env then uses it as is instead of a second copy (0.2 GB at 100k episodes).
     # Every measure of ``coba_env.costs.COST_TABLE`` is filled by its own rule from the calls' columns.
-    tiers = verifier_axis(pool.tiers)
+    tiers = verifier_axis(pool.tiers) if tiers is None else tiers
     n_measures, n_tiers, en = len(COST_MEASURES), len(tiers), e_count * n
     cost_table = np.zeros((en * (1 + n_tiers) + 1, n_measures))
     gen_cost = cost_table[:en].reshape(e_count, n, n_measures)

@@ -86,9 +86,12 @@ class CostMeasure:
 
 def _usd(calls: Calls) -> np.ndarray:
     """Dollars per call: prompt and output tokens at each call's model's input and output price per million."""
+    import pandas as pd
+
     free = {"input": 0.0, "output": 0.0}  # an unpriced model's calls (such a pool has no usd measure)
-    price_in = np.array([calls.prices.get(m, free)["input"] for m in calls.models], dtype=np.float64)
-    price_out = np.array([calls.prices.get(m, free)["output"] for m in calls.models], dtype=np.float64)
+    codes, names = pd.factorize(np.asarray(calls.models, dtype=object), use_na_sentinel=False)  # few models
+    price_in = np.array([calls.prices.get(m, free)["input"] for m in names], dtype=np.float64)[codes]
+    price_out = np.array([calls.prices.get(m, free)["output"] for m in names], dtype=np.float64)[codes]
     priced = (np.asarray(calls.prompt_tokens, dtype=np.float64) * price_in
               + np.asarray(calls.output_tokens, dtype=np.float64) * price_out) * PER_MILLION
     recorded = calls.recorded_usd

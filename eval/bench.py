@@ -40,7 +40,7 @@ from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported:
 from eval.route_analysis import routing_section, with_each_generator
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.short_episodes import short_episode_notes
-from pools.default import pool_label, resolve_pool
+from pools.default import pool_directory, pool_label, resolve_pool
 from pools.store import Pool
 from pools.verifier_quality import verifier_diagnostics
 
@@ -49,6 +49,9 @@ NO_PRICES_NOTE = ("usd: no dollar cost, the pool has no prices (import with --pr
                   "docs/POOLS.md, 'Prices')")
 #: ``--env`` values (``eval.envs.ENV_GROUPING``: the episode grouping each one replays).
 BENCH_ENVS = tuple(ENV_GROUPING)
+#: Whether a bench of each episode grouping compiles and replays a stored pool a chunk of episodes at a time
+#: (``eval.chunked_replay``: an item's generators lie apart in the episode order, so "item" compiles it whole).
+CHUNKED: dict[str, bool] = {"pair": True, "item": False}
 #: How ``--ray-address`` cuts the work (``eval.ray_bench``): (item, generator) episodes into shards with every
 #: policy; item-grouped episodes one task per policy (a shard of pair episodes could cut an item apart).
 RAY_SPLIT: dict[str, str] = {"pair": "episodes", "item": "policies"}
@@ -69,6 +72,14 @@ class PreparedPool:
     verifiers: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: The cost measure of the run: the one given, else ``coba_env.costs.default_cost_model``'s.
     cost_model: str = "p_tokens"
+    #: The stored pool's light pass when its episodes are compiled and replayed a chunk at a time
+    #: (``eval.chunked_replay``; ``compiled`` then holds the episode columns only), else None.
+    scan: Any = None
+
+    @property
+    def budget(self) -> float | None:
+        """The run's budget B when the pool is replayed in chunks (the whole compile's default), else None."""
+        return None if self.scan is None else self.scan.budget(self.cost_model)
 
 
 def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str | Policy] | None = None,
@@ -107,7 +118,8 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     if reference is not None and reference not in [p.name for p in policy_objs]:
         raise BenchInputError(f"--reference {reference!r} is not among the selected policies; expected one of "
                               f"{', '.join(p.name for p in policy_objs)}")
-    prepared = _prepare_pool(pool_spec, pool_seed, datasets, cost_model)
+    chunked = CHUNKED[grouping] and datasets is None
+    prepared = _prepare_pool(pool_spec, pool_seed, datasets, cost_model, chunked=chunked)
     cost_model = prepared.cost_model  # the one given, or the default the pool supports
     policy_objs = fit_to_pool(policy_objs, prepared.compiled.n_candidates, add_best_of_n=is_policy_set(policies))
     policy_objs = with_each_generator(policy_objs, prepared.compiled, grouping, default_set=is_policy_set(policies))
@@ -116,13 +128,13 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
     _test_interrupt("replay")
-    run = _replay(policy_objs, prepared.compiled, grouping=grouping, cost_model=cost_model, seed=seed,
+    run = _replay(policy_objs, prepared, grouping=grouping, cost_model=cost_model, seed=seed,
                   progress=progress, workers=workers, replay=replay, ray_address=ray_address)
     if not any(r.applicable for r in run.runs):  # nothing to report: one line, exit 2, no folder written
         reasons = "; ".join(f"{name}: {why}" for name, why in run.not_applicable.items())
         raise BenchInputError(f"no requested policy can run on this pool ({reasons})")
     _test_interrupt("analyse")
-    episodes = EnvConfig.build(prepared.compiled, grouping=grouping, cost_model=cost_model)
+    episodes = EnvConfig.build(prepared.compiled, grouping=grouping, cost_model=cost_model, budget=prepared.budget)
     # Policies defined by n candidates on episodes holding fewer: one line each in the terminal table and report.
     short = short_episode_notes(policy_objs, run, episodes.sample_caps)
     if grouping == "pair":  # the report reads the episodes' columns only: the candidate arrays go before it
@@ -188,18 +200,26 @@ def _check_options(*, cost_model: str, unit: str, mode: str, env: str, ray_addre
 
 
 def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequence[str] | None,
-                  cost_model: str | None) -> PreparedPool:
-    """Resolve and compile the pool, restrict its datasets, check the cost model, note what the report says."""
-    pool, spec_text = resolve_pool(pool_spec, seed=pool_seed), pool_label(pool_spec)
-    t_pool = time.perf_counter()
+                  cost_model: str | None, *, chunked: bool = False) -> PreparedPool:
+    """Resolve and compile the pool, restrict its datasets, check the cost model, note what the report says.
+
+    ``chunked``: a stored pool is not compiled whole but scanned (``coba_env.chunked_compile.scan_pool``), to be
+    compiled and replayed a chunk of episodes at a time; ``compiled`` then holds its episode columns only."""
+    stored = _stored_pool(pool_spec, pool_seed) if chunked else None
+    pool = stored.pool if stored is not None else resolve_pool(pool_spec, seed=pool_seed)
+    spec_text, t_pool = pool_label(pool_spec), time.perf_counter()
     # What reads the candidate table runs before the compile, which drops it when this bench loaded the pool
     # (a ``Pool`` given by the caller stays whole): the pool's tables and the compiled arrays then never all
     # coexist (at 1M episodes the candidate table is ~3 GB).
     ids = None if datasets is None else pool.episodes.loc[pool.episodes["dataset"].isin(
         [str(d).strip() for d in datasets]), "episode_id"].to_numpy()
-    verifiers, estimated = verifier_diagnostics(pool, ids), estimated_tokens(pool)
+    verifiers, estimated = (stored.verifiers, stored.estimated) if stored is not None else (
+        verifier_diagnostics(pool, ids), estimated_tokens(pool))
+    directory = pool_directory(pool_spec, seed=pool_seed) if chunked else None
+    scan = None if directory is None else _scan(pool, directory, stored)
     try:
-        compiled = restrict_datasets(compile_pool(pool, release=not isinstance(pool_spec, Pool)), datasets)
+        compiled = scan.episode_columns() if scan is not None else \
+            restrict_datasets(compile_pool(pool, release=not isinstance(pool_spec, Pool)), datasets)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
     cost_model = cost_model_or_default(compiled, cost_model)
@@ -216,12 +236,56 @@ def _prepare_pool(pool_spec: str | Pool | None, pool_seed: int, datasets: Sequen
     pool = dataclasses.replace(pool, candidates=pool.candidates.iloc[0:0], verifications=pool.verifications.iloc[0:0])
     pa.default_memory_pool().release_unused()  # Arrow keeps freed table buffers for reuse unless told
     return PreparedPool(pool=pool, compiled=compiled, label=spec_text, estimates=estimates, notes=notes,
-                        resolved_at=t_pool, verifiers=verifiers, cost_model=cost_model)
+                        resolved_at=t_pool, verifiers=verifiers, cost_model=cost_model, scan=scan)
 
 
-def _replay(policies: list[Policy], compiled: CompiledPool, *, grouping: str, cost_model: str, seed: int,
+def _stored_pool(pool_spec: str | Pool | None, pool_seed: int) -> Any:
+    """A stored pool (a pool directory, or a simulated pool's cache entry) validated a batch of rows at a time
+    (``pools.stored_validation``: its tables are never whole in memory), else None (a ``Pool``, a pool not yet
+    stored or a damaged cache entry: ``resolve_pool`` reads, builds or rebuilds it whole)."""
+    from pools.errors import PoolError
+    from pools.stored_validation import read_stored_pool
+
+    if isinstance(pool_spec, str) and not pool_spec.strip():  # resolve_pool names the empty spec
+        return None
+    try:
+        directory = pool_directory(pool_spec, seed=pool_seed)
+    except (PoolError, ValueError, OSError):  # not a pool nor a profile: resolve_pool says what it is
+        return None
+    if directory is None or Path(os.fspath(pool_spec or "")) == directory:  # the user's pool: a problem is theirs
+        return None if directory is None else read_stored_pool(directory)
+    try:
+        return read_stored_pool(directory)
+    except PoolError:  # a damaged cache entry: resolve_pool rebuilds it
+        return None
+
+
+def _scan(pool: Pool, directory: Path, stored: Any = None) -> Any:
+    """The light pass over the stored pool (``scan_pool``; the verifier pairs from the validation pass when it
+    ran), its tables in memory dropped first (the report reads its manifest and items only)."""
+    from coba_env.chunked_compile import scan_pool
+
+    pool.candidates, pool.verifications = pool.candidates.iloc[0:0], pool.verifications.iloc[0:0]
+    pa.default_memory_pool().release_unused()
+    return scan_pool(directory, verifier_pairs=None if stored is None else stored.verifier_pairs)
+
+
+def _replay(policies: list[Policy], prepared: PreparedPool, *, grouping: str, cost_model: str, seed: int,
             progress: bool, workers: int | None, replay: str, ray_address: str | None) -> BenchRun:
-    """Every policy on every episode, in this process (or forked workers) or on a Ray cluster (``RAY_SPLIT``)."""
+    """Every policy on every episode, in this process (or forked workers) a chunk of episodes at a time
+    (``prepared.scan``) or whole, or on a Ray cluster (``RAY_SPLIT``)."""
+    if prepared.scan is not None and ray_address is not None:
+        from eval.ray_bench import run_chunks_on_ray
+
+        return run_chunks_on_ray(policies, prepared.scan, ray_address=ray_address, cost_model=cost_model, seed=seed,
+                                 replay=replay, progress=progress)
+    if prepared.scan is not None:
+        from eval import chunked_replay
+
+        return chunked_replay.replay_in_chunks(policies, prepared.scan, chunk_episodes=chunked_replay.CHUNK_EPISODES,
+                                               cost_model=cost_model, seed=seed, replay=replay, progress=progress,
+                                               workers=workers)
+    compiled = prepared.compiled
     options = dict(cost_model=cost_model, progress=progress, seed=seed, replay=replay, grouping=grouping)
     if ray_address is None:  # the routing analyses read each policy's GeneratorUse, not per-generator columns
         return run_policies(policies, compiled, workers=workers, generator_columns=False, **options)

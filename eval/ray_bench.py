@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from agents.base import Policy
+from coba_env.chunked_compile import PoolScan, compile_chunk
 from coba_env.compiled import CompiledPool
 from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
-from eval.runner import BenchRun, PolicyRun, resolve_unique_policies, run_policies
+from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
-__all__ = ["run_policies_on_ray", "shard_episodes"]
+__all__ = ["run_chunks_on_ray", "run_policies_on_ray", "shard_episodes"]
 
 #: Ways to cut the work: episode shards with every policy, or one policy per task over every episode.
 SPLITS = ("episodes", "policies")
@@ -69,15 +69,31 @@ def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *,
     if split == "policies":
         runs = [task_runs[0] for task_runs in results]
     else:
-        runs = [_concat([task_runs[i] for task_runs in results]) for i in everyone]
+        runs = [join_runs([task_runs[i] for task_runs in results]) for i in everyone]
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=len(tasks))
 
 
-def _concat(parts: list[PolicyRun]) -> PolicyRun:
-    """One policy's shard runs joined in shard order (= pool order); replay seconds summed over shards."""
-    first = parts[0]
-    if not first.applicable:  # applicability depends on the pool, not the shard: every shard says the same
-        return first
-    records = pd.concat([p.records for p in parts], ignore_index=True)
-    return PolicyRun(name=first.name, label=first.label, group=first.group, uses_labels=first.uses_labels,
-                     records=records, seconds=sum(p.seconds for p in parts), description=first.description)
+def _chunk_task(episode_ids: np.ndarray, scan: PoolScan, policies: list[Policy],
+                options: dict[str, Any]) -> list[PolicyRun]:
+    """One Ray task: every policy on the episodes ``episode_ids``, compiled here from the stored pool."""
+    return run_policies(policies, compile_chunk(scan, episode_ids), grouping="pair", workers=1, progress=False,
+                        generator_columns=False, **options).runs
+
+
+def run_chunks_on_ray(policies: Sequence[str | Policy], scan: PoolScan, *, ray_address: str,
+                      chunk_episodes: int = 100_000, cost_model: str = "p_tokens", seed: int = 0,
+                      replay: str = "batched", progress: bool = True) -> BenchRun:
+    """``eval.chunked_replay.replay_in_chunks`` on the Ray cluster at ``ray_address``: one task per slice of at
+    most ``chunk_episodes`` (item, generator) episodes (at least twice the cluster's CPUs), each reading and compiling its chunk from the stored pool
+    (``scan.path``, which every node reads: the pool itself is never shipped, only its light pass), every
+    policy replayed on it with the whole pool's budget; the chunks' records joined in pool order."""
+    start = time.perf_counter()
+    policies = resolve_unique_policies(policies)
+    ids = scan.episode_ids
+    shards = max(2 * cluster_cpus(connect_ray(ray_address)), -(-len(ids) // max(1, int(chunk_episodes))))
+    chunks = [np.asarray(part, dtype=np.int64) for part in shard_episodes(ids, shards)]
+    options = {"cost_model": cost_model, "seed": seed, "replay": replay, "budget": scan.budget(cost_model)}
+    results = map_tasks(_chunk_task, chunks, shared=(scan, policies, options), ray_address=ray_address,
+                        progress=progress, desc="coba bench on Ray")
+    runs = [join_runs([task_runs[i] for task_runs in results]) for i in range(len(policies))]
+    return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=len(chunks))

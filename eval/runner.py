@@ -118,7 +118,8 @@ def run_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair", co
 def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair", cost_model: str = "p_tokens",
                   lam: float = 0.0, progress: Callable[[int], Any] | None = None, seed: int = 0,
                   replay: str = "batched", episode_ids: np.ndarray | None = None,
-                  batch: int = DEFAULT_BATCH, generator_columns: bool = True) -> PolicyRun:
+                  batch: int = DEFAULT_BATCH, generator_columns: bool = True,
+                  budget: float | None = None) -> PolicyRun:
     """Like ``run_policy``, returning a ``PolicyRun`` (records, not-applicable reason, timing, metadata).
 
     ``grouping`` "pair" replays the (item, generator) episodes of ``pool``, "item" its items with all their
@@ -127,10 +128,14 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair",
     episode at a time. ``episode_ids`` (pool episode ids) replays only those episodes, in pool order, with the
     whole pool's budget, so that records do not depend on how episodes are split. ``generator_columns`` False
     leaves the per-generator record columns out (``eval.records``); ``generator_use`` sums them either way.
+    ``budget``: the budget B of a whole pool ``pool`` is a chunk of (``eval.chunked_replay``), unless the policy
+    asks for its own.
     """
     check_replay_mode(replay)
     start = time.perf_counter()
     env_kwargs = dict(contained_call(policy, "env_kwargs", "", policy.env_kwargs))
+    if budget is not None:
+        env_kwargs.setdefault("budget", budget)
     if episode_ids is not None:
         env_kwargs.setdefault("budget", default_budget(pool, cost_model, pool.n_candidates))
         pool = pool.select(episode_indices(pool, episode_ids))
@@ -232,7 +237,8 @@ def resolve_unique_policies(policies: Sequence[str | Policy], specs: dict | None
 def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, grouping: str = "pair",
                  cost_model: str = "p_tokens", lam: float = 0.0, progress: bool = True, workers: int | None = None,
                  seed: int = 0, specs: dict | None = None, replay: str = "batched",
-                 episode_ids: np.ndarray | None = None, generator_columns: bool = True) -> BenchRun:
+                 episode_ids: np.ndarray | None = None, generator_columns: bool = True,
+                 budget: float | None = None) -> BenchRun:
     """Replay every policy (registry names or ``Policy`` objects) on every episode of ``pool`` (``grouping`` as
     in ``replay_policy``).
 
@@ -240,8 +246,8 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
     runs policies in forked worker processes; None picks ``default_workers``. ``replay`` is "batched" (the
     default: ``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode at a time).
     ``episode_ids`` replays only those pool episodes: each policy's records come in pool order and equal
-    the whole replay's records of those episodes, however the ids are split. ``generator_columns`` as in
-    ``replay_policy``.
+    the whole replay's records of those episodes, however the ids are split. ``generator_columns`` and ``budget``
+    as in ``replay_policy``.
     """
     check_replay_mode(replay)
     start = time.perf_counter()
@@ -257,7 +263,20 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
     if workers is None:
         workers = default_workers(len(policies), n_episodes, batched=replay == "batched")
     options = dict(grouping=grouping, cost_model=cost_model, lam=lam, seed=seed, replay=replay,
-                   episode_ids=episode_ids, generator_columns=generator_columns)
+                   episode_ids=episode_ids, generator_columns=generator_columns, budget=budget)
     runs, workers = run_each(replay_policy, policies, pool, options, workers=workers,
                              make_bar=lambda: progress_bar(len(policies) * n_episodes, progress))
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=workers)
+
+
+def join_runs(parts: Sequence[PolicyRun]) -> PolicyRun:
+    """One policy's runs on consecutive slices of the episodes joined in order (records concatenated, replay
+    seconds summed); ValueError when the slices disagree on whether it applies (its records would be partial)."""
+    first = parts[0]
+    if any(p.applicable != first.applicable for p in parts):
+        raise ValueError(f"policy {first.name!r} applies to some slices of the episodes and not to others")
+    if not first.applicable:
+        return first
+    records = pd.concat([p.records for p in parts], ignore_index=True)
+    return PolicyRun(name=first.name, label=first.label, group=first.group, uses_labels=first.uses_labels,
+                     records=records, seconds=sum(p.seconds for p in parts), description=first.description)

@@ -67,6 +67,18 @@ def pool_label(spec: Pool | str | os.PathLike[str] | None) -> str:
     return f"{DEFAULT_SPEC} (default)" if spec is None else os.fspath(spec)
 
 
+def pool_directory(spec: Pool | str | os.PathLike[str] | None = None, *, seed: int = 0) -> Path | None:
+    """The directory ``resolve_pool(spec, seed=seed)`` reads its pool from (a pool directory, or a simulated pool's
+    cache entry once resolved), for a reader of its Parquet tables; None for a ``Pool`` or a pool not stored."""
+    if isinstance(spec, Pool):
+        return None
+    text = DEFAULT_SPEC if spec is None else os.fspath(spec)
+    if text not in BUILTIN_PROFILES and Path(text).is_dir():
+        return Path(text)
+    dest = default_cache_dir() / "pools" / cache_key(load_profile(text), seed)
+    return dest if (dest / "manifest.json").is_file() else None
+
+
 def simulated_pool(profile: Profile, *, seed: int = 0) -> Pool:
     """The pool ``simulate_pool(profile, seed)`` from the cache, generating and storing it on a miss."""
     dest = default_cache_dir() / "pools" / cache_key(profile, seed)

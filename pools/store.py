@@ -96,9 +96,8 @@ def save_pool(pool: Pool, dest: str | os.PathLike[str], *, overwrite: bool = Fal
     return dest
 
 
-def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
-    """Read a pool directory; with ``validate`` the tables are checked against the schema and each other."""
-    path = Path(path)
+def read_manifest_file(path: Path) -> dict[str, Any]:
+    """The pool directory's manifest, checked as ``load_pool`` checks it (a directory holding a JSON object)."""
     if path.is_file():
         raise PoolError(f"is a file, not a pool directory; to use a candidate file, import it first: coba pools "
                         f"import {path} POOL_DIR", file=str(path))
@@ -113,6 +112,13 @@ def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
         raise PoolError(parse_problem(exc), file=str(manifest_path)) from None
     if not isinstance(manifest, dict):
         raise PoolError("expected a JSON object", file=str(manifest_path))
+    return manifest
+
+
+def load_pool(path: str | os.PathLike[str], *, validate: bool = True) -> Pool:
+    """Read a pool directory; with ``validate`` the tables are checked against the schema and each other."""
+    path = Path(path)
+    manifest = read_manifest_file(path)
     tables = {}
     for name, columns in TABLES.items():
         f = path / f"{name}.parquet"

@@ -61,8 +61,6 @@ def _best_of_n(scored: pd.DataFrame) -> tuple[float | None, int]:
 def verifier_diagnostics(pool: Pool, episode_ids: Any = None) -> dict[str, dict[str, Any]]:
     """Per verifier of ``pool`` (its own name, in the pool's order): role, the model(s) behind it, coverage, AUROC,
     ECE, pick@N (see the module docstring); over ``episode_ids`` only when given."""
-    from pools.schema import PAPER_TIER_ROLES
-
     cands = pool.candidates[["episode_id", "candidate", "correct"]]
     verifs = pool.verifications[["episode_id", "candidate", "tier", "model", "score"]]
     if episode_ids is not None:
@@ -77,13 +75,22 @@ def verifier_diagnostics(pool: Pool, episode_ids: Any = None) -> dict[str, dict[
             ["episode_id", "candidate"])
         known = scored[scored["correct"].notna()]
         score, label = known["score"].to_numpy(dtype=np.float64), known["correct"].to_numpy(dtype=np.float64)
-        pick, episodes = _best_of_n(scored)
         models = sorted(rows["model"].dropna().astype(str).unique()) if "model" in rows else []
-        out[tier] = {"role": roles.get(tier, PAPER_TIER_ROLES.get(tier)), "model": ", ".join(models) or None,
-                     "coverage": len(scored) / len(cands) if len(cands) else None, "scored": int(len(scored)),
-                     "auroc": _auroc(score, label), "ece": expected_calibration_error(score, label),
-                     "ece_bins": ECE_BINS, "best_of_n_accuracy": pick, "best_of_n_episodes": episodes}
+        out[tier] = tier_figures(tier, roles, models=models, scored=len(scored), n_candidates=len(cands),
+                                 score=score, label=label, pick=_best_of_n(scored))
     return out
+
+
+def tier_figures(tier: str, roles: dict[str, Any], *, models: list[str], scored: int, n_candidates: int,
+                 score: np.ndarray, label: np.ndarray, pick: tuple[float | None, int]) -> dict[str, Any]:
+    """One verifier's diagnostics from its scored calls (``score``/``label``: the pairs with a known label, in
+    table order) and its pick@N (accuracy, episodes); also ``pools.verifier_tally``'s."""
+    from pools.schema import PAPER_TIER_ROLES
+
+    return {"role": roles.get(tier, PAPER_TIER_ROLES.get(tier)), "model": ", ".join(models) or None,
+            "coverage": scored / n_candidates if n_candidates else None, "scored": int(scored),
+            "auroc": _auroc(score, label), "ece": expected_calibration_error(score, label),
+            "ece_bins": ECE_BINS, "best_of_n_accuracy": pick[0], "best_of_n_episodes": pick[1]}
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
