@@ -12,6 +12,7 @@ import pandas as pd
 from coba_env.compiled import CompiledPool
 from eval import bootstrap, metrics, pareto
 from eval.bench_data import COST_METRIC, BenchData
+from eval.compact_records import compact_runs
 from eval.cost_notes import CostEstimates, cost_estimates
 from eval.intervals import bootstrap_intervals, empty_intervals
 from eval.records import RecordLayout
@@ -44,8 +45,10 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     (every pair, and ``reference`` minus each other policy: by default ``default_reference``), the 95% intervals of
     every macro figure (``eval.intervals``, on the same resamples) and Pareto."""
     start = time.perf_counter()
-    records = run.records
-    run.share_records(records)  # each policy's records become a slice of the whole: one copy in memory
+    # One analysis path: the compact columns of the records (``eval.compact_records``), kept by a streamed replay
+    # or taken here from the whole records frame.
+    records = run.compact if run.compact is not None else \
+        compact_runs([r.records for r in run.runs if r.applicable], RecordLayout.of(compiled))
     info = policy_info(run)
     datasets = list(dict.fromkeys(compiled.dataset.tolist()))
     aggregates, summary = _aggregates(records, RecordLayout.of(compiled))

@@ -61,13 +61,30 @@ def _metric_names(frame: pd.DataFrame) -> list[str]:
     return [m for m in (*METRICS, *PRICED_METRICS, GRADED_METRIC) if m in frame.columns]
 
 
+def plain_keys(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with categorical index levels and columns (keys of compact records, ``eval.compact_records``)
+    as strings: the aggregates read the same as those of the full records."""
+    def plain(index: pd.Index) -> pd.Index:
+        return index.astype("str") if isinstance(index.dtype, pd.CategoricalDtype) else index
+
+    if isinstance(frame.index, pd.MultiIndex):
+        frame.index = pd.MultiIndex.from_arrays([plain(frame.index.get_level_values(i))
+                                                 for i in range(frame.index.nlevels)], names=frame.index.names)
+    else:
+        frame.index = plain(frame.index)
+    for column in frame.columns:
+        if isinstance(frame[column].dtype, pd.CategoricalDtype):
+            frame[column] = frame[column].astype("str")
+    return frame
+
+
 def pair_means(records: pd.DataFrame) -> pd.DataFrame:
     """Per (policy, dataset, generator) means of every metric, with the episode count ``n``."""
     frame = _numeric(records)
     grouped = frame.groupby(["policy", *PAIR], sort=False)
     out = grouped[_metric_names(frame)].mean()
     out["n"] = grouped.size()
-    return out.reset_index()
+    return plain_keys(out.reset_index())
 
 
 def macro(records: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +101,7 @@ def pooled(records: pd.DataFrame) -> pd.DataFrame:
     frame = _numeric(records)
     out = frame.groupby("policy", sort=False)[_metric_names(frame)].mean()
     out["n"] = frame.groupby("policy", sort=False).size()
-    return out
+    return plain_keys(out)
 
 
 def per_dataset(records: pd.DataFrame) -> pd.DataFrame:
@@ -126,7 +143,7 @@ def _action_shares(records: pd.DataFrame, layout: RecordLayout, by: list[str]) -
     """Mean action counts per ``by`` group (means of the per-pair means) and each action's ``share_<code>``."""
     codes = action_columns(layout)
     cols = list(codes)
-    pairs = records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index()
+    pairs = plain_keys(records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index())
     out = pairs.groupby(by, sort=False)[cols].mean()
     total = out[cols].sum(axis=1).replace(0.0, np.nan)
     for col, code in codes.items():
@@ -156,7 +173,7 @@ def oracle_gap(records: pd.DataFrame, by: str | None = "dataset") -> pd.DataFram
     for col in ("wrong", "allocation_errors", "generation_errors", "oracle_available"):
         out[f"{col}_rate"] = 100.0 * out[col] / out["n"]
     out["allocation_share"] = (out["allocation_errors"] / out["wrong"].replace(0, np.nan)).fillna(0.0)
-    return out
+    return plain_keys(out)
 
 
 #: The aggregates ``summarize`` reports, by the name ``computed`` passes them under (each of records and their
