@@ -121,3 +121,54 @@ def join_compact(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
         else:
             columns[name] = np.concatenate([f[name].to_numpy() for f in frames])
     return pd.DataFrame(columns, copy=False)
+
+
+# ---------------------------------------------------------------- grouping on codes
+
+def key_codes(records: pd.DataFrame, keys: Sequence[str], *,
+              sort: bool = True) -> tuple[np.ndarray, list[pd.Index]]:
+    """Per record one int64 code of its ``keys`` values, and each key's names: grouping on the codes groups as on
+    the key tuples; ordering them orders the tuples by each key's names sorted (``sort``) or in order of first
+    appearance (as the levels of pandas' ``groupby(sort=False)`` result). A categorical key (compact records)
+    gives its codes at no cost, any other column is factorized (the full records of a whole-pool run)."""
+    code = np.zeros(len(records), dtype=np.int64)
+    names = []
+    for key in keys:
+        column = records[key]
+        if isinstance(column.dtype, pd.CategoricalDtype) and column.cat.categories.is_monotonic_increasing:
+            codes, uniques = column.cat.codes.to_numpy(), column.cat.categories
+            if not sort:  # the categories ranked by first appearance
+                codes, seen = pd.factorize(codes)
+                uniques = uniques[seen]
+        else:
+            codes, uniques = pd.factorize(column.astype("str"), sort=sort)
+        code = code * max(len(uniques), 1) + codes
+        names.append(pd.Index(uniques, dtype="str", name=key))
+    return code, names
+
+
+def key_index(codes: np.ndarray, names: Sequence[pd.Index]) -> pd.Index:
+    """The key tuples (an Index of one key, else a MultiIndex named by the keys) of ``key_codes``' ``codes``."""
+    levels = []
+    rest = np.asarray(codes, dtype=np.int64)
+    for index in reversed(names):
+        rest, own = np.divmod(rest, max(len(index), 1))
+        levels.append(index[own])
+    levels.reverse()
+    if len(levels) == 1:
+        return pd.Index(levels[0], dtype="str", name=names[0].name)
+    return pd.MultiIndex.from_arrays(levels, names=[index.name for index in names])
+
+
+def grouped(records: pd.DataFrame, keys: Sequence[str], columns: dict[str, np.ndarray | pd.Series],
+            how: str = "mean") -> pd.DataFrame:
+    """``pd.DataFrame(columns).groupby(keys, sort=False)`` aggregated by ``how`` ("mean", "sum") with the group
+    sizes as ``n``: groups in order of first appearance, each the same float as on the string keys (pandas'
+    grouped sums run over the same rows in the same order), grouped on one int64 code instead of the key columns."""
+    code, names = key_codes(records, keys)
+    frame = pd.DataFrame(dict(columns), copy=False)
+    by = frame.groupby(code, sort=False)
+    out = getattr(by, how)()
+    out["n"] = by.size()
+    out.index = key_index(out.index.to_numpy(), names)
+    return out
