@@ -63,7 +63,8 @@ def paired_matrix(records: pd.DataFrame, policies: Sequence[str] | None = None, 
     row_unit, unit_codes = pd.factorize(code, sort=True)
     n_units, n_pol = len(unit_codes), len(policies)
     pcode, pnames = key_codes(frame, ["policy"])
-    row_policy = np.array([policies.index(n) for n in pnames[0]], dtype=np.int64)[pcode]
+    at = {name: k for k, name in enumerate(policies)}
+    row_policy = np.array([at.get(n, -1) for n in pnames[0]], dtype=np.int64)[pcode]  # every row's is >= 0
     cell = row_unit * n_pol + row_policy
     count = np.bincount(cell, minlength=n_units * n_pol).reshape(n_units, n_pol)
     hits = np.bincount(cell, weights=frame["correct"].to_numpy().astype(float), minlength=n_units * n_pol)
