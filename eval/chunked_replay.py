@@ -14,9 +14,13 @@ kept: ``BenchRun.compact``, what the analysis reads.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 from agents.base import Policy
 from coba_env.chunked_compile import PoolScan, compile_chunk
@@ -53,12 +57,25 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
                                generator_columns=False, budget=budget, finish=spill.at(chunk))
             parts.append(run.runs)
             used = max(used, run.workers)
+            release_memory()  # the chunk's compiled arrays and pool rows, freed: back to the system
             if bar is not None:
                 bar.update(len(policies) * len(ids))
     finally:
         if bar is not None:
             bar.close()
-    return joined_run(parts, seconds=time.perf_counter() - start, workers=used)
+    joined = joined_run(parts, seconds=time.perf_counter() - start, workers=used)
+    del parts
+    release_memory()
+    return joined
+
+
+def release_memory() -> None:
+    """Give freed memory back to the system: Arrow's pool keeps freed buffers for reuse and glibc's heap keeps freed
+    pages (a chunk's compiled arrays, its pool rows, the chunks' compact frames once joined), which would otherwise
+    count in the process's RSS for the rest of the bench."""
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 @dataclass(frozen=True)
