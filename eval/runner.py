@@ -88,16 +88,6 @@ class BenchRun:
         """Policy name -> reason, for the policies that did not run."""
         return {r.name: r.not_applicable for r in self.runs if r.not_applicable is not None}
 
-    def share_records(self, records: pd.DataFrame) -> None:
-        """Make each run's records a row slice of ``records`` (``self.records``, concatenated in policy order),
-        so that the per-policy frames and the whole one do not both stay in memory."""
-        start = 0
-        for r in self.runs:
-            if r.applicable and len(r.records):
-                stop = start + len(r.records)
-                r.records = records.iloc[start:stop]
-                start = stop
-
     def get(self, name: str) -> PolicyRun | None:
         """The run of policy ``name``, or None."""
         return next((r for r in self.runs if r.name == name), None)
