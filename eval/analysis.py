@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from coba_env.compiled import CompiledPool
 from eval import bootstrap, metrics, pareto
 from eval.bench_data import COST_METRIC, BenchData
+from eval.compact_records import compact_runs
 from eval.cost_notes import CostEstimates, cost_estimates
 from eval.intervals import bootstrap_intervals, empty_intervals
 from eval.records import RecordLayout
@@ -44,18 +47,25 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     (every pair, and ``reference`` minus each other policy: by default ``default_reference``), the 95% intervals of
     every macro figure (``eval.intervals``, on the same resamples) and Pareto."""
     start = time.perf_counter()
-    records = run.records
-    run.share_records(records)  # each policy's records become a slice of the whole: one copy in memory
+    # One analysis path: the compact columns of the records (``eval.compact_records``), kept by a streamed replay
+    # or taken here from the whole records frame.
+    records = run.compact if run.compact is not None else \
+        compact_runs([r.records for r in run.runs if r.applicable], RecordLayout.of(compiled))
     info = policy_info(run)
     datasets = list(dict.fromkeys(compiled.dataset.tolist()))
     aggregates, summary = _aggregates(records, RecordLayout.of(compiled))
     t_metrics = time.perf_counter()
     ran = [r.name for r in run.runs if r.applicable]
     paired = bootstrap.paired_matrix(records, ran, unit) if ran else None  # one for the tests and the intervals
-    if len(ran) >= 2:
-        pw = bootstrap.pairwise(records, ran, unit=unit, resamples=resamples, seed=seed, paired=paired)
-    else:
-        pw = pd.DataFrame(columns=PAIRWISE_COLUMNS)
+    # The paired tests on a second thread while the intervals run here: both are mostly matrix products and
+    # random draws, which release the GIL (the same resamples, each drawn by its own generator of one seed).
+    # One BLAS thread for both (threadpoolctl's limit is process-wide: held here until both are done).
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=1) as tests:
+        pw_future = tests.submit(bootstrap.pairwise, records, ran, unit=unit, resamples=resamples, seed=seed,
+                                 paired=paired) if len(ran) >= 2 else None
+        spans = bootstrap_intervals(records, ran, unit=unit, resamples=resamples, seed=seed, paired=paired) \
+            if ran else empty_intervals(unit, resamples, seed)
+        pw = pw_future.result() if pw_future is not None else pd.DataFrame(columns=PAIRWISE_COLUMNS)
     mac, dset = aggregates["macro"], aggregates["per_dataset"]
     if reference is not None:  # the one asked for, or none when it did not run (the report says so)
         ref = reference if reference in ran else None
@@ -63,8 +73,6 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
         ref = default_reference(mac, info, ran, grouping, COST_METRIC[cost_model])
     vs = pw[pw["a"] == ref].reset_index(drop=True) if ref else pw.iloc[0:0]
     vs.attrs.update(pw.attrs)
-    spans = bootstrap_intervals(records, ran, unit=unit, resamples=resamples, seed=seed, paired=paired) if ran else \
-        empty_intervals(unit, resamples, seed)
     t_boot = time.perf_counter()
     front = _pareto(mac, dset, info, COST_METRIC[cost_model], datasets) if len(mac) else {}
     data = BenchData(pool=pool, compiled=compiled, pool_spec=pool_spec, run=run, records=records, info=info,

@@ -10,11 +10,14 @@ bootstrap, Pareto analysis), adds the routing section when the episodes hold sev
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +34,14 @@ from eval.analysis import analyse
 from eval.cost_notes import cost_estimates, estimated_tokens
 from eval.dataset_scope import in_sample_warnings, restrict_datasets
 from eval.envs import ENV_GROUPING
+from eval.episode_files import EpisodePieces
 from eval.policy_selection import (  # noqa: F401  (BenchInputError re-exported: callers catch eval.bench's)
     BenchInputError,
     grouping_problem,
     is_policy_set,
     resolve_policy_objects,
 )
+from eval.records import RecordLayout
 from eval.route_analysis import routing_section, with_each_generator
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.short_episodes import short_episode_notes
@@ -127,9 +132,23 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
                  *capped_notes(policy_objs, prepared.compiled.n_candidates)]:
         print(line, file=sys.stderr)
     t_compile = time.perf_counter()
+    with episode_pieces(out, prepared) as pieces:
+        return _replay_and_report(policy_objs, prepared, out, pieces, grouping=grouping, cost_model=cost_model,
+                                  seed=seed, progress=progress, workers=workers, replay=replay,
+                                  ray_address=ray_address, unit=unit, resamples=resamples, reference=reference,
+                                  env=env, figures=figures, quiet=quiet, times=(t0, t_compile))
+
+
+def _replay_and_report(policy_objs: list[Policy], prepared: PreparedPool, out: Path, pieces: EpisodePieces | None, *,
+                       grouping: str, cost_model: str, seed: int, progress: bool, workers: int | None, replay: str,
+                       ray_address: str | None, unit: str, resamples: int, reference: str | None, env: str,
+                       figures: bool, quiet: bool, times: tuple[float, float]) -> dict[str, Any]:
+    """The replay, the analysis and the report of ``run_bench`` (``pieces``: where a streamed replay writes the
+    episode files' pieces, ``episode_pieces``)."""
+    t0, t_compile = times
     _test_interrupt("replay")
     run = _replay(policy_objs, prepared, grouping=grouping, cost_model=cost_model, seed=seed,
-                  progress=progress, workers=workers, replay=replay, ray_address=ray_address)
+                  progress=progress, workers=workers, replay=replay, ray_address=ray_address, pieces=pieces)
     if not any(r.applicable for r in run.runs):  # nothing to report: one line, exit 2, no folder written
         reasons = "; ".join(f"{name}: {why}" for name, why in run.not_applicable.items())
         raise BenchInputError(f"no requested policy can run on this pool ({reasons})")
@@ -148,11 +167,27 @@ def run_bench(pool_spec: str | Pool | None = None, policies: str | Sequence[str 
     data.pair_counts = prepared.compiled.n_available if prepared.compiled.ragged else None
     data.routing = routing_section(data, episodes, prepared.compiled, policy_objs)
     data.timings.update(pool_s=prepared.resolved_at - t0, compile_s=t_compile - prepared.resolved_at)
+    data.episode_pieces = pieces
     results = write_bench_folder(out, lambda tmp: report.write_all(data, tmp, figures=figures, t0=t0,
                                                                    progress=progress))
     if not quiet:
         print(report.terminal_summary(data, out))
     return results
+
+
+@contextlib.contextmanager
+def episode_pieces(out: Path, prepared: PreparedPool) -> Iterator[EpisodePieces | None]:
+    """Where a streamed replay (``prepared.scan``) writes the pieces of the episode files as it goes
+    (``eval.episode_files.EpisodePieces``): a temporary folder beside ``out``, removed at the end; None otherwise."""
+    if prepared.scan is None:
+        yield None
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.episodes-", dir=out.parent))
+    try:
+        yield EpisodePieces(folder, RecordLayout.of(prepared.compiled))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def episode_columns_only(compiled: CompiledPool) -> CompiledPool:
@@ -271,20 +306,22 @@ def _scan(pool: Pool, directory: Path, stored: Any = None) -> Any:
 
 
 def _replay(policies: list[Policy], prepared: PreparedPool, *, grouping: str, cost_model: str, seed: int,
-            progress: bool, workers: int | None, replay: str, ray_address: str | None) -> BenchRun:
+            progress: bool, workers: int | None, replay: str, ray_address: str | None,
+            pieces: EpisodePieces | None = None) -> BenchRun:
     """Every policy on every episode, in this process (or forked workers) a chunk of episodes at a time
-    (``prepared.scan``) or whole, or on a Ray cluster (``RAY_SPLIT``)."""
+    (``prepared.scan``: the records written to ``pieces`` as they come, compact ones kept) or whole, or on a Ray
+    cluster (``RAY_SPLIT``)."""
     if prepared.scan is not None and ray_address is not None:
         from eval.ray_bench import run_chunks_on_ray
 
         return run_chunks_on_ray(policies, prepared.scan, ray_address=ray_address, cost_model=cost_model, seed=seed,
-                                 replay=replay, progress=progress)
+                                 replay=replay, progress=progress, pieces=pieces)
     if prepared.scan is not None:
         from eval import chunked_replay
 
         return chunked_replay.replay_in_chunks(policies, prepared.scan, chunk_episodes=chunked_replay.CHUNK_EPISODES,
                                                cost_model=cost_model, seed=seed, replay=replay, progress=progress,
-                                               workers=workers)
+                                               workers=workers, pieces=pieces)
     compiled = prepared.compiled
     options = dict(cost_model=cost_model, progress=progress, seed=seed, replay=replay, grouping=grouping)
     if ray_address is None:  # the routing analyses read each policy's GeneratorUse, not per-generator columns

@@ -71,6 +71,9 @@ class BenchData:
     #: The generators of the pool's (item, generator) episodes (``generators`` holds the episodes' own generator
     #: names: on item-grouped episodes, each item's generators joined by "+").
     pool_generators: list[str] = field(default_factory=list)
+    #: The pieces of the episode files a streamed replay wrote (``eval.episode_files.EpisodePieces``), which the
+    #: report joins; None: the report writes the files from ``run``'s records.
+    episode_pieces: Any = None
     #: Candidates each (item, generator) pair holds (``CompiledPool.n_available`` of the pair episodes); None: every
     #: pair holds N or unknown.
     pair_counts: Any = None

@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from eval.compact_records import key_codes, key_index
+
 RESAMPLES = 2000
 CI = 0.95
 
@@ -36,49 +38,76 @@ class PairedData:
     values: np.ndarray
     unit: str
     dropped: int
+    #: The records of ``policies`` (``rows``: their positions in the records; None: every record), each one's
+    #: policy (its index in ``policies``) and paired unit (its index in ``units``; -1: a dropped unit), what
+    #: ``eval.intervals`` groups the same records by.
+    rows: np.ndarray | None = None
+    row_policy: np.ndarray | None = None
+    row_unit: np.ndarray | None = None
 
 
 def paired_matrix(records: pd.DataFrame, policies: Sequence[str] | None = None, unit: str = "item") -> PairedData:
-    """Per-unit correctness of every policy, aligned on the units all of them cover."""
+    """Per-unit correctness of every policy, aligned on the units all of them cover (counted on integer codes,
+    ``eval.compact_records.key_codes``)."""
     if unit not in ("item", "episode"):
         raise ValueError(f"unknown bootstrap unit {unit!r}; expected 'item' or 'episode'")
     if policies is None:
         policies = list(dict.fromkeys(records["policy"]))
     policies = list(policies)
-    frame = policy_rows(records, policies, ["dataset", "item_id", "generator", "policy", "correct"])
-    frame = frame.assign(correct=frame["correct"].astype(float))
-    if unit == "episode":
-        wide = frame.pivot_table(index=["dataset", "item_id", "generator"], columns="policy", values="correct",
-                                 aggfunc="mean", observed=True)
-        total = len(wide)
-        wide = wide.dropna()
-    else:
-        keys = ["dataset", "item_id"]
-        per = frame.groupby([*keys, "policy"], sort=False).agg(correct=("correct", "mean"),
-                                                                 gens=("generator", "nunique"))
-        wide = per["correct"].unstack("policy")
-        total = len(wide)
-        # Complete paired coverage: every policy covers every generator the item has, and the item has as many
-        # generators as the best-covered item of its dataset. (Counting distinct generators per item and per
-        # (item, policy) is enough: a policy's generators are a subset of the item's.)
-        item_gens = frame.groupby(keys, sort=False)["generator"].nunique()
-        per_policy = per["gens"].unstack("policy").reindex(columns=policies)
-        complete = per_policy.eq(item_gens.reindex(per_policy.index), axis=0).all(axis=1)
-        full = item_gens == item_gens.groupby(level="dataset").transform("max")
-        keep = complete & full.reindex(complete.index)
-        wide = wide.loc[keep[keep].index].dropna()
-    wide = wide[policies]
-    units = wide.index.to_frame(index=False)
-    return PairedData(policies=policies, units=units, values=wide.to_numpy(dtype=float).T, unit=unit,
-                      dropped=int(total - len(wide)))
+    rows = policy_positions(records, policies)
+    frame = records if rows is None else records.iloc[rows]
+    keys = ["dataset", "item_id", *(["generator"] if unit == "episode" else [])]
+    # The units in the order of the tables the tests were first written on: items by their dataset's and their
+    # own first appearance (pandas' unstack of a groupby(sort=False)), episodes by their key strings (pivot_table).
+    code, names = key_codes(frame, keys, sort=unit == "episode")
+    row_unit, unit_codes = pd.factorize(code, sort=True)
+    n_units, n_pol = len(unit_codes), len(policies)
+    pcode, pnames = key_codes(frame, ["policy"])
+    at = {name: k for k, name in enumerate(policies)}
+    row_policy = np.array([at.get(n, -1) for n in pnames[0]], dtype=np.int64)[pcode]  # every row's is >= 0
+    cell = row_unit * n_pol + row_policy
+    count = np.bincount(cell, minlength=n_units * n_pol).reshape(n_units, n_pol)
+    hits = np.bincount(cell, weights=frame["correct"].to_numpy().astype(float), minlength=n_units * n_pol)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = hits.reshape(n_units, n_pol) / count
+    keep = (count > 0).all(axis=1)
+    if unit == "item":
+        keep &= _complete_items(frame, row_unit, cell, unit_codes // max(len(names[1]), 1), n_units, n_pol)
+    kept = np.where(keep, np.cumsum(keep) - 1, -1)
+    units = key_index(unit_codes[keep], names).to_frame(index=False)
+    return PairedData(policies=policies, units=units, values=mean[keep].T.astype(float), unit=unit,
+                      dropped=int(n_units - keep.sum()), rows=rows, row_policy=row_policy,
+                      row_unit=kept[row_unit].astype(np.int64))
+
+
+def _complete_items(frame: pd.DataFrame, row_unit: np.ndarray, cell: np.ndarray, unit_dataset: np.ndarray,
+                    n_units: int, n_pol: int) -> np.ndarray:
+    """Per item, complete paired coverage: every policy covers every generator the item has, and the item has as
+    many generators as the best-covered item of its dataset. (Counting distinct generators per item and per
+    (item, policy) is enough: a policy's generators are a subset of the item's.)"""
+    gcode, gnames = key_codes(frame, ["generator"])
+    n_gen = max(len(gnames[0]), 1)
+    item_gens = np.bincount(pd.unique(row_unit * n_gen + gcode) // n_gen, minlength=n_units)
+    cell_gens = np.bincount(pd.unique(cell * n_gen + gcode) // n_gen, minlength=n_units * n_pol)
+    complete = (cell_gens.reshape(n_units, n_pol) == item_gens[:, None]).all(axis=1)
+    best = np.zeros(int(unit_dataset.max()) + 1 if n_units else 0, dtype=np.int64)
+    np.maximum.at(best, unit_dataset, item_gens)
+    return complete & (item_gens == best[unit_dataset])
+
+
+def policy_positions(records: pd.DataFrame, policies: Sequence[str]) -> np.ndarray | None:
+    """The positions of the records of ``policies``, or None when every record is one of theirs (a bench's
+    records at 1M episodes x 22 policies are never copied then)."""
+    mask = records["policy"].isin(policies).to_numpy()
+    return None if mask.all() else np.flatnonzero(mask)
 
 
 def policy_rows(records: pd.DataFrame, policies: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """The ``columns`` of the records of ``policies``: only those columns are copied, and none when every record
     is one of theirs (a bench's records at 100k items x 38 policies are ~1 GB)."""
     frame = records[list(columns)]
-    mask = records["policy"].isin(policies).to_numpy()
-    return frame if mask.all() else frame[mask]
+    rows = policy_positions(records, policies)
+    return frame if rows is None else frame.iloc[rows]
 
 
 def resample_counts(n: int, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:

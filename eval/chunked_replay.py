@@ -6,16 +6,28 @@ with the whole pool's budget B (``eval.runner.run_policies(budget=)``), and join
 order: the records equal the whole pool's replay, while only one chunk's compiled arrays are alive at a time.
 (item, generator) episodes only: an item's generators lie apart in the episode order, and a routing policy's
 draws are per episode of the whole route pool (``agents.simple_routers.RandomRouter``).
+
+Each policy's records of a chunk are written out where they are replayed (``Spill``: pieces of the episode files,
+``eval.episode_files.EpisodePieces``) and only their compact columns (``eval.compact_records``) come back and are
+kept: ``BenchRun.compact``, what the analysis reads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
 
 from agents.base import Policy
 from coba_env.chunked_compile import PoolScan, compile_chunk
+from eval.compact_records import KeyCategories, compact_records, join_compact
+from eval.episode_files import EpisodePieces
 from eval.forked_runs import default_workers, progress_bar
+from eval.records import RecordLayout
 from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
 #: Episodes compiled and replayed at a time (at 16 candidates and 3 verifiers: ~0.4 GB of compiled arrays).
@@ -25,9 +37,10 @@ CHUNK_EPISODES = 100_000
 def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_episodes: int = CHUNK_EPISODES,
                      cost_model: str = "p_tokens", seed: int = 0, replay: str = "batched",
                      progress: bool = True, workers: int | None = None,
-                     generator_columns: bool = False) -> BenchRun:
+                     pieces: EpisodePieces | None = None) -> BenchRun:
     """``eval.runner.run_policies`` over the scanned pool (``coba_env.chunked_compile.scan_pool``), compiled and
-    replayed ``chunk_episodes`` episodes at a time; the same records, in the same order (pair episodes)."""
+    replayed ``chunk_episodes`` episodes at a time: the compact columns of the same records, in the same order
+    (pair episodes), each policy's full records written to ``pieces`` (None: dropped)."""
     start = time.perf_counter()
     policies = resolve_unique_policies(policies)
     budget = scan.budget(cost_model)
@@ -36,17 +49,75 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     bar = progress_bar(len(policies) * len(scan.episodes), progress)
     parts: list[list[PolicyRun]] = []
     used = 1
+    spill = Spill.of(policies, scan, pieces)
     try:
-        for ids in scan.chunks(chunk_episodes):
+        for chunk, ids in enumerate(scan.chunks(chunk_episodes)):
             run = run_policies(policies, compile_chunk(scan, ids), grouping="pair", cost_model=cost_model,
                                seed=seed, replay=replay, progress=False, workers=workers,
-                               generator_columns=generator_columns, budget=budget)
+                               generator_columns=False, budget=budget, finish=spill.at(chunk))
             parts.append(run.runs)
             used = max(used, run.workers)
+            release_memory()  # the chunk's compiled arrays and pool rows, freed: back to the system
             if bar is not None:
                 bar.update(len(policies) * len(ids))
     finally:
         if bar is not None:
             bar.close()
-    runs = [join_runs([chunk[i] for chunk in parts]) for i in range(len(policies))]
-    return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=used)
+    joined = joined_run(parts, seconds=time.perf_counter() - start, workers=used)
+    del parts
+    release_memory()
+    return joined
+
+
+def release_memory() -> None:
+    """Give freed memory back to the system: Arrow's pool keeps freed buffers for reuse and glibc's heap keeps freed
+    pages (a chunk's compiled arrays, its pool rows, the chunks' compact frames once joined), which would otherwise
+    count in the process's RSS for the rest of the bench."""
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@dataclass(frozen=True)
+class Spill:
+    """What a chunk's replay does with a policy's records where it ran (``run_policies(finish=)``): writes them to
+    the episode files' pieces and keeps their compact columns over the whole pool's categories."""
+
+    names: tuple[str, ...]
+    layout: RecordLayout
+    categories: KeyCategories
+    pieces: EpisodePieces | None = None
+    chunk: int = 0
+
+    @classmethod
+    def of(cls, policies: Sequence[Policy], scan: PoolScan, pieces: EpisodePieces | None) -> Spill:
+        """The spill of a bench of ``policies`` on the scanned pool."""
+        keys = [scan.episodes[key].to_numpy(dtype=object) for key in ("dataset", "generator", "item_id")]
+        categories = KeyCategories.of([p.name for p in policies], *keys)
+        return cls(tuple(p.name for p in policies), RecordLayout.of(scan.episode_columns()), categories, pieces)
+
+    def at(self, chunk: int) -> Spill:
+        """This spill for chunk number ``chunk``."""
+        return Spill(self.names, self.layout, self.categories, self.pieces, chunk)
+
+    def __call__(self, run: PolicyRun) -> PolicyRun:
+        if not run.applicable:
+            return run
+        if self.pieces is not None:
+            self.pieces.write(self.names.index(run.name), self.chunk, run.records)
+        run.records = compact_records(run.records, self.layout, self.categories)
+        return run
+
+
+def joined_run(parts: Sequence[Sequence[PolicyRun]], *, seconds: float, workers: int) -> BenchRun:
+    """The runs of every chunk (``parts[chunk][policy]``, compact records) joined: one run per policy whose
+    records are its rows of ``BenchRun.compact`` (every policy's, policy-major, each in chunk order)."""
+    n_policies = len(parts[0]) if parts else 0
+    by_policy = [[chunk[i] for chunk in parts] for i in range(n_policies)]
+    compact = join_compact([r.records for runs in by_policy if runs[0].applicable for r in runs])
+    runs, start = [], 0
+    for chunks in by_policy:
+        rows = sum(len(r.records) for r in chunks) if chunks[0].applicable else 0
+        runs.append(join_runs(chunks, records=compact.iloc[start:start + rows]))
+        start += rows
+    return BenchRun(runs=runs, seconds=seconds, workers=workers, compact=compact)

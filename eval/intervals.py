@@ -26,6 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from coba_env.costs import COST_TABLE
 from eval import bootstrap
+from eval.compact_records import key_codes
 
 #: The suffixes of an interval's two columns (``acc_low``, ``acc_high``, ``p_tokens_low``, ...).
 LOW, HIGH = "_low", "_high"
@@ -109,45 +110,38 @@ def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit:
 
 
 def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: dict[str, str]) -> np.ndarray:
-    """Per metric and policy, each paired unit's mean over its episodes (accuracy in percent)."""
-    keys = list(paired.units.columns)
-    columns = list(dict.fromkeys(metrics.values()))
-    frame = bootstrap.policy_rows(records, paired.policies, [*keys, "policy", *columns])
-    frame = frame.assign(correct=frame["correct"].astype(float) * 100.0)
-    per = frame.groupby([*keys, "policy"], sort=False, observed=True)[columns].mean().unstack("policy")
-    index = pd.MultiIndex.from_frame(paired.units)
-    rows = [per[column].reindex(index=index, columns=paired.policies).to_numpy(float).T
-            for column in metrics.values()]
-    return np.concatenate(rows, axis=0)
+    """Per metric and policy, each paired unit's mean over its episodes (accuracy in percent): grouped on one
+    integer per (unit, policy) (``paired.row_unit``, ``paired.row_policy``), the same floats as on the key strings."""
+    frame = records if paired.rows is None else records.iloc[paired.rows]
+    n_pol, n_units = len(paired.policies), paired.values.shape[1]
+    cell = np.where(paired.row_unit >= 0, paired.row_unit * n_pol + paired.row_policy, -1)
+    columns = {c: frame[c].to_numpy().astype(float) * 100.0 if c == "correct" else frame[c].to_numpy()
+               for c in dict.fromkeys(metrics.values())}
+    per = pd.DataFrame(columns, copy=False).groupby(cell, sort=False).mean()
+    per = per[per.index >= 0]
+    unit_of, policy_of = np.divmod(per.index.to_numpy(), n_pol)
+    out = np.full((len(metrics), n_pol, n_units), np.nan)
+    for k, column in enumerate(metrics.values()):
+        out[k, policy_of, unit_of] = per[column].to_numpy(float)
+    return out.reshape(len(metrics) * n_pol, n_units)
 
 
 def _cells(records: pd.DataFrame, paired: bootstrap.PairedData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each unit's cell (an index), each cell's weight (its number of generators) and dataset."""
-    keys = list(paired.units.columns)
-    frame = bootstrap.policy_rows(records, paired.policies, list(dict.fromkeys([*keys, "generator", "policy"])))
-    grouped = frame.groupby(keys, sort=False, observed=True)
-    genset = pd.Series(_generator_sets(grouped.ngroup().to_numpy(), frame["generator"]), index=grouped.size().index)
-    genset = genset.reindex(pd.MultiIndex.from_frame(paired.units)).to_numpy()
-    label = paired.units["dataset"].astype(str).to_numpy() + "\x1e" + genset.astype(str)
-    cells, names = pd.factorize(label)
-    weights = np.array([len(name.split("\x1e", 1)[1].split("\x1f")) for name in names], dtype=np.float64)
-    dataset = np.array([name.split("\x1e", 1)[0] for name in names], dtype=object)
-    return cells, weights, dataset
-
-
-def _generator_sets(unit: np.ndarray, generator: pd.Series) -> list[str]:
-    """Per unit (``unit``: each record's unit number, 0..U-1), its records' distinct generators, sorted and
-    joined by U+001F: counted on codes, each unit's names joined once."""
-    codes, uniques = pd.factorize(generator)
-    labels = [str(u) for u in uniques]
-    order = sorted(range(len(labels)), key=labels.__getitem__)
-    names = [labels[k] for k in order]
-    rank = np.empty(len(labels), dtype=np.int64)
-    rank[order] = np.arange(len(labels))
-    pairs = np.unique(unit.astype(np.int64) * len(labels) + rank[codes])  # by unit, then by name
-    owner, ranks = np.divmod(pairs, len(labels))
+    frame = records if paired.rows is None else records.iloc[paired.rows]
+    gcode, gnames = key_codes(frame, ["generator"])
+    n_gen = max(len(gnames[0]), 1)
+    kept = paired.row_unit >= 0
+    pairs = np.unique(paired.row_unit[kept] * n_gen + gcode[kept])  # by unit, then by generator name
+    owner, gens = np.divmod(pairs, n_gen)
     starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    return ["\x1f".join(names[r] for r in chunk) for chunk in np.split(ranks, starts[1:])]
+    names = gnames[0].to_numpy(dtype=object)
+    genset = np.array(["\x1f".join(names[chunk]) for chunk in np.split(gens, starts[1:])], dtype=object)
+    label = paired.units["dataset"].astype(str).to_numpy() + "\x1e" + genset.astype(str)
+    cells, labels = pd.factorize(label)
+    weights = np.array([len(name.split("\x1e", 1)[1].split("\x1f")) for name in labels], dtype=np.float64)
+    dataset = np.array([name.split("\x1e", 1)[0] for name in labels], dtype=object)
+    return cells, weights, dataset
 
 
 def _cell_means(values: np.ndarray, cells: np.ndarray, n_cells: int, n: int, resamples: int,

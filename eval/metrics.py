@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from coba_env.costs import COST_TABLE
+from eval.compact_records import grouped
 from eval.records import GRADED_COLUMN, RecordLayout
 
 #: Metric name -> the episode-record column it averages (accuracy is scaled to percent; every cost measure of
@@ -48,26 +49,22 @@ def metrics_of(records: pd.DataFrame) -> dict[str, str]:
     return {**METRICS, **{k: v for k, v in extra.items() if v in records.columns}}
 
 
-def _numeric(records: pd.DataFrame) -> pd.DataFrame:
-    metrics = metrics_of(records)
-    frame = records[["policy", *PAIR, *metrics.values()]].copy()
-    frame["correct"] = frame["correct"].astype(float) * 100.0
-    if GRADED_COLUMN in frame.columns:
-        frame[GRADED_COLUMN] = frame[GRADED_COLUMN].astype(float) * 100.0
-    return frame.rename(columns={v: k for k, v in metrics.items()})
-
-
-def _metric_names(frame: pd.DataFrame) -> list[str]:
-    return [m for m in (*METRICS, *PRICED_METRICS, GRADED_METRIC) if m in frame.columns]
+def _metric_columns(records: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Metric name -> its values per record (``metrics_of``; accuracy and graded accuracy in percent)."""
+    out = {}
+    for metric, column in metrics_of(records).items():
+        values = records[column].to_numpy()
+        out[metric] = values.astype(float) * 100.0 if column in ("correct", GRADED_COLUMN) else values
+    return out
 
 
 def pair_means(records: pd.DataFrame) -> pd.DataFrame:
     """Per (policy, dataset, generator) means of every metric, with the episode count ``n``."""
-    frame = _numeric(records)
-    grouped = frame.groupby(["policy", *PAIR], sort=False)
-    out = grouped[_metric_names(frame)].mean()
-    out["n"] = grouped.size()
-    return out.reset_index()
+    return grouped(records, ["policy", *PAIR], _metric_columns(records)).reset_index()
+
+
+def _metric_names(frame: pd.DataFrame) -> list[str]:
+    return [m for m in (*METRICS, *PRICED_METRICS, GRADED_METRIC) if m in frame.columns]
 
 
 def macro(records: pd.DataFrame) -> pd.DataFrame:
@@ -81,10 +78,7 @@ def macro(records: pd.DataFrame) -> pd.DataFrame:
 
 def pooled(records: pd.DataFrame) -> pd.DataFrame:
     """Per policy: the plain mean over episodes (every episode weighs the same)."""
-    frame = _numeric(records)
-    out = frame.groupby("policy", sort=False)[_metric_names(frame)].mean()
-    out["n"] = frame.groupby("policy", sort=False).size()
-    return out
+    return grouped(records, ["policy"], _metric_columns(records))
 
 
 def per_dataset(records: pd.DataFrame) -> pd.DataFrame:
@@ -126,7 +120,8 @@ def _action_shares(records: pd.DataFrame, layout: RecordLayout, by: list[str]) -
     """Mean action counts per ``by`` group (means of the per-pair means) and each action's ``share_<code>``."""
     codes = action_columns(layout)
     cols = list(codes)
-    pairs = records.groupby(["policy", *PAIR], sort=False)[cols].mean().reset_index()
+    pairs = grouped(records, ["policy", *PAIR], {c: records[c].to_numpy() for c in cols}).drop(columns="n")
+    pairs = pairs.reset_index()
     out = pairs.groupby(by, sort=False)[cols].mean()
     total = out[cols].sum(axis=1).replace(0.0, np.nan)
     for col, code in codes.items():
@@ -142,17 +137,12 @@ def oracle_gap(records: pd.DataFrame, by: str | None = "dataset") -> pd.DataFram
     pool (only better generation helps). Counts are pooled over episodes; ``*_rate`` is the count as a
     percentage of the episodes. ``by`` groups further ("dataset", "generator" or None for overall).
     """
-    frame = records[["policy", "dataset", "generator", "correct", "oracle_available"]].copy()
-    wrong = ~frame["correct"].astype(bool)
-    avail = frame["oracle_available"].astype(bool)
-    frame["wrong"] = wrong
-    frame["allocation_errors"] = wrong & avail
-    frame["generation_errors"] = wrong & ~avail
-    frame["oracle_available"] = avail
-    keys = ["policy"] + ([by] if by else [])
-    grouped = frame.groupby(keys, sort=False)
-    out = grouped[["wrong", "allocation_errors", "generation_errors", "oracle_available"]].sum().astype(int)
-    out["n"] = grouped.size()
+    wrong = ~records["correct"].to_numpy().astype(bool)
+    avail = records["oracle_available"].to_numpy().astype(bool)
+    counts = {"wrong": wrong, "allocation_errors": wrong & avail, "generation_errors": wrong & ~avail,
+              "oracle_available": avail}
+    out = grouped(records, ["policy"] + ([by] if by else []), counts, how="sum")
+    out[list(counts)] = out[list(counts)].astype(int)
     for col in ("wrong", "allocation_errors", "generation_errors", "oracle_available"):
         out[f"{col}_rate"] = 100.0 * out[col] / out["n"]
     out["allocation_share"] = (out["allocation_errors"] / out["wrong"].replace(0, np.nan)).fillna(0.0)

@@ -256,10 +256,15 @@ def write_all(data: BenchData, out_dir: Path, *, figures: bool = True, t0: float
         # The episode files are written on a second thread while the figures render: Arrow's CSV writer and
         # zlib release the GIL, so on 2 cores the ~5 s of writing at 100k episodes hides behind the figures.
         frames = [r.records for r in data.run.runs if r.applicable and len(r.records)]
+        pieces = data.episode_pieces  # a streamed replay wrote them already, a piece per policy and chunk
+
+        def write(parquet: Path, csv: Path) -> int:
+            return pieces.join(parquet, csv) if pieces is not None else \
+                write_episode_files(frames, parquet, csv, layout=data.layout)
+
         episodes = ThreadPoolExecutor(max_workers=1)
         written = episodes.submit(atomic_write, out_dir / "episodes.parquet", lambda parquet: atomic_write(
-            out_dir / "episodes.csv.gz", lambda csv: write_episode_files(frames, parquet, csv,
-                                                                         layout=data.layout)))
+            out_dir / "episodes.csv.gz", lambda csv: write(parquet, csv)))
         episodes.shutdown(wait=False)
         for stem, make in makers.items():
             _stage(bar, f"figure {stem}")

@@ -12,6 +12,7 @@ how episodes are split).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,9 @@ class BenchRun:
     runs: list[PolicyRun]
     seconds: float
     workers: int
+    #: Every applicable policy's records as compact columns (``eval.compact_records``), in policy order, when the
+    #: replay kept only those (``eval.chunked_replay``: the full records went to the episode files); else None.
+    compact: pd.DataFrame | None = None
 
     @property
     def records(self) -> pd.DataFrame:
@@ -83,16 +87,6 @@ class BenchRun:
     def not_applicable(self) -> dict[str, str]:
         """Policy name -> reason, for the policies that did not run."""
         return {r.name: r.not_applicable for r in self.runs if r.not_applicable is not None}
-
-    def share_records(self, records: pd.DataFrame) -> None:
-        """Make each run's records a row slice of ``records`` (``self.records``, concatenated in policy order),
-        so that the per-policy frames and the whole one do not both stay in memory."""
-        start = 0
-        for r in self.runs:
-            if r.applicable and len(r.records):
-                stop = start + len(r.records)
-                r.records = records.iloc[start:stop]
-                start = stop
 
     def get(self, name: str) -> PolicyRun | None:
         """The run of policy ``name``, or None."""
@@ -238,7 +232,7 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
                  cost_model: str = "p_tokens", lam: float = 0.0, progress: bool = True, workers: int | None = None,
                  seed: int = 0, specs: dict | None = None, replay: str = "batched",
                  episode_ids: np.ndarray | None = None, generator_columns: bool = True,
-                 budget: float | None = None) -> BenchRun:
+                 budget: float | None = None, finish: Callable[[PolicyRun], PolicyRun] | None = None) -> BenchRun:
     """Replay every policy (registry names or ``Policy`` objects) on every episode of ``pool`` (``grouping`` as
     in ``replay_policy``).
 
@@ -247,7 +241,8 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
     default: ``CoBaVectorEnv`` for every policy with a batched form) or "single" (one episode at a time).
     ``episode_ids`` replays only those pool episodes: each policy's records come in pool order and equal
     the whole replay's records of those episodes, however the ids are split. ``generator_columns`` and ``budget``
-    as in ``replay_policy``.
+    as in ``replay_policy``. ``finish`` maps each policy's run where it was replayed (in its worker process), e.g.
+    to write its records out and keep compact ones (``eval.chunked_replay``).
     """
     check_replay_mode(replay)
     start = time.perf_counter()
@@ -264,19 +259,26 @@ def run_policies(policies: Sequence[str | Policy], pool: CompiledPool, *, groupi
         workers = default_workers(len(policies), n_episodes, batched=replay == "batched")
     options = dict(grouping=grouping, cost_model=cost_model, lam=lam, seed=seed, replay=replay,
                    episode_ids=episode_ids, generator_columns=generator_columns, budget=budget)
-    runs, workers = run_each(replay_policy, policies, pool, options, workers=workers,
+    replay_one = replay_policy if finish is None else functools.partial(_replay_then, finish=finish)
+    runs, workers = run_each(replay_one, policies, pool, options, workers=workers,
                              make_bar=lambda: progress_bar(len(policies) * n_episodes, progress))
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=workers)
 
 
-def join_runs(parts: Sequence[PolicyRun]) -> PolicyRun:
-    """One policy's runs on consecutive slices of the episodes joined in order (records concatenated, replay
-    seconds summed); ValueError when the slices disagree on whether it applies (its records would be partial)."""
+def _replay_then(policy: Policy, pool: CompiledPool, *, finish: Callable[[PolicyRun], PolicyRun],
+                 **options: Any) -> PolicyRun:
+    return finish(replay_policy(policy, pool, **options))
+
+
+def join_runs(parts: Sequence[PolicyRun], records: pd.DataFrame | None = None) -> PolicyRun:
+    """One policy's runs on consecutive slices of the episodes joined in order (records concatenated, or
+    ``records`` when the caller joined them; replay seconds summed); ValueError when the slices disagree on whether
+    it applies (its records would be partial)."""
     first = parts[0]
     if any(p.applicable != first.applicable for p in parts):
         raise ValueError(f"policy {first.name!r} applies to some slices of the episodes and not to others")
     if not first.applicable:
         return first
-    records = pd.concat([p.records for p in parts], ignore_index=True)
+    records = pd.concat([p.records for p in parts], ignore_index=True) if records is None else records
     return PolicyRun(name=first.name, label=first.label, group=first.group, uses_labels=first.uses_labels,
                      records=records, seconds=sum(p.seconds for p in parts), description=first.description)

@@ -1,7 +1,10 @@
 """Every non-learned replay-env policy replayed a chunk of episodes at a time (``eval.chunked_replay``) gives the
-records of the whole pool's replay, in the same order, with chunks smaller than the tiny pool."""
+records of the whole pool's replay, in the same order, with chunks smaller than the tiny pool: their compact
+columns kept, the rest in the episode files' pieces."""
 
 from __future__ import annotations
+
+import gzip
 
 import pandas as pd
 import pytest
@@ -10,7 +13,10 @@ from agents.sampling import fit_to_pool
 from coba_env.chunked_compile import scan_pool
 from coba_env.compiled import compile_pool
 from eval.chunked_replay import replay_in_chunks
+from eval.compact_records import compact_columns
+from eval.episode_files import EpisodePieces, write_episode_files
 from eval.policy_selection import resolve_policy_objects
+from eval.records import RecordLayout
 from eval.runner import run_policies
 from pools.default import resolve_pool
 from pools.store import load_pool, save_pool
@@ -22,18 +28,34 @@ def _policies(n_candidates: int) -> list:
 
 @pytest.mark.parametrize(("replay", "chunk"), [("batched", 7), ("single", 20)])
 def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk):
+    """The chunked replay keeps the compact columns of the whole replay's records and writes the rest to pieces
+    that join into the episode files the whole replay's records give (Parquet frame and CSV text)."""
     save_pool(resolve_pool("tiny"), tmp_path / "pool")
     whole_pool = compile_pool(load_pool(tmp_path / "pool"))
-    options = dict(cost_model="p_tokens", seed=3, replay=replay, progress=False, workers=1, generator_columns=False)
-    whole = run_policies(_policies(whole_pool.n_candidates), whole_pool, **options)
+    options = dict(cost_model="p_tokens", seed=3, replay=replay, progress=False, workers=1)
+    whole = run_policies(_policies(whole_pool.n_candidates), whole_pool, generator_columns=False, **options)
+    layout = RecordLayout.of(whole_pool)
+    (tmp_path / "pieces").mkdir()
     chunked = replay_in_chunks(_policies(whole_pool.n_candidates), scan_pool(tmp_path / "pool"),
-                               chunk_episodes=chunk, **options)
+                               chunk_episodes=chunk, pieces=EpisodePieces(tmp_path / "pieces", layout), **options)
     assert [r.name for r in chunked.runs] == [r.name for r in whole.runs]
     assert sum(r.applicable for r in whole.runs) >= 10  # the default set runs on the tiny pool
+    assert [r.not_applicable for r in chunked.runs] == [r.not_applicable for r in whole.runs]
+    records = whole.records
+    columns = compact_columns(layout)
+    kept = chunked.compact.astype({key: "str" for key in ("policy", "dataset", "generator", "item_id")})
+    pd.testing.assert_frame_equal(kept, records[columns], check_dtype=False)
     for mine, theirs in zip(chunked.runs, whole.runs, strict=True):
-        assert mine.not_applicable == theirs.not_applicable, mine.name
-        pd.testing.assert_frame_equal(mine.records, theirs.records, obj=mine.name)
+        assert len(mine.records) == len(theirs.records), mine.name
 
+    frames = [r.records for r in whole.runs if r.applicable]
+    write_episode_files(frames, tmp_path / "whole.parquet", tmp_path / "whole.csv.gz", layout=layout)
+    pieces = EpisodePieces(tmp_path / "pieces", layout)
+    assert pieces.join(tmp_path / "c.parquet", tmp_path / "c.csv.gz") == len(records)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "c.parquet"),
+                                  pd.read_parquet(tmp_path / "whole.parquet"))
+    with gzip.open(tmp_path / "c.csv.gz") as mine, gzip.open(tmp_path / "whole.csv.gz") as theirs:
+        assert mine.read() == theirs.read()
 
 
 def test_a_bench_of_chunks_smaller_than_the_pool_equals_the_whole_compiles(tmp_path, monkeypatch):
