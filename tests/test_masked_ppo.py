@@ -18,7 +18,8 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from agents.learned_ppo import load
 from coba_env.env import as_compiled
-from train.masked_ppo import FastTanh, PPOSettings, gae, learn, masked_log_probs, sample_actions
+from train.fused_mlp import FastTanh
+from train.masked_ppo import PPOSettings, gae, learn, masked_log_probs, sample_actions
 from train.ppo import train_ppo
 from train.sb3_vec_env import CoBaSB3VecEnv
 

@@ -40,12 +40,13 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from coba_env.vector_env import CoBaVectorEnv
+from train.fused_mlp import ActorCritic, FlatParameters
 
 #: MaskablePPO's logit for an illegal action (``sb3_contrib.common.maskable.distributions``): probability ~0.
 ILLEGAL_LOGIT = -1e8
@@ -66,53 +67,11 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
+    matmul_dtype: str = "float32"  # the network's products: "float32" or "bfloat16" (train.fused_mlp)
 
 
 #: The lean trainer's defaults beside SB3's (``train.ppo.DEFAULT_PPO_KWARGS``): see the module docstring.
 LEAN_SETTINGS = PPOSettings()
-
-
-class FastTanh(torch.nn.Module):
-    """``tanh`` as ``2 sigmoid(2x) - 1`` with the backward pass ``g (1 - y^2)``, for training only."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The same function as ``torch.tanh`` (to float32 rounding), through the faster ``sigmoid`` kernel."""
-        return _FastTanhFunction.apply(x)
-
-
-class _FastTanhFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.addcmul(grad, grad, y * y, value=-1.0)
-
-
-class ActorCritic:
-    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks),
-    called module by module (no distribution object); ``fast()`` swaps its ``Tanh`` layers for ``FastTanh``."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
-        extractor = policy.mlp_extractor
-        self.actor = torch.nn.Sequential(extractor.policy_net, policy.action_net)
-        self.critic = torch.nn.Sequential(extractor.value_net, policy.value_net)
-
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits [B, A], values [B]) for observations [B, F]."""
-        return self.actor(obs), self.critic(obs).squeeze(-1)
-
-    def swap_tanh(self, fast: bool) -> None:
-        """Use ``FastTanh`` (``fast``) or ``torch.nn.Tanh`` in every hidden layer (the saved model has Tanh)."""
-        for net in (self.policy.mlp_extractor.policy_net, self.policy.mlp_extractor.value_net):
-            for i, layer in enumerate(net):
-                if isinstance(layer, torch.nn.Tanh | FastTanh):
-                    net[i] = FastTanh() if fast else torch.nn.Tanh()
 
 
 def masked_log_probs(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
@@ -148,11 +107,11 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     action_buf = torch.zeros((n_steps, n_envs), dtype=torch.int64)
     logp_buf, value_buf, reward_buf, done_buf = (torch.zeros((n_steps, n_envs)) for _ in range(4))
     generator = torch.Generator().manual_seed(int(seed))
-    net = ActorCritic(policy)
-    # SB3's optimizer (Adam, eps 1e-5), fused: one kernel for every parameter, ~2.5x faster a step on CPU. It
-    # replaces the policy's own, so the saved model carries its state.
-    optimizer = policy.optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate, eps=1e-5,
-                                                    fused=True)
+    net = ActorCritic(policy, getattr(torch, settings.matmul_dtype))
+    # SB3's optimizer (Adam, eps 1e-5), fused, on the parameters as one flat tensor (FlatParameters); the
+    # policy's own is replaced by one holding its state before every snapshot, so the saved model carries it.
+    flat = FlatParameters(list(policy.parameters()))
+    optimizer = torch.optim.Adam([flat.flat], lr=settings.learning_rate, eps=1e-5, fused=True)
 
     # ---- 2. the first observations (a seeded reset, as SB3's learn() does) ---------------------------
     if restart_order is not None:
@@ -162,7 +121,6 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     returns_now, lengths_now = np.zeros(n_envs), np.zeros(n_envs, dtype=np.int64)
     clock, steps = Clock(), 0
     bar = _progress_bar(updates * rollout) if progress else None
-    net.swap_tanh(True)
     workers = _critic_worker() if threads >= 2 else None
     try:
         for _ in range(updates):
@@ -171,7 +129,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             policy.set_training_mode(False)
             for t in range(n_steps):
                 obs_buf[t], mask_buf[t] = next_obs, next_mask
-                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(net, next_obs, next_mask, generator)
+                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(net.infer, next_obs, next_mask, generator)
                 actions = action_buf[t].numpy()
                 with clock.env():
                     obs, reward, terminated, truncated, info = venv.step(actions)
@@ -185,8 +143,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             steps += rollout
 
             # ---- 4. advantages: GAE(lambda) with the critic's value of the state after the rollout -------
-            with torch.no_grad():
-                last_values = net(next_obs)[1]
+            last_values = net.infer(next_obs)[1]
             advantages = gae(reward_buf, value_buf, done_buf, last_values, settings.gamma, settings.gae_lambda)
             value_targets = advantages + value_buf
 
@@ -194,20 +151,22 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             policy.set_training_mode(True)
             batch = _Batch(*(b.flatten(0, 1) for b in (obs_buf, mask_buf, action_buf, logp_buf, advantages,
                                                         value_targets)))
-            losses = _update(net, optimizer, settings, generator, batch, workers)
+            losses = _update(net, optimizer, flat.flat, settings, generator, batch, workers)
             losses["explained_variance"] = explained_variance(value_buf.reshape(-1), value_targets.reshape(-1))
 
             # ---- 6. log, snapshot, progress -------------------------------------------------------------
             if logger is not None:
                 _log(logger, venv, stats, losses, clock, steps, settings)
             if on_update is not None:
+                policy.optimizer = flat.per_parameter(optimizer)
                 on_update(steps)
             if bar is not None:
                 _show(bar, rollout, stats)
     finally:
+        policy.optimizer = flat.per_parameter(optimizer)
+        flat.release()
         if workers is not None:
             workers.shutdown()
-        net.swap_tanh(False)
         policy.set_training_mode(False)
         if bar is not None:
             bar.close()
@@ -226,8 +185,8 @@ def _critic_worker() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(1,))
 
 
-def sample_actions(net: ActorCritic, obs: torch.Tensor, masks: torch.Tensor,
-                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample_actions(net: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], obs: torch.Tensor,
+                   masks: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Actions [B] drawn from the masked categorical (the Gumbel-max trick), their log-probabilities [B] and the
     critic's values [B]; an illegal action's ~ -1e8 log-probability never wins against a legal one's."""
     with torch.no_grad():
@@ -255,8 +214,8 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages
 
 
-def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, batch: _Batch,
-            workers: ThreadPoolExecutor | None) -> dict[str, float]:
+def _update(net: ActorCritic, optimizer: Any, flat: torch.Tensor, s: PPOSettings, generator: torch.Generator,
+            batch: _Batch, workers: ThreadPoolExecutor | None) -> dict[str, float]:
     """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses.
 
     The actor's and the critic's losses touch disjoint parameters, so each backward pass gives exactly the
@@ -264,17 +223,18 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
     n = len(batch.actions)
     sums = torch.zeros(5)  # policy-gradient loss, value loss, entropy loss, approximate KL, clip fraction
     count = 0
-    params = list(net.policy.parameters())
     for _ in range(s.n_epochs):
+        # one shuffled copy of the rollout an epoch, its minibatches slices of it (row gathers a minibatch cost
+        # more than the minibatch's products); the same minibatches as indexing by the order
         order = torch.randperm(n, generator=generator)
+        shuffled = _Batch(*(t.index_select(0, order) for t in batch))
         for start in range(0, n, s.batch_size):
-            idx = order[start:start + s.batch_size]
-            obs = batch.obs[idx]
-            optimizer.zero_grad(set_to_none=True)
-            critic = None if workers is None else workers.submit(_critic_step, net, obs, batch.targets[idx], s)
-            pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, obs, batch, idx, s)
-            value_loss = _critic_step(net, obs, batch.targets[idx], s) if critic is None else critic.result()
-            torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
+            mb = _Batch(*(t[start:start + s.batch_size] for t in shuffled))
+            # every gradient is overwritten by the backward passes: no zero_grad
+            critic = None if workers is None else workers.submit(_critic_step, net, mb.obs, mb.targets, s)
+            pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, mb, s)
+            value_loss = _critic_step(net, mb.obs, mb.targets, s) if critic is None else critic.result()
+            torch.nn.utils.clip_grad_norm_(flat, s.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
                 sums += torch.stack([pg_loss, value_loss, entropy_loss, ((ratio - 1) - log_ratio).mean(),
@@ -284,8 +244,7 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
     return dict(zip(names, (sums / max(count, 1)).tolist(), strict=True))
 
 
-@dataclass(frozen=True)
-class _Batch:
+class _Batch(NamedTuple):
     """One rollout flattened to [n] transitions: what the update reads."""
 
     obs: torch.Tensor
@@ -296,28 +255,47 @@ class _Batch:
     targets: torch.Tensor
 
 
-def _actor_step(net: ActorCritic, obs: torch.Tensor, batch: _Batch, idx: torch.Tensor,
-                s: PPOSettings) -> tuple[torch.Tensor, ...]:
+def _actor_step(net: ActorCritic, mb: _Batch, s: PPOSettings) -> tuple[torch.Tensor, ...]:
     """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor."""
-    log_probs = masked_log_probs(net.actor(obs), batch.masks[idx])
-    logp = log_probs.gather(1, batch.actions[idx, None]).squeeze(1)
-    entropy = -torch.where(batch.masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
-    adv = batch.advantages[idx]
-    if s.normalize_advantage and len(idx) > 1:
+    log_probs = masked_log_probs(net.fast_actor.forward(mb.obs), mb.masks)
+    adv = mb.advantages
+    if s.normalize_advantage and len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    log_ratio = logp - batch.old_logp[idx]
+    losses, grad = actor_loss_grad(log_probs, mb.masks, mb.actions, mb.old_logp, adv, s.clip_range, s.ent_coef)
+    net.fast_actor.backward(grad)
+    return losses
+
+
+def actor_loss_grad(log_probs: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor,
+                    adv: torch.Tensor, clip_range: float, ent_coef: float) -> tuple[tuple[torch.Tensor, ...],
+                                                                                    torch.Tensor]:
+    """PPO's actor losses (clipped surrogate, entropy; log-ratio and ratio for the KL and clip figures) and the
+    gradient of ``pg_loss + ent_coef * entropy_loss`` in the logits [B, A], by hand (autograd's, to rounding).
+
+    The surrogate's gradient in ``logp`` is ``-adv ratio / B`` where the unclipped term is the smaller one (else
+    the clipped term is constant), and ``d logp / d logits = onehot(action) - p``; the entropy loss ``-H``'s is
+    ``p (log p + H) / B`` on the legal actions. An illegal action's p is 0, so its logit gets no gradient."""
+    batch = len(actions)
+    probs = log_probs.exp()
+    log_ratio = log_probs.gather(1, actions[:, None]).squeeze(1) - old_logp
     ratio = log_ratio.exp()
-    pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
-    entropy_loss = -entropy.mean()
-    (pg_loss + s.ent_coef * entropy_loss).backward()
-    return pg_loss.detach(), entropy_loss.detach(), log_ratio.detach(), ratio.detach()
+    unclipped, clipped = adv * ratio, adv * ratio.clamp(1 - clip_range, 1 + clip_range)
+    pg_loss = -torch.min(unclipped, clipped).mean()
+    plogp = torch.where(masks, probs * log_probs, 0.0)
+    entropy = -plogp.sum(-1)
+    g_logp = torch.where(unclipped <= clipped, unclipped, 0.0).mul_(-1.0 / batch)
+    grad = (probs * -g_logp[:, None]).scatter_add_(1, actions[:, None], g_logp[:, None])
+    if ent_coef:
+        grad += (plogp + probs * entropy[:, None]) * (ent_coef / batch)
+    return (pg_loss, -entropy.mean(), log_ratio, ratio), grad
 
 
 def _critic_step(net: ActorCritic, obs: torch.Tensor, targets: torch.Tensor, s: PPOSettings) -> torch.Tensor:
     """The value loss of a minibatch (MSE to the GAE targets), back-propagated into the critic."""
-    value_loss = torch.nn.functional.mse_loss(targets, net.critic(obs).squeeze(-1))
-    (s.vf_coef * value_loss).backward()
-    return value_loss.detach()
+    error = net.fast_critic.forward(obs).squeeze(-1) - targets
+    # d/dv of vf_coef * mean((v - target)^2), by hand
+    net.fast_critic.backward((error * (2.0 * s.vf_coef / len(error)))[:, None])
+    return (error * error).mean()
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

@@ -134,6 +134,8 @@ TRAINER_DEFAULTS: dict[str, dict[str, int]] = {
     "lean": {"batch_size": LEAN_SETTINGS.batch_size, "n_epochs": LEAN_SETTINGS.n_epochs},
     "sb3": {"batch_size": 1024, "n_epochs": 10},
 }
+#: Lean-trainer coefficients that MaskablePPO does not take (``train.masked_ppo.PPOSettings``).
+LEAN_ONLY = ("matmul_dtype",)
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
                    "warm_start", "trainer")
@@ -188,7 +190,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
             stale.unlink(missing_ok=True)
         tb_dir = str(out / TENSORBOARD_DIR) if run.tensorboard else None
         model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0,
-                            tensorboard_log=tb_dir if run.trainer == "sb3" else None, **run.hyper)
+                            tensorboard_log=tb_dir if run.trainer == "sb3" else None,
+                            **{k: v for k, v in run.hyper.items() if k not in LEAN_ONLY})
         teacher = arena_of(grouping).reference if run.warm_start else None
         warm = _warm_start(model, env, teacher, seed) if teacher is not None else None
 
