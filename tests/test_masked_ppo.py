@@ -1,7 +1,7 @@
 """The lean masked PPO trainer (``train.masked_ppo``, the ``coba train ppo`` path): GAE on hand-worked cases and
 against SB3's rollout buffer, the masked categorical (legal actions only, the softmax over the legal logits),
-``FastTanh`` equals ``tanh``, a run never steps an illegal action, the old ``trainer="sb3"`` path still trains,
-and bad trainer settings fail with one clear message. (Same seed -> same weights and "the checkpoint benches on
+the hand-written passes and actor-loss gradient equal autograd's, a run never steps an illegal action, the old
+``trainer="sb3"`` path still trains, and bad trainer settings fail with one clear message. (Same seed -> same weights and "the checkpoint benches on
 both envs" run through the default trainer in tests/test_ppo.py and tests/test_train_both_envs.py.)"""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from agents.learned_ppo import load
 from coba_env.env import as_compiled
-from train.fused_mlp import FastTanh
-from train.masked_ppo import PPOSettings, gae, learn, masked_log_probs, sample_actions
+from train.fused_mlp import TanhMLP
+from train.masked_ppo import PPOSettings, actor_loss_grad, gae, learn, masked_log_probs, sample_actions
 from train.ppo import train_ppo
 from train.sb3_vec_env import CoBaSB3VecEnv
 
@@ -115,14 +115,57 @@ def test_a_uniform_draw_of_exactly_zero_never_picks_an_illegal_action(monkeypatc
     np.testing.assert_allclose(logp.numpy(), [0.0, 0.0], atol=1e-6)  # the only legal action: probability 1
 
 
-def test_fast_tanh_has_tanhs_values_and_gradients():
-    x = torch.linspace(-12, 12, 2001, dtype=torch.float32, requires_grad=True)
-    (FastTanh()(x) * torch.arange(2001)).sum().backward()
-    fast_grad = x.grad.clone()
-    x.grad = None
-    (torch.tanh(x) * torch.arange(2001)).sum().backward()
-    np.testing.assert_allclose(FastTanh()(x).detach().numpy(), np.tanh(x.detach().numpy()), atol=1e-6)
-    np.testing.assert_allclose(fast_grad.numpy(), x.grad.numpy(), atol=1e-6 * 2001)
+def _tanh_net(rng_seed: int, sizes: tuple[int, ...]) -> tuple[torch.nn.Sequential, torch.nn.Linear]:
+    torch.manual_seed(rng_seed)
+    layers = []
+    for a, b in zip(sizes[:-2], sizes[1:-1], strict=True):
+        layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
+    return torch.nn.Sequential(*layers), torch.nn.Linear(sizes[-2], sizes[-1])
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_the_hand_written_pass_gives_autograds_output_and_gradients(dtype, tolerance):
+    hidden, head = _tanh_net(0, (21, 32, 32, 5))
+    x, upstream = torch.rand(300, 21) * 8 - 4, torch.randn(300, 5)  # tanh well into saturation too
+    out = head(hidden(x))  # the reference: torch's own modules and autograd
+    (out * upstream).sum().backward()
+    params = [*hidden.parameters(), *head.parameters()]
+    expected = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    net = TanhMLP(hidden, head, dtype)
+    got_out = net.forward(x)
+    net.backward(upstream)
+    scale = float(out.detach().abs().max())
+    np.testing.assert_allclose(got_out.numpy(), out.detach().numpy(), atol=tolerance * scale)
+    for p, want in zip(params, expected, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), want.numpy(), atol=tolerance * float(want.abs().max()))
+
+
+@pytest.mark.parametrize("ent_coef", [0.0, 0.05])
+def test_the_actor_loss_gradient_by_hand_equals_autograds(ent_coef):
+    rng = np.random.default_rng(3)
+    rows, n_actions, clip = 400, 5, 0.2
+    logits = torch.tensor(rng.normal(size=(rows, n_actions)), dtype=torch.float32, requires_grad=True)
+    masks = torch.tensor(_random_masks(rng, rows, n_actions))
+    actions = torch.tensor([rng.choice(np.flatnonzero(m)) for m in masks.numpy()])
+    adv = torch.tensor(rng.normal(size=rows), dtype=torch.float32)
+    # old log-probabilities off by up to +-0.5: ratios both inside and outside the clip range
+    with torch.no_grad():
+        old_logp = masked_log_probs(logits, masks).gather(1, actions[:, None]).squeeze(1)
+    old_logp += torch.tensor(rng.uniform(-0.5, 0.5, rows), dtype=torch.float32)
+    # the reference: MaskablePPO's losses written with torch ops, differentiated by autograd
+    log_probs = masked_log_probs(logits, masks)
+    ratio = (log_probs.gather(1, actions[:, None]).squeeze(1) - old_logp).exp()
+    pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+    entropy = -torch.where(masks, log_probs.exp() * log_probs, 0.0).sum(-1)
+    (pg_loss - ent_coef * entropy.mean()).backward()
+    (got_pg, got_entropy_loss, _, got_ratio), grad = actor_loss_grad(
+        log_probs.detach(), masks, actions, old_logp, adv, clip, ent_coef)
+    assert ((got_ratio - 1).abs() > clip).any() and ((got_ratio - 1).abs() < clip).any()
+    np.testing.assert_allclose(float(got_pg), float(pg_loss.detach()), rtol=1e-6)
+    np.testing.assert_allclose(float(got_entropy_loss), float(-entropy.detach().mean()), rtol=1e-6)
+    np.testing.assert_allclose(grad.numpy(), logits.grad.numpy(), atol=1e-7)
 
 
 class _CheckedVenv:

@@ -1,19 +1,16 @@
-"""The actor-critic network of the PPO trainer (``train.masked_ppo``), with its forward and backward written out.
+"""The actor-critic network of the PPO trainer (``train.masked_ppo``) and its warm start, forward and backward by hand.
 
 ``ActorCritic(policy)`` views an sb3-contrib ``MaskableActorCriticPolicy`` (separate actor and critic networks,
-``Linear, Tanh, ..., Linear``) two ways, sharing its parameters, so an optimizer step is a step of the policy and
-the checkpoint stays sb3's:
-
-- ``net.actor`` / ``net.critic``: ``torch.nn.Sequential`` of the policy's modules, for autograd (the warm start,
-  ``train.ppo_warm_start``); ``swap_tanh(True)`` computes their ``tanh`` as ``2 sigmoid(2x) - 1`` (``FastTanh``):
-  torch's float32 ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid``.
-- ``net.fast_actor`` / ``net.fast_critic``: ``TanhMLP``, the same networks with a hand-written pass, for PPO's
-  hot loop: ``forward(x)`` keeps each layer's input, ``backward(grad)`` sets every parameter's ``.grad`` from the
-  gradient of the output. The same products and sums as autograd's (equal to float32 rounding), without the graph,
-  the saved-tensor bookkeeping and the ``tanh_backward`` kernel (the derivative comes from tanh's output).
+``Linear, Tanh, ..., Linear``) as two ``TanhMLP``, sharing its parameters, so an optimizer step is a step of the
+policy and the checkpoint stays sb3's. ``TanhMLP.forward(x)`` keeps each layer's input, ``backward(grad)`` sets
+every parameter's ``.grad`` from the gradient of the output: the same products and sums as autograd's (equal to
+float32 rounding), without the graph, the saved-tensor bookkeeping and torch's ``tanh`` kernels (float32 ``tanh``
+runs ~6x slower than ``sigmoid`` on this CPU build, so tanh is ``2 sigmoid(2x) - 1``, its derivative ``1 - y^2``
+taken from its output). ``FlatParameters`` lays the parameters and their gradients out as one tensor each, so
+Adam and the gradient norm are a few kernels a step. docs/PERFORMANCE.md, "PPO training speed", has the figures.
 
 ``matmul_dtype=torch.bfloat16`` runs the ``TanhMLP`` products in bfloat16 (AVX512-BF16 on this CPU: a 1,024 x
-128 x 128 product in about half the float32 time), the weights, biases, their gradients and Adam staying float32.
+128 x 128 product in about 0.6 of the float32 time), the weights, biases, their gradients and Adam staying float32.
 """
 
 from __future__ import annotations
@@ -21,27 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-
-class FastTanh(torch.nn.Module):
-    """``tanh`` as ``2 sigmoid(2x) - 1`` with the backward pass ``g (1 - y^2)``, for training only."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The same function as ``torch.tanh`` (to float32 rounding), through the faster ``sigmoid`` kernel."""
-        return _FastTanhFunction.apply(x)
-
-
-class _FastTanhFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.addcmul(grad, grad, y * y, value=-1.0)
 
 
 class TanhMLP:
@@ -123,28 +99,14 @@ class FlatParameters:
 
 
 class ActorCritic:
-    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks):
-    autograd modules (``actor``, ``critic``) and hand-written passes (``fast_actor``, ``fast_critic``)."""
+    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks) as
+    hand-written passes (``fast_actor``, ``fast_critic``)."""
 
     def __init__(self, policy: Any, matmul_dtype: torch.dtype = torch.float32) -> None:
-        self.policy = policy
         extractor = policy.mlp_extractor
-        self.actor = torch.nn.Sequential(extractor.policy_net, policy.action_net)
-        self.critic = torch.nn.Sequential(extractor.value_net, policy.value_net)
         self.fast_actor = TanhMLP(extractor.policy_net, policy.action_net, matmul_dtype)
         self.fast_critic = TanhMLP(extractor.value_net, policy.value_net, matmul_dtype)
 
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits [B, A], values [B]) for observations [B, F], through the autograd modules."""
-        return self.actor(obs), self.critic(obs).squeeze(-1)
-
     def infer(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits [B, A], values [B]) without autograd, through the hand-written passes (the rollout's)."""
+        """(logits [B, A], values [B]) for observations [B, F], keeping nothing for a backward pass."""
         return self.fast_actor.forward(obs, keep=False), self.fast_critic.forward(obs, keep=False).squeeze(-1)
-
-    def swap_tanh(self, fast: bool) -> None:
-        """Use ``FastTanh`` (``fast``) or ``torch.nn.Tanh`` in every hidden layer (the saved model has Tanh)."""
-        for net in (self.policy.mlp_extractor.policy_net, self.policy.mlp_extractor.value_net):
-            for i, layer in enumerate(net):
-                if isinstance(layer, torch.nn.Tanh | FastTanh):
-                    net[i] = FastTanh() if fast else torch.nn.Tanh()
