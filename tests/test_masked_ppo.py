@@ -225,6 +225,9 @@ def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):
 @pytest.mark.parametrize(("kwargs", "match"), [
     (dict(trainer="fast"), r"unknown trainer 'fast'; expected one of \['lean', 'sb3'\]"),
     (dict(target_kl=0.01), r"the lean PPO trainer does not take \['target_kl'\]"),
+    (dict(matmul_dtype="float16"), r"matmul_dtype must be one of \['float32', 'bfloat16'\], got 'float16'"),
+    (dict(trainer="sb3", matmul_dtype="bfloat16"),
+     r"\['matmul_dtype'\] are lean-trainer settings; the sb3 trainer does not take them"),
 ])
 def test_bad_trainer_settings_fail_with_one_message(tiny, tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):

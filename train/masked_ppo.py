@@ -17,12 +17,17 @@ Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "P
   classes and their argument checks are what sb3-contrib issue #283 blames for MaskablePPO's slowness;
 - the actor's and the critic's halves of each gradient step side by side on two threads (``threads=2``, each
   one torch thread: their parameters are disjoint, so the weights are those of one thread, bit for bit);
-- the network's ``tanh`` computed as ``2 sigmoid(2x) - 1`` while training (``FastTanh``): torch's float32
-  ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid`` (same function to ~1e-7).
+- no autograd in the update: the networks' forward and backward passes are written out (``train.fused_mlp``:
+  the same products as autograd's, tanh through ``sigmoid``, a third of the operations around them), and so is
+  the gradient of PPO's actor loss in the logits (``actor_loss_grad``) and of the value loss in the value;
+- the parameters and gradients one flat tensor each (``train.fused_mlp.FlatParameters``): Adam (fused) and the
+  gradient norm are a few kernels a step; the rollout shuffled once an epoch, its minibatches slices.
 
 Epochs and minibatches (``LEAN_SETTINGS``): SB3's 10 of 1,024 per 16,384-transition rollout, the only setting
 tried (CleanRL's 4 x 4,096, 5 or 6 x 4,096, 10 x 2,048, rollouts of 8,192) that held the old trainer's returns
-(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns.
+(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns. Also measured and
+not the default (docs/PERFORMANCE.md, "Wave 5"): ``net_arch`` [64, 64] (~1.8x faster, returns outside the old
+spread on tiny replay and paper route) and ``matmul_dtype="bfloat16"`` (~1.2x, paper route below it).
 
 Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
 ``time/env_share``, ``rollout/`` ``ep_rew_mean``, ``ep_len_mean``, ``accuracy``, ``cost_over_budget``,

@@ -136,6 +136,8 @@ TRAINER_DEFAULTS: dict[str, dict[str, int]] = {
 }
 #: Lean-trainer coefficients that MaskablePPO does not take (``train.masked_ppo.PPOSettings``).
 LEAN_ONLY = ("matmul_dtype",)
+#: The lean trainer's product precisions (``train.fused_mlp``): float32 (the default) or bfloat16.
+MATMUL_DTYPES = ("float32", "bfloat16")
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
                    "warm_start", "trainer")
@@ -258,6 +260,9 @@ class PPORun:
         trainer = options.get("trainer", "lean")
         if trainer not in TRAINERS:
             raise ValueError(f"unknown trainer {trainer!r}; expected one of {list(TRAINERS)}")
+        if trainer == "sb3" and any(k in ppo_kwargs for k in LEAN_ONLY):
+            raise ValueError(f"{sorted(k for k in LEAN_ONLY if k in ppo_kwargs)} are lean-trainer settings; "
+                             "the sb3 trainer does not take them")
         hyper = {**DEFAULT_PPO_KWARGS, **TRAINER_DEFAULTS[trainer], **ppo_kwargs}
         # A short run gets a shorter rollout, so that e.g. 4,096 timesteps on 1,024 envs run 4 steps each, not one
         # default rollout of 16,384 transitions.
@@ -291,7 +296,10 @@ class PPORun:
         unknown = sorted(k for k in self.hyper if k not in names and k != "policy_kwargs")
         if unknown:
             raise ValueError(f"the lean PPO trainer does not take {unknown}; it takes {names} (or trainer='sb3')")
-        return PPOSettings(**{k: v for k, v in self.hyper.items() if k in names})
+        settings = PPOSettings(**{k: v for k, v in self.hyper.items() if k in names})
+        if settings.matmul_dtype not in MATMUL_DTYPES:
+            raise ValueError(f"matmul_dtype must be one of {list(MATMUL_DTYPES)}, got {settings.matmul_dtype!r}")
+        return settings
 
 
 def _learn_lean(model: Any, env: CoBaSB3VecEnv, run: PPORun, out: Path, seed: int, progress: bool) -> dict[str, Any]:
