@@ -342,8 +342,13 @@ def _warm_start(model: Any, env: CoBaSB3VecEnv, teacher: str, seed: int) -> dict
     configuration (budget, lambda range, selection, grouping), taking the training episodes in order."""
     config = dataclasses.replace(env.venv.config, order="sequential")
     rows = min(WARM_START_ROWS, config.pool.n_episodes * DEMO_PASSES)
+    start = time.perf_counter()
     demos = batched_demonstrations(CoBaVectorEnv(rows, config=config), teacher=teacher_policy(teacher), seed=seed)
-    return clone_into(model, demos, seed=seed)
+    demo_seconds = time.perf_counter() - start
+    fitted = clone_into(model, demos, seed=seed)
+    # wall seconds of each half: where a fit's time goes beside learn()'s (docs/PERFORMANCE.md)
+    return {**fitted, "demo_seconds": round(demo_seconds, 3),
+            "clone_seconds": round(time.perf_counter() - start - demo_seconds, 3)}
 
 
 def _controller_json(run: PPORun, env: CoBaSB3VecEnv, pool: Any, train_pool: Any, seed: int, *, given: bool,
