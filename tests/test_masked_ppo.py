@@ -1,8 +1,8 @@
 """The lean masked PPO trainer (``train.masked_ppo``, the ``coba train ppo`` path): GAE on hand-worked cases and
 against SB3's rollout buffer, the masked categorical (legal actions only, the softmax over the legal logits),
-the hand-written passes and actor-loss gradient equal autograd's, a run never steps an illegal action, the old
-``trainer="sb3"`` path still trains, and bad trainer settings fail with one clear message. (Same seed -> same weights and "the checkpoint benches on
-both envs" run through the default trainer in tests/test_ppo.py and tests/test_train_both_envs.py.)"""
+``FastTanh`` equals ``tanh``, the hand-written passes and actor-loss gradient equal autograd's, a run never
+steps an illegal action, the old ``trainer="sb3"`` path still trains, and bad trainer settings fail with one
+clear message. (Same seed -> same weights and "the checkpoint benches on both envs" run through the default trainer in tests/test_ppo.py and tests/test_train_both_envs.py.)"""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from agents.learned_ppo import load
 from coba_env.env import as_compiled
-from train.fused_mlp import TanhMLP
-from train.masked_ppo import PPOSettings, actor_loss_grad, gae, learn, masked_log_probs, sample_actions
+from train.fused_mlp import FastTanh, TanhMLP
+from train.masked_ppo import PPOSettings, gae, learn, sample_actions
 from train.ppo import train_ppo
+from train.ppo_losses import actor_loss_grad, masked_log_probs
 from train.sb3_vec_env import CoBaSB3VecEnv
 
 
@@ -115,6 +116,16 @@ def test_a_uniform_draw_of_exactly_zero_never_picks_an_illegal_action(monkeypatc
     np.testing.assert_allclose(logp.numpy(), [0.0, 0.0], atol=1e-6)  # the only legal action: probability 1
 
 
+def test_fast_tanh_has_tanhs_values_and_gradients():
+    x = torch.linspace(-12, 12, 2001, dtype=torch.float32, requires_grad=True)
+    (FastTanh()(x) * torch.arange(2001)).sum().backward()
+    fast_grad = x.grad.clone()
+    x.grad = None
+    (torch.tanh(x) * torch.arange(2001)).sum().backward()
+    np.testing.assert_allclose(FastTanh()(x).detach().numpy(), np.tanh(x.detach().numpy()), atol=1e-6)
+    np.testing.assert_allclose(fast_grad.numpy(), x.grad.numpy(), atol=1e-6 * 2001)
+
+
 def _tanh_net(rng_seed: int, sizes: tuple[int, ...]) -> tuple[torch.nn.Sequential, torch.nn.Linear]:
     torch.manual_seed(rng_seed)
     layers = []
@@ -200,14 +211,15 @@ def test_a_run_steps_only_legal_actions_on_both_envs(tiny, grouping):
 
 
 
-def test_two_threads_train_the_same_weights_as_one(tiny):
+@pytest.mark.parametrize("update", ["autograd", "hand"])
+def test_two_threads_train_the_same_weights_as_one(tiny, update):
     """The critic's half of each step on a second thread: the same gradients, so bit-identical weights."""
     weights = []
     for threads in (1, 2):
         env = CoBaSB3VecEnv(32, tiny, grouping="pair", lambda_range=(0.0, 0.5))
         model = MaskablePPO("MlpPolicy", env, seed=0, device="cpu")
-        learn(model.policy, env.venv, PPOSettings(n_steps=16, batch_size=128, n_epochs=2), 1024, seed=0,
-              threads=threads)
+        learn(model.policy, env.venv, PPOSettings(n_steps=16, batch_size=128, n_epochs=2, update=update), 1024,
+              seed=0, threads=threads)
         weights.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
     assert torch.equal(weights[0], weights[1])
     assert not torch.equal(weights[0], torch.cat([p.detach().flatten() for p in MaskablePPO(
@@ -225,7 +237,10 @@ def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):
 @pytest.mark.parametrize(("kwargs", "match"), [
     (dict(trainer="fast"), r"unknown trainer 'fast'; expected one of \['lean', 'sb3'\]"),
     (dict(target_kl=0.01), r"the lean PPO trainer does not take \['target_kl'\]"),
-    (dict(matmul_dtype="float16"), r"matmul_dtype must be one of \['float32', 'bfloat16'\], got 'float16'"),
+    (dict(update="jit"), r"update must be one of \['autograd', 'hand'\], got 'jit'"),
+    (dict(update="hand", matmul_dtype="float16"),
+     r"matmul_dtype must be one of \['float32', 'bfloat16'\], got 'float16'"),
+    (dict(matmul_dtype="bfloat16"), r"matmul_dtype other than float32 needs update='hand'"),
     (dict(trainer="sb3", matmul_dtype="bfloat16"),
      r"\['matmul_dtype'\] are lean-trainer settings; the sb3 trainer does not take them"),
 ])

@@ -20,6 +20,27 @@ from typing import Any
 import torch
 
 
+class FastTanh(torch.nn.Module):
+    """``tanh`` as ``2 sigmoid(2x) - 1`` with the backward pass ``g (1 - y^2)``, for training only."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The same function as ``torch.tanh`` (to float32 rounding), through the faster ``sigmoid`` kernel."""
+        return _FastTanhFunction.apply(x)
+
+
+class _FastTanhFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.addcmul(grad, grad, y * y, value=-1.0)
+
+
 class TanhMLP:
     """A ``Linear, Tanh, ..., Linear`` network of sb3 modules with a hand-written forward and backward pass."""
 
@@ -31,15 +52,15 @@ class TanhMLP:
         self.weights: list[torch.Tensor] = []
 
     def forward(self, x: torch.Tensor, keep: bool = True) -> torch.Tensor:
-        """The network's output [B, out] (float32, no autograd) for inputs [B, in]; ``keep`` saves what
-        ``backward`` needs."""
+        """The network's output [B, out] (the parameters' dtype, no autograd) for inputs [B, in]; ``keep`` saves
+        what ``backward`` needs."""
         with torch.no_grad():
             weights = [layer.weight.to(self.matmul_dtype) for layer in self.layers]
             h, inputs, last = x.to(self.matmul_dtype), [], len(self.layers) - 1
             for i, (layer, w) in enumerate(zip(self.layers, weights, strict=True)):
                 inputs.append(h)
-                z = torch.mm(h, w.t()).float().add_(layer.bias)
-                # tanh(z) = 2 sigmoid(2z) - 1 (FastTanh's reason)
+                z = torch.mm(h, w.t()).to(layer.bias.dtype).add_(layer.bias)
+                # tanh(z) = 2 sigmoid(2z) - 1: torch's float32 tanh kernel runs ~6x slower than sigmoid here
                 h = z if i == last else torch.sigmoid(z.mul_(2.0)).mul_(2.0).sub_(1.0).to(self.matmul_dtype)
         if keep:
             self.inputs, self.weights = inputs, weights
@@ -55,8 +76,8 @@ class TanhMLP:
                 _set_grad(layer.weight, torch.mm(h.t(), gm).t())
                 _set_grad(layer.bias, g.sum(0))
                 if i > 0:  # back through layer i's input h = tanh(z): d tanh(z) / dz = 1 - h^2
-                    g = torch.mm(gm, self.weights[i]).float()
-                    hf = h.float()
+                    g = torch.mm(gm, self.weights[i]).to(g.dtype)
+                    hf = h.to(g.dtype)
                     g = torch.addcmul(g, g, hf * hf, value=-1.0)
         self.inputs, self.weights = [], []
 
@@ -64,7 +85,7 @@ class TanhMLP:
 def _set_grad(param: torch.Tensor, value: torch.Tensor) -> None:
     """Write ``value`` into ``param.grad`` in place (a view of ``FlatParameters``' buffer), or set it."""
     if param.grad is None:
-        param.grad = value.float().contiguous()
+        param.grad = value.to(param.dtype).contiguous()
     else:
         param.grad.copy_(value)
 
@@ -99,14 +120,29 @@ class FlatParameters:
 
 
 class ActorCritic:
-    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks) as
-    hand-written passes (``fast_actor``, ``fast_critic``)."""
+    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks), two
+    ways: autograd modules (``actor``, ``critic``; ``swap_tanh(True)`` puts ``FastTanh`` in them) and hand-written
+    passes (``fast_actor``, ``fast_critic``)."""
 
     def __init__(self, policy: Any, matmul_dtype: torch.dtype = torch.float32) -> None:
+        self.policy = policy
         extractor = policy.mlp_extractor
+        self.actor = torch.nn.Sequential(extractor.policy_net, policy.action_net)
+        self.critic = torch.nn.Sequential(extractor.value_net, policy.value_net)
         self.fast_actor = TanhMLP(extractor.policy_net, policy.action_net, matmul_dtype)
         self.fast_critic = TanhMLP(extractor.value_net, policy.value_net, matmul_dtype)
 
+    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [B, A], values [B]) for observations [B, F], through the autograd modules."""
+        return self.actor(obs), self.critic(obs).squeeze(-1)
+
     def infer(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits [B, A], values [B]) for observations [B, F], keeping nothing for a backward pass."""
+        """(logits [B, A], values [B]) through the hand-written passes, keeping nothing for a backward pass."""
         return self.fast_actor.forward(obs, keep=False), self.fast_critic.forward(obs, keep=False).squeeze(-1)
+
+    def swap_tanh(self, fast: bool) -> None:
+        """Use ``FastTanh`` (``fast``) or ``torch.nn.Tanh`` in every hidden layer (the saved model has Tanh)."""
+        for net in (self.policy.mlp_extractor.policy_net, self.policy.mlp_extractor.value_net):
+            for i, layer in enumerate(net):
+                if isinstance(layer, torch.nn.Tanh | FastTanh):
+                    net[i] = FastTanh() if fast else torch.nn.Tanh()

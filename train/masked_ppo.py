@@ -52,9 +52,7 @@ import torch
 
 from coba_env.vector_env import CoBaVectorEnv
 from train.fused_mlp import ActorCritic, FlatParameters
-
-#: MaskablePPO's logit for an illegal action (``sb3_contrib.common.maskable.distributions``): probability ~0.
-ILLEGAL_LOGIT = -1e8
+from train.ppo_losses import actor_loss_grad, masked_log_probs
 
 
 @dataclass(frozen=True)
@@ -72,16 +70,12 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
-    matmul_dtype: str = "float32"  # the network's products: "float32" or "bfloat16" (train.fused_mlp)
+    update: str = "autograd"  # "autograd" (the default) or "hand": the passes of train.fused_mlp
+    matmul_dtype: str = "float32"  # with update="hand": the products' dtype, "float32" or "bfloat16"
 
 
 #: The lean trainer's defaults beside SB3's (``train.ppo.DEFAULT_PPO_KWARGS``): see the module docstring.
 LEAN_SETTINGS = PPOSettings()
-
-
-def masked_log_probs(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities [B, A] of the categorical over the legal actions (illegal ones ~ -1e8)."""
-    return torch.log_softmax(torch.where(masks, logits, torch.tensor(ILLEGAL_LOGIT)), dim=-1)
 
 
 @dataclass
@@ -112,11 +106,14 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     action_buf = torch.zeros((n_steps, n_envs), dtype=torch.int64)
     logp_buf, value_buf, reward_buf, done_buf = (torch.zeros((n_steps, n_envs)) for _ in range(4))
     generator = torch.Generator().manual_seed(int(seed))
-    net = ActorCritic(policy, getattr(torch, settings.matmul_dtype))
-    # SB3's optimizer (Adam, eps 1e-5), fused, on the parameters as one flat tensor (FlatParameters); the
-    # policy's own is replaced by one holding its state before every snapshot, so the saved model carries it.
-    flat = FlatParameters(list(policy.parameters()))
-    optimizer = torch.optim.Adam([flat.flat], lr=settings.learning_rate, eps=1e-5, fused=True)
+    net, hand = ActorCritic(policy, getattr(torch, settings.matmul_dtype)), settings.update == "hand"
+    # SB3's optimizer (Adam, eps 1e-5), fused; by hand on the parameters as one flat tensor (FlatParameters),
+    # the policy's own then replaced by one holding its state before every snapshot. The saved model carries it.
+    flat = FlatParameters(list(policy.parameters())) if hand else None
+    optimizer = torch.optim.Adam([flat.flat] if hand else policy.parameters(), lr=settings.learning_rate,
+                                 eps=1e-5, fused=True)
+    policy.optimizer = optimizer if not hand else policy.optimizer
+    infer = net.infer if hand else _no_grad(net)
 
     # ---- 2. the first observations (a seeded reset, as SB3's learn() does) ---------------------------
     if restart_order is not None:
@@ -127,6 +124,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     clock, steps = Clock(), 0
     bar = _progress_bar(updates * rollout) if progress else None
     workers = _critic_worker() if threads >= 2 else None
+    net.swap_tanh(not hand)
     try:
         for _ in range(updates):
             # ---- 3. rollout: n_steps batched steps of every sub-env ------------------------------------
@@ -134,7 +132,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             policy.set_training_mode(False)
             for t in range(n_steps):
                 obs_buf[t], mask_buf[t] = next_obs, next_mask
-                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(net.infer, next_obs, next_mask, generator)
+                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(infer, next_obs, next_mask, generator)
                 actions = action_buf[t].numpy()
                 with clock.env():
                     obs, reward, terminated, truncated, info = venv.step(actions)
@@ -148,7 +146,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             steps += rollout
 
             # ---- 4. advantages: GAE(lambda) with the critic's value of the state after the rollout -------
-            last_values = net.infer(next_obs)[1]
+            last_values = infer(next_obs)[1]
             advantages = gae(reward_buf, value_buf, done_buf, last_values, settings.gamma, settings.gae_lambda)
             value_targets = advantages + value_buf
 
@@ -156,26 +154,34 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             policy.set_training_mode(True)
             batch = _Batch(*(b.flatten(0, 1) for b in (obs_buf, mask_buf, action_buf, logp_buf, advantages,
                                                         value_targets)))
-            losses = _update(net, optimizer, flat.flat, settings, generator, batch, workers)
+            losses = _update(net, optimizer, flat, settings, generator, batch, workers)
             losses["explained_variance"] = explained_variance(value_buf.reshape(-1), value_targets.reshape(-1))
 
             # ---- 6. log, snapshot, progress -------------------------------------------------------------
             if logger is not None:
                 _log(logger, venv, stats, losses, clock, steps, settings)
             if on_update is not None:
-                policy.optimizer = flat.per_parameter(optimizer)
+                if flat is not None:
+                    policy.optimizer = flat.per_parameter(optimizer)
                 on_update(steps)
             if bar is not None:
                 _show(bar, rollout, stats)
     finally:
-        policy.optimizer = flat.per_parameter(optimizer)
-        flat.release()
+        if flat is not None:
+            policy.optimizer = flat.per_parameter(optimizer)
+            flat.release()
+        net.swap_tanh(False)
         if workers is not None:
             workers.shutdown()
         policy.set_training_mode(False)
         if bar is not None:
             bar.close()
     return {"timesteps": steps, **clock.figures(steps)}
+
+
+def _no_grad(net: ActorCritic) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``net``'s autograd modules called without recording a graph (the rollout's)."""
+    return torch.no_grad()(net)
 
 
 def default_threads() -> int:
@@ -219,8 +225,8 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages
 
 
-def _update(net: ActorCritic, optimizer: Any, flat: torch.Tensor, s: PPOSettings, generator: torch.Generator,
-            batch: _Batch, workers: ThreadPoolExecutor | None) -> dict[str, float]:
+def _update(net: ActorCritic, optimizer: Any, flat: FlatParameters | None, s: PPOSettings,
+            generator: torch.Generator, batch: _Batch, workers: ThreadPoolExecutor | None) -> dict[str, float]:
     """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses.
 
     The actor's and the critic's losses touch disjoint parameters, so each backward pass gives exactly the
@@ -228,6 +234,7 @@ def _update(net: ActorCritic, optimizer: Any, flat: torch.Tensor, s: PPOSettings
     n = len(batch.actions)
     sums = torch.zeros(5)  # policy-gradient loss, value loss, entropy loss, approximate KL, clip fraction
     count = 0
+    params = [flat.flat] if flat is not None else list(net.policy.parameters())
     for _ in range(s.n_epochs):
         # one shuffled copy of the rollout an epoch, its minibatches slices of it (row gathers a minibatch cost
         # more than the minibatch's products); the same minibatches as indexing by the order
@@ -235,11 +242,12 @@ def _update(net: ActorCritic, optimizer: Any, flat: torch.Tensor, s: PPOSettings
         shuffled = _Batch(*(t.index_select(0, order) for t in batch))
         for start in range(0, n, s.batch_size):
             mb = _Batch(*(t[start:start + s.batch_size] for t in shuffled))
-            # every gradient is overwritten by the backward passes: no zero_grad
+            if flat is None:  # the hand-written passes overwrite every gradient
+                optimizer.zero_grad(set_to_none=True)
             critic = None if workers is None else workers.submit(_critic_step, net, mb.obs, mb.targets, s)
             pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, mb, s)
             value_loss = _critic_step(net, mb.obs, mb.targets, s) if critic is None else critic.result()
-            torch.nn.utils.clip_grad_norm_(flat, s.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
                 sums += torch.stack([pg_loss, value_loss, entropy_loss, ((ratio - 1) - log_ratio).mean(),
@@ -261,45 +269,30 @@ class _Batch(NamedTuple):
 
 
 def _actor_step(net: ActorCritic, mb: _Batch, s: PPOSettings) -> tuple[torch.Tensor, ...]:
-    """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor."""
-    log_probs = masked_log_probs(net.fast_actor.forward(mb.obs), mb.masks)
+    """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor (by autograd or,
+    with ``s.update == "hand"``, by ``actor_loss_grad`` and the hand-written pass)."""
+    hand = s.update == "hand"
+    log_probs = masked_log_probs(net.fast_actor.forward(mb.obs) if hand else net.actor(mb.obs), mb.masks)
     adv = mb.advantages
     if s.normalize_advantage and len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    losses, grad = actor_loss_grad(log_probs, mb.masks, mb.actions, mb.old_logp, adv, s.clip_range, s.ent_coef)
-    net.fast_actor.backward(grad)
-    return losses
-
-
-def actor_loss_grad(log_probs: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor,
-                    adv: torch.Tensor, clip_range: float, ent_coef: float) -> tuple[tuple[torch.Tensor, ...],
-                                                                                    torch.Tensor]:
-    """PPO's actor losses (clipped surrogate, entropy; log-ratio and ratio for the KL and clip figures) and the
-    gradient of ``pg_loss + ent_coef * entropy_loss`` in the logits [B, A], by hand (autograd's, to rounding).
-
-    The surrogate's gradient in ``logp`` is ``-adv ratio / B`` where the unclipped term is the smaller one (else
-    the clipped term is constant), and ``d logp / d logits = onehot(action) - p``; the entropy loss ``-H``'s is
-    ``p (log p + H) / B`` on the legal actions. An illegal action's p is 0, so its logit gets no gradient."""
-    batch = len(actions)
-    probs = log_probs.exp()
-    log_ratio = log_probs.gather(1, actions[:, None]).squeeze(1) - old_logp
-    ratio = log_ratio.exp()
-    unclipped, clipped = adv * ratio, adv * ratio.clamp(1 - clip_range, 1 + clip_range)
-    pg_loss = -torch.min(unclipped, clipped).mean()
-    plogp = torch.where(masks, probs * log_probs, 0.0)
-    entropy = -plogp.sum(-1)
-    g_logp = torch.where(unclipped <= clipped, unclipped, 0.0).mul_(-1.0 / batch)
-    grad = (probs * -g_logp[:, None]).scatter_add_(1, actions[:, None], g_logp[:, None])
-    if ent_coef:
-        grad += (plogp + probs * entropy[:, None]) * (ent_coef / batch)
-    return (pg_loss, -entropy.mean(), log_ratio, ratio), grad
+    losses, grad = actor_loss_grad(log_probs, mb.masks, mb.actions, mb.old_logp, adv, s.clip_range, s.ent_coef,
+                                   by_hand=hand)
+    if hand:
+        net.fast_actor.backward(grad)
+    else:
+        (losses[0] + s.ent_coef * losses[1]).backward()
+    return tuple(x.detach() for x in losses)
 
 
 def _critic_step(net: ActorCritic, obs: torch.Tensor, targets: torch.Tensor, s: PPOSettings) -> torch.Tensor:
     """The value loss of a minibatch (MSE to the GAE targets), back-propagated into the critic."""
+    if s.update != "hand":
+        value_loss = torch.nn.functional.mse_loss(targets, net.critic(obs).squeeze(-1))
+        (s.vf_coef * value_loss).backward()
+        return value_loss.detach()
     error = net.fast_critic.forward(obs).squeeze(-1) - targets
-    # d/dv of vf_coef * mean((v - target)^2), by hand
-    net.fast_critic.backward((error * (2.0 * s.vf_coef / len(error)))[:, None])
+    net.fast_critic.backward((error * (2.0 * s.vf_coef / len(error)))[:, None])  # d/dv vf_coef mean((v - t)^2)
     return (error * error).mean()
 
 

@@ -135,8 +135,10 @@ TRAINER_DEFAULTS: dict[str, dict[str, int]] = {
     "sb3": {"batch_size": 1024, "n_epochs": 10},
 }
 #: Lean-trainer coefficients that MaskablePPO does not take (``train.masked_ppo.PPOSettings``).
-LEAN_ONLY = ("matmul_dtype",)
-#: The lean trainer's product precisions (``train.fused_mlp``): float32 (the default) or bfloat16.
+LEAN_ONLY = ("update", "matmul_dtype")
+#: The lean trainer's update passes (autograd, the default, or "hand": ``train.fused_mlp``) and, by hand, the
+#: products' precision (float32, the default, or bfloat16).
+UPDATES = ("autograd", "hand")
 MATMUL_DTYPES = ("float32", "bfloat16")
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
@@ -297,8 +299,12 @@ class PPORun:
         if unknown:
             raise ValueError(f"the lean PPO trainer does not take {unknown}; it takes {names} (or trainer='sb3')")
         settings = PPOSettings(**{k: v for k, v in self.hyper.items() if k in names})
+        if settings.update not in UPDATES:
+            raise ValueError(f"update must be one of {list(UPDATES)}, got {settings.update!r}")
         if settings.matmul_dtype not in MATMUL_DTYPES:
             raise ValueError(f"matmul_dtype must be one of {list(MATMUL_DTYPES)}, got {settings.matmul_dtype!r}")
+        if settings.matmul_dtype != "float32" and settings.update != "hand":
+            raise ValueError("matmul_dtype other than float32 needs update='hand' (the hand-written passes)")
         return settings
 
 

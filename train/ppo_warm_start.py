@@ -150,11 +150,11 @@ def clone_into(model: Any, demos: Demonstrations, *, epochs: int | None = None, 
     """Fit ``model.policy`` (a MaskablePPO actor-critic) to ``demos``: actor to the actions, critic to the returns.
 
     The actor's loss is the masked cross-entropy (MaskablePPO's log-probability of the teacher's action among the
-    legal ones), the critic's the squared error; both networks run through the PPO trainer's hand-written passes
-    (``train.fused_mlp.ActorCritic``), the gradients of these two losses written out too. Returns the final epoch's mean losses and the share of
+    legal ones), the critic's the squared error; both networks are called module by module as the PPO trainer
+    calls them (``train.masked_ppo.ActorCritic``). Returns the final epoch's mean losses and the share of
     demonstration states where the actor's most probable legal action is the teacher's (``agreement``). ``epochs``
     None: enough whole epochs for ``BC_STEPS`` gradient steps."""
-    from train.fused_mlp import ActorCritic, FlatParameters
+    from train.fused_mlp import ActorCritic
     from train.masked_ppo import masked_log_probs
 
     if len(demos) == 0:
@@ -162,33 +162,32 @@ def clone_into(model: Any, demos: Demonstrations, *, epochs: int | None = None, 
     policy = model.policy
     net = ActorCritic(policy)
     policy.set_training_mode(True)
-    flat = FlatParameters(list(policy.parameters()))  # one Adam tensor (train.fused_mlp)
-    optimizer = torch.optim.Adam([flat.flat], lr=learning_rate, fused=True)
-    data = [torch.as_tensor(a) for a in (demos.observations, demos.masks, demos.actions, demos.returns)]
+    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate, fused=True)
+    obs = torch.as_tensor(demos.observations)
+    masks = torch.as_tensor(demos.masks)
+    actions = torch.as_tensor(demos.actions)
+    returns = torch.as_tensor(demos.returns)
     generator = torch.Generator().manual_seed(int(seed))
     n = len(demos)
     if epochs is None:
         epochs = -(-BC_STEPS // -(-n // batch_size))
     sums = torch.zeros(2)
+    net.swap_tanh(True)
     try:
         for _ in range(int(epochs)):
             order = torch.randperm(n, generator=generator)
-            shuffled = [a.index_select(0, order) for a in data]  # minibatches are slices of one shuffled copy
             sums.zero_()
             for start in range(0, n, batch_size):
-                obs, masks, actions, returns = (a[start:start + batch_size] for a in shuffled)
-                # the losses' gradients by hand, through the hand-written passes (train.fused_mlp): the
-                # cross-entropy's in the logits is (p - onehot(action)) / B, the squared error's 2 (v - R) / B
-                log_probs = masked_log_probs(net.fast_actor.forward(obs), masks)
-                loss_pi = -log_probs.gather(1, actions[:, None]).mean()
-                grad = log_probs.exp().scatter_add_(1, actions[:, None], torch.full((len(obs), 1), -1.0))
-                net.fast_actor.backward(grad / len(obs))
-                error = net.fast_critic.forward(obs).squeeze(-1) - returns
-                net.fast_critic.backward((error * (2.0 / len(obs)))[:, None])
+                idx = order[start:start + batch_size]
+                logits, values = net(obs[idx])
+                loss_pi = -masked_log_probs(logits, masks[idx]).gather(1, actions[idx, None]).mean()
+                loss_v = torch.nn.functional.mse_loss(values, returns[idx])
+                optimizer.zero_grad(set_to_none=True)
+                (loss_pi + loss_v).backward()
                 optimizer.step()
-                sums += torch.stack([loss_pi, (error * error).mean()]) * len(obs)
+                sums += torch.stack([loss_pi.detach(), loss_v.detach()]) * len(idx)
     finally:
-        flat.release()
+        net.swap_tanh(False)
         policy.set_training_mode(False)
     actor_loss, critic_loss = (sums / n).tolist()
     return {"actor_loss": actor_loss, "critic_loss": critic_loss, "agreement": agreement(model, demos),
