@@ -73,6 +73,14 @@ class PPOSettings:
     update: str = "autograd"  # "autograd" (the default) or "hand": the passes of train.fused_mlp
     matmul_dtype: str = "float32"  # with update="hand": the products' dtype, "float32" or "bfloat16"
 
+    def __post_init__(self) -> None:
+        if self.update not in ("autograd", "hand"):
+            raise ValueError(f"update must be one of ['autograd', 'hand'], got {self.update!r}")
+        if self.matmul_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"matmul_dtype must be one of ['float32', 'bfloat16'], got {self.matmul_dtype!r}")
+        if self.matmul_dtype != "float32" and self.update != "hand":
+            raise ValueError("matmul_dtype other than float32 needs update='hand' (the hand-written passes)")
+
 
 #: The lean trainer's defaults beside SB3's (``train.ppo.DEFAULT_PPO_KWARGS``): see the module docstring.
 LEAN_SETTINGS = PPOSettings()
@@ -106,14 +114,8 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     action_buf = torch.zeros((n_steps, n_envs), dtype=torch.int64)
     logp_buf, value_buf, reward_buf, done_buf = (torch.zeros((n_steps, n_envs)) for _ in range(4))
     generator = torch.Generator().manual_seed(int(seed))
-    net, hand = ActorCritic(policy, getattr(torch, settings.matmul_dtype)), settings.update == "hand"
-    # SB3's optimizer (Adam, eps 1e-5), fused; by hand on the parameters as one flat tensor (FlatParameters),
-    # the policy's own then replaced by one holding its state before every snapshot. The saved model carries it.
-    flat = FlatParameters(list(policy.parameters())) if hand else None
-    optimizer = torch.optim.Adam([flat.flat] if hand else policy.parameters(), lr=settings.learning_rate,
-                                 eps=1e-5, fused=True)
-    policy.optimizer = optimizer if not hand else policy.optimizer
-    infer = net.infer if hand else _no_grad(net)
+    net = ActorCritic(policy, getattr(torch, settings.matmul_dtype))
+    optimizer, flat, infer = _optimizer(policy, net, settings)
 
     # ---- 2. the first observations (a seeded reset, as SB3's learn() does) ---------------------------
     if restart_order is not None:
@@ -124,7 +126,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     clock, steps = Clock(), 0
     bar = _progress_bar(updates * rollout) if progress else None
     workers = _critic_worker() if threads >= 2 else None
-    net.swap_tanh(not hand)
+    net.swap_tanh(flat is None)
     try:
         for _ in range(updates):
             # ---- 3. rollout: n_steps batched steps of every sub-env ------------------------------------
@@ -161,15 +163,12 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             if logger is not None:
                 _log(logger, venv, stats, losses, clock, steps, settings)
             if on_update is not None:
-                if flat is not None:
-                    policy.optimizer = flat.per_parameter(optimizer)
+                _hand_back(policy, flat, optimizer)
                 on_update(steps)
             if bar is not None:
                 _show(bar, rollout, stats)
     finally:
-        if flat is not None:
-            policy.optimizer = flat.per_parameter(optimizer)
-            flat.release()
+        _hand_back(policy, flat, optimizer, release=True)
         net.swap_tanh(False)
         if workers is not None:
             workers.shutdown()
@@ -179,9 +178,26 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     return {"timesteps": steps, **clock.figures(steps)}
 
 
-def _no_grad(net: ActorCritic) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """``net``'s autograd modules called without recording a graph (the rollout's)."""
-    return torch.no_grad()(net)
+def _optimizer(policy: Any, net: ActorCritic, s: PPOSettings) -> tuple[Any, FlatParameters | None, Callable]:
+    """SB3's optimizer (Adam, eps 1e-5), fused (one kernel for every parameter), the flat parameters (with
+    ``update="hand"``, else None) and the rollout's forward pass. The autograd update's optimizer replaces the
+    policy's own, the hand-written one's is handed back before every snapshot: the saved model carries its state."""
+    hand = s.update == "hand"
+    flat = FlatParameters(list(policy.parameters())) if hand else None
+    optimizer = torch.optim.Adam([flat.flat] if hand else policy.parameters(), lr=s.learning_rate, eps=1e-5,
+                                 fused=True)
+    if not hand:
+        policy.optimizer = optimizer
+    return optimizer, flat, (net.infer if hand else torch.no_grad()(net))
+
+
+def _hand_back(policy: Any, flat: FlatParameters | None, optimizer: Any, release: bool = False) -> None:
+    """With flat parameters: give the policy an optimizer over its own parameters holding the state; ``release``
+    gives the parameters their own storage again."""
+    if flat is not None:
+        policy.optimizer = flat.per_parameter(optimizer)
+        if release:
+            flat.release()
 
 
 def default_threads() -> int:
