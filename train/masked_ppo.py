@@ -17,17 +17,24 @@ Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "P
   classes and their argument checks are what sb3-contrib issue #283 blames for MaskablePPO's slowness;
 - the actor's and the critic's halves of each gradient step side by side on two threads (``threads=2``, each
   one torch thread: their parameters are disjoint, so the weights are those of one thread, bit for bit);
-- no autograd in the update: the networks' forward and backward passes are written out (``train.fused_mlp``:
-  the same products as autograd's, tanh through ``sigmoid``, a third of the operations around them), and so is
-  the gradient of PPO's actor loss in the logits (``actor_loss_grad``) and of the value loss in the value;
-- the parameters and gradients one flat tensor each (``train.fused_mlp.FlatParameters``): Adam (fused) and the
-  gradient norm are a few kernels a step; the rollout shuffled once an epoch, its minibatches slices.
+- the network's ``tanh`` computed as ``2 sigmoid(2x) - 1`` while training (``train.fused_mlp.FastTanh``): torch's
+  float32 ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid`` (same to ~1e-7);
+- the rollout shuffled once an epoch (one ``index_select`` per array), its minibatches slices: row gathers of a
+  minibatch cost more than its products, and the minibatches are the same as indexing by the order.
+
+``update="hand"`` (opt-in, ``PPOSettings.update``): no autograd in the update. The networks' forward and backward
+passes are written out (``train.fused_mlp.TanhMLP``), so are the actor loss's gradient in the logits
+(``train.ppo_losses.actor_loss_grad``) and the value loss's in the value, and the parameters and gradients are
+one flat tensor each (``FlatParameters``: one Adam tensor, one norm); ``matmul_dtype="bfloat16"`` runs its
+products in bfloat16. The same update in exact arithmetic (float64: main's weights to 1e-16), ~1.07x (bfloat16
+~1.2x) the autograd update's steps per CPU-second, but its float32 returns fell outside the old trainer's spread
+on tiny replay and paper route (docs/PERFORMANCE.md, "Wave 5"), so the default stays autograd, which trains
+main's weights bit for bit.
 
 Epochs and minibatches (``LEAN_SETTINGS``): SB3's 10 of 1,024 per 16,384-transition rollout, the only setting
 tried (CleanRL's 4 x 4,096, 5 or 6 x 4,096, 10 x 2,048, rollouts of 8,192) that held the old trainer's returns
-(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns. Also measured and
-not the default (docs/PERFORMANCE.md, "Wave 5"): ``net_arch`` [64, 64] (~1.8x faster, returns outside the old
-spread on tiny replay and paper route) and ``matmul_dtype="bfloat16"`` (~1.2x, paper route below it).
+(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns. ``net_arch`` [64, 64]
+(``train_ppo(policy_kwargs=...)``, ~1.5x, ~2x by hand) did not hold them either (tiny replay, paper route).
 
 Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
 ``time/env_share``, ``rollout/`` ``ep_rew_mean``, ``ep_len_mean``, ``accuracy``, ``cost_over_budget``,
