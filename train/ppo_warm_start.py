@@ -155,7 +155,7 @@ def clone_into(model: Any, demos: Demonstrations, *, epochs: int | None = None, 
     demonstration states where the actor's most probable legal action is the teacher's (``agreement``). ``epochs``
     None: enough whole epochs for ``BC_STEPS`` gradient steps."""
     from train.fused_mlp import ActorCritic
-    from train.masked_ppo import masked_log_probs
+    from train.ppo_losses import masked_log_probs
 
     if len(demos) == 0:
         raise ValueError("warm start: no demonstration states (empty training set?)")
