@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=TRAINERS)
     parser.add_argument("--lean", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override a lean PPO coefficient or option (e.g. n_epochs=4 batch_size=4096, "
-                             "torch_threads=1, matmul_dtype=bfloat16, net_arch=64x64); default: none")
+                             "torch_threads=1, update=hand, matmul_dtype=bfloat16, net_arch=64x64); default: none")
     args = parser.parse_args(argv)
     overrides = {k: _value(v) for k, v in (item.split("=", 1) for item in args.lean)}
     if "net_arch" in overrides:  # e.g. net_arch=64x64: both networks' hidden layers (tanh, as the default's)
