@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from agents.learned_ppo import load
 from coba_env.env import as_compiled
@@ -62,9 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=TRAINERS)
     parser.add_argument("--lean", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override a lean PPO coefficient or option (e.g. n_epochs=4 batch_size=4096, "
-                             "torch_threads=1); default: none")
+                             "torch_threads=1, update=hand, matmul_dtype=bfloat16, net_arch=64x64); default: none")
     args = parser.parse_args(argv)
-    overrides = {k: (int(v) if v.isdigit() else float(v)) for k, v in (item.split("=", 1) for item in args.lean)}
+    overrides = {k: _value(v) for k, v in (item.split("=", 1) for item in args.lean)}
+    if "net_arch" in overrides:  # e.g. net_arch=64x64: both networks' hidden layers (tanh, as the default's)
+        layers = [int(x) for x in str(overrides.pop("net_arch")).split("x")]
+        overrides["policy_kwargs"] = {"net_arch": {"pi": layers, "vf": layers}, "activation_fn": torch.nn.Tanh}
     print(f"command: python scripts/compare_ppo_trainers.py --pools {' '.join(args.pools)} --envs "
           f"{' '.join(args.envs)} --seeds {' '.join(map(str, args.seeds))} --trainers {' '.join(args.trainers)}"
           + (f" --lean {' '.join(args.lean)}" if args.lean else ""))
@@ -94,6 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     _verdicts(results, args)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
+
+
+def _value(text: str) -> int | float | str:
+    """An override's value: an int, a float, or else the text (e.g. ``matmul_dtype=bfloat16``)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _verdicts(results: dict, args: argparse.Namespace) -> None:

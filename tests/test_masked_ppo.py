@@ -1,8 +1,8 @@
 """The lean masked PPO trainer (``train.masked_ppo``, the ``coba train ppo`` path): GAE on hand-worked cases and
 against SB3's rollout buffer, the masked categorical (legal actions only, the softmax over the legal logits),
-``FastTanh`` equals ``tanh``, a run never steps an illegal action, the old ``trainer="sb3"`` path still trains,
-and bad trainer settings fail with one clear message. (Same seed -> same weights and "the checkpoint benches on
-both envs" run through the default trainer in tests/test_ppo.py and tests/test_train_both_envs.py.)"""
+``FastTanh`` equals ``tanh``, the hand-written passes and actor-loss gradient equal autograd's, a run never
+steps an illegal action, the old ``trainer="sb3"`` path still trains, and bad trainer settings fail with one
+clear message. (Same seed -> same weights and "the checkpoint benches on both envs" run through the default trainer in tests/test_ppo.py and tests/test_train_both_envs.py.)"""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from agents.learned_ppo import load
 from coba_env.env import as_compiled
-from train.masked_ppo import FastTanh, PPOSettings, gae, learn, masked_log_probs, sample_actions
+from train.fused_mlp import FastTanh, TanhMLP
+from train.masked_ppo import PPOSettings, gae, learn, sample_actions
 from train.ppo import train_ppo
+from train.ppo_losses import actor_loss_grad, masked_log_probs
 from train.sb3_vec_env import CoBaSB3VecEnv
 
 
@@ -124,6 +126,59 @@ def test_fast_tanh_has_tanhs_values_and_gradients():
     np.testing.assert_allclose(fast_grad.numpy(), x.grad.numpy(), atol=1e-6 * 2001)
 
 
+def _tanh_net(rng_seed: int, sizes: tuple[int, ...]) -> tuple[torch.nn.Sequential, torch.nn.Linear]:
+    torch.manual_seed(rng_seed)
+    layers = []
+    for a, b in zip(sizes[:-2], sizes[1:-1], strict=True):
+        layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
+    return torch.nn.Sequential(*layers), torch.nn.Linear(sizes[-2], sizes[-1])
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_the_hand_written_pass_gives_autograds_output_and_gradients(dtype, tolerance):
+    hidden, head = _tanh_net(0, (21, 32, 32, 5))
+    x, upstream = torch.rand(300, 21) * 8 - 4, torch.randn(300, 5)  # tanh well into saturation too
+    out = head(hidden(x))  # the reference: torch's own modules and autograd
+    (out * upstream).sum().backward()
+    params = [*hidden.parameters(), *head.parameters()]
+    expected = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    net = TanhMLP(hidden, head, dtype)
+    got_out = net.forward(x)
+    net.backward(upstream)
+    scale = float(out.detach().abs().max())
+    np.testing.assert_allclose(got_out.numpy(), out.detach().numpy(), atol=tolerance * scale)
+    for p, want in zip(params, expected, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), want.numpy(), atol=tolerance * float(want.abs().max()))
+
+
+@pytest.mark.parametrize("ent_coef", [0.0, 0.05])
+def test_the_actor_loss_gradient_by_hand_equals_autograds(ent_coef):
+    rng = np.random.default_rng(3)
+    rows, n_actions, clip = 400, 5, 0.2
+    logits = torch.tensor(rng.normal(size=(rows, n_actions)), dtype=torch.float32, requires_grad=True)
+    masks = torch.tensor(_random_masks(rng, rows, n_actions))
+    actions = torch.tensor([rng.choice(np.flatnonzero(m)) for m in masks.numpy()])
+    adv = torch.tensor(rng.normal(size=rows), dtype=torch.float32)
+    # old log-probabilities off by up to +-0.5: ratios both inside and outside the clip range
+    with torch.no_grad():
+        old_logp = masked_log_probs(logits, masks).gather(1, actions[:, None]).squeeze(1)
+    old_logp += torch.tensor(rng.uniform(-0.5, 0.5, rows), dtype=torch.float32)
+    # the reference: MaskablePPO's losses written with torch ops, differentiated by autograd
+    log_probs = masked_log_probs(logits, masks)
+    ratio = (log_probs.gather(1, actions[:, None]).squeeze(1) - old_logp).exp()
+    pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+    entropy = -torch.where(masks, log_probs.exp() * log_probs, 0.0).sum(-1)
+    (pg_loss - ent_coef * entropy.mean()).backward()
+    (got_pg, got_entropy_loss, _, got_ratio), grad = actor_loss_grad(
+        log_probs.detach(), masks, actions, old_logp, adv, clip, ent_coef)
+    assert ((got_ratio - 1).abs() > clip).any() and ((got_ratio - 1).abs() < clip).any()
+    np.testing.assert_allclose(float(got_pg), float(pg_loss.detach()), rtol=1e-6)
+    np.testing.assert_allclose(float(got_entropy_loss), float(-entropy.detach().mean()), rtol=1e-6)
+    np.testing.assert_allclose(grad.numpy(), logits.grad.numpy(), atol=1e-7)
+
+
 class _CheckedVenv:
     """The vector env, failing on any action its last mask did not allow."""
 
@@ -156,14 +211,15 @@ def test_a_run_steps_only_legal_actions_on_both_envs(tiny, grouping):
 
 
 
-def test_two_threads_train_the_same_weights_as_one(tiny):
+@pytest.mark.parametrize("update", ["autograd", "hand"])
+def test_two_threads_train_the_same_weights_as_one(tiny, update):
     """The critic's half of each step on a second thread: the same gradients, so bit-identical weights."""
     weights = []
     for threads in (1, 2):
         env = CoBaSB3VecEnv(32, tiny, grouping="pair", lambda_range=(0.0, 0.5))
         model = MaskablePPO("MlpPolicy", env, seed=0, device="cpu")
-        learn(model.policy, env.venv, PPOSettings(n_steps=16, batch_size=128, n_epochs=2), 1024, seed=0,
-              threads=threads)
+        learn(model.policy, env.venv, PPOSettings(n_steps=16, batch_size=128, n_epochs=2, update=update), 1024,
+              seed=0, threads=threads)
         weights.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
     assert torch.equal(weights[0], weights[1])
     assert not torch.equal(weights[0], torch.cat([p.detach().flatten() for p in MaskablePPO(
@@ -181,6 +237,12 @@ def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):
 @pytest.mark.parametrize(("kwargs", "match"), [
     (dict(trainer="fast"), r"unknown trainer 'fast'; expected one of \['lean', 'sb3'\]"),
     (dict(target_kl=0.01), r"the lean PPO trainer does not take \['target_kl'\]"),
+    (dict(update="jit"), r"update must be one of \['autograd', 'hand'\], got 'jit'"),
+    (dict(update="hand", matmul_dtype="float16"),
+     r"matmul_dtype must be one of \['float32', 'bfloat16'\], got 'float16'"),
+    (dict(matmul_dtype="bfloat16"), r"matmul_dtype other than float32 needs update='hand'"),
+    (dict(trainer="sb3", matmul_dtype="bfloat16"),
+     r"\['matmul_dtype'\] are lean-trainer settings; the sb3 trainer does not take them"),
 ])
 def test_bad_trainer_settings_fail_with_one_message(tiny, tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):

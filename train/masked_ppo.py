@@ -17,12 +17,24 @@ Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "P
   classes and their argument checks are what sb3-contrib issue #283 blames for MaskablePPO's slowness;
 - the actor's and the critic's halves of each gradient step side by side on two threads (``threads=2``, each
   one torch thread: their parameters are disjoint, so the weights are those of one thread, bit for bit);
-- the network's ``tanh`` computed as ``2 sigmoid(2x) - 1`` while training (``FastTanh``): torch's float32
-  ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid`` (same function to ~1e-7).
+- the network's ``tanh`` computed as ``2 sigmoid(2x) - 1`` while training (``train.fused_mlp.FastTanh``): torch's
+  float32 ``tanh`` kernel on this CPU build runs several times slower than its ``sigmoid`` (same to ~1e-7);
+- the rollout shuffled once an epoch (one ``index_select`` per array), its minibatches slices: row gathers of a
+  minibatch cost more than its products, and the minibatches are the same as indexing by the order.
+
+``update="hand"`` (opt-in, ``PPOSettings.update``): no autograd in the update. The networks' forward and backward
+passes are written out (``train.fused_mlp.TanhMLP``), so are the actor loss's gradient in the logits
+(``train.ppo_losses.actor_loss_grad``) and the value loss's in the value, and the parameters and gradients are
+one flat tensor each (``FlatParameters``: one Adam tensor, one norm); ``matmul_dtype="bfloat16"`` runs its
+products in bfloat16. The same update in exact arithmetic (float64: main's weights to 1e-16), ~1.07x (bfloat16
+~1.2x) the autograd update's steps per CPU-second, but its float32 returns fell outside the old trainer's spread
+on tiny replay and paper route (docs/PERFORMANCE.md, "Wave 5"), so the default stays autograd, which trains
+main's weights bit for bit.
 
 Epochs and minibatches (``LEAN_SETTINGS``): SB3's 10 of 1,024 per 16,384-transition rollout, the only setting
 tried (CleanRL's 4 x 4,096, 5 or 6 x 4,096, 10 x 2,048, rollouts of 8,192) that held the old trainer's returns
-(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns.
+(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns. ``net_arch`` [64, 64]
+(``train_ppo(policy_kwargs=...)``, ~1.5x, ~2x by hand) did not hold them either (tiny replay, paper route).
 
 Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
 ``time/env_share``, ``rollout/`` ``ep_rew_mean``, ``ep_len_mean``, ``accuracy``, ``cost_over_budget``,
@@ -40,15 +52,14 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from coba_env.vector_env import CoBaVectorEnv
-
-#: MaskablePPO's logit for an illegal action (``sb3_contrib.common.maskable.distributions``): probability ~0.
-ILLEGAL_LOGIT = -1e8
+from train.fused_mlp import ActorCritic, FlatParameters
+from train.ppo_losses import actor_loss_grad, masked_log_probs
 
 
 @dataclass(frozen=True)
@@ -66,58 +77,20 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
+    update: str = "autograd"  # "autograd" (the default) or "hand": the passes of train.fused_mlp
+    matmul_dtype: str = "float32"  # with update="hand": the products' dtype, "float32" or "bfloat16"
+
+    def __post_init__(self) -> None:
+        if self.update not in ("autograd", "hand"):
+            raise ValueError(f"update must be one of ['autograd', 'hand'], got {self.update!r}")
+        if self.matmul_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"matmul_dtype must be one of ['float32', 'bfloat16'], got {self.matmul_dtype!r}")
+        if self.matmul_dtype != "float32" and self.update != "hand":
+            raise ValueError("matmul_dtype other than float32 needs update='hand' (the hand-written passes)")
 
 
 #: The lean trainer's defaults beside SB3's (``train.ppo.DEFAULT_PPO_KWARGS``): see the module docstring.
 LEAN_SETTINGS = PPOSettings()
-
-
-class FastTanh(torch.nn.Module):
-    """``tanh`` as ``2 sigmoid(2x) - 1`` with the backward pass ``g (1 - y^2)``, for training only."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The same function as ``torch.tanh`` (to float32 rounding), through the faster ``sigmoid`` kernel."""
-        return _FastTanhFunction.apply(x)
-
-
-class _FastTanhFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.addcmul(grad, grad, y * y, value=-1.0)
-
-
-class ActorCritic:
-    """The actor's logits and the critic's value of an sb3 ``MaskableActorCriticPolicy`` (separate networks),
-    called module by module (no distribution object); ``fast()`` swaps its ``Tanh`` layers for ``FastTanh``."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
-        extractor = policy.mlp_extractor
-        self.actor = torch.nn.Sequential(extractor.policy_net, policy.action_net)
-        self.critic = torch.nn.Sequential(extractor.value_net, policy.value_net)
-
-    def __call__(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logits [B, A], values [B]) for observations [B, F]."""
-        return self.actor(obs), self.critic(obs).squeeze(-1)
-
-    def swap_tanh(self, fast: bool) -> None:
-        """Use ``FastTanh`` (``fast``) or ``torch.nn.Tanh`` in every hidden layer (the saved model has Tanh)."""
-        for net in (self.policy.mlp_extractor.policy_net, self.policy.mlp_extractor.value_net):
-            for i, layer in enumerate(net):
-                if isinstance(layer, torch.nn.Tanh | FastTanh):
-                    net[i] = FastTanh() if fast else torch.nn.Tanh()
-
-
-def masked_log_probs(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities [B, A] of the categorical over the legal actions (illegal ones ~ -1e8)."""
-    return torch.log_softmax(torch.where(masks, logits, torch.tensor(ILLEGAL_LOGIT)), dim=-1)
 
 
 @dataclass
@@ -148,11 +121,8 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     action_buf = torch.zeros((n_steps, n_envs), dtype=torch.int64)
     logp_buf, value_buf, reward_buf, done_buf = (torch.zeros((n_steps, n_envs)) for _ in range(4))
     generator = torch.Generator().manual_seed(int(seed))
-    net = ActorCritic(policy)
-    # SB3's optimizer (Adam, eps 1e-5), fused: one kernel for every parameter, ~2.5x faster a step on CPU. It
-    # replaces the policy's own, so the saved model carries its state.
-    optimizer = policy.optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate, eps=1e-5,
-                                                    fused=True)
+    net = ActorCritic(policy, getattr(torch, settings.matmul_dtype))
+    optimizer, flat, infer = _optimizer(policy, net, settings)
 
     # ---- 2. the first observations (a seeded reset, as SB3's learn() does) ---------------------------
     if restart_order is not None:
@@ -162,8 +132,8 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
     returns_now, lengths_now = np.zeros(n_envs), np.zeros(n_envs, dtype=np.int64)
     clock, steps = Clock(), 0
     bar = _progress_bar(updates * rollout) if progress else None
-    net.swap_tanh(True)
     workers = _critic_worker() if threads >= 2 else None
+    net.swap_tanh(flat is None)
     try:
         for _ in range(updates):
             # ---- 3. rollout: n_steps batched steps of every sub-env ------------------------------------
@@ -171,7 +141,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             policy.set_training_mode(False)
             for t in range(n_steps):
                 obs_buf[t], mask_buf[t] = next_obs, next_mask
-                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(net, next_obs, next_mask, generator)
+                action_buf[t], logp_buf[t], value_buf[t] = sample_actions(infer, next_obs, next_mask, generator)
                 actions = action_buf[t].numpy()
                 with clock.env():
                     obs, reward, terminated, truncated, info = venv.step(actions)
@@ -185,8 +155,7 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             steps += rollout
 
             # ---- 4. advantages: GAE(lambda) with the critic's value of the state after the rollout -------
-            with torch.no_grad():
-                last_values = net(next_obs)[1]
+            last_values = infer(next_obs)[1]
             advantages = gae(reward_buf, value_buf, done_buf, last_values, settings.gamma, settings.gae_lambda)
             value_targets = advantages + value_buf
 
@@ -194,24 +163,48 @@ def learn(policy: Any, venv: CoBaVectorEnv, settings: PPOSettings, total_timeste
             policy.set_training_mode(True)
             batch = _Batch(*(b.flatten(0, 1) for b in (obs_buf, mask_buf, action_buf, logp_buf, advantages,
                                                         value_targets)))
-            losses = _update(net, optimizer, settings, generator, batch, workers)
+            losses = _update(net, optimizer, flat, settings, generator, batch, workers)
             losses["explained_variance"] = explained_variance(value_buf.reshape(-1), value_targets.reshape(-1))
 
             # ---- 6. log, snapshot, progress -------------------------------------------------------------
             if logger is not None:
                 _log(logger, venv, stats, losses, clock, steps, settings)
             if on_update is not None:
+                _hand_back(policy, flat, optimizer)
                 on_update(steps)
             if bar is not None:
                 _show(bar, rollout, stats)
     finally:
+        _hand_back(policy, flat, optimizer, release=True)
+        net.swap_tanh(False)
         if workers is not None:
             workers.shutdown()
-        net.swap_tanh(False)
         policy.set_training_mode(False)
         if bar is not None:
             bar.close()
     return {"timesteps": steps, **clock.figures(steps)}
+
+
+def _optimizer(policy: Any, net: ActorCritic, s: PPOSettings) -> tuple[Any, FlatParameters | None, Callable]:
+    """SB3's optimizer (Adam, eps 1e-5), fused (one kernel for every parameter), the flat parameters (with
+    ``update="hand"``, else None) and the rollout's forward pass. The autograd update's optimizer replaces the
+    policy's own, the hand-written one's is handed back before every snapshot: the saved model carries its state."""
+    hand = s.update == "hand"
+    flat = FlatParameters(list(policy.parameters())) if hand else None
+    optimizer = torch.optim.Adam([flat.flat] if hand else policy.parameters(), lr=s.learning_rate, eps=1e-5,
+                                 fused=True)
+    if not hand:
+        policy.optimizer = optimizer
+    return optimizer, flat, (net.infer if hand else torch.no_grad()(net))
+
+
+def _hand_back(policy: Any, flat: FlatParameters | None, optimizer: Any, release: bool = False) -> None:
+    """With flat parameters: give the policy an optimizer over its own parameters holding the state; ``release``
+    gives the parameters their own storage again."""
+    if flat is not None:
+        policy.optimizer = flat.per_parameter(optimizer)
+        if release:
+            flat.release()
 
 
 def default_threads() -> int:
@@ -226,8 +219,8 @@ def _critic_worker() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(1,))
 
 
-def sample_actions(net: ActorCritic, obs: torch.Tensor, masks: torch.Tensor,
-                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample_actions(net: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], obs: torch.Tensor,
+                   masks: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Actions [B] drawn from the masked categorical (the Gumbel-max trick), their log-probabilities [B] and the
     critic's values [B]; an illegal action's ~ -1e8 log-probability never wins against a legal one's."""
     with torch.no_grad():
@@ -255,8 +248,8 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages
 
 
-def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.Generator, batch: _Batch,
-            workers: ThreadPoolExecutor | None) -> dict[str, float]:
+def _update(net: ActorCritic, optimizer: Any, flat: FlatParameters | None, s: PPOSettings,
+            generator: torch.Generator, batch: _Batch, workers: ThreadPoolExecutor | None) -> dict[str, float]:
     """``s.n_epochs`` passes of clipped-surrogate steps over minibatches of ``s.batch_size``; mean losses.
 
     The actor's and the critic's losses touch disjoint parameters, so each backward pass gives exactly the
@@ -264,16 +257,19 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
     n = len(batch.actions)
     sums = torch.zeros(5)  # policy-gradient loss, value loss, entropy loss, approximate KL, clip fraction
     count = 0
-    params = list(net.policy.parameters())
+    params = [flat.flat] if flat is not None else list(net.policy.parameters())
     for _ in range(s.n_epochs):
+        # one shuffled copy of the rollout an epoch, its minibatches slices of it (row gathers a minibatch cost
+        # more than the minibatch's products); the same minibatches as indexing by the order
         order = torch.randperm(n, generator=generator)
+        shuffled = _Batch(*(t.index_select(0, order) for t in batch))
         for start in range(0, n, s.batch_size):
-            idx = order[start:start + s.batch_size]
-            obs = batch.obs[idx]
-            optimizer.zero_grad(set_to_none=True)
-            critic = None if workers is None else workers.submit(_critic_step, net, obs, batch.targets[idx], s)
-            pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, obs, batch, idx, s)
-            value_loss = _critic_step(net, obs, batch.targets[idx], s) if critic is None else critic.result()
+            mb = _Batch(*(t[start:start + s.batch_size] for t in shuffled))
+            if flat is None:  # the hand-written passes overwrite every gradient
+                optimizer.zero_grad(set_to_none=True)
+            critic = None if workers is None else workers.submit(_critic_step, net, mb.obs, mb.targets, s)
+            pg_loss, entropy_loss, log_ratio, ratio = _actor_step(net, mb, s)
+            value_loss = _critic_step(net, mb.obs, mb.targets, s) if critic is None else critic.result()
             torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
@@ -284,8 +280,7 @@ def _update(net: ActorCritic, optimizer: Any, s: PPOSettings, generator: torch.G
     return dict(zip(names, (sums / max(count, 1)).tolist(), strict=True))
 
 
-@dataclass(frozen=True)
-class _Batch:
+class _Batch(NamedTuple):
     """One rollout flattened to [n] transitions: what the update reads."""
 
     obs: torch.Tensor
@@ -296,28 +291,32 @@ class _Batch:
     targets: torch.Tensor
 
 
-def _actor_step(net: ActorCritic, obs: torch.Tensor, batch: _Batch, idx: torch.Tensor,
-                s: PPOSettings) -> tuple[torch.Tensor, ...]:
-    """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor."""
-    log_probs = masked_log_probs(net.actor(obs), batch.masks[idx])
-    logp = log_probs.gather(1, batch.actions[idx, None]).squeeze(1)
-    entropy = -torch.where(batch.masks[idx], log_probs.exp() * log_probs, 0.0).sum(-1)
-    adv = batch.advantages[idx]
-    if s.normalize_advantage and len(idx) > 1:
+def _actor_step(net: ActorCritic, mb: _Batch, s: PPOSettings) -> tuple[torch.Tensor, ...]:
+    """The clipped surrogate and entropy losses of a minibatch, back-propagated into the actor (by autograd or,
+    with ``s.update == "hand"``, by ``actor_loss_grad`` and the hand-written pass)."""
+    hand = s.update == "hand"
+    log_probs = masked_log_probs(net.fast_actor.forward(mb.obs) if hand else net.actor(mb.obs), mb.masks)
+    adv = mb.advantages
+    if s.normalize_advantage and len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    log_ratio = logp - batch.old_logp[idx]
-    ratio = log_ratio.exp()
-    pg_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - s.clip_range, 1 + s.clip_range)).mean()
-    entropy_loss = -entropy.mean()
-    (pg_loss + s.ent_coef * entropy_loss).backward()
-    return pg_loss.detach(), entropy_loss.detach(), log_ratio.detach(), ratio.detach()
+    losses, grad = actor_loss_grad(log_probs, mb.masks, mb.actions, mb.old_logp, adv, s.clip_range, s.ent_coef,
+                                   by_hand=hand)
+    if hand:
+        net.fast_actor.backward(grad)
+    else:
+        (losses[0] + s.ent_coef * losses[1]).backward()
+    return tuple(x.detach() for x in losses)
 
 
 def _critic_step(net: ActorCritic, obs: torch.Tensor, targets: torch.Tensor, s: PPOSettings) -> torch.Tensor:
     """The value loss of a minibatch (MSE to the GAE targets), back-propagated into the critic."""
-    value_loss = torch.nn.functional.mse_loss(targets, net.critic(obs).squeeze(-1))
-    (s.vf_coef * value_loss).backward()
-    return value_loss.detach()
+    if s.update != "hand":
+        value_loss = torch.nn.functional.mse_loss(targets, net.critic(obs).squeeze(-1))
+        (s.vf_coef * value_loss).backward()
+        return value_loss.detach()
+    error = net.fast_critic.forward(obs).squeeze(-1) - targets
+    net.fast_critic.backward((error * (2.0 * s.vf_coef / len(error)))[:, None])  # d/dv vf_coef mean((v - t)^2)
+    return (error * error).mean()
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

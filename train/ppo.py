@@ -40,20 +40,17 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   (at most N_max * 4 + 1 actions), so discounting would only bias the policy towards stopping early.
 - ``gae_lambda=0.95``: the one reward that matters comes at STOP; 0.95 keeps most of it in the advantage of
   early actions while cutting variance.
-- rollouts of ~16k transitions (``n_envs=1024`` x ``n_steps=16``; with fewer envs ``n_steps`` grows to keep
-  ~16k): about 2,000 finished episodes per update over many lambdas, enough for the small per-sample cost
-  differences (0.006 reward at lambda = 0.1) to show up in the advantages. 1024 sub-envs also amortize the
-  numpy vector env's per-step overhead: the environment then takes a few percent of the wall time
-  (``scripts/bench_ppo_env_share.py``: 3.4% at 1024 sub-envs, 11-16% at 64).
+- rollouts of ~16k transitions (``n_envs=1024`` x ``n_steps=16``; with fewer envs ``n_steps`` grows): ~2,000
+  finished episodes per update over many lambdas, enough for the small per-sample cost differences (0.006 reward
+  at lambda = 0.1) to show in the advantages; 1024 sub-envs also amortize the vector env's per-step overhead
+  (``scripts/bench_ppo_env_share.py``: the env 3.4% of the wall time at 1024 sub-envs, 11-16% at 64).
 - ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``: the standard PPO settings (Schulman et
-  al.; CleanRL). The trainer (``trainer``, ``TRAINER_DEFAULTS``): "lean" (the default, ``train/masked_ppo.py``,
-  faster, docs/PERFORMANCE.md) or "sb3" (sb3-contrib's ``MaskablePPO.learn``), both at SB3's 10 epochs of
-  1,024 (160 gradient steps per rollout: the only setting tried that held the old returns, ``train.masked_ppo``).
-  Both build the same sb3-contrib policy and save the same checkpoint.
-- ``ent_coef=0.0`` (SB3's default). An earlier default, 0.03, was chosen against the collapse to greedy
-  (extra samples pay off only several steps later, so early returns favour STOP) by runs over all five
-  datasets of the paper pool, i.e. also on every later held-out dataset; it is withdrawn (issue 19). The
-  remedy against the collapse is now the warm start (next point), which needs no coefficient picked on data.
+  al.; CleanRL). The trainer (``trainer``): "lean" (the default, ``train/masked_ppo.py``, faster) or "sb3"
+  (``MaskablePPO.learn``), both at SB3's 10 epochs of 1,024 (the only setting tried that held the old returns,
+  docs/PERFORMANCE.md); both build the same sb3-contrib policy and save the same checkpoint.
+- ``ent_coef=0.0`` (SB3's default). An earlier 0.03, chosen against the collapse to greedy by runs over all
+  five datasets of the paper pool (so also on every later held-out one), is withdrawn (issue 19); the remedy
+  against the collapse is now the warm start (next point), which needs no coefficient picked on data.
 - warm start (``warm_start=True``, the default; ``train/ppo_warm_start.py``): before PPO, the actor is fitted
   by behaviour cloning to CoBa-Routed-Strong's actions on the training episodes and the critic to Strong's
   returns-to-go there. Strong is label-free, so this is legitimate on any split, and PPO starts from a
@@ -64,12 +61,10 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
 - ``net_arch=[128, 128]`` tanh, separate policy and value networks: the value depends on lambda and on the
   evidence jointly (a lambda-conditioned value), which a 64-unit net fits less well; more is not needed.
 
-Reproducibility: ``seed`` seeds Python, numpy, torch (SB3's ``set_random_seed``), the action space and the
-vector env's episode order and lambda draws; torch runs on ``device="cpu"``, so the same seed gives
-bit-identical weights. Threads (``torch_threads``; lean: ``train.masked_ppo.default_threads``, sb3: 1): the
-lean trainer runs the actor's and the critic's halves of each gradient step side by side on up to 2 threads, each
-with one torch thread (the same weights as one thread); sb3 runs torch on 1 intra-op thread, because OpenMP's
-threads spin waiting for each other: with 2 on 2 busy cores a paper-pool run fell from ~4,000 to ~300 steps/s.
+Reproducibility: ``seed`` seeds Python, numpy, torch, the action space and the vector env's episode order and
+lambda draws on ``device="cpu"``: the same seed gives bit-identical weights. Threads (``torch_threads``): the lean
+trainer runs the actor's and the critic's halves of a step on up to 2 threads of one torch thread each (the same
+weights as one); sb3 1 torch thread (OpenMP's spin-waiting threads made 2 ~13x slower on 2 busy cores).
 """
 
 from __future__ import annotations
@@ -134,6 +129,7 @@ TRAINER_DEFAULTS: dict[str, dict[str, int]] = {
     "lean": {"batch_size": LEAN_SETTINGS.batch_size, "n_epochs": LEAN_SETTINGS.n_epochs},
     "sb3": {"batch_size": 1024, "n_epochs": 10},
 }
+LEAN_ONLY = ("update", "matmul_dtype")  #: lean-trainer coefficients MaskablePPO does not take (PPOSettings)
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
 TRAINER_OPTIONS = ("checkpoint_every", "torch_threads", "env_kwargs", "budget", "tensorboard", "order",
                    "warm_start", "trainer")
@@ -188,7 +184,8 @@ def train_ppo(pool: Any, out_dir: str | os.PathLike[str], *, grouping: str = "pa
             stale.unlink(missing_ok=True)
         tb_dir = str(out / TENSORBOARD_DIR) if run.tensorboard else None
         model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0,
-                            tensorboard_log=tb_dir if run.trainer == "sb3" else None, **run.hyper)
+                            tensorboard_log=tb_dir if run.trainer == "sb3" else None,
+                            **{k: v for k, v in run.hyper.items() if k not in LEAN_ONLY})
         teacher = arena_of(grouping).reference if run.warm_start else None
         warm = _warm_start(model, env, teacher, seed) if teacher is not None else None
 
@@ -255,6 +252,8 @@ class PPORun:
         trainer = options.get("trainer", "lean")
         if trainer not in TRAINERS:
             raise ValueError(f"unknown trainer {trainer!r}; expected one of {list(TRAINERS)}")
+        if trainer == "sb3" and set(LEAN_ONLY) & set(ppo_kwargs):
+            raise ValueError(f"{sorted(set(LEAN_ONLY) & set(ppo_kwargs))} are lean-trainer settings; the sb3 trainer does not take them")
         hyper = {**DEFAULT_PPO_KWARGS, **TRAINER_DEFAULTS[trainer], **ppo_kwargs}
         # A short run gets a shorter rollout, so that e.g. 4,096 timesteps on 1,024 envs run 4 steps each, not one
         # default rollout of 16,384 transitions.
@@ -331,8 +330,9 @@ def _warm_start(model: Any, env: CoBaSB3VecEnv, teacher: str, seed: int) -> dict
     configuration (budget, lambda range, selection, grouping), taking the training episodes in order."""
     config = dataclasses.replace(env.venv.config, order="sequential")
     rows = min(WARM_START_ROWS, config.pool.n_episodes * DEMO_PASSES)
+    start = time.perf_counter()  # the warm start's wall seconds (where a fit's time goes) go in controller.json
     demos = batched_demonstrations(CoBaVectorEnv(rows, config=config), teacher=teacher_policy(teacher), seed=seed)
-    return clone_into(model, demos, seed=seed)
+    return {**clone_into(model, demos, seed=seed), "seconds": round(time.perf_counter() - start, 3)}
 
 
 def _controller_json(run: PPORun, env: CoBaSB3VecEnv, pool: Any, train_pool: Any, seed: int, *, given: bool,

@@ -154,7 +154,8 @@ def clone_into(model: Any, demos: Demonstrations, *, epochs: int | None = None, 
     calls them (``train.masked_ppo.ActorCritic``). Returns the final epoch's mean losses and the share of
     demonstration states where the actor's most probable legal action is the teacher's (``agreement``). ``epochs``
     None: enough whole epochs for ``BC_STEPS`` gradient steps."""
-    from train.masked_ppo import ActorCritic, masked_log_probs
+    from train.fused_mlp import ActorCritic
+    from train.ppo_losses import masked_log_probs
 
     if len(demos) == 0:
         raise ValueError("warm start: no demonstration states (empty training set?)")
