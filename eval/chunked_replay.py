@@ -51,8 +51,8 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     used = 1
     spill = Spill.of(policies, scan, pieces)
     # The forked workers write Arrow files: Arrow allocates through glibc's malloc here, which is fork-safe, not
-    # jemalloc (its background thread can hold a lock when a worker forks, and the worker then hangs on it: seen
-    # once in four x320 runs).
+    # jemalloc, whose background thread may hold a lock when a worker forks (one x320 run of four hung with a
+    # worker blocked on a lock; the cause is not established, this is the likely one).
     arrow_pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     try:
