@@ -50,6 +50,11 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     parts: list[list[PolicyRun]] = []
     used = 1
     spill = Spill.of(policies, scan, pieces)
+    # The forked workers write Arrow files: Arrow allocates through glibc's malloc here, which is fork-safe, not
+    # jemalloc, whose background thread may hold a lock when a worker forks (one x320 run of four hung with a
+    # worker blocked on a lock; the cause is not established, this is the likely one).
+    arrow_pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
     try:
         for chunk, ids in enumerate(scan.chunks(chunk_episodes)):
             run = run_policies(policies, compile_chunk(scan, ids), grouping="pair", cost_model=cost_model,
@@ -61,6 +66,7 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
             if bar is not None:
                 bar.update(len(policies) * len(ids))
     finally:
+        pa.set_memory_pool(arrow_pool)
         if bar is not None:
             bar.close()
     joined = joined_run(parts, seconds=time.perf_counter() - start, workers=used)
