@@ -51,8 +51,9 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     used = 1
     spill = Spill.of(policies, scan, pieces)
     # The forked workers write Arrow files: Arrow allocates through glibc's malloc here, which is fork-safe, not
-    # jemalloc, whose background thread may hold a lock when a worker forks (one x320 run of four hung with a
-    # worker blocked on a lock; the cause is not established, this is the likely one).
+    # jemalloc, whose background thread may hold a lock when a worker forks. (The x320 hangs seen, a worker
+    # blocked on a lock and its parent waiting, were the pool's SIGTERM under the command's handler:
+    # eval.forked_runs.default_sigterm.)
     arrow_pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -54,6 +55,14 @@ def run_each(replay: Callable[..., Any], policies: Sequence[Any], pool: Any, opt
     return _run_forked(replay, list(policies), pool, options, workers, make_bar), workers
 
 
+def default_sigterm() -> None:
+    """In a forked worker: SIGTERM ends the process again. The command's handler (``coba_cli.errors``: SIGTERM
+    raises ``Terminated`` to clean up) is inherited through fork; ``Pool.terminate`` ends idle workers with
+    SIGTERM, and a worker that unwound instead of ending could block on the pool's queue lock, its parent then
+    waiting for it forever (one x320 bench in a few hung so)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _worker_run(index: int) -> Any:
     shared = _SHARED
     counter = shared["counter"]
@@ -76,7 +85,7 @@ def _run_forked(replay: Callable[..., Any], policies: list[Any], pool: Any, opti
     shown = 0
     bar = None
     try:
-        with ctx.Pool(workers) as procs:
+        with ctx.Pool(workers, initializer=default_sigterm) as procs:
             # The bar (and its monitor thread) starts only after the workers are forked.
             bar = make_bar()
             pending = {i: procs.apply_async(_worker_run, (i,)) for i in order}
