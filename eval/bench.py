@@ -15,7 +15,6 @@ import dataclasses
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -45,6 +44,7 @@ from eval.records import RecordLayout
 from eval.route_analysis import routing_section, with_each_generator
 from eval.runner import REPLAY_MODES, BenchRun, run_policies
 from eval.short_episodes import short_episode_notes
+from pools.atomic_write import scratch_dir
 from pools.default import pool_directory, pool_label, resolve_pool
 from pools.store import Pool
 from pools.verifier_quality import verifier_diagnostics
@@ -178,12 +178,12 @@ def _replay_and_report(policy_objs: list[Policy], prepared: PreparedPool, out: P
 @contextlib.contextmanager
 def episode_pieces(out: Path, prepared: PreparedPool) -> Iterator[EpisodePieces | None]:
     """Where a streamed replay (``prepared.scan``) writes the pieces of the episode files as it goes
-    (``eval.episode_files.EpisodePieces``): a temporary folder beside ``out``, removed at the end; None otherwise."""
+    (``eval.episode_files.EpisodePieces``): a temporary folder beside ``out``, removed at the end (after a
+    ``kill -9``, by the next run for ``out``: ``pools.atomic_write.scratch_dir``); None otherwise."""
     if prepared.scan is None:
         yield None
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.episodes-", dir=out.parent))
+    folder = scratch_dir(out)
     try:
         yield EpisodePieces(folder, RecordLayout.of(prepared.compiled))
     finally:

@@ -28,7 +28,8 @@ from pools.destination_guard import (
     note_written,
 )
 
-__all__ = ["OUTPUT_MARKER", "atomic_dir", "atomic_write", "atomic_write_bytes", "atomic_write_text", "mark_output"]
+__all__ = ["OUTPUT_MARKER", "atomic_dir", "atomic_write", "atomic_write_bytes", "atomic_write_text", "mark_output",
+           "scratch_dir"]
 
 T = TypeVar("T")
 
@@ -102,6 +103,18 @@ def _mark_in_progress(folder: Path) -> None:
     recognises the temporary folder as the project's by its name and this file (``clean_stale_siblings``)."""
     text = json.dumps({"written_by": "coba-env", "what": "in-progress", "pid": os.getpid(), "entries": []}, indent=1)
     (folder / OUTPUT_MARKER).write_text(text + "\n", encoding="utf-8")
+
+
+def scratch_dir(dest: str | Path) -> Path:
+    """A new marked folder beside ``dest`` for a command's intermediate files (``.NAME.tmp-<pid>-<hex>``): the
+    caller removes it; if the process is killed first (``kill -9``), the next run for ``dest`` removes it
+    (``clean_stale_siblings``), as it does the temporaries of ``atomic_dir``."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    folder = _sibling(dest, "tmp")
+    os.mkdir(folder, 0o777)
+    _mark_in_progress(folder)
+    return folder
 
 
 def mark_output(folder: str | Path, what: str) -> None:
