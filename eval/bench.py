@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -183,11 +182,8 @@ def episode_pieces(out: Path, prepared: PreparedPool) -> Iterator[EpisodePieces 
     if prepared.scan is None:
         yield None
         return
-    folder = scratch_dir(out)
-    try:
+    with scratch_dir(out) as folder:
         yield EpisodePieces(folder, RecordLayout.of(prepared.compiled))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def episode_columns_only(compiled: CompiledPool) -> CompiledPool:

@@ -105,16 +105,21 @@ def _mark_in_progress(folder: Path) -> None:
     (folder / OUTPUT_MARKER).write_text(text + "\n", encoding="utf-8")
 
 
-def scratch_dir(dest: str | Path) -> Path:
-    """A new marked folder beside ``dest`` for a command's intermediate files (``.NAME.tmp-<pid>-<hex>``): the
-    caller removes it; if the process is killed first (``kill -9``), the next run for ``dest`` removes it
-    (``clean_stale_siblings``), as it does the temporaries of ``atomic_dir``."""
+@contextmanager
+def scratch_dir(dest: str | Path) -> Iterator[Path]:
+    """A new marked folder beside ``dest`` for a command's intermediate files (``.NAME.tmp-<pid>-<hex>``), removed
+    on leaving the context, Ctrl-C and SIGTERM included; after a ``kill -9``, the next run for ``dest`` removes
+    it (``clean_stale_siblings``), as it does the temporaries of ``atomic_dir``."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     folder = _sibling(dest, "tmp")
-    os.mkdir(folder, 0o777)
-    _mark_in_progress(folder)
-    return folder
+    try:
+        os.mkdir(folder, 0o777)  # inside the try: a signal right after it still removes the folder
+        _mark_in_progress(folder)
+        yield folder
+    finally:
+        with _interrupts_deferred():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def mark_output(folder: str | Path, what: str) -> None:
