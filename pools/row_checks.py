@@ -22,15 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pools.column_kinds import KIND_NAMES, kind_problem
-from pools.limits import MAX_CLUSTER, MAX_LATENCY_S, MAX_TOKENS
-from pools.schema import OUTCOME_STATUS, TABLES
+from pools.schema import TABLES
+from pools.validate import HIGH_BOUNDS, ROW_MESSAGES, high_message
 
 C, V = "candidates", "verifications"
-_HIGH = {"prompt_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "latency_s": MAX_LATENCY_S}
 
 
 def _range_steps(table: str) -> list[tuple[str, str, str]]:
-    return [(kind, table, col) for col in _HIGH for kind in ("negative", "high")]
+    return [(kind, table, col) for col in HIGH_BOUNDS for kind in ("negative", "high")]
 
 
 #: validate_pool's checks of the large tables in its order (kind, table, field); the thin checks of the small
@@ -51,29 +50,6 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     ("whole_order", C, "cluster"),
 )
 STEP_INDEX = {step: k for k, step in enumerate(STEPS)}
-
-#: Each row check's message (validate_pool's, ``{value}`` the row's value of the field).
-MESSAGES: dict[str, str] = {
-    "negative": "is {value!r}; expected >= 0",
-    "finite": "is {value!r}; expected a finite number",
-    "unit": "is {value!r}; expected in [0, 1]",
-    "score": "score {value!r} outside [0, 1] (NaN marks a call without a usable score)",
-    "graded": "is {value!r}; expected a graded score in [0, 1] (NaN: the source graded 0/1 only)",
-    "usd": "is {value!r}; expected the dollars of the call, a finite number >= 0 (NaN: not recorded)",
-    "outcome_key": f"is {{value!r}} on a candidate of status {OUTCOME_STATUS!r}; expected null (its source recorded "
-                   "an outcome, no answer)",
-    "episode_ref": "points at an unknown episode {value!r}; expected an episode_id in table episodes",
-    "candidate_ref": "points at an unknown candidate (no row with this episode_id and candidate in table candidates)",
-    "cluster_range": f"is {{value!r}}; expected -1 or a cluster id from 0 to {MAX_CLUSTER}",
-    "cluster_minus1": "is -1 (no answer) but answer_key is set; expected a cluster id >= 0",
-    "cluster_null": "is {value!r} but answer_key is null; expected -1 for a candidate without an answer",
-}
-
-
-def high_message(col: str) -> str:
-    """validate_pool's message for a value above its column's bound."""
-    return f"is {{value!r}}; expected from 0 to {_HIGH[col]:g}"
-
 
 @dataclass
 class Failure:
@@ -170,7 +146,7 @@ def run_steps(record: RowRecord, start: int, masks: list[tuple[tuple[str, str, s
             continue
         pos = first_true(np.asarray(mask() if callable(mask) else mask, dtype=bool))
         if pos is not None:
-            message = high_message(step[2]) if step[0] == "high" else MESSAGES[step[0]]
+            message = high_message(step[2]) if step[0] == "high" else ROW_MESSAGES[step[0]]
             record.record(STEP_INDEX[step], Failure(step[1], start + pos, step[2], message))
             return False
     return True
@@ -179,7 +155,7 @@ def run_steps(record: RowRecord, start: int, masks: list[tuple[tuple[str, str, s
 def range_masks(table: str, batch: pa.RecordBatch) -> list[tuple[tuple[str, str, str], Any]]:
     """The ``negative`` / ``high`` steps of the token and latency columns of ``table``."""
     out: list[tuple[tuple[str, str, str], Any]] = []
-    for col, high in _HIGH.items():
+    for col, high in HIGH_BOUNDS.items():
         values = numbers(batch, col)
         out += [(("negative", table, col), lambda v=values: v < 0), (("high", table, col), lambda v=values, h=high: v > h)]
     return out

@@ -35,6 +35,32 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
 
 MODEL_ROLES: tuple[str, ...] = ("generator", "verifier", "generator+verifier")
 
+#: The upper bound of each bounded column of the two large tables (tokens and seconds).
+HIGH_BOUNDS: dict[str, float] = {"prompt_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "latency_s": MAX_LATENCY_S}
+
+#: The messages of the per-row checks of the two large tables (``{value}``: the row's value), shared with the
+#: batch-at-a-time validation of a stored pool (``pools.row_checks``), so both say the same.
+ROW_MESSAGES: dict[str, str] = {
+    "negative": "is {value!r}; expected >= 0",
+    "finite": "is {value!r}; expected a finite number",
+    "unit": "is {value!r}; expected in [0, 1]",
+    "score": "score {value!r} outside [0, 1] (NaN marks a call without a usable score)",
+    "graded": "is {value!r}; expected a graded score in [0, 1] (NaN: the source graded 0/1 only)",
+    "usd": "is {value!r}; expected the dollars of the call, a finite number >= 0 (NaN: not recorded)",
+    "outcome_key": f"is {{value!r}} on a candidate of status {OUTCOME_STATUS!r}; expected null (its source recorded "
+                   "an outcome, no answer)",
+    "episode_ref": "points at an unknown episode {value!r}; expected an episode_id in table episodes",
+    "candidate_ref": "points at an unknown candidate (no row with this episode_id and candidate in table candidates)",
+    "cluster_range": f"is {{value!r}}; expected -1 or a cluster id from 0 to {MAX_CLUSTER}",
+    "cluster_minus1": "is -1 (no answer) but answer_key is set; expected a cluster id >= 0",
+    "cluster_null": "is {value!r} but answer_key is null; expected -1 for a candidate without an answer",
+}
+
+
+def high_message(col: str) -> str:
+    """The message for a value of ``col`` above its bound (``HIGH_BOUNDS``)."""
+    return f"is {{value!r}}; expected from 0 to {HIGH_BOUNDS[col]:g}"
+
 
 
 class _Checker:
@@ -139,15 +165,15 @@ def _check_values(ck: _Checker) -> None:
     ck.first_bad("models", ~np.isfinite(params) | (params < 0) | (params > MAX_PARAMS_B), "params_b",
                  f"is {{value!r}}; expected a number of billions of parameters from 0 to {MAX_PARAMS_B:g}")
     for table, df in (("candidates", cands), ("verifications", verifs)):
-        for col, high in (("prompt_tokens", MAX_TOKENS), ("output_tokens", MAX_TOKENS), ("latency_s", MAX_LATENCY_S)):
+        for col, high in HIGH_BOUNDS.items():
             values = df[col].to_numpy(dtype=float, na_value=np.nan)
-            ck.first_bad(table, values < 0, col, "is {value!r}; expected >= 0")
-            ck.first_bad(table, values > high, col, f"is {{value!r}}; expected from 0 to {high:g}")
-    ck.first_bad("candidates", cands["candidate"].to_numpy() < 0, "candidate", "is {value!r}; expected >= 0")
+            ck.first_bad(table, values < 0, col, ROW_MESSAGES["negative"])
+            ck.first_bad(table, values > high, col, high_message(col))
+    ck.first_bad("candidates", cands["candidate"].to_numpy() < 0, "candidate", ROW_MESSAGES["negative"])
     lat = cands["latency_s"].to_numpy(dtype=float)
-    ck.first_bad("candidates", ~np.isfinite(lat), "latency_s", "is {value!r}; expected a finite number")
+    ck.first_bad("candidates", ~np.isfinite(lat), "latency_s", ROW_MESSAGES["finite"])
     rep = cands["repetition_score"].to_numpy(dtype=float)
-    ck.first_bad("candidates", ~((rep >= 0) & (rep <= 1)), "repetition_score", "is {value!r}; expected in [0, 1]")
+    ck.first_bad("candidates", ~((rep >= 0) & (rep <= 1)), "repetition_score", ROW_MESSAGES["unit"])
     codes, names = pd.factorize(verifs["tier"])  # each distinct name checked once
     well_formed = np.array([isinstance(t, str) and re.fullmatch(VERIFIER_NAME_PATTERN, t) is not None
                             for t in names], dtype=bool)
@@ -166,10 +192,9 @@ def _check_values(ck: _Checker) -> None:
                  "verifier {value!r} has no role; expected it in the manifest's verifier_roles (name -> one of "
                  f"{list(VERIFIER_ROLES)}); only the paper's {list(TIERS)} have a default role")
     score = verifs["score"].to_numpy(dtype=float)
-    ck.first_bad("verifications", (score < 0) | (score > 1), "score",
-                 "score {value!r} outside [0, 1] (NaN marks a call without a usable score)")
+    ck.first_bad("verifications", (score < 0) | (score > 1), "score", ROW_MESSAGES["score"])
     vlat = verifs["latency_s"].to_numpy(dtype=float)
-    ck.first_bad("verifications", ~np.isfinite(vlat), "latency_s", "is {value!r}; expected a finite number")
+    ck.first_bad("verifications", ~np.isfinite(vlat), "latency_s", ROW_MESSAGES["finite"])
     _check_outcomes(ck)
 
 
@@ -177,15 +202,12 @@ def _check_outcomes(ck: _Checker) -> None:
     """Graded scores in [0, 1], recorded dollars finite and >= 0 (NaN: none), an outcome-only candidate answerless."""
     cands = ck.pool.candidates
     graded = cands["graded_score"].to_numpy(dtype=float)
-    ck.first_bad("candidates", (graded < 0) | (graded > 1), "graded_score",
-                 "is {value!r}; expected a graded score in [0, 1] (NaN: the source graded 0/1 only)")
+    ck.first_bad("candidates", (graded < 0) | (graded > 1), "graded_score", ROW_MESSAGES["graded"])
     usd = cands["cost_usd"].to_numpy(dtype=float)
-    ck.first_bad("candidates", (usd < 0) | np.isinf(usd), "cost_usd",
-                 "is {value!r}; expected the dollars of the call, a finite number >= 0 (NaN: not recorded)")
+    ck.first_bad("candidates", (usd < 0) | np.isinf(usd), "cost_usd", ROW_MESSAGES["usd"])
     outcome = (cands["extraction_status"] == OUTCOME_STATUS).to_numpy()
     ck.first_bad("candidates", outcome & cands["answer_key"].notna().to_numpy(), "answer_key",
-                 f"is {{value!r}} on a candidate of status {OUTCOME_STATUS!r}; expected null (its source recorded "
-                 "an outcome, no answer)")
+                 ROW_MESSAGES["outcome_key"])
 
 
 def _multi(df: pd.DataFrame, cols: list[str]) -> pd.MultiIndex:
@@ -206,7 +228,7 @@ def _check_references(ck: _Checker) -> None:
     ck.first_bad("episodes", ~gen.isin(generators), "generator",
                  "model {value!r} does not have a generator role in table models")
     ck.first_bad("candidates", ~cands["episode_id"].isin(episodes["episode_id"]), "episode_id",
-                 "points at an unknown episode {value!r}; expected an episode_id in table episodes")
+                 ROW_MESSAGES["episode_ref"])
 
 
 def _check_verification_references(ck: _Checker) -> None:
@@ -215,7 +237,7 @@ def _check_verification_references(ck: _Checker) -> None:
     verifiers = [name for name, r in zip(models["name"], models["role"], strict=True) if "verifier" in r]
     known_cands = _multi(cands, ["episode_id", "candidate"])
     ck.first_bad("verifications", ~_multi(verifs, ["episode_id", "candidate"]).isin(known_cands), "candidate",
-                 "points at an unknown candidate (no row with this episode_id and candidate in table candidates)")
+                 ROW_MESSAGES["candidate_ref"])
     vm = verifs["model"]
     ck.first_bad("verifications", ~vm.isin(models["name"]), "model",
                  "unknown verifier model {value!r}; expected a name in table models")
@@ -249,13 +271,11 @@ def _check_candidate_indices(ck: _Checker, n: int) -> None:
 def _check_clusters(ck: _Checker) -> None:
     cands = ck.pool.candidates
     ck.first_bad("candidates", (cands["cluster"].to_numpy() < -1) | (cands["cluster"].to_numpy() > MAX_CLUSTER),
-                 "cluster", f"is {{value!r}}; expected -1 or a cluster id from 0 to {MAX_CLUSTER}")
+                 "cluster", ROW_MESSAGES["cluster_range"])
     null_key = cands["answer_key"].isna().to_numpy()
     cluster = cands["cluster"].to_numpy()
-    ck.first_bad("candidates", (cluster == -1) & ~null_key, "cluster",
-                 "is -1 (no answer) but answer_key is set; expected a cluster id >= 0")
-    ck.first_bad("candidates", (cluster != -1) & null_key, "cluster",
-                 "is {value!r} but answer_key is null; expected -1 for a candidate without an answer")
+    ck.first_bad("candidates", (cluster == -1) & ~null_key, "cluster", ROW_MESSAGES["cluster_minus1"])
+    ck.first_bad("candidates", (cluster != -1) & null_key, "cluster", ROW_MESSAGES["cluster_null"])
     order = np.lexsort((cands["candidate"].to_numpy(), cands["episode_id"].to_numpy()))
     ep = cands["episode_id"].to_numpy()[order]
     cl = cluster[order]
