@@ -19,7 +19,7 @@ from agents.base import Policy
 from coba_env.chunked_compile import PoolScan, compile_chunk
 from coba_env.compiled import CompiledPool
 from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
-from eval.chunked_replay import Spill, joined_run
+from eval.chunked_replay import CHUNK_EPISODES, Spill, joined_run
 from eval.episode_files import EpisodePieces
 from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
@@ -85,7 +85,7 @@ def _chunk_task(task: tuple[int, np.ndarray], scan: PoolScan, policies: list[Pol
 
 
 def run_chunks_on_ray(policies: Sequence[str | Policy], scan: PoolScan, *, ray_address: str,
-                      chunk_episodes: int = 100_000, cost_model: str = "p_tokens", seed: int = 0,
+                      chunk_episodes: int = CHUNK_EPISODES, cost_model: str = "p_tokens", seed: int = 0,
                       replay: str = "batched", progress: bool = True, pieces: EpisodePieces | None = None) -> BenchRun:
     """``eval.chunked_replay.replay_in_chunks`` on the Ray cluster at ``ray_address``: one task per slice of at
     most ``chunk_episodes`` (item, generator) episodes (at least twice the cluster's CPUs), each reading and
