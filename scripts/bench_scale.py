@@ -42,17 +42,23 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def scaled_profile(scale: int, folder: Path) -> Path:
+    """The paper profile with n_items x ``scale``, named ``paper_x<scale>``, written into ``folder``."""
+    profile = json.loads((ROOT / "pools/simulate/profiles/paper.json").read_text())
+    profile["name"] = f"paper_x{scale}"
+    for dataset in profile["datasets"].values():
+        dataset["n_items"] *= scale
+    path = folder / f"paper_x{scale}.json"
+    path.write_text(json.dumps(profile, indent=1))
+    return path
+
+
 def build_pool(folder: Path, factor: int) -> Path:
     """The paper profile with n_items x ``factor``, simulated into ``folder/x<factor>`` (reused if present)."""
     out = folder / f"x{factor}"
     if (out / "manifest.json").exists():
         return out
-    profile = json.loads((ROOT / "pools/simulate/profiles/paper.json").read_text())
-    profile["name"] = f"paper_x{factor}"
-    for dataset in profile["datasets"].values():
-        dataset["n_items"] *= factor
-    path = folder / f"paper_x{factor}.json"
-    path.write_text(json.dumps(profile, indent=1))
+    path = scaled_profile(factor, folder)
     subprocess.run(coba("pools", "simulate", "--profile", str(path), "--out", str(out)), check=True,
                    env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return out

@@ -29,17 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def scaled_profile(scale: int, folder: Path) -> Path:
-    """The paper profile with n_items x ``scale``, named ``paper_x<scale>``, written into ``folder``."""
-    profile = json.loads((ROOT / "pools/simulate/profiles/paper.json").read_text())
-    profile["name"] = f"paper_x{scale}"
-    for dataset in profile["datasets"].values():
-        dataset["n_items"] *= scale
-    path = folder / f"paper_x{scale}.json"
-    path.write_text(json.dumps(profile, indent=1))
-    return path
+from scripts.bench_scale import scaled_profile  # noqa: E402  (this checkout first on sys.path)
 
 
 def run_measured(cmd: list[str], tree: Path = ROOT) -> tuple[float, float, int]:
