@@ -57,9 +57,60 @@ ROW_MESSAGES: dict[str, str] = {
 }
 
 
+def _braces(text: str) -> str:
+    """``text`` with its braces doubled, for a message that ``first_bad`` formats."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def high_message(col: str) -> str:
     """The message for a value of ``col`` above its bound (``HIGH_BOUNDS``)."""
     return f"is {{value!r}}; expected from 0 to {HIGH_BOUNDS[col]:g}"
+
+
+#: Messages of the whole-table checks that ``validate_pool`` and the stored pool's checks (``pools.whole_steps``)
+#: both give ("{value!r}" is filled with the bad row's value).
+NAME_MESSAGE = (f"is {{value!r}}; expected printable text of at most {MAX_NAME_CHARS} characters (no line breaks or "
+                "control characters)")
+TIER_FORM_MESSAGE = "verifier name {value!r}; expected a name matching " + _braces(VERIFIER_NAME_PATTERN)
+TIER_ROLE_MESSAGE = ("verifier {value!r} has no role; expected it in the manifest's verifier_roles (name -> one of "
+                     f"{list(VERIFIER_ROLES)}); only the paper's {list(TIERS)} have a default role")
+UNKNOWN_VERIFIER_MODEL = "unknown verifier model {value!r}; expected a name in table models"
+NOT_A_VERIFIER = "model {value!r} does not have a verifier role in table models"
+
+
+def duplicate_key_message(keys: tuple[str, ...] | list[str], first: int) -> str:
+    """A key used twice, first at row ``first``."""
+    return f"duplicate key {tuple(keys)}; first used at row {first}"
+
+
+def tier_case_message(earlier: str) -> str:
+    """A verifier name equal up to case to the earlier name ``earlier``."""
+    return ("verifier name {value!r} differs only in case from verifier " + _braces(repr(earlier)) +
+            "; expected verifier names that differ beyond case (feature names are lower case)")
+
+
+def candidate_indices_message(episode: object, shown: list, n: int) -> str:
+    """An episode whose candidate indices (``shown``) are not 0..k-1."""
+    return (f"episode {episode} has candidate indices {shown}; expected 0..k-1 for some k from 1 to {n}, without gaps "
+            f"(manifest n_candidates={n})")
+
+
+def no_candidates_message(n: int) -> str:
+    """An episode without candidates."""
+    return f"episode {{value!r}} has no candidates; expected candidates 0..k-1 for some k from 1 to {n} " \
+           f"(manifest n_candidates={n})"
+
+
+def n_candidates_message(n: int, most: int) -> str:
+    """A manifest N other than the most candidates an episode holds."""
+    return (f"is {n}, but the most candidates an episode holds is {most}; expected {most} (N is the largest number of "
+            "candidates of an episode)")
+
+
+def cluster_order_message(cluster: int, expected: int) -> str:
+    """A cluster id that comes before the id ``expected`` within its episode."""
+    return (f"cluster id {cluster} appears before cluster {expected}; expected ids 0..k-1 numbered in order of first "
+            "appearance within the episode")
 
 
 
@@ -94,11 +145,6 @@ class _Checker:
             pos = int(np.argmax(mask))
             value = _plain(self.pool.table(table)[field].iat[pos]) if field else None
             self.fail(table, pos, field, message.format(value=value))
-
-
-def _braces(text: str) -> str:
-    """``text`` with its braces doubled, for a message that ``first_bad`` formats."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _plain(v: Any) -> Any:
@@ -140,7 +186,7 @@ def _check_keys(ck: _Checker) -> None:
             first = int(np.argmax(
                 np.logical_and.reduce([df[k].to_numpy() == df[k].iat[pos] for k in keys])
             ))
-            ck.fail(table, pos, keys[-1], f"duplicate key {tuple(keys)}; first used at row {first}")
+            ck.fail(table, pos, keys[-1], duplicate_key_message(keys, first))
 
 
 _CONTROL = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
@@ -152,8 +198,7 @@ def _check_names(ck: _Checker) -> None:
                        ("verifications", "model")):
         text = ck.pool.table(table)[col].astype(str)
         ck.first_bad(table, text.str.contains(_CONTROL, regex=True).to_numpy() | (text.str.len() > MAX_NAME_CHARS),
-                     col, f"is {{value!r}}; expected printable text of at most {MAX_NAME_CHARS} characters "
-                          "(no line breaks or control characters)")
+                     col, NAME_MESSAGE)
 
 
 def _check_values(ck: _Checker) -> None:
@@ -178,19 +223,16 @@ def _check_values(ck: _Checker) -> None:
     well_formed = np.array([isinstance(t, str) and re.fullmatch(VERIFIER_NAME_PATTERN, t) is not None
                             for t in names], dtype=bool)
     ck.first_bad("verifications", ~well_formed[codes] if len(codes) else np.zeros(0, bool), "tier",
-                 "verifier name {value!r}; expected a name matching " + _braces(VERIFIER_NAME_PATTERN))
+                 TIER_FORM_MESSAGE)
     folded = pd.Series([str(t).casefold() for t in names])
     clash = folded.duplicated(keep="first").to_numpy()  # a name equal up to case to an earlier one
     if clash.any():
         first = names[int(np.flatnonzero(folded == folded[int(np.argmax(clash))])[0])]
-        ck.first_bad("verifications", clash[codes], "tier",
-                     "verifier name {value!r} differs only in case from verifier " + _braces(repr(first)) +
-                     "; expected verifier names that differ beyond case (feature names are lower case)")
+        ck.first_bad("verifications", clash[codes], "tier", tier_case_message(first))
     roles = p.manifest.get("verifier_roles") or {}
     has_role = np.array([t in TIERS or t in roles for t in names], dtype=bool)
     ck.first_bad("verifications", ~has_role[codes] if len(codes) else np.zeros(0, bool), "tier",
-                 "verifier {value!r} has no role; expected it in the manifest's verifier_roles (name -> one of "
-                 f"{list(VERIFIER_ROLES)}); only the paper's {list(TIERS)} have a default role")
+                 TIER_ROLE_MESSAGE)
     score = verifs["score"].to_numpy(dtype=float)
     ck.first_bad("verifications", (score < 0) | (score > 1), "score", ROW_MESSAGES["score"])
     vlat = verifs["latency_s"].to_numpy(dtype=float)
@@ -239,10 +281,8 @@ def _check_verification_references(ck: _Checker) -> None:
     ck.first_bad("verifications", ~_multi(verifs, ["episode_id", "candidate"]).isin(known_cands), "candidate",
                  ROW_MESSAGES["candidate_ref"])
     vm = verifs["model"]
-    ck.first_bad("verifications", ~vm.isin(models["name"]), "model",
-                 "unknown verifier model {value!r}; expected a name in table models")
-    ck.first_bad("verifications", ~vm.isin(verifiers), "model",
-                 "model {value!r} does not have a verifier role in table models")
+    ck.first_bad("verifications", ~vm.isin(models["name"]), "model", UNKNOWN_VERIFIER_MODEL)
+    ck.first_bad("verifications", ~vm.isin(verifiers), "model", NOT_A_VERIFIER)
 
 
 def _check_candidate_indices(ck: _Checker, n: int) -> None:
@@ -256,16 +296,11 @@ def _check_candidate_indices(ck: _Checker, n: int) -> None:
         idx = sorted(cands.loc[cands["episode_id"] == ep, "candidate"].tolist())
         shown = idx if len(idx) <= 20 else idx[:20] + ["..."]
         pos = int(np.argmax((cands["episode_id"] == ep).to_numpy()))
-        ck.fail("candidates", pos, "candidate",
-                f"episode {_plain(ep)} has candidate indices {shown}; expected 0..k-1 for some k from 1 to {n}, "
-                f"without gaps (manifest n_candidates={n})")
-    ck.first_bad("episodes", ~episodes["episode_id"].isin(stats.index), "episode_id",
-                 f"episode {{value!r}} has no candidates; expected candidates 0..k-1 for some k from 1 to {n} "
-                 f"(manifest n_candidates={n})")
+        ck.fail("candidates", pos, "candidate", candidate_indices_message(_plain(ep), shown, n))
+    ck.first_bad("episodes", ~episodes["episode_id"].isin(stats.index), "episode_id", no_candidates_message(n))
     most = int(stats["size"].max()) if len(stats) else 0
     if most != n:
-        ck.fail_manifest("n_candidates", f"is {n}, but the most candidates an episode holds is {most}; expected "
-                                         f"{most} (N is the largest number of candidates of an episode)")
+        ck.fail_manifest("n_candidates", n_candidates_message(n, most))
 
 
 def _check_clusters(ck: _Checker) -> None:
@@ -285,9 +320,7 @@ def _check_clusters(ck: _Checker) -> None:
     if bad_sorted.any():
         k = int(np.argmax(bad_sorted))
         pos = int(order[k])
-        ck.fail("candidates", pos, "cluster",
-                f"cluster id {int(cl[k])} appears before cluster {int(before[k]) + 1}; expected ids 0..k-1 "
-                "numbered in order of first appearance within the episode")
+        ck.fail("candidates", pos, "cluster", cluster_order_message(int(cl[k]), int(before[k]) + 1))
 
 
 def _check_manifest_agrees(ck: _Checker) -> None:

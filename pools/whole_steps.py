@@ -17,8 +17,23 @@ import pyarrow.parquet as pq
 
 from pools.row_checks import C, Failure, V, name_pattern_ok
 from pools.safe_names import MAX_NAME_CHARS
-from pools.schema import TIERS, VERIFIER_NAME_PATTERN, VERIFIER_ROLES
-from pools.validate import _CONTROL, TABLE_KEYS, _braces
+from pools.schema import TIERS, VERIFIER_NAME_PATTERN
+from pools.validate import (
+    _CONTROL,
+    NAME_MESSAGE,
+    NOT_A_VERIFIER,
+    TABLE_KEYS,
+    TIER_FORM_MESSAGE,
+    TIER_ROLE_MESSAGE,
+    UNKNOWN_VERIFIER_MODEL,
+    _braces,
+    candidate_indices_message,
+    cluster_order_message,
+    duplicate_key_message,
+    n_candidates_message,
+    no_candidates_message,
+    tier_case_message,
+)
 
 if TYPE_CHECKING:
     from pools.stored_validation import Resolver
@@ -51,7 +66,7 @@ def duplicate_keys(r: Resolver, step: Step) -> Failure | None:
     run = np.cumsum(np.r_[True, ~same])
     k = int(np.flatnonzero(order == pos)[0])
     first = int(order[np.flatnonzero(run == run[k])[0]])
-    return _fixed(table, pos, keys[-1], f"duplicate key {tuple(keys)}; first used at row {first}")
+    return _fixed(table, pos, keys[-1], duplicate_key_message(keys, first))
 
 
 def _codes(column: Any) -> np.ndarray:
@@ -66,16 +81,14 @@ def bad_model_name(r: Resolver, step: Step) -> Failure | None:
     first = r.verifs.first["model"]
     bad = [m for m in first if re.search(_CONTROL, str(m)) or len(str(m)) > MAX_NAME_CHARS]
     pos = _first_of(first, bad)
-    return None if pos is None else Failure(V, pos, "model", f"is {{value!r}}; expected printable text of at most "
-                                            f"{MAX_NAME_CHARS} characters (no line breaks or control characters)")
+    return None if pos is None else Failure(V, pos, "model", NAME_MESSAGE)
 
 
 def tier_form(r: Resolver, step: Step) -> Failure | None:
     """A verifier name matching ``VERIFIER_NAME_PATTERN``."""
     first = r.verifs.first["tier"]
     pos = _first_of(first, [t for t in first if not name_pattern_ok(t, VERIFIER_NAME_PATTERN)])
-    return None if pos is None else Failure(V, pos, "tier", "verifier name {value!r}; expected a name matching "
-                                            + _braces(VERIFIER_NAME_PATTERN))
+    return None if pos is None else Failure(V, pos, "tier", TIER_FORM_MESSAGE)
 
 
 def tier_case(r: Resolver, step: Step) -> Failure | None:
@@ -88,26 +101,21 @@ def tier_case(r: Resolver, step: Step) -> Failure | None:
         return None
     earlier = names[int(np.flatnonzero(folded == folded[int(np.argmax(clash))])[0])]
     pos = _first_of(first, [t for t, c in zip(names, clash, strict=True) if c])
-    return Failure(V, pos, "tier", "verifier name {value!r} differs only in case from verifier " +
-                   _braces(repr(earlier)) + "; expected verifier names that differ beyond case (feature names are "
-                   "lower case)")
+    return Failure(V, pos, "tier", tier_case_message(earlier))
 
 
 def tier_role(r: Resolver, step: Step) -> Failure | None:
     """A verifier name with a role (the paper's, or declared in the manifest)."""
     first, roles = r.verifs.first["tier"], r.ck.pool.manifest.get("verifier_roles") or {}
     pos = _first_of(first, [t for t in first if not (t in TIERS or t in roles)])
-    return None if pos is None else Failure(
-        V, pos, "tier", "verifier {value!r} has no role; expected it in the manifest's verifier_roles (name -> one "
-        f"of {list(VERIFIER_ROLES)}); only the paper's {list(TIERS)} have a default role")
+    return None if pos is None else Failure(V, pos, "tier", TIER_ROLE_MESSAGE)
 
 
 def model_known(r: Resolver, step: Step) -> Failure | None:
     """A verification's model in table models."""
     first, known = r.verifs.first["model"], set(r.ck.pool.models["name"])
     pos = _first_of(first, [m for m in first if m not in known])
-    return None if pos is None else Failure(V, pos, "model", "unknown verifier model {value!r}; expected a name in "
-                                            "table models")
+    return None if pos is None else Failure(V, pos, "model", UNKNOWN_VERIFIER_MODEL)
 
 
 def model_role(r: Resolver, step: Step) -> Failure | None:
@@ -116,8 +124,7 @@ def model_role(r: Resolver, step: Step) -> Failure | None:
     verifiers = {n for n, role in zip(models["name"], models["role"], strict=True) if "verifier" in role}
     first = r.verifs.first["model"]
     pos = _first_of(first, [m for m in first if m not in verifiers])
-    return None if pos is None else Failure(V, pos, "model", "model {value!r} does not have a verifier role in "
-                                            "table models")
+    return None if pos is None else Failure(V, pos, "model", NOT_A_VERIFIER)
 
 
 def candidate_indices(r: Resolver, step: Step) -> Failure | None:
@@ -132,17 +139,13 @@ def candidate_indices(r: Resolver, step: Step) -> Failure | None:
         ep = r.cands.ids[k]
         idx = sorted(read_rows(r.path, C, np.array([ep]), columns=["candidate"])["candidate"].tolist())
         shown = idx if len(idx) <= 20 else idx[:20] + ["..."]
-        return _fixed(C, int(s["first"][k]), "candidate", f"episode {int(ep)} has candidate indices {shown}; "
-                      f"expected 0..k-1 for some k from 1 to {n}, without gaps (manifest n_candidates={n})")
+        return _fixed(C, int(s["first"][k]), "candidate", candidate_indices_message(int(ep), shown, n))
     episodes = ck.pool.episodes["episode_id"].to_numpy(dtype=np.int64)
     at, known = r.cands.locate(episodes)
-    ck.first_bad("episodes", ~(known & held[at]), "episode_id",
-                 f"episode {{value!r}} has no candidates; expected candidates 0..k-1 for some k from 1 to {n} "
-                 f"(manifest n_candidates={n})")
+    ck.first_bad("episodes", ~(known & held[at]), "episode_id", no_candidates_message(n))
     most = int(s["size"].max()) if len(s["size"]) else 0
     if most != n:
-        ck.fail_manifest("n_candidates", f"is {n}, but the most candidates an episode holds is {most}; expected "
-                                         f"{most} (N is the largest number of candidates of an episode)")
+        ck.fail_manifest("n_candidates", n_candidates_message(n, most))
     return None
 
 
@@ -160,8 +163,7 @@ def cluster_order(r: Resolver, step: Step) -> Failure | None:
                                             int(before[int(np.argmax(bad))]) + 1)
     if found is None:
         return None
-    return _fixed(C, found[0], "cluster", f"cluster id {found[1]} appears before cluster {found[2]}; expected ids "
-                  "0..k-1 numbered in order of first appearance within the episode")
+    return _fixed(C, found[0], "cluster", cluster_order_message(found[1], found[2]))
 
 
 WHOLE_STEPS = {"whole_keys": duplicate_keys, "name": bad_model_name, "tier_form": tier_form, "tier_case": tier_case,
