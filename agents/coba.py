@@ -116,6 +116,7 @@ class CoBaPolicy(ConfiguredPolicy):
 
     # -- the same rule for a batch of episodes (``CoBaVectorEnv``) ----------------------------------------
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a cheap judge on V2 replays one by one."""

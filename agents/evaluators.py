@@ -54,6 +54,7 @@ class SampleThenVerify(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``: the first of SAMPLE, then each tier's VERIFY, that applies."""

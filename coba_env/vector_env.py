@@ -63,7 +63,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, num_envs: int, pool: Any = None, *, config: EnvConfig | None = None,
-                 render_mode: str | None = None, **env_kwargs: Any) -> None:
+                 render_mode: str | None = None, observe: bool = True, **env_kwargs: Any) -> None:
         num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
         grouping = env_kwargs.pop("grouping", None)
         if config is None:
@@ -78,6 +78,10 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
+        #: Whether ``reset`` and ``step`` build observations. False (the batched replay of a policy that reads none,
+        #: ``agents.base.Policy.observes_in_batch``) returns [B, 0] arrays instead, so that a read fails loudly;
+        #: the state, masks, rewards and infos are the same.
+        self.observe = observe
         #: The item grouping's episodes (``coba_env.route_pool.RoutePool``) and N_max per generator; None with pairs.
         self.route, self.n_max_per_generator = config.route, config.n_max_per_generator
         #: Whether SAMPLE puts a chosen generator's candidate into the next slot (the item grouping), so slots are
@@ -197,6 +201,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
     def _observations(self) -> np.ndarray:
         """Observations [B, F] of the current state (``self._fusion`` must be current)."""
         p = self._n_problem
+        if not self.observe:
+            return np.empty((self.num_envs, 0), dtype=np.float32)
         if not self._places and not p:
             return batch_observe(self, self._obs_t, self.features)
         k = p + (self.generator_block.shape[1] if self._places else 0)
@@ -211,6 +217,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
+        if not self.observe:
+            return
         fresh = np.zeros((len(rows), self.n_obs), dtype=np.float32)
         self._fresh_rows(fresh, rows)
         row_items(obs)[rows] = row_items(fresh)  # whole rows as single items
@@ -270,8 +278,9 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
             sel = self._select(stop_rows)
             correct = (sel >= 0) & self._correct_flat.take(self._pool_flat(stop_rows, np.maximum(sel, 0)))
             reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
-            full_final = np.zeros((b, self.n_obs), dtype=np.float32)
-            row_items(full_final)[stop_rows] = row_items(obs).take(stop_rows)  # row copies become memcpys
+            full_final = np.zeros((b, obs.shape[1]), dtype=np.float32)
+            if self.observe:
+                row_items(full_final)[stop_rows] = row_items(obs).take(stop_rows)  # row copies become memcpys
             sel_full = np.full(b, -1, dtype=np.int64)
             sel_full[stop_rows] = sel
             corr_full = np.zeros(b, dtype=bool)
