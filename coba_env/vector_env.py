@@ -15,8 +15,8 @@ revealed in pool order), and each generator's evidence is kept beside the pooled
 
 Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) is, and nearly all of them run
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
-computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
-still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
+computes the fusion rank R of every slot at most once per step (VERIFY targets read the previous step's, which is
+still current for them; without observations only when VERIFY or the fusion selection reads it), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
 observation is built feature by feature in a float32 [F, B] buffer (rows padded off a power-of-two stride) and
 copied into its [B, F] result in one transposed pass. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
 docs/PERFORMANCE.md and scripts/profile_vector_env.py.
@@ -272,7 +272,9 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         stop_rows = np.flatnonzero(terminated)
         infos: dict[str, Any] = {}
-        self._fusion()
+        self._rank_current = False
+        if self.observe:  # the observation reads each row's top R; else R is computed when read (``_current_rank``)
+            self._fusion()
         obs = self._observations()
         if len(stop_rows):
             sel = self._select(stop_rows)

@@ -51,6 +51,8 @@ class VectorEvidence:
     n: np.ndarray
     ep: np.ndarray
     rank_t: np.ndarray
+    #: Whether ``rank_t`` is R of the current state (``_fusion`` sets it, a step's evidence clears it).
+    _rank_current = False
 
     def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``table``'s [E, N, ...] values of each revealed slot of ``rows``, [R, N, ...] (stale beyond n)."""
@@ -123,7 +125,13 @@ class VectorEvidence:
             self.rank_t.ravel()[at] = r
             top[cols] = np.maximum(top.take(cols), np.maximum.reduceat(r, starts))
         self.top_rank = top
+        self._rank_current = True
         return self.rank_t
+
+    def _current_rank(self) -> np.ndarray:
+        """``self.rank_t`` of the current state: R is a function of each row's state alone, so a step that builds no
+        observation leaves it to the first reader (VERIFY's target choice, the fusion selection) instead."""
+        return self.rank_t if self._rank_current else self._fusion()
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
@@ -132,8 +140,9 @@ class VectorEvidence:
         if rule.rule == "fusion":
             # R of revealed candidates with an answer; -2 for the others (unrevealed ones have -inf).
             sel = np.empty(len(rows), dtype=np.int64)
+            rank_t = self._current_rank()
             for part, k in self._slot_groups(rows):  # slot-major [k, len(part)]
-                sel[part] = batch_best(self.rank_t[:k].take(rows[part], axis=1), none[part],
+                sel[part] = batch_best(rank_t[:k].take(rows[part], axis=1), none[part],
                                        hidden=k < self.n_cand)
             return sel
         tier_scores = tier_verified = None
@@ -251,13 +260,14 @@ class VectorEvidence:
         t_n = self.n_tiers
         b = self.num_envs
         t = self.layout.verifier_of(a)  # works on arrays too
-        # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
+        # VERIFY targets the highest R before this step's evidence (R of the state the last step left); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
         at_open = rows * t_n + t  # columns of ``open_t``
         c = np.empty(len(rows), dtype=np.int64)
+        rank_t = self._current_rank()  # the rows that verify have not changed in this step
         for part, k in self._slot_groups(rows):
             c[part] = batch_verify_target(self.open_t[:k].take(at_open[part], axis=1),
-                                          self.rank_t[:k].take(rows[part], axis=1))
+                                          rank_t[:k].take(rows[part], axis=1))
         flat = self._pool_flat(rows, c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``

@@ -151,7 +151,7 @@ class VectorState:
     @property
     def rank(self) -> np.ndarray:
         """R of every candidate slot after the last step [B, N]."""
-        return self.rank_t.T
+        return self._current_rank().T
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
         b = self.num_envs
