@@ -54,11 +54,12 @@ class VectorEvidence:
     #: Whether ``rank_t`` is R of the current state (``_fusion`` sets it, a step's evidence clears it).
     _rank_current = False
 
-    def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``table``'s [E, N, ...] values of each revealed slot of ``rows``, [R, N, ...] (stale beyond n)."""
+    def _slot_table(self, table: np.ndarray, rows: np.ndarray, k: int | None = None) -> np.ndarray:
+        """``table``'s [E, N, ...] values of each revealed slot of ``rows``, [R, N, ...] (stale beyond n); with ``k``
+        only the first k slots, [R, k, ...]."""
         if not self._places:  # slot = pool candidate
-            return table[self.ep[rows]]
-        flat = self.ep[rows, None] * self.n_cand + self.slot_candidate[:, rows].T
+            return table[self.ep[rows]] if k is None else table[self.ep[rows], :k]
+        flat = self.ep[rows, None] * self.n_cand + self.slot_candidate[:k, rows].T
         return table.reshape(-1, *table.shape[2:])[flat]
 
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
@@ -145,11 +146,15 @@ class VectorEvidence:
                 sel[part] = batch_best(rank_t[:k].take(rows[part], axis=1), none[part],
                                        hidden=k < self.n_cand)
             return sel
+        # The rules read revealed slots only, so the first k (the most any of ``rows`` revealed) decide, and the
+        # selection is the same (rows without an answer are set to -1 below).
+        n = self.n[rows]
+        k = max(min(int(n.max()), self.n_cand), 1)
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows),
-                                                      lambda t: self._verified(t, rows))
-        sel = select_by_rule(rule, self._slot_table(self.pool.cluster, rows), self.n[rows], self.top[rows],
+            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows, k),
+                                                      lambda t: self._verified(t, rows)[:, :k])
+        sel = select_by_rule(rule, self._slot_table(self.pool.cluster, rows, k), n, self.top[rows],
                              tier_scores, tier_verified)
         return np.where(none, -1, sel)
 

@@ -41,6 +41,7 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
     pool = venv.pool
     n_ep, b = pool.n_episodes, venv.num_envs
     log = np.full((n_ep, venv.max_steps), -1, dtype=np.int8)
+    flat_log, width = log.ravel(), venv.max_steps
     selected = np.full(n_ep, -1, dtype=np.int64)
     correct = np.zeros(n_ep, dtype=bool)
     costs = np.zeros((n_ep, venv.cost.shape[1]))
@@ -68,7 +69,7 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
             # STOP, else the first legal action (a route row's generator 0 may have no candidates there).
             a[idle] = np.where(mask[idle, stop] > 0, stop, np.argmax(mask[idle] > 0, axis=1))
         rows = np.flatnonzero(real)
-        log[episode[rows], step_at[rows]] = a[rows]
+        flat_log[episode.take(rows) * width + step_at.take(rows)] = a.take(rows)  # log[episode, step]: one 1-D scatter
         step_at += 1
         try:
             obs, reward, terminated, _, infos = venv.step(a)
