@@ -108,7 +108,8 @@ class Policy(ABC):
     #: without one keeps the default ``act_batch`` below, and the bench replays it one episode at a time.
     batched: ClassVar[bool] = False
 
-    #: Whether ``act_batch`` reads its ``observations`` argument. Counted only on the class that defines
+    #: Whether ``act_batch`` reads its ``observations`` argument (or the vector env's observation-only sums
+    #: ``len_sum`` and ``clogc_sum``, not kept without observations). Counted only on the class that defines
     #: ``act_batch`` (``observes_in_batch``), so a subclass with its own ``act_batch`` observes unless it says not.
     batch_reads_observations: ClassVar[bool] = True
 

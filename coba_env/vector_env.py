@@ -79,8 +79,9 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self.pool = p
         self.render_mode = render_mode
         #: Whether ``reset`` and ``step`` build observations. False (the batched replay of a policy that reads none,
-        #: ``agents.base.Policy.observes_in_batch``) returns [B, 0] arrays instead, so that a read fails loudly;
-        #: the state, masks, rewards and infos are the same.
+        #: ``agents.base.Policy.observes_in_batch``) returns [B, 0] arrays instead, so that a read fails loudly,
+        #: and leaves the sums only observations read (``len_sum``, ``clogc_sum``) at 0; the rest of the state,
+        #: the masks, rewards and infos are the same.
         self.observe = observe
         #: The item grouping's episodes (``coba_env.route_pool.RoutePool``) and N_max per generator; None with pairs.
         self.route, self.n_max_per_generator = config.route, config.n_max_per_generator

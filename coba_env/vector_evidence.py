@@ -51,6 +51,8 @@ class VectorEvidence:
     n: np.ndarray
     ep: np.ndarray
     rank_t: np.ndarray
+    #: Whether the env builds observations (``CoBaVectorEnv.observe``); without, the sums only they read are not kept.
+    observe = True
     #: Whether ``rank_t`` is R of the current state (``_fusion`` sets it, a step's evidence clears it).
     _rank_current = False
 
@@ -193,7 +195,8 @@ class VectorEvidence:
         counters[1] += table[:, 1]
         counters[2:] += table[:, 2:2 + t_n].T
         ints[at_ints] = counters
-        self.len_sum[rows] += self.output_tokens.take(flat)
+        if self.observe:  # a sum only the observation reads
+            self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
         if t_n:  # the revealed slot is open at each tier whose call the pool holds
             self._open_view[slot] = self._open_items.take(flat)
@@ -219,7 +222,8 @@ class VectorEvidence:
             counts[at] = new
             count[ans] = new
             self._count_new_answers(r, cc, c.take(ans), min(int(c.max()) + 1, FUSION_SLOTS))
-            self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
+            if self.observe:  # a sum only the observation reads
+                self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
             at_ints = self._answered_at[:, None] + r
             counters = ints.take(at_ints)
             _, _, top_count, _, top, second = counters  # rows of ``counters``, read before they are rewritten
