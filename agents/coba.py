@@ -146,9 +146,9 @@ class CoBaPolicy(ConfiguredPolicy):
         out = np.full(len(n), self.stop_id, dtype=np.int64)
         todo = np.ones(len(n), dtype=bool)
 
-        def claim(rows: np.ndarray, action: int) -> None:
-            out[rows] = action
-            todo[rows] = False
+        def claim(rows: np.ndarray, action: int) -> None:  # rows: a bool mask (masked copies: no index arrays)
+            np.copyto(out, action, where=rows)
+            np.logical_and(todo, ~rows, out=todo)
 
         claim(todo & (n < warmup) & can_sample, self.sample_id)
         if cheap is not None:

@@ -64,7 +64,7 @@ class SampleThenVerify(ConfiguredPolicy):
         steps += [(a, legal(action_masks, a)) for a in map(self.verify_for, self.verify) if a is not None]
         for action, applies in steps:
             take = todo & applies
-            out[take] = action
+            np.copyto(out, action, where=take)  # a masked copy: no index array
             todo &= ~take
         return out
 
