@@ -111,6 +111,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self.n_clusters = tables.n_clusters
         self.output_tokens, self.sample_int = tables.output_tokens, tables.sample_int
         self.has_t = tables.has_slots  # [N, T * E]: ``_verified`` gathers columns
+        self._open_flags = tables.open_flags  # [E * N, T]: ``VectorState._alloc`` views its rows as items
         self.score_flat, self.cost_rows = tables.score_flat, tables.cost_rows
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens

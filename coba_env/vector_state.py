@@ -33,6 +33,7 @@ class VectorState:
     n_tiers: int
     n_clusters: int
     _places: bool
+    _open_flags: np.ndarray
 
     # -- state ---------------------------------------------------------------------------------------
     def _alloc(self) -> None:
@@ -93,7 +94,7 @@ class VectorState:
         self.open_t = np.zeros((n, b * t), dtype=bool)
         if t:
             self._open_view = row_items(self.open_t.reshape(n * b, t))  # [N * B] items, index slot * B + row
-            self._open_items = row_items(np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0))  # [E * N]
+            self._open_items = row_items(self._open_flags)  # [E * N], built once per pool (``VectorTables``)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask

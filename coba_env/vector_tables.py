@@ -20,6 +20,9 @@ class VectorTables:
     #: int8 (int64 from 127 clusters) [E * N, 3 + T]: cluster (-1: no answer), cap_hit, has_score with an
     #: answer per tier, and whether the candidate is the first of its answer cluster in its episode.
     sample_int: np.ndarray
+    #: bool [E * N, T], contiguous: the tiers at which a revealed candidate is open to VERIFY (has_score with an
+    #: answer), which SAMPLE copies into the env's state as one T-byte item per row.
+    open_flags: np.ndarray
     #: Pool scores [E * N * T] (NaN: no usable score).
     score_flat: np.ndarray
     #: Every cost a step can add, [E * N + E * N * T + 1, 4] (4 measures): a SAMPLE's generation cost at row
@@ -54,6 +57,7 @@ class VectorTables:
             has_slots=np.ascontiguousarray(has_answered.transpose(1, 2, 0)).reshape(n_cand, -1),
             output_tokens=pool.output_tokens.astype(np.float64).ravel(),
             sample_int=sample_int.reshape(-1, sample_int.shape[2]),
+            open_flags=np.ascontiguousarray(has_answered.reshape(cluster.size, t_n)),
             score_flat=pool.score.ravel(),
             cost_rows=pool.cost_rows() if hasattr(pool, "cost_rows") else np.concatenate(
                 [pool.gen_cost.reshape(-1, pool.gen_cost.shape[-1]), pool.ver_cost.reshape(-1, pool.gen_cost.shape[-1]),
