@@ -136,7 +136,8 @@ def distinct_rows(log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Only the columns up to the last action anywhere are compared (the rest is -1 everywhere), packed into 64-bit
     words; several words are hashed to one key, and the grouping is checked row by row against its group's first
-    row (a hash collision, never seen, falls back to comparing whole rows).
+    row (a hash collision, never seen, falls back to comparing whole rows). Keys are grouped by hashing
+    (``pandas.factorize``), not sorting.
     """
     width = max(int(np.flatnonzero((log >= 0).any(axis=0)).max(initial=-1)) + 1, 1)
     words = -(-width // 8)
@@ -144,18 +145,25 @@ def distinct_rows(log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     packed[:, :width] = log[:, :width]
     key = packed.view(np.uint64)
     if words == 1:
-        _, first, inverse = np.unique(key[:, 0], return_index=True, return_inverse=True)
+        first, inverse = _first_and_groups(key[:, 0])
     else:
         h = key[:, 0].copy()
         for w in range(1, words):
             h *= np.uint64(0x9E3779B97F4A7C15)  # the 64-bit golden-ratio multiplier: words mix before each add
             h ^= key[:, w]
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        first, inverse = _first_and_groups(h)
         if not (key == key[first[inverse]]).all():  # a collision: group the whole rows instead
             rows = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
             _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
     return log[first], inverse.reshape(-1)
+
+
+def _first_and_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first index of each distinct key, each key's group) of the 1-D ``keys``."""
+    groups, distinct = pd.factorize(keys)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[groups[::-1]] = np.arange(len(groups))[::-1]  # the last write per group is its first index
+    return first, groups
 
 
 def played_in_batch(out: dict[str, np.ndarray], venv: CoBaVectorEnv) -> PlayedEpisodes:
