@@ -97,6 +97,7 @@ class DifficultyAdaptive(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a judge on V2 replays one by one."""
@@ -174,6 +175,7 @@ class UncertaintyBandit(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""

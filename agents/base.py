@@ -108,6 +108,19 @@ class Policy(ABC):
     #: without one keeps the default ``act_batch`` below, and the bench replays it one episode at a time.
     batched: ClassVar[bool] = False
 
+    #: Whether ``act_batch`` reads its ``observations`` argument (or the vector env's observation-only sums
+    #: ``len_sum`` and ``clogc_sum``, not kept without observations). Counted only on the class that defines
+    #: ``act_batch`` (``observes_in_batch``), so a subclass with its own ``act_batch`` observes unless it says not.
+    batch_reads_observations: ClassVar[bool] = True
+
+    def observes_in_batch(self) -> bool:
+        """Whether the batched replay must build observations for ``act_batch``: ``batch_reads_observations`` as
+        declared by the class that defines ``act_batch`` (True when it declares nothing)."""
+        for cls in type(self).__mro__:
+            if "act_batch" in vars(cls):
+                return bool(vars(cls).get("batch_reads_observations", True))
+        return True
+
     def supports_batch(self, venv: Any) -> bool:
         """Whether ``act_batch`` can run on ``venv`` (a ``CoBaVectorEnv``); the replay falls back otherwise."""
         return self.batched

@@ -116,6 +116,7 @@ class CoBaPolicy(ConfiguredPolicy):
 
     # -- the same rule for a batch of episodes (``CoBaVectorEnv``) ----------------------------------------
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def supports_batch(self, venv: Any) -> bool:
         """The vector env keeps the top cluster's V1 and V3 statistics; a cheap judge on V2 replays one by one."""
@@ -145,9 +146,9 @@ class CoBaPolicy(ConfiguredPolicy):
         out = np.full(len(n), self.stop_id, dtype=np.int64)
         todo = np.ones(len(n), dtype=bool)
 
-        def claim(rows: np.ndarray, action: int) -> None:
-            out[rows] = action
-            todo[rows] = False
+        def claim(rows: np.ndarray, action: int) -> None:  # rows: a bool mask (masked copies: no index arrays)
+            np.copyto(out, action, where=rows)
+            np.logical_and(todo, ~rows, out=todo)
 
         claim(todo & (n < warmup) & can_sample, self.sample_id)
         if cheap is not None:

@@ -54,6 +54,7 @@ class SampleThenVerify(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``: the first of SAMPLE, then each tier's VERIFY, that applies."""
@@ -63,7 +64,7 @@ class SampleThenVerify(ConfiguredPolicy):
         steps += [(a, legal(action_masks, a)) for a in map(self.verify_for, self.verify) if a is not None]
         for action, applies in steps:
             take = todo & applies
-            out[take] = action
+            np.copyto(out, action, where=take)  # a masked copy: no index array
             todo &= ~take
         return out
 

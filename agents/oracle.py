@@ -128,6 +128,7 @@ class PoolOracle(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Plan the rows' new episodes from the labels, as ``reset`` does for one (evaluator side only)."""

@@ -149,6 +149,7 @@ class LadderCascadePolicy(RoutePolicy):
         return top_rung_action(self, ev, action_mask)
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row: each rung claims the rows still climbing, step by step in ``act``'s order."""

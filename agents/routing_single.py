@@ -48,6 +48,7 @@ class SingleGeneratorRouter(RoutePolicy):
         return sample if ev.gen_revealed[g] < self.samples and can(action_mask, sample) else self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row."""

@@ -87,6 +87,7 @@ class ThresholdRouterPolicy(RoutePolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def difficulty_signal_batch(self, venv: Any) -> np.ndarray:
         """``difficulty_signal`` for every row of an item-grouped ``CoBaVectorEnv``."""

@@ -58,6 +58,7 @@ class BestOfN(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""
@@ -105,6 +106,7 @@ class KStableStop(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Per row: the newest leader, how many times in a row it led, and how many samples were seen."""
@@ -162,6 +164,7 @@ class OverthinkingStop(ConfiguredPolicy):
         return self.sample_id if can(action_mask, self.sample_id) else self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""
@@ -198,6 +201,7 @@ class S1BudgetForcing(ConfiguredPolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray, venv: Any = None) -> np.ndarray:
         """``act`` for every row of ``venv``."""

@@ -81,6 +81,7 @@ class RandomRouter(RoutePolicy):
         return self.stop_id
 
     batched = True
+    batch_reads_observations = False  # its act_batch reads the vector env's state
 
     def start_batch(self, venv: Any, rows: np.ndarray | None) -> None:
         """Draw the routes of the rows' new episodes."""

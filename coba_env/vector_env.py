@@ -15,8 +15,8 @@ revealed in pool order), and each generator's evidence is kept beside the pooled
 
 Speed: one ``step`` is a fixed number of numpy calls whatever ``num_envs`` (B) is, and nearly all of them run
 over contiguous memory. It keeps the top answer and runner-up counts incrementally (as ``Evidence`` does),
-computes the fusion rank R of every slot once per step (VERIFY targets read the previous step's, which is
-still current for them), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
+computes the fusion rank R of every slot at most once per step (VERIFY targets read the previous step's, which is
+still current for them; without observations only when VERIFY or the fusion selection reads it), handles all VERIFY tiers in one pass and gathers with flat ``take`` indices. The
 observation is built feature by feature in a float32 [F, B] buffer (rows padded off a power-of-two stride) and
 copied into its [B, F] result in one transposed pass. A step's costs are one gather from a table of every cost a step can add. Per-step figures:
 docs/PERFORMANCE.md and scripts/profile_vector_env.py.
@@ -63,7 +63,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, num_envs: int, pool: Any = None, *, config: EnvConfig | None = None,
-                 render_mode: str | None = None, **env_kwargs: Any) -> None:
+                 render_mode: str | None = None, observe: bool = True, **env_kwargs: Any) -> None:
         num_envs = check_int("num_envs", num_envs, low=1, high=1 << 30)
         grouping = env_kwargs.pop("grouping", None)
         if config is None:
@@ -78,6 +78,11 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self.num_envs = num_envs
         self.pool = p
         self.render_mode = render_mode
+        #: Whether ``reset`` and ``step`` build observations. False (the batched replay of a policy that reads none,
+        #: ``agents.base.Policy.observes_in_batch``) returns [B, 0] arrays instead, so that a read fails loudly,
+        #: and leaves the sums only observations read (``len_sum``, ``clogc_sum``) at 0; the rest of the state,
+        #: the masks, rewards and infos are the same.
+        self.observe = observe
         #: The item grouping's episodes (``coba_env.route_pool.RoutePool``) and N_max per generator; None with pairs.
         self.route, self.n_max_per_generator = config.route, config.n_max_per_generator
         #: Whether SAMPLE puts a chosen generator's candidate into the next slot (the item grouping), so slots are
@@ -106,6 +111,7 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         self.n_clusters = tables.n_clusters
         self.output_tokens, self.sample_int = tables.output_tokens, tables.sample_int
         self.has_t = tables.has_slots  # [N, T * E]: ``_verified`` gathers columns
+        self._open_flags = tables.open_flags  # [E * N, T]: ``VectorState._alloc`` views its rows as items
         self.score_flat, self.cost_rows = tables.score_flat, tables.cost_rows
         self._ver_cost_row0, self._no_cost_row = p.n_episodes * p.n_candidates, len(self.cost_rows) - 1
         self.max_output_tokens = p.max_output_tokens
@@ -197,6 +203,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
     def _observations(self) -> np.ndarray:
         """Observations [B, F] of the current state (``self._fusion`` must be current)."""
         p = self._n_problem
+        if not self.observe:
+            return np.empty((self.num_envs, 0), dtype=np.float32)
         if not self._places and not p:
             return batch_observe(self, self._obs_t, self.features)
         k = p + (self.generator_block.shape[1] if self._places else 0)
@@ -211,6 +219,8 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
 
     def _fresh_observations(self, obs: np.ndarray, rows: np.ndarray) -> None:
         """Write the first observation of the episodes ``rows`` just started into ``obs`` [B, F]."""
+        if not self.observe:
+            return
         fresh = np.zeros((len(rows), self.n_obs), dtype=np.float32)
         self._fresh_rows(fresh, rows)
         row_items(obs)[rows] = row_items(fresh)  # whole rows as single items
@@ -264,14 +274,17 @@ class CoBaVectorEnv(VectorState, VectorEvidence, VectorEnv):
         reward = -self.lams * step_cost[:, self.cost_k] / self.budget
         stop_rows = np.flatnonzero(terminated)
         infos: dict[str, Any] = {}
-        self._fusion()
+        self._rank_current = False
+        if self.observe:  # the observation reads each row's top R; else R is computed when read (``_current_rank``)
+            self._fusion()
         obs = self._observations()
         if len(stop_rows):
             sel = self._select(stop_rows)
             correct = (sel >= 0) & self._correct_flat.take(self._pool_flat(stop_rows, np.maximum(sel, 0)))
             reward[stop_rows] = correct  # a STOP costs nothing: its reward is 0 + correct
-            full_final = np.zeros((b, self.n_obs), dtype=np.float32)
-            row_items(full_final)[stop_rows] = row_items(obs).take(stop_rows)  # row copies become memcpys
+            full_final = np.zeros((b, obs.shape[1]), dtype=np.float32)
+            if self.observe:
+                row_items(full_final)[stop_rows] = row_items(obs).take(stop_rows)  # row copies become memcpys
             sel_full = np.full(b, -1, dtype=np.int64)
             sel_full[stop_rows] = sel
             corr_full = np.zeros(b, dtype=bool)

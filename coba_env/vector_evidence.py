@@ -51,12 +51,17 @@ class VectorEvidence:
     n: np.ndarray
     ep: np.ndarray
     rank_t: np.ndarray
+    #: Whether the env builds observations (``CoBaVectorEnv.observe``); without, the sums only they read are not kept.
+    observe = True
+    #: Whether ``rank_t`` is R of the current state (``_fusion`` sets it, a step's evidence clears it).
+    _rank_current = False
 
-    def _slot_table(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``table``'s [E, N, ...] values of each revealed slot of ``rows``, [R, N, ...] (stale beyond n)."""
+    def _slot_table(self, table: np.ndarray, rows: np.ndarray, k: int | None = None) -> np.ndarray:
+        """``table``'s [E, N, ...] values of each revealed slot of ``rows``, [R, N, ...] (stale beyond n); with ``k``
+        only the first k slots, [R, k, ...]."""
         if not self._places:  # slot = pool candidate
-            return table[self.ep[rows]]
-        flat = self.ep[rows, None] * self.n_cand + self.slot_candidate[:, rows].T
+            return table[self.ep[rows]] if k is None else table[self.ep[rows], :k]
+        flat = self.ep[rows, None] * self.n_cand + self.slot_candidate[:k, rows].T
         return table.reshape(-1, *table.shape[2:])[flat]
 
     def _verified(self, t: int, rows: np.ndarray) -> np.ndarray:
@@ -123,7 +128,13 @@ class VectorEvidence:
             self.rank_t.ravel()[at] = r
             top[cols] = np.maximum(top.take(cols), np.maximum.reduceat(r, starts))
         self.top_rank = top
+        self._rank_current = True
         return self.rank_t
+
+    def _current_rank(self) -> np.ndarray:
+        """``self.rank_t`` of the current state: R is a function of each row's state alone, so a step that builds no
+        observation leaves it to the first reader (VERIFY's target choice, the fusion selection) instead."""
+        return self.rank_t if self._rank_current else self._fusion()
 
     def _select(self, rows: np.ndarray) -> np.ndarray:
         """The STOP selection for ``rows`` under the env's rule (mirrors selection.select_candidate)."""
@@ -132,15 +143,20 @@ class VectorEvidence:
         if rule.rule == "fusion":
             # R of revealed candidates with an answer; -2 for the others (unrevealed ones have -inf).
             sel = np.empty(len(rows), dtype=np.int64)
+            rank_t = self._current_rank()
             for part, k in self._slot_groups(rows):  # slot-major [k, len(part)]
-                sel[part] = batch_best(self.rank_t[:k].take(rows[part], axis=1), none[part],
+                sel[part] = batch_best(rank_t[:k].take(rows[part], axis=1), none[part],
                                        hidden=k < self.n_cand)
             return sel
+        # The rules read revealed slots only, so the first k (the most any of ``rows`` revealed) decide, and the
+        # selection is the same (rows without an answer are set to -1 below).
+        n = self.n[rows]
+        k = max(min(int(n.max()), self.n_cand), 1)
         tier_scores = tier_verified = None
         if rule.rule in ("max_score", "weighted_vote"):
-            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows),
-                                                      lambda t: self._verified(t, rows))
-        sel = select_by_rule(rule, self._slot_table(self.pool.cluster, rows), self.n[rows], self.top[rows],
+            tier_scores, tier_verified = tier_columns(rule, self._slot_table(self.pool.score, rows, k),
+                                                      lambda t: self._verified(t, rows)[:, :k])
+        sel = select_by_rule(rule, self._slot_table(self.pool.cluster, rows, k), n, self.top[rows],
                              tier_scores, tier_verified)
         return np.where(none, -1, sel)
 
@@ -179,7 +195,8 @@ class VectorEvidence:
         counters[1] += table[:, 1]
         counters[2:] += table[:, 2:2 + t_n].T
         ints[at_ints] = counters
-        self.len_sum[rows] += self.output_tokens.take(flat)
+        if self.observe:  # a sum only the observation reads
+            self.len_sum[rows] += self.output_tokens.take(flat)
         slot = c * b + rows  # the revealed slot in the flat [N, B] arrays
         if t_n:  # the revealed slot is open at each tier whose call the pool holds
             self._open_view[slot] = self._open_items.take(flat)
@@ -205,7 +222,8 @@ class VectorEvidence:
             counts[at] = new
             count[ans] = new
             self._count_new_answers(r, cc, c.take(ans), min(int(c.max()) + 1, FUSION_SLOTS))
-            self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
+            if self.observe:  # a sum only the observation reads
+                self.clogc_sum[r] += self.clogc[new] - self.clogc[old]
             at_ints = self._answered_at[:, None] + r
             counters = ints.take(at_ints)
             _, _, top_count, _, top, second = counters  # rows of ``counters``, read before they are rewritten
@@ -251,13 +269,14 @@ class VectorEvidence:
         t_n = self.n_tiers
         b = self.num_envs
         t = self.layout.verifier_of(a)  # works on arrays too
-        # VERIFY targets the highest R before this step's evidence (self.rank_t, from the last step); unrevealed
+        # VERIFY targets the highest R before this step's evidence (R of the state the last step left); unrevealed
         # slots have R = -inf and a revealed eligible one exists (pending > 0). All slot-major [N, len(rows)].
         at_open = rows * t_n + t  # columns of ``open_t``
         c = np.empty(len(rows), dtype=np.int64)
+        rank_t = self._current_rank()  # the rows that verify have not changed in this step
         for part, k in self._slot_groups(rows):
             c[part] = batch_verify_target(self.open_t[:k].take(at_open[part], axis=1),
-                                          self.rank_t[:k].take(rows[part], axis=1))
+                                          rank_t[:k].take(rows[part], axis=1))
         flat = self._pool_flat(rows, c) * t_n + t
         s = self.score_flat.take(flat)
         cost_at[rows] = self._ver_cost_row0 + flat  # the verification cost's row of ``cost_rows``

@@ -20,7 +20,6 @@ import numpy as np
 from coba_env.costs import COST_MEASURES
 from coba_env.row_items import row_items, zero_item
 from coba_env.rules.features import batch_fresh_block
-from coba_env.vector_evidence import slot_spans
 
 __all__ = ["VectorState"]
 
@@ -33,6 +32,7 @@ class VectorState:
     n_tiers: int
     n_clusters: int
     _places: bool
+    _open_flags: np.ndarray
 
     # -- state ---------------------------------------------------------------------------------------
     def _alloc(self) -> None:
@@ -44,6 +44,7 @@ class VectorState:
         int_names = ("n", "n_distinct", "flips", "steps", "top_count", "cap_count")
         k = len(int_names)
         self._ints = np.zeros((k + 2 * t + 3, b), dtype=np.int64)
+        self._ints_b = np.arange(len(self._ints)) * b  # the counter rows' starts in the flat block
         for i, name in enumerate(int_names):
             setattr(self, name, self._ints[i])
         self._verified_n, self._pending = self._ints[k:k + t], self._ints[k + t:k + 2 * t]  # [T, B]
@@ -93,7 +94,7 @@ class VectorState:
         self.open_t = np.zeros((n, b * t), dtype=bool)
         if t:
             self._open_view = row_items(self.open_t.reshape(n * b, t))  # [N * B] items, index slot * B + row
-            self._open_items = row_items(np.ascontiguousarray(self.sample_int[:, 2:2 + t] != 0))  # [E * N]
+            self._open_items = row_items(self._open_flags)  # [E * N], built once per pool (``VectorTables``)
         self.lams = np.full(b, self.lam)
         self.rows = np.arange(b)
         self._mask_at = self.rows * self.layout.n_actions  # row starts in the flat [B, n_actions] mask
@@ -151,18 +152,22 @@ class VectorState:
     @property
     def rank(self) -> np.ndarray:
         """R of every candidate slot after the last step [B, N]."""
-        return self.rank_t.T
+        return self._current_rank().T
 
     def _reset_rows(self, rows: np.ndarray, episodes: np.ndarray) -> None:
         b = self.num_envs
-        # Only the revealed slots (slot < n) hold per-slot state: their flat [N, B] indices, built once.
-        revealed = self.n.take(rows)  # before the counters are zeroed
-        if revealed.any():
-            self._clear_slots(slot_spans(rows, 0, revealed, b)[0])
+        # Only the revealed slots (slot < n) hold per-slot state: slots 0 .. k-1 of every row, k the most any row
+        # revealed, as one rectangle of flat [N, B] indices (the rows' unrevealed slots among them are -inf already).
+        k = int(self.n.take(rows).max(initial=0))  # before the counters are zeroed
+        if k:
+            self._clear_slots(((np.arange(k) * b)[:, None] + rows).ravel())
         self.ep[rows] = episodes
-        keep = np.ones(self.num_envs, dtype=np.int64)
-        keep[rows] = 0
-        self._ints *= keep  # every counter 0 ...
+        if 4 * len(rows) < b:  # every counter 0 ... (few rows: a scatter; many: one multiply of the whole block)
+            self._ints.ravel()[self._ints_b[:, None] + rows] = 0
+        else:
+            keep = np.ones(b, dtype=np.int64)
+            keep[rows] = 0
+            self._ints *= keep
         self.top[rows] = -1  # ... but top
         self.top_rank[rows] = -np.inf  # nothing revealed (``_fusion`` recomputes it every step)
         self._top_items[rows] = self._zero_stats
@@ -187,8 +192,9 @@ class VectorState:
             batch_fresh_block(self.generator_block, self, rows)
 
     def _clear_slots(self, at: np.ndarray) -> None:
-        """Mark the revealed slots at flat [N, B] indices ``at`` unrevealed, before a reset."""
-        # R = -inf; the other slots still have fnum = -inf. Most episodes reveal a few of the N slots, so writing
-        # only those saves most writes, and ``_fusion`` recomputes later slots only where revealed.
+        """Mark the slots at flat [N, B] indices ``at`` unrevealed (fnum and R -inf, as every unrevealed slot's), before
+        a reset."""
+        # Most episodes reveal a few of the N slots, so writing only the first few saves most writes, and
+        # ``_fusion`` recomputes later slots only where revealed.
         self.fnum_t.ravel()[at] = -np.inf
         self.rank_t.ravel()[at] = -np.inf

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from agents.base import Policy
 from agents.policy_calls import CONTAINED, PolicyCodeError, action_ids, code_failure, contained_call
@@ -39,6 +41,7 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
     pool = venv.pool
     n_ep, b = pool.n_episodes, venv.num_envs
     log = np.full((n_ep, venv.max_steps), -1, dtype=np.int8)
+    flat_log, width = log.ravel(), venv.max_steps
     selected = np.full(n_ep, -1, dtype=np.int64)
     correct = np.zeros(n_ep, dtype=bool)
     costs = np.zeros((n_ep, venv.cost.shape[1]))
@@ -66,7 +69,7 @@ def replay_batched(policy: Policy, venv: CoBaVectorEnv, *, seed: int = 0,
             # STOP, else the first legal action (a route row's generator 0 may have no candidates there).
             a[idle] = np.where(mask[idle, stop] > 0, stop, np.argmax(mask[idle] > 0, axis=1))
         rows = np.flatnonzero(real)
-        log[episode[rows], step_at[rows]] = a[rows]
+        flat_log[episode.take(rows) * width + step_at.take(rows)] = a.take(rows)  # log[episode, step]: one 1-D scatter
         step_at += 1
         try:
             obs, reward, terminated, _, infos = venv.step(a)
@@ -111,22 +114,56 @@ def _batch_place(pool: Any, episode: np.ndarray, real: np.ndarray, exc: Exceptio
     return episode_place(pool, int(episode[row])) if episode[row] < pool.n_episodes else "a batch"
 
 
-def action_strings(log: np.ndarray, codes: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(each episode's action string as an object array, its action counts [E, n_actions]) from an action log.
+def action_strings(log: np.ndarray, codes: list[str]) -> tuple[pd.Series, np.ndarray]:
+    """(each episode's action string as a text column of Arrow strings, its action counts [E, n_actions]) from an
+    action log.
 
-    Episodes share few distinct action sequences, so each distinct row is joined once and the strings are
-    shared between episodes.
+    Episodes share few distinct action sequences, so each distinct row is joined once and the column takes the
+    distinct strings by index.
     """
     n_actions = len(codes)
     if not len(log):
-        return np.empty(0, dtype=object), np.zeros((0, n_actions), dtype=np.int64)
-    rows = np.ascontiguousarray(log).view(np.dtype((np.void, log.shape[1])))[:, 0]
-    uniq, inverse = np.unique(rows, return_inverse=True)
-    uniq = uniq.view(np.int8).reshape(len(uniq), log.shape[1])
-    texts = np.array([" ".join(codes[a] for a in row if a >= 0) for row in uniq.tolist()], dtype=object)
+        return pd.Series(np.empty(0, dtype=object), dtype="str"), np.zeros((0, n_actions), dtype=np.int64)
+    uniq, inverse = distinct_rows(log)
+    texts = [" ".join(codes[a] for a in row if a >= 0) for row in uniq.tolist()]
     counts = np.stack([(uniq == k).sum(axis=1) for k in range(n_actions)], axis=1).astype(np.int64)
-    inverse = inverse.reshape(-1)
-    return texts[inverse], counts[inverse]
+    column = pd.Series(pd.array(pa.array(texts, type=pa.large_string()).take(inverse), dtype="str"))
+    return column, counts[inverse]
+
+
+def distinct_rows(log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct rows of the int8 [E, S] ``log``, each row's index among them).
+
+    Only the columns up to the last action anywhere are compared (the rest is -1 everywhere), packed into 64-bit
+    words; several words are hashed to one key, and the grouping is checked row by row against its group's first
+    row (a hash collision, never seen, falls back to comparing whole rows). Keys are grouped by hashing
+    (``pandas.factorize``), not sorting.
+    """
+    width = max(int(np.flatnonzero((log >= 0).any(axis=0)).max(initial=-1)) + 1, 1)
+    words = -(-width // 8)
+    packed = np.full((len(log), words * 8), -1, dtype=np.int8)
+    packed[:, :width] = log[:, :width]
+    key = packed.view(np.uint64)
+    if words == 1:
+        first, inverse = _first_and_groups(key[:, 0])
+    else:
+        h = key[:, 0].copy()
+        for w in range(1, words):
+            h *= np.uint64(0x9E3779B97F4A7C15)  # the 64-bit golden-ratio multiplier: words mix before each add
+            h ^= key[:, w]
+        first, inverse = _first_and_groups(h)
+        if not (key == key[first[inverse]]).all():  # a collision: group the whole rows instead
+            rows = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
+            _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    return log[first], inverse.reshape(-1)
+
+
+def _first_and_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first index of each distinct key, each key's group) of the 1-D ``keys``."""
+    groups, distinct = pd.factorize(keys)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[groups[::-1]] = np.arange(len(groups))[::-1]  # the last write per group is its first index
+    return first, groups
 
 
 def played_in_batch(out: dict[str, np.ndarray], venv: CoBaVectorEnv) -> PlayedEpisodes:

@@ -144,7 +144,10 @@ def replay_policy(policy: Policy, pool: CompiledPool, *, grouping: str = "pair",
             progress(config.pool.n_episodes)
         return PolicyRun(records=empty_records(RecordLayout.of(config.pool)), not_applicable=reason or "not applicable",
                          **meta)
-    venv = CoBaVectorEnv(max(1, min(batch, config.pool.n_episodes)), config=config) if batched else None
+    # A policy whose act_batch reads the env's state alone replays without observations built (the same records).
+    venv = CoBaVectorEnv(max(1, min(batch, config.pool.n_episodes)), config=config,
+                         observe=contained_call(policy, "observes_in_batch", "", policy.observes_in_batch)) \
+        if batched else None
     if venv is not None and contained_call(policy, "supports_batch", "", policy.supports_batch, venv):
         played = played_in_batch(replay_batched(policy, venv, seed=seed, progress=progress), venv)
     else:

@@ -168,17 +168,51 @@ def select_by_rule(rule: SelectionRule, cluster: np.ndarray, n_revealed: np.ndar
     s = np.where(tier_verified, tier_scores, np.nan)
     usable = answered & ~np.isnan(s)
     if rule.rule == "weighted_vote":
-        vals = np.where(usable, s, rule.missing)
-        sel = np.zeros(len(cluster), dtype=np.int64)
-        for i in range(len(cluster)):
-            totals: dict[int, float] = {}
-            for c in np.flatnonzero(answered[i]):
-                totals[int(cluster[i, c])] = totals.get(int(cluster[i, c]), 0.0) + float(vals[i, c])
-            if totals:
-                best = max(totals, key=lambda k, tt=totals: (tt[k], -k))
-                sel[i] = int(np.argmax(cluster[i] == best))
-        return sel
+        return _weighted_vote(cluster, answered, np.where(usable, s, rule.missing), n_revealed)
     if rule.rule == "max_score":
         masked = np.where(usable, s, -1.0)
         return np.where(usable.any(axis=1), np.argmax(masked, axis=1), first_of_top)
     raise ValueError(f"unknown selection rule {rule.rule!r}")
+
+
+def _weighted_vote(cluster: np.ndarray, answered: np.ndarray, vals: np.ndarray, n_revealed: np.ndarray) -> np.ndarray:
+    """``weighted_vote`` per row: the answer whose candidates' ``vals`` sum highest (ties to the smaller cluster id),
+    its earliest candidate (0 where no candidate is answered).
+
+    Each answered candidate's cluster total is summed over the row's candidates in slot order, as the scalar rule's
+    running sum is (adding 0.0 for the other candidates leaves a float sum unchanged), so both take the same
+    decisions; with a non-finite value (a NaN or infinite ``missing``) the scalar rule's loop runs row by row.
+    """
+    rows = len(cluster)
+    if not rows:
+        return np.zeros(0, dtype=np.int64)
+    if not np.isfinite(vals[answered]).all():
+        return _weighted_vote_rows(cluster, answered, vals)
+    k = min(int(n_revealed.max()), cluster.shape[1])  # answered candidates are revealed: slots < n
+    if k == 0:
+        return np.zeros(rows, dtype=np.int64)
+    cl = cluster[:, :k]
+    gain = np.where(answered[:, :k], vals[:, :k].astype(np.float64), 0.0)  # float64 sums, as the scalar rule's
+    totals = np.zeros((rows, k))
+    for c in range(k):  # candidate c's vote added to the total of every candidate in its cluster, in slot order
+        totals += np.where(cl == cl[:, c:c + 1], gain[:, c:c + 1], 0.0)
+    ok = answered[:, :k]
+    totals = np.where(ok, totals, -np.inf)
+    best = ok & (totals == totals.max(axis=1, keepdims=True))
+    big = np.iinfo(np.int64).max
+    best_cluster = np.where(best, cl.astype(np.int64), big).min(axis=1)
+    sel = np.argmax(cluster == best_cluster[:, None], axis=1)
+    return np.where(ok.any(axis=1), sel, 0)
+
+
+def _weighted_vote_rows(cluster: np.ndarray, answered: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """``_weighted_vote`` one row at a time (the scalar rule's arithmetic, for values that are not all finite)."""
+    sel = np.zeros(len(cluster), dtype=np.int64)
+    for i in range(len(cluster)):
+        totals: dict[int, float] = {}
+        for c in np.flatnonzero(answered[i]):
+            totals[int(cluster[i, c])] = totals.get(int(cluster[i, c]), 0.0) + float(vals[i, c])
+        if totals:
+            best = max(totals, key=lambda k, tt=totals: (tt[k], -k))
+            sel[i] = int(np.argmax(cluster[i] == best))
+    return sel
