@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing as mp
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from agents.base import Policy
 from coba_env.chunked_compile import PoolScan, compile_chunk
 from eval.compact_records import KeyCategories, compact_records, join_compact
 from eval.episode_files import EpisodePieces
-from eval.forked_runs import default_workers, progress_bar
+from eval.forked_runs import default_workers, ordered_map, progress_bar
 from eval.records import RecordLayout
 from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
@@ -40,40 +43,53 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
                      pieces: EpisodePieces | None = None) -> BenchRun:
     """``eval.runner.run_policies`` over the scanned pool (``coba_env.chunked_compile.scan_pool``), compiled and
     replayed ``chunk_episodes`` episodes at a time: the compact columns of the same records, in the same order
-    (pair episodes), each policy's full records written to ``pieces`` (None: dropped)."""
+    (pair episodes), each policy's full records written to ``pieces`` (None: dropped). ``workers`` > 1: chunk
+    workers, forked once, each reading, compiling, replaying and spilling whole chunks (``replay_chunk``)."""
     start = time.perf_counter()
     policies = resolve_unique_policies(policies)
-    budget = scan.budget(cost_model)
     if workers is None:  # sized by the whole run, as run_policies sizes it: a chunk alone is a "small run"
         workers = default_workers(len(policies), len(scan.episodes), batched=replay == "batched")
-    bar = progress_bar(len(policies) * len(scan.episodes), progress)
+    chunks = list(enumerate(scan.chunks(chunk_episodes)))
+    workers = max(1, min(int(workers), len(chunks))) if "fork" in mp.get_all_start_methods() else 1
+    shared = (scan, policies, Spill.of(policies, scan, pieces),
+              {"cost_model": cost_model, "seed": seed, "replay": replay, "budget": scan.budget(cost_model)})
     parts: list[list[PolicyRun]] = []
-    used = 1
-    spill = Spill.of(policies, scan, pieces)
     # The forked workers write Arrow files: Arrow allocates through glibc's malloc here, which is fork-safe, not
     # jemalloc, whose background thread may hold a lock when a worker forks. (The x320 hangs seen, a worker
     # blocked on a lock and its parent waiting, were the pool's SIGTERM under the command's handler:
     # eval.forked_runs.default_sigterm.)
     arrow_pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
+    bar = None
     try:
-        for chunk, ids in enumerate(scan.chunks(chunk_episodes)):
-            run = run_policies(policies, compile_chunk(scan, ids), grouping="pair", cost_model=cost_model,
-                               seed=seed, replay=replay, progress=False, workers=workers,
-                               generator_columns=False, budget=budget, finish=spill.at(chunk))
-            parts.append(run.runs)
-            used = max(used, run.workers)
-            release_memory()  # the chunk's compiled arrays and pool rows, freed: back to the system
-            if bar is not None:
-                bar.update(len(policies) * len(ids))
+        # Forked here, before any chunk's compact runs pile up in this process: each worker starts as small.
+        with ordered_map(replay_chunk, chunks, shared, workers=workers) as results:
+            bar = progress_bar(len(policies) * len(scan.episodes), progress)  # its monitor thread after the fork
+            for (_, ids), runs in zip(chunks, results, strict=True):
+                parts.append(runs)
+                if bar is not None:
+                    bar.update(len(policies) * len(ids))
     finally:
         pa.set_memory_pool(arrow_pool)
         if bar is not None:
             bar.close()
-    joined = joined_run(parts, seconds=time.perf_counter() - start, workers=used)
+    joined = joined_run(parts, seconds=time.perf_counter() - start, workers=workers)
     del parts
     release_memory()
     return joined
+
+
+def replay_chunk(chunk: tuple[int, np.ndarray], scan: PoolScan, policies: Sequence[Policy], spill: Spill,
+                 options: dict[str, Any]) -> list[PolicyRun]:
+    """Every policy on one chunk (its number, its episode ids), in this process: the chunk compiled from the stored
+    pool, each policy's records written to the episode files' pieces (``spill``), their compact columns returned
+    (``options``: ``run_policies``' cost_model, seed, replay and the whole pool's budget). A chunk worker's task,
+    here or on a Ray cluster (``eval.ray_bench``)."""
+    number, episode_ids = chunk
+    runs = run_policies(policies, compile_chunk(scan, episode_ids), grouping="pair", workers=1, progress=False,
+                        generator_columns=False, finish=spill.at(number), **options).runs
+    release_memory()  # the chunk's compiled arrays and pool rows, freed: back to the system
+    return runs
 
 
 def release_memory() -> None:

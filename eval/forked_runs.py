@@ -1,4 +1,5 @@
-"""Run one replay per policy, in this process or in forked worker processes that share the compiled pool.
+"""Run one replay per policy (or one task per item: ``ordered_map``), in this process or in forked worker processes
+that share the compiled pool.
 
 Worker processes inherit the policies and the pool through ``fork`` (large numpy arrays and the per-episode
 Python rows are never pickled); each returns its ``PolicyRun`` pickled. A shared counter feeds the progress bar.
@@ -6,12 +7,13 @@ Python rows are never pickled); each returns its ``PolicyRun`` pickled. A shared
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 #: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
@@ -61,6 +63,29 @@ def default_sigterm() -> None:
     SIGTERM, and a worker that unwound instead of ending could block on the pool's queue lock, its parent then
     waiting for it forever (one x320 bench in a few hung so)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[Any, ...], *,
+                workers: int) -> Iterator[Iterator[Any]]:
+    """An iterator over ``task(item, *shared)`` for every item, in item order: with ``workers`` > 1 computed by
+    worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come
+    (``Pool.imap``), else here one at a time. Fork from a small parent: a forked worker's resident set starts as
+    its parent's. The workers end on leaving (SIGTERM's default action: ``default_sigterm``)."""
+    if workers <= 1 or "fork" not in mp.get_all_start_methods():
+        yield (task(item, *shared) for item in items)
+        return
+    ctx = mp.get_context("fork")
+    _SHARED.update(task=task, shared=shared)
+    try:
+        with ctx.Pool(workers, initializer=default_sigterm) as procs:
+            yield procs.imap(_worker_task, items)
+    finally:
+        _SHARED.clear()
+
+
+def _worker_task(item: Any) -> Any:
+    return _SHARED["task"](item, *_SHARED["shared"])
 
 
 def _worker_run(index: int) -> Any:
