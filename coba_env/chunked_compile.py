@@ -33,12 +33,18 @@ from coba_env.costs import COST_MEASURES, cost_index
 from coba_env.problems import problem_table
 from coba_env.rules.roles import declared_roles
 from pools.manifest_fields import ordered_tiers
-from pools.pool_chunks import column_batches, read_manifest, read_pool_chunk, read_rows, read_table
+from pools.pool_chunks import PER_EPISODE_TABLES, column_batches, read_manifest, read_rows, read_table
 from pools.prices import PRICES_KEY
 from pools.schema import OUTCOME_STATUS
+from pools.store import Pool
 
 #: Episodes per chunk of the light pass (the candidate columns of ~65k episodes x 16 candidates: ~60 MB).
 SCAN_CHUNK = 1 << 16
+#: The columns of the per-episode tables a chunk's compile reads (None: all): ``compile_pool``'s (the candidates'
+#: texts and diagnostics stay on disk).
+COMPILE_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "candidates": ("episode_id", "candidate", "raw_answer", "cluster", "correct", "prompt_tokens", "output_tokens",
+                   "latency_s", "cap_hit", "extraction_status", "graded_score", "cost_usd")}
 #: The candidate columns the light pass reads.
 SCAN_COLUMNS = ("episode_id", "candidate", "prompt_tokens", "output_tokens", "latency_s", "cost_usd",
                 "extraction_status", "graded_score", "cluster", "correct")
@@ -97,7 +103,10 @@ class PoolScan:
 
 def compile_chunk(scan: PoolScan, episode_ids: np.ndarray) -> CompiledPool:
     """The compiled episodes ``episode_ids`` of the scanned pool: the whole pool's compile of those rows."""
-    pool = read_pool_chunk(scan.path, episode_ids, manifest=scan.manifest, items=scan.items, models=scan.models)
+    tables = {name: read_rows(scan.path, name, episode_ids, columns=COMPILE_COLUMNS.get(name))
+              for name in PER_EPISODE_TABLES}
+    # compile_pool's problem table of the chunk's items is replaced by the whole pool's (``scan.wide``): no items
+    pool = Pool(manifest=scan.manifest, items=scan.items.iloc[0:0], models=scan.models, **tables)
     compiled = compile_pool(pool, release=True, tiers=scan.wide["tiers"])
     labels = compiled.labels
     if scan.graded and labels.graded is None:  # a chunk without graded scores in a pool with some

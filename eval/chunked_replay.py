@@ -61,6 +61,7 @@ def replay_in_chunks(policies: Sequence[str | Policy], scan: PoolScan, *, chunk_
     arrow_pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     bar = None
+    release_memory()  # what the pool's validation and scan freed: a forked worker's resident set starts as ours
     try:
         # Forked here, before any chunk's compact runs pile up in this process: each worker starts as small.
         with ordered_map(replay_chunk, chunks, shared, workers=workers) as results:

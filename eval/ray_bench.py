@@ -80,10 +80,11 @@ def run_chunks_on_ray(policies: Sequence[str | Policy], scan: PoolScan, *, ray_a
                       replay: str = "batched", progress: bool = True, pieces: EpisodePieces | None = None) -> BenchRun:
     """``eval.chunked_replay.replay_in_chunks`` on the Ray cluster at ``ray_address``: one task per slice of at
     most ``chunk_episodes`` (item, generator) episodes (at least twice the cluster's CPUs), each reading and
-    compiling its chunk from the stored pool (``scan.path``, which every node reads: the pool itself is never
-    shipped, only its light pass), every policy replayed on it with the whole pool's budget, its records written to
-    ``pieces`` (a folder every node writes to) and only their compact columns returned to the object store
-    (~57 bytes a record instead of ~200); the chunks joined in pool order."""
+    compiling its chunk from the stored pool as a local chunk worker does (``eval.chunked_replay.replay_chunk``;
+    ``scan.path``, which every node reads: the pool itself is never shipped, only its light pass), every policy
+    replayed on it with the whole pool's budget, its records written to ``pieces`` (a folder every node writes to)
+    and only their compact columns returned to the object store (~57 bytes a record instead of ~200); the chunks
+    joined in pool order."""
     start = time.perf_counter()
     policies = resolve_unique_policies(policies)
     ids = scan.episode_ids
