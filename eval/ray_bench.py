@@ -19,7 +19,7 @@ from agents.base import Policy
 from coba_env.chunked_compile import PoolScan
 from coba_env.compiled import CompiledPool
 from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
-from eval.chunked_replay import CHUNK_EPISODES, Spill, joined_run, replay_chunk
+from eval.chunked_replay import CHUNK_EPISODES, ChunkJoin, Spill, replay_chunk
 from eval.episode_files import EpisodePieces
 from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
@@ -93,4 +93,7 @@ def run_chunks_on_ray(policies: Sequence[str | Policy], scan: PoolScan, *, ray_a
     options = {"cost_model": cost_model, "seed": seed, "replay": replay, "budget": scan.budget(cost_model)}
     results = map_tasks(replay_chunk, chunks, shared=(scan, policies, Spill.of(policies, scan, pieces), options),
                         ray_address=ray_address, progress=progress, desc="coba bench on Ray")
-    return joined_run(results, seconds=time.perf_counter() - start, workers=len(chunks))
+    joined = ChunkJoin(len(ids))
+    while results:  # each chunk's frames dropped once joined
+        joined.add(results.pop(0))
+    return joined.run(seconds=time.perf_counter() - start, workers=len(chunks))
