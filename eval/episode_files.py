@@ -21,8 +21,6 @@ import pyarrow.parquet as pq
 
 from eval.records import RecordLayout
 
-#: The episode CSV's compression: gzip level 1 (fast; the CSV is the readable copy, Parquet the compact one).
-GZIP = pa.Codec("gzip", compression_level=1)
 #: The Arrow type of each column kind (``RecordLayout.kinds``).
 ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
 
@@ -74,12 +72,10 @@ class EpisodePieces:
         table = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
         stem = self.folder / f"{policy:05d}-{chunk:07d}"
         pq.write_table(table, stem.with_suffix(".parquet"))
-        # The CSV text in memory, then one gzip member by Arrow's codec: a Python gzip file under Arrow's writer
-        # took ~2x as long (its many small writes each compressed and checksummed apart).
-        text = pa.BufferOutputStream()
-        pa_csv.write_csv(table, text, write_options=pa_csv.WriteOptions(include_header=False))
-        with open(stem.with_suffix(".csv.gz"), "wb") as out:
-            out.write(GZIP.compress(text.getvalue()))
+        with gzip.open(stem.with_suffix(".csv.gz"), "wb", compresslevel=1) as raw:
+            csv = pa_csv.CSVWriter(raw, schema, write_options=pa_csv.WriteOptions(include_header=False))
+            csv.write_table(table)
+            csv.close()
 
     def join(self, parquet_path: Path, csv_path: Path) -> int:
         """Write both episode files from the pieces (policy by policy, each in chunk order); returns the rows."""
