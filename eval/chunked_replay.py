@@ -163,7 +163,7 @@ class ChunkJoin:
                 for name, out in self.columns.items():
                     column = run.records[name]
                     out[at:at + rows] = column.cat.codes if name in self.categories else column.to_numpy()
-            run.records = run.records.iloc[0:0]
+            run.records = run.records.iloc[0:0].copy()  # a copy: a slice's arrays would keep the chunk's alive
         self.filled += rows
         self.parts.append(list(runs))
 
