@@ -33,12 +33,18 @@ from coba_env.costs import COST_MEASURES, cost_index
 from coba_env.problems import problem_table
 from coba_env.rules.roles import declared_roles
 from pools.manifest_fields import ordered_tiers
-from pools.pool_chunks import column_batches, read_manifest, read_pool_chunk, read_rows, read_table
+from pools.pool_chunks import PER_EPISODE_TABLES, column_batches, read_manifest, read_rows, read_table
 from pools.prices import PRICES_KEY
 from pools.schema import OUTCOME_STATUS
+from pools.store import Pool
 
 #: Episodes per chunk of the light pass (the candidate columns of ~65k episodes x 16 candidates: ~60 MB).
 SCAN_CHUNK = 1 << 16
+#: The columns of the per-episode tables a chunk's compile reads (None: all): ``compile_pool``'s (the candidates'
+#: texts and diagnostics stay on disk).
+COMPILE_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "candidates": ("episode_id", "candidate", "raw_answer", "cluster", "correct", "prompt_tokens", "output_tokens",
+                   "latency_s", "cap_hit", "extraction_status", "graded_score", "cost_usd")}
 #: The candidate columns the light pass reads.
 SCAN_COLUMNS = ("episode_id", "candidate", "prompt_tokens", "output_tokens", "latency_s", "cost_usd",
                 "extraction_status", "graded_score", "cluster", "correct")
@@ -81,7 +87,7 @@ class PoolScan:
         e, n_tiers, k = len(self.episodes), len(self.wide["tiers"]), len(COST_MEASURES)
         labels = Labels(correct=np.zeros((e, 0), dtype=bool), gold_cluster=self.gold_cluster,
                         graded=np.zeros((e, 0)) if self.graded else None)
-        columns = {name: self.episodes[name].to_numpy(dtype=object) for name in ("dataset", "generator", "item_id")}
+        columns = {name: shared_strings(self.episodes[name]) for name in ("dataset", "generator", "item_id")}
         return CompiledPool(
             n_candidates=int(self.manifest["n_candidates"]), episode_ids=self.episode_ids, **columns,
             cluster=np.zeros((e, 0), dtype=np.int32), answer=np.zeros((e, 0), dtype=object),
@@ -95,9 +101,19 @@ class PoolScan:
         return [ids[a:a + size] for a in range(0, len(ids), max(1, int(size)))]
 
 
+def shared_strings(column: pd.Series) -> np.ndarray:
+    """``column`` as an object array whose equal values are one Python string (at 1M episodes a string object per
+    row of a few distinct datasets and generators is ~0.2 GB for the three key columns)."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return np.asarray(uniques, dtype=object)[codes]
+
+
 def compile_chunk(scan: PoolScan, episode_ids: np.ndarray) -> CompiledPool:
     """The compiled episodes ``episode_ids`` of the scanned pool: the whole pool's compile of those rows."""
-    pool = read_pool_chunk(scan.path, episode_ids, manifest=scan.manifest, items=scan.items, models=scan.models)
+    tables = {name: read_rows(scan.path, name, episode_ids, columns=COMPILE_COLUMNS.get(name))
+              for name in PER_EPISODE_TABLES}
+    # compile_pool's problem table of the chunk's items is replaced by the whole pool's (``scan.wide``): no items
+    pool = Pool(manifest=scan.manifest, items=scan.items.iloc[0:0], models=scan.models, **tables)
     compiled = compile_pool(pool, release=True, tiers=scan.wide["tiers"])
     labels = compiled.labels
     if scan.graded and labels.graded is None:  # a chunk without graded scores in a pool with some

@@ -11,8 +11,9 @@ so the analysis of the compact frame equals that of the full one. At 1M episodes
 ~4.2 GB.
 
 A streamed bench (``eval.chunked_replay``) compacts each chunk's records as they are produced
-(``compact_records(frame, layout, categories)`` with the whole pool's categories) and joins the chunks with
-``join_compact``; the whole-pool path compacts its records frame once (``compact_runs``).
+(``compact_records(frame, layout, categories)`` with the whole pool's categories) and copies the chunks into
+the bench's columns as they come (``eval.chunked_replay.ChunkJoin``); the whole-pool path compacts its records frame
+a policy at a time and joins them (``compact_runs``, ``join_compact``).
 """
 
 from __future__ import annotations

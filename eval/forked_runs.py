@@ -1,4 +1,5 @@
-"""Run one replay per policy, in this process or in forked worker processes that share the compiled pool.
+"""Run one replay per policy (or one task per item: ``ordered_map``), in this process or in forked worker processes
+that share the compiled pool.
 
 Worker processes inherit the policies and the pool through ``fork`` (large numpy arrays and the per-episode
 Python rows are never pickled); each returns its ``PolicyRun`` pickled. A shared counter feeds the progress bar.
@@ -6,16 +7,21 @@ Python rows are never pickled); each returns its ``PolicyRun`` pickled. A shared
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing as mp
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 #: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
 _FORK_MIN_SINGLE, _FORK_MIN_BATCHED = 20_000, 10_000_000
+
+#: prctl's option: the signal a process gets when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 # What forked workers inherit: the replay function, the policies, the pool, the options and the counter.
 _SHARED: dict[str, Any] = {}
@@ -61,6 +67,42 @@ def default_sigterm() -> None:
     SIGTERM, and a worker that unwound instead of ending could block on the pool's queue lock, its parent then
     waiting for it forever (one x320 bench in a few hung so)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[Any, ...], *,
+                workers: int) -> Iterator[Iterator[Any]]:
+    """An iterator over ``task(item, *shared)`` for every item, in item order: with ``workers`` > 1 computed by
+    worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come
+    (``Pool.imap``), else here one at a time. Fork from a small parent: a forked worker's resident set starts as
+    its parent's. The workers end on leaving (SIGTERM's default action: ``default_sigterm``), or with this process
+(``end_with_parent``)."""
+    if workers <= 1 or "fork" not in mp.get_all_start_methods():
+        yield (task(item, *shared) for item in items)
+        return
+    ctx = mp.get_context("fork")
+    _SHARED.update(task=task, shared=shared)
+    try:
+        with ctx.Pool(workers, initializer=_start_chunk_worker) as procs:
+            yield procs.imap(_worker_task, items)
+    finally:
+        _SHARED.clear()
+
+
+def _start_chunk_worker() -> None:
+    default_sigterm()
+    end_with_parent()
+
+
+def end_with_parent() -> None:
+    """In a forked worker (Linux): SIGKILL when the parent ends, so that a ``kill -9`` of the command leaves no
+    worker behind still replaying and writing into the command's temporary folder."""
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
+        ctypes.CDLL("libc.so.6").prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _worker_task(item: Any) -> Any:
+    return _SHARED["task"](item, *_SHARED["shared"])
 
 
 def _worker_run(index: int) -> Any:

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from agents.base import Policy
-from coba_env.chunked_compile import PoolScan, compile_chunk
+from coba_env.chunked_compile import PoolScan
 from coba_env.compiled import CompiledPool
 from coba_env.parallel import cluster_cpus, connect_ray, map_tasks
-from eval.chunked_replay import CHUNK_EPISODES, Spill, joined_run
+from eval.chunked_replay import CHUNK_EPISODES, ChunkJoin, Spill, replay_chunk
 from eval.episode_files import EpisodePieces
 from eval.runner import BenchRun, PolicyRun, join_runs, resolve_unique_policies, run_policies
 
@@ -75,30 +75,25 @@ def run_policies_on_ray(policies: Sequence[str | Policy], pool: CompiledPool, *,
     return BenchRun(runs=runs, seconds=time.perf_counter() - start, workers=len(tasks))
 
 
-def _chunk_task(task: tuple[int, np.ndarray], scan: PoolScan, policies: list[Policy], spill: Spill,
-                options: dict[str, Any]) -> list[PolicyRun]:
-    """One Ray task: every policy on chunk ``task`` (its number, its episode ids), compiled here from the stored
-    pool; each policy's records written to the episode files' pieces (``spill``), their compact columns returned."""
-    chunk, episode_ids = task
-    return run_policies(policies, compile_chunk(scan, episode_ids), grouping="pair", workers=1, progress=False,
-                        generator_columns=False, finish=spill.at(chunk), **options).runs
-
-
 def run_chunks_on_ray(policies: Sequence[str | Policy], scan: PoolScan, *, ray_address: str,
                       chunk_episodes: int = CHUNK_EPISODES, cost_model: str = "p_tokens", seed: int = 0,
                       replay: str = "batched", progress: bool = True, pieces: EpisodePieces | None = None) -> BenchRun:
     """``eval.chunked_replay.replay_in_chunks`` on the Ray cluster at ``ray_address``: one task per slice of at
     most ``chunk_episodes`` (item, generator) episodes (at least twice the cluster's CPUs), each reading and
-    compiling its chunk from the stored pool (``scan.path``, which every node reads: the pool itself is never
-    shipped, only its light pass), every policy replayed on it with the whole pool's budget, its records written to
-    ``pieces`` (a folder every node writes to) and only their compact columns returned to the object store
-    (~57 bytes a record instead of ~200); the chunks joined in pool order."""
+    compiling its chunk from the stored pool as a local chunk worker does (``eval.chunked_replay.replay_chunk``;
+    ``scan.path``, which every node reads: the pool itself is never shipped, only its light pass), every policy
+    replayed on it with the whole pool's budget, its records written to ``pieces`` (a folder every node writes to)
+    and only their compact columns returned to the object store (~57 bytes a record instead of ~200); the chunks
+    joined in pool order."""
     start = time.perf_counter()
     policies = resolve_unique_policies(policies)
     ids = scan.episode_ids
     shards = max(2 * cluster_cpus(connect_ray(ray_address)), -(-len(ids) // max(1, int(chunk_episodes))))
     chunks = [(k, np.asarray(part, dtype=np.int64)) for k, part in enumerate(shard_episodes(ids, shards))]
     options = {"cost_model": cost_model, "seed": seed, "replay": replay, "budget": scan.budget(cost_model)}
-    results = map_tasks(_chunk_task, chunks, shared=(scan, policies, Spill.of(policies, scan, pieces), options),
+    results = map_tasks(replay_chunk, chunks, shared=(scan, policies, Spill.of(policies, scan, pieces), options),
                         ray_address=ray_address, progress=progress, desc="coba bench on Ray")
-    return joined_run(results, seconds=time.perf_counter() - start, workers=len(chunks))
+    joined = ChunkJoin(len(ids))
+    while results:  # each chunk's frames dropped once joined
+        joined.add(results.pop(0))
+    return joined.run(seconds=time.perf_counter() - start, workers=len(chunks))

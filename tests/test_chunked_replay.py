@@ -26,10 +26,11 @@ def _policies(n_candidates: int) -> list:
     return fit_to_pool(resolve_policy_objects(None, None, "pair"), n_candidates, add_best_of_n=True)
 
 
-@pytest.mark.parametrize(("replay", "chunk"), [("batched", 7), ("single", 20)])
-def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk):
-    """The chunked replay keeps the compact columns of the whole replay's records and writes the rest to pieces
-    that join into the episode files the whole replay's records give (Parquet frame and CSV text)."""
+@pytest.mark.parametrize(("replay", "chunk", "workers"), [("batched", 7, 1), ("batched", 7, 2), ("single", 20, 1)])
+def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk, workers):
+    """The chunked replay, in this process or in two chunk workers, keeps the compact columns of the whole
+    replay's records and writes the rest to pieces (one per applicable policy and chunk) that join into the
+    episode files the whole replay's records give (Parquet frame and CSV text)."""
     save_pool(resolve_pool("tiny"), tmp_path / "pool")
     whole_pool = compile_pool(load_pool(tmp_path / "pool"))
     options = dict(cost_model="p_tokens", seed=3, replay=replay, progress=False, workers=1)
@@ -37,7 +38,9 @@ def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk):
     layout = RecordLayout.of(whole_pool)
     (tmp_path / "pieces").mkdir()
     chunked = replay_in_chunks(_policies(whole_pool.n_candidates), scan_pool(tmp_path / "pool"),
-                               chunk_episodes=chunk, pieces=EpisodePieces(tmp_path / "pieces", layout), **options)
+                               chunk_episodes=chunk, pieces=EpisodePieces(tmp_path / "pieces", layout),
+                               **{**options, "workers": workers})
+    assert chunked.workers == workers
     assert [r.name for r in chunked.runs] == [r.name for r in whole.runs]
     assert sum(r.applicable for r in whole.runs) >= 10  # the default set runs on the tiny pool
     assert [r.not_applicable for r in chunked.runs] == [r.not_applicable for r in whole.runs]
@@ -48,6 +51,10 @@ def test_chunks_give_the_whole_replays_records(tmp_path, replay, chunk):
     for mine, theirs in zip(chunked.runs, whole.runs, strict=True):
         assert len(mine.records) == len(theirs.records), mine.name
 
+    applicable = [i for i, r in enumerate(whole.runs) if r.applicable]
+    n_chunks = -(-whole_pool.n_episodes // chunk)
+    assert sorted(p.name for p in (tmp_path / "pieces").glob("*.parquet")) == [
+        f"{i:05d}-{c:07d}.parquet" for i in applicable for c in range(n_chunks)]
     frames = [r.records for r in whole.runs if r.applicable]
     write_episode_files(frames, tmp_path / "whole.parquet", tmp_path / "whole.csv.gz", layout=layout)
     pieces = EpisodePieces(tmp_path / "pieces", layout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 
 from coba_cli.errors import _sigterm_raises
-from eval.forked_runs import run_each
+from eval.forked_runs import ordered_map, run_each
 
 
 def _disposition(policy: str, pool: object, *, progress: object = None) -> tuple[str, bool]:
@@ -21,3 +21,58 @@ def test_forked_workers_take_sigterms_default_action_under_the_commands_handler(
         runs, workers = run_each(_disposition, ["a", "b", "c"], None, {}, workers=2, make_bar=lambda: None)
     assert workers == 2
     assert runs == [("a", True), ("b", True), ("c", True)]
+
+
+def _square_and_disposition(item: int, offset: int) -> tuple[int, int, bool]:
+    """A chunk worker's view: its result for ``item``, its pid, whether SIGTERM has the default action there."""
+    import os
+
+    return item * item + offset, os.getpid(), signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_ordered_map_gives_results_in_item_order_from_workers_forked_once():
+    import os
+
+    with _sigterm_raises(), ordered_map(_square_and_disposition, range(6), (10,), workers=2) as results:
+        got = list(results)
+    assert [value for value, _, _ in got] == [10, 11, 14, 19, 26, 35]  # i * i + 10, in order
+    pids = {pid for _, pid, _ in got}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2  # two workers at most, none of them this process
+    assert all(default for _, _, default in got)
+    with ordered_map(_square_and_disposition, range(3), (0,), workers=1) as results:
+        assert [(v, pid) for v, pid, _ in results] == [(0, os.getpid()), (1, os.getpid()), (4, os.getpid())]
+
+
+_ORPHAN_SCRIPT = """
+import os, sys, time
+from eval.forked_runs import ordered_map
+
+def slow(item, folder):
+    open(os.path.join(folder, f"started-{os.getpid()}"), "w").close()
+    time.sleep(2)
+    open(os.path.join(folder, f"late-{item}"), "w").close()  # what a worker outliving its parent would write
+    return item
+
+with ordered_map(slow, range(4), (sys.argv[1],), workers=2) as results:
+    list(results)
+"""
+
+
+def test_ordered_maps_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path)], cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("started-*"))) < 2:
+        assert parent.poll() is None and time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.01)
+    parent.kill()  # SIGKILL: no handler, no Pool.terminate
+    parent.wait()
+    time.sleep(3)  # past the 2 s a surviving worker would need to finish its item
+    assert not list(tmp_path.glob("late-*"))
