@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from coba_env.compiled import CompiledPool
 from eval import bootstrap, metrics, pareto
 from eval.bench_data import COST_METRIC, BenchData
 from eval.compact_records import compact_runs
 from eval.cost_notes import CostEstimates, cost_estimates
-from eval.intervals import bootstrap_intervals, empty_intervals
+from eval.intervals import CellSums, Intervals, empty_intervals
 from eval.records import RecordLayout
 from eval.runner import BenchRun
 from eval.tables import ORACLE_GROUP, REFERENCE, PolicyInfo
@@ -57,15 +55,7 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     t_metrics = time.perf_counter()
     ran = [r.name for r in run.runs if r.applicable]
     paired = bootstrap.paired_matrix(records, ran, unit) if ran else None  # one for the tests and the intervals
-    # The paired tests on a second thread while the intervals run here: both are mostly matrix products and
-    # random draws, which release the GIL (the same resamples, each drawn by its own generator of one seed).
-    # One BLAS thread for both (threadpoolctl's limit is process-wide: held here until both are done).
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=1) as tests:
-        pw_future = tests.submit(bootstrap.pairwise, records, ran, unit=unit, resamples=resamples, seed=seed,
-                                 paired=paired) if len(ran) >= 2 else None
-        spans = bootstrap_intervals(records, ran, unit=unit, resamples=resamples, seed=seed, paired=paired) \
-            if ran else empty_intervals(unit, resamples, seed)
-        pw = pw_future.result() if pw_future is not None else pd.DataFrame(columns=PAIRWISE_COLUMNS)
+    pw, spans = _resampled(records, paired, unit=unit, resamples=resamples, seed=seed)
     mac, dset = aggregates["macro"], aggregates["per_dataset"]
     if reference is not None:  # the one asked for, or none when it did not run (the report says so)
         ref = reference if reference in ran else None
@@ -83,6 +73,23 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
                      reference=ref, intervals=spans)
     data.timings.update(replay_s=run.seconds, metrics_s=t_metrics - start, bootstrap_s=t_boot - t_metrics)
     return data
+
+
+def _resampled(records: pd.DataFrame, paired: bootstrap.PairedData | None, *, unit: str, resamples: int,
+               seed: int) -> tuple[pd.DataFrame, Intervals]:
+    """The paired tests of every pair and the 95% intervals, fed from one draw of the resamples
+    (``bootstrap.feed_blocks``)."""
+    n = 0 if paired is None else paired.values.shape[1]
+    if paired is None or n == 0:
+        empty = bootstrap.pairwise(records, paired.policies, unit=unit, resamples=resamples, seed=seed, paired=paired) \
+            if paired is not None and len(paired.policies) >= 2 else pd.DataFrame(columns=PAIRWISE_COLUMNS)
+        return empty, empty_intervals(unit, resamples, seed)
+    tests = bootstrap.ResampledMeans(paired.values, resamples) if len(paired.policies) >= 2 else None
+    sums = CellSums(records, paired, resamples)
+    bootstrap.feed_blocks(n, [s for s in (tests, sums) if s is not None], resamples, seed)
+    pw = bootstrap.pairwise(records, paired.policies, unit=unit, resamples=resamples, seed=seed, paired=paired,
+                            boot=tests.out) if tests is not None else pd.DataFrame(columns=PAIRWISE_COLUMNS)
+    return pw, sums.intervals(seed)
 
 
 def default_reference(mac: pd.DataFrame, info: dict[str, PolicyInfo], ran: Sequence[str], grouping: str,
