@@ -86,7 +86,7 @@ def _resampled(records: pd.DataFrame, paired: bootstrap.PairedData | None, *, un
         return empty, empty_intervals(unit, resamples, seed)
     tests = bootstrap.ResampledMeans(paired.values, resamples) if len(paired.policies) >= 2 else None
     sums = CellSums(records, paired, resamples)
-    bootstrap.feed_blocks(n, [s for s in (tests, sums) if s is not None], resamples, seed)
+    bootstrap.feed_blocks(n, [s for s in (sums, tests) if s is not None], resamples, seed)  # costliest first
     pw = bootstrap.pairwise(records, paired.policies, unit=unit, resamples=resamples, seed=seed, paired=paired,
                             boot=tests.out) if tests is not None else pd.DataFrame(columns=PAIRWISE_COLUMNS)
     return pw, sums.intervals(seed)

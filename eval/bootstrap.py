@@ -100,7 +100,12 @@ def _complete_items(frame: pd.DataFrame, row_unit: np.ndarray, cell: np.ndarray,
 def policy_positions(records: pd.DataFrame, policies: Sequence[str]) -> np.ndarray | None:
     """The positions of the records of ``policies``, or None when every record is one of theirs (a bench's
     records at 1M episodes x 22 policies are never copied then)."""
-    mask = records["policy"].isin(policies).to_numpy()
+    column = records["policy"]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # compact records: look each name up once, not 22M times
+        wanted = np.append(column.cat.categories.isin(list(policies)), False)  # code -1 (missing): not wanted
+        mask = wanted[column.cat.codes.to_numpy()]
+    else:
+        mask = column.isin(policies).to_numpy()
     return None if mask.all() else np.flatnonzero(mask)
 
 
@@ -169,27 +174,31 @@ def feed_blocks(n: int, sinks: Sequence[BlockSink], resamples: int = RESAMPLES, 
     every statistic of a bench that resamples its paired units (the paired tests, ``eval.intervals``) is fed from
     one draw, so they share the same resamples and draw them once.
 
-    The next block is drawn on a second thread while the sinks use the current one (the draws and the sinks'
-    matrix products release the GIL); two count buffers are reused throughout. One BLAS thread: these products
-    are small, and OpenBLAS threads on a busy 2-core machine made them 25x slower (threadpoolctl comes with
+    The next block is drawn on a second thread while the sinks use the current one, and the sinks of a block run
+    side by side (the draws and the sinks' matrix products release the GIL): put the costliest sink first (it
+    runs on the calling thread). Two count buffers are reused throughout. One BLAS thread: these products are
+    small, and OpenBLAS threads on a busy 2-core machine made them 25x slower (threadpoolctl comes with
     scikit-learn)."""
     rng = np.random.default_rng(seed)
     starts = list(range(0, resamples, _BLOCK))
     if not starts or not sinks:
         return
-    buffers = [np.empty((min(_BLOCK, resamples), n)) for _ in range(min(2, len(starts)))]
+    buffers = [np.empty((min(_BLOCK, resamples), n)) for _ in range(min(2, len(starts)))]  # drawn, in use
 
     def block(k: int) -> np.ndarray:
         return buffers[k % len(buffers)][:min(_BLOCK, resamples - starts[k])]
 
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=1) as drawer:
-        pending = drawer.submit(draw_counts, rng, block(0))
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=2) as pool:
+        pending = pool.submit(draw_counts, rng, block(0))
         for k, start in enumerate(starts):
             counts = pending.result()
             if k + 1 < len(starts):
-                pending = drawer.submit(draw_counts, rng, block(k + 1))
-            for sink in sinks:
-                sink(start, counts)
+                pending = pool.submit(draw_counts, rng, block(k + 1))
+            # The sinks after the first on the pool (its second thread, beside the draw), the first one here.
+            others = [pool.submit(sink, start, counts) for sink in sinks[1:]]
+            sinks[0](start, counts)
+            for other in others:
+                other.result()
 
 
 def count_blocks(n: int, resamples: int = RESAMPLES, rng: np.random.Generator | int = 0
