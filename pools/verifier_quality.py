@@ -56,8 +56,10 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     from scipy.integrate import trapezoid
 
     scores = np.asarray(scores, dtype=np.float64)
-    positive = np.sort(scores[np.asarray(labels) == 1])
-    ordered = np.sort(scores)[::-1]
+    correct = np.asarray(labels) == 1
+    positive = np.sort(scores[correct])
+    # Both classes sorted, then merged (a stable sort of two sorted runs is one merge): every score, descending.
+    ordered = np.sort(np.concatenate([positive, np.sort(scores[~correct])]), kind="stable")[::-1]
     last = np.r_[np.flatnonzero(np.diff(ordered)), ordered.size - 1]  # each distinct score's last position
     tps = (positive.size - np.searchsorted(positive, ordered[last], side="left")).astype(np.float64)
     fps = 1 + last.astype(np.float64) - tps
