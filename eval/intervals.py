@@ -100,7 +100,7 @@ class CellSums:
         cells, self.weights, self.cell_dataset = _cells(records, paired)
         n_cells = len(self.weights)
         order = np.argsort(cells, kind="stable")
-        # Units already in cell order (each dataset's items together, one generator set each): no column reorder.
+        # Units already in cell order (each dataset's items together, one generator set each): no gather.
         self.order = None if np.array_equal(order, np.arange(len(order))) else order
         self.values = values if self.order is None else values[:, order]
         self.bounds = np.searchsorted(cells[order], np.arange(n_cells + 1))
@@ -109,7 +109,9 @@ class CellSums:
 
     def __call__(self, start: int, counts: np.ndarray) -> None:
         """Add the resamples ``start`` .. ``start + len(counts)``."""
-        counts = counts if self.order is None else counts[:, self.order]
+        # Column-major counts, as the reordering gather gives them: BLAS sums a product of the other layout in
+        # another order for some shapes (the last bit of a paper-pool interval moved).
+        counts = np.asfortranarray(counts) if self.order is None else counts[:, self.order]
         stop = start + len(counts)
         for c in range(len(self.weights)):
             block = counts[:, self.bounds[c]:self.bounds[c + 1]]
