@@ -16,7 +16,8 @@ exactly 0 (its floor is 2/(B+1), about 0.001 for B = 2,000). Differences are in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from eval.compact_records import key_codes, key_index
+from eval.dense_codes import distinct_counts, sorted_factorize
 
 RESAMPLES = 2000
 CI = 0.95
@@ -60,7 +62,7 @@ def paired_matrix(records: pd.DataFrame, policies: Sequence[str] | None = None, 
     # The units in the order of the tables the tests were first written on: items by their dataset's and their
     # own first appearance (pandas' unstack of a groupby(sort=False)), episodes by their key strings (pivot_table).
     code, names = key_codes(frame, keys, sort=unit == "episode")
-    row_unit, unit_codes = pd.factorize(code, sort=True)
+    row_unit, unit_codes = sorted_factorize(code, int(np.prod([max(len(k), 1) for k in names])))
     n_units, n_pol = len(unit_codes), len(policies)
     pcode, pnames = key_codes(frame, ["policy"])
     at = {name: k for k, name in enumerate(policies)}
@@ -87,8 +89,8 @@ def _complete_items(frame: pd.DataFrame, row_unit: np.ndarray, cell: np.ndarray,
     (item, policy) is enough: a policy's generators are a subset of the item's.)"""
     gcode, gnames = key_codes(frame, ["generator"])
     n_gen = max(len(gnames[0]), 1)
-    item_gens = np.bincount(pd.unique(row_unit * n_gen + gcode) // n_gen, minlength=n_units)
-    cell_gens = np.bincount(pd.unique(cell * n_gen + gcode) // n_gen, minlength=n_units * n_pol)
+    item_gens = distinct_counts(row_unit, gcode, n_units, n_gen)
+    cell_gens = distinct_counts(cell, gcode, n_units * n_pol, n_gen)
     complete = (cell_gens.reshape(n_units, n_pol) == item_gens[:, None]).all(axis=1)
     best = np.zeros(int(unit_dataset.max()) + 1 if n_units else 0, dtype=np.int64)
     np.maximum.at(best, unit_dataset, item_gens)
@@ -98,7 +100,12 @@ def _complete_items(frame: pd.DataFrame, row_unit: np.ndarray, cell: np.ndarray,
 def policy_positions(records: pd.DataFrame, policies: Sequence[str]) -> np.ndarray | None:
     """The positions of the records of ``policies``, or None when every record is one of theirs (a bench's
     records at 1M episodes x 22 policies are never copied then)."""
-    mask = records["policy"].isin(policies).to_numpy()
+    column = records["policy"]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # compact records: look each name up once, not 22M times
+        wanted = np.append(column.cat.categories.isin(list(policies)), False)  # code -1 (missing): not wanted
+        mask = wanted[column.cat.codes.to_numpy()]
+    else:
+        mask = column.isin(policies).to_numpy()
     return None if mask.all() else np.flatnonzero(mask)
 
 
@@ -112,10 +119,19 @@ def policy_rows(records: pd.DataFrame, policies: Sequence[str], columns: Sequenc
 
 def resample_counts(n: int, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
     """A (resamples x n) matrix: how often each unit appears in each bootstrap resample (seeded)."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(resamples, n))
-    flat = (idx + (np.arange(resamples) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
+    return draw_counts(np.random.default_rng(seed), np.empty((resamples, n)))
+
+
+def draw_counts(rng: np.random.Generator, out: np.ndarray) -> np.ndarray:
+    """Fill ``out`` (k x n) with the next k resamples' counts from ``rng`` and return it.
+
+    A resample (row) at a time: its n draws are bincounted into n bins, small enough to stay in cache (a whole
+    block's bincount over k x n bins, with its offsets and float copy, was 2-10x slower at 333k units). The draws
+    are the same stream as ``rng.integers(0, n, size=(k, n))`` (bounded integers are drawn one after another)."""
+    n = out.shape[1]
+    for row in out:
+        row[:] = np.bincount(rng.integers(0, n, size=n), minlength=n)
+    return out
 
 
 def bootstrap_means(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -124,44 +140,74 @@ def bootstrap_means(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return values @ counts.T / n
 
 
-#: Resamples drawn and counted per block by ``resampled_means``: the count matrix of a block stays small
-#: (a full resamples x n matrix is 2000 x 33k x 8 bytes = 0.5 GB at 100k episodes).
+#: Resamples drawn and counted per block by ``feed_blocks``: the count matrix of a block stays small
+#: (a full resamples x n matrix is 2000 x 333k x 8 bytes = 5.3 GB at 1M episodes).
 _BLOCK = 64
+#: A statistic fed the resample counts block by block: called with (first resample, k x n counts); the counts
+#: array is reused for a later block once it returns.
+BlockSink = Callable[[int, np.ndarray], None]
+
+
+class ResampledMeans:
+    """``bootstrap_means(values, counts)`` of every block of counts, as a ``BlockSink``: ``out`` (rows x
+    resamples) is filled block by block."""
+
+    def __init__(self, values: np.ndarray, resamples: int = RESAMPLES) -> None:
+        self.values = values
+        self.out = np.empty((values.shape[0], resamples))
+
+    def __call__(self, start: int, counts: np.ndarray) -> None:
+        """Fill the resamples ``start`` .. ``start + len(counts)``."""
+        self.out[:, start:start + len(counts)] = self.values @ counts.T / self.values.shape[1]
 
 
 def resampled_means(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
-    """``bootstrap_means(values, resample_counts(n, resamples, seed))`` computed block by block of resamples.
+    """``bootstrap_means(values, resample_counts(n, resamples, seed))`` computed block by block of resamples
+    (``feed_blocks``): the same result, without the whole count matrix in memory."""
+    means = ResampledMeans(values, resamples)
+    feed_blocks(values.shape[1], [means], resamples, seed)
+    return means.out
 
-    The blocks draw the same random stream as one ``resample_counts`` call (the generator's bounded integers
-    are drawn row after row), so the result is the same, without the whole count matrix in memory.
-    """
-    n = values.shape[1]
+
+def feed_blocks(n: int, sinks: Sequence[BlockSink], resamples: int = RESAMPLES, seed: int = 0) -> None:
+    """Pass the rows of ``resample_counts(n, resamples, seed)``, block by block in order, to every one of ``sinks``:
+    every statistic of a bench that resamples its paired units (the paired tests, ``eval.intervals``) is fed from
+    one draw, so they share the same resamples and draw them once.
+
+    The next block is drawn on a second thread while the sinks use the current one, and the sinks of a block run
+    side by side (the draws and the sinks' matrix products release the GIL): put the costliest sink first (it
+    runs on the calling thread). Two count buffers are reused throughout. One BLAS thread: these products are
+    small, and OpenBLAS threads on a busy 2-core machine made them 25x slower (threadpoolctl comes with
+    scikit-learn)."""
     rng = np.random.default_rng(seed)
-    out = np.empty((values.shape[0], resamples))
-    # One BLAS thread: these products are small, and OpenBLAS threads on a busy 2-core machine made them 25x
-    # slower (threadpoolctl comes with scikit-learn).
-    with threadpool_limits(limits=1, user_api="blas"):
-        _fill_means(out, values, rng, n, resamples)
-    return out
+    starts = list(range(0, resamples, _BLOCK))
+    if not starts or not sinks:
+        return
+    buffers = [np.empty((min(_BLOCK, resamples), n)) for _ in range(min(2, len(starts)))]  # drawn, in use
 
+    def block(k: int) -> np.ndarray:
+        return buffers[k % len(buffers)][:min(_BLOCK, resamples - starts[k])]
 
-def _fill_means(out: np.ndarray, values: np.ndarray, rng: np.random.Generator, n: int, resamples: int) -> None:
-    for start, counts in count_blocks(n, resamples, rng):
-        out[:, start:start + len(counts)] = values @ counts.T / n
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=2) as pool:
+        pending = pool.submit(draw_counts, rng, block(0))
+        for k, start in enumerate(starts):
+            counts = pending.result()
+            if k + 1 < len(starts):
+                pending = pool.submit(draw_counts, rng, block(k + 1))
+            # The sinks after the first on the pool (its second thread, beside the draw), the first one here.
+            others = [pool.submit(sink, start, counts) for sink in sinks[1:]]
+            sinks[0](start, counts)
+            for other in others:
+                other.result()
 
 
 def count_blocks(n: int, resamples: int = RESAMPLES, rng: np.random.Generator | int = 0
                  ) -> Iterator[tuple[int, np.ndarray]]:
-    """The rows of ``resample_counts(n, resamples, seed)`` block by block: (first resample, k x n counts).
-
-    ``rng``: a seed or the generator to draw from. Every statistic of a bench that resamples its paired units
-    (the paired tests, ``eval.intervals``) draws through here, so they share the same resamples."""
+    """The rows of ``resample_counts(n, resamples, seed)`` block by block: (first resample, k x n counts), each
+    block a new array. ``rng``: a seed or the generator to draw from."""
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     for start in range(0, resamples, _BLOCK):
-        k = min(_BLOCK, resamples - start)
-        idx = rng.integers(0, n, size=(k, n))
-        flat = (idx + (np.arange(k) * n)[:, None]).ravel()
-        yield start, np.bincount(flat, minlength=k * n).reshape(k, n).astype(np.float64)
+        yield start, draw_counts(rng, np.empty((min(_BLOCK, resamples - start), n)))
 
 
 def compare(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, seed: int = 0,
@@ -193,14 +239,15 @@ def summary(diff: float, boot_diff: np.ndarray, ci: float = CI) -> dict[str, flo
 
 def pairwise(records: pd.DataFrame, policies: Sequence[str] | None = None, *, unit: str = "item",
              resamples: int = RESAMPLES, seed: int = 0, ci: float = CI,
-             paired: PairedData | None = None) -> pd.DataFrame:
+             paired: PairedData | None = None, boot: np.ndarray | None = None) -> pd.DataFrame:
     """Every ordered pair (a, b), a != b: paired difference acc(a) - acc(b) with CI and p (long format).
-    ``paired``: ``paired_matrix(records, policies, unit)`` when the caller has it already."""
+    ``paired``: ``paired_matrix(records, policies, unit)`` when the caller has it already; ``boot``: its
+    ``resampled_means(paired.values, resamples, seed)`` when the caller drew them (``ResampledMeans``)."""
     data = paired if paired is not None else paired_matrix(records, policies, unit)
     rows = []
     if data.values.shape[1] == 0:
         return pd.DataFrame(columns=["a", "b", "diff", "ci_low", "ci_high", "p", "significant", "n_units"])
-    boot = resampled_means(data.values, resamples, seed)
+    boot = boot if boot is not None else resampled_means(data.values, resamples, seed)
     means = data.values.mean(axis=1)
     for i, a in enumerate(data.policies):
         for j, b in enumerate(data.policies):

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from coba_env.costs import COST_TABLE
 from eval import bootstrap
 from eval.compact_records import key_codes
+from eval.dense_codes import seen_pairs
 
 #: The suffixes of an interval's two columns (``acc_low``, ``acc_high``, ``p_tokens_low``, ...).
 LOW, HIGH = "_low", "_high"
@@ -81,32 +81,68 @@ def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit:
     paired = paired if paired is not None else bootstrap.paired_matrix(records, policies, unit)
     n = paired.values.shape[1]
     if not policies or n == 0:
-        return empty_intervals(unit, resamples, seed, ci)
-    metrics = interval_metrics(records)
-    values = _unit_values(records, paired, metrics)  # (metrics x policies, units)
-    cells, weights, cell_dataset = _cells(records, paired)
-    with threadpool_limits(limits=1, user_api="blas"):  # small products: one BLAS thread (see bootstrap)
-        means = _cell_means(values, cells, len(weights), n, resamples, seed)  # (cells, rows, B)
-    datasets = list(dict.fromkeys(cell_dataset))
-    lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
-    macro_rows = _weighted(means, weights)
-    per_ds = {d: _weighted(means[cell_dataset == d], weights[cell_dataset == d]) for d in datasets}
-    shape = (len(metrics), len(policies))
+        return empty_intervals(unit, resamples, seed)
+    sums = CellSums(records, paired, resamples)
+    bootstrap.feed_blocks(n, [sums], resamples, seed)
+    return sums.intervals(seed, ci)
 
-    def frame(samples: np.ndarray, index: pd.Index) -> pd.DataFrame:
-        # A resample that drew no unit of a dataset has no value for it (NaN): it is left out of that interval.
-        with np.errstate(invalid="ignore"):
-            lo, hi = np.nanquantile(samples, [lo_q, hi_q], axis=-1).reshape(2, *shape)
-        columns = {}
-        for k, metric in enumerate(metrics):
-            columns[f"{metric}{LOW}"], columns[f"{metric}{HIGH}"] = lo[k], hi[k]
-        return pd.DataFrame(columns, index=index)
 
-    macro = frame(macro_rows, pd.Index(policies, name="policy"))
-    by_ds = pd.concat([frame(per_ds[d], pd.MultiIndex.from_product([policies, [d]], names=["policy", "dataset"]))
-                       for d in datasets])
-    by_ds = by_ds.reindex(pd.MultiIndex.from_product([policies, datasets], names=["policy", "dataset"]))
-    return Intervals(macro, by_ds, n, unit, resamples, seed, ci)
+class CellSums:
+    """The resampled sums behind ``bootstrap_intervals``, as a ``bootstrap.BlockSink``: per cell, the sum of each
+    metric's unit values over the units drawn in each resample, and how many were drawn; ``intervals`` once every
+    block was fed (``bootstrap.feed_blocks``: the paired tests' resamples)."""
+
+    def __init__(self, records: pd.DataFrame, paired: bootstrap.PairedData,
+                 resamples: int = bootstrap.RESAMPLES) -> None:
+        self.paired, self.resamples = paired, resamples
+        self.metrics = interval_metrics(records)
+        values = _unit_values(records, paired, self.metrics)  # (metrics x policies, units)
+        cells, self.weights, self.cell_dataset = _cells(records, paired)
+        n_cells = len(self.weights)
+        order = np.argsort(cells, kind="stable")
+        # Units already in cell order (each dataset's items together, one generator set each): no gather.
+        self.order = None if np.array_equal(order, np.arange(len(order))) else order
+        self.values = values if self.order is None else values[:, order]
+        self.bounds = np.searchsorted(cells[order], np.arange(n_cells + 1))
+        self.sums = np.empty((n_cells, values.shape[0], resamples))
+        self.drawn = np.empty((n_cells, resamples))
+
+    def __call__(self, start: int, counts: np.ndarray) -> None:
+        """Add the resamples ``start`` .. ``start + len(counts)``."""
+        # Column-major counts, as the reordering gather gives them: BLAS sums a product of the other layout in
+        # another order for some shapes (the last bit of a paper-pool interval moved).
+        counts = np.asfortranarray(counts) if self.order is None else counts[:, self.order]
+        stop = start + len(counts)
+        for c in range(len(self.weights)):
+            block = counts[:, self.bounds[c]:self.bounds[c + 1]]
+            self.sums[c, :, start:stop] = self.values[:, self.bounds[c]:self.bounds[c + 1]] @ block.T
+            self.drawn[c, start:stop] = block.sum(axis=1)
+
+    def intervals(self, seed: int, ci: float = bootstrap.CI) -> Intervals:
+        """The macro and per-dataset percentile intervals of every metric."""
+        with np.errstate(invalid="ignore", divide="ignore"):  # (cells, rows, B): a cell's mean (NaN: none drawn)
+            means = self.sums / np.where(self.drawn > 0, self.drawn, np.nan)[:, None, :]
+        policies, metrics, cell_dataset, weights = self.paired.policies, self.metrics, self.cell_dataset, self.weights
+        datasets = list(dict.fromkeys(cell_dataset))
+        lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
+        macro_rows = _weighted(means, weights)
+        per_ds = {d: _weighted(means[cell_dataset == d], weights[cell_dataset == d]) for d in datasets}
+        shape = (len(metrics), len(policies))
+
+        def frame(samples: np.ndarray, index: pd.Index) -> pd.DataFrame:
+            # A resample that drew no unit of a dataset has no value for it (NaN): it is left out of that interval.
+            with np.errstate(invalid="ignore"):
+                lo, hi = np.nanquantile(samples, [lo_q, hi_q], axis=-1).reshape(2, *shape)
+            columns = {}
+            for k, metric in enumerate(metrics):
+                columns[f"{metric}{LOW}"], columns[f"{metric}{HIGH}"] = lo[k], hi[k]
+            return pd.DataFrame(columns, index=index)
+
+        macro = frame(macro_rows, pd.Index(policies, name="policy"))
+        by_ds = pd.concat([frame(per_ds[d], pd.MultiIndex.from_product([policies, [d]], names=["policy", "dataset"]))
+                           for d in datasets])
+        by_ds = by_ds.reindex(pd.MultiIndex.from_product([policies, datasets], names=["policy", "dataset"]))
+        return Intervals(macro, by_ds, self.paired.values.shape[1], self.paired.unit, self.resamples, seed, ci)
 
 
 def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: dict[str, str]) -> np.ndarray:
@@ -132,35 +168,16 @@ def _cells(records: pd.DataFrame, paired: bootstrap.PairedData) -> tuple[np.ndar
     gcode, gnames = key_codes(frame, ["generator"])
     n_gen = max(len(gnames[0]), 1)
     kept = paired.row_unit >= 0
-    pairs = np.unique(paired.row_unit[kept] * n_gen + gcode[kept])  # by unit, then by generator name
-    owner, gens = np.divmod(pairs, n_gen)
-    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    # Each unit's generators as a row of booleans; the distinct rows (few) named once, by unit then generator name.
+    seen = seen_pairs(paired.row_unit[kept], gcode[kept], len(paired.units), n_gen)
+    patterns, which = np.unique(seen, axis=0, return_inverse=True)
     names = gnames[0].to_numpy(dtype=object)
-    genset = np.array(["\x1f".join(names[chunk]) for chunk in np.split(gens, starts[1:])], dtype=object)
+    genset = np.array(["\x1f".join(names[row]) for row in patterns], dtype=object)[which.ravel()]
     label = paired.units["dataset"].astype(str).to_numpy() + "\x1e" + genset.astype(str)
     cells, labels = pd.factorize(label)
     weights = np.array([len(name.split("\x1e", 1)[1].split("\x1f")) for name in labels], dtype=np.float64)
     dataset = np.array([name.split("\x1e", 1)[0] for name in labels], dtype=object)
     return cells, weights, dataset
-
-
-def _cell_means(values: np.ndarray, cells: np.ndarray, n_cells: int, n: int, resamples: int,
-                seed: int) -> np.ndarray:
-    """(cells, rows, resamples): each cell's mean of ``values`` over its units drawn in each resample (NaN: none)."""
-    order = np.argsort(cells, kind="stable")
-    values, sorted_cells = values[:, order], cells[order]
-    bounds = np.searchsorted(sorted_cells, np.arange(n_cells + 1))
-    sums = np.empty((n_cells, values.shape[0], resamples))
-    drawn = np.empty((n_cells, resamples))
-    for start, counts in bootstrap.count_blocks(n, resamples, seed):
-        counts = counts[:, order]
-        stop = start + len(counts)
-        for c in range(n_cells):
-            block = counts[:, bounds[c]:bounds[c + 1]]
-            sums[c, :, start:stop] = values[:, bounds[c]:bounds[c + 1]] @ block.T
-            drawn[c, start:stop] = block.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return sums / np.where(drawn > 0, drawn, np.nan)[:, None, :]
 
 
 def _weighted(means: np.ndarray, weights: np.ndarray) -> np.ndarray:

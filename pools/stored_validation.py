@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,11 +159,15 @@ class Resolver:
         later = {c: fill for c, fill in LATER_COLUMNS.get(table, {}).items() if c not in schema.names}
         start, batches = 0, pq.ParquetFile(f, read_dictionary=wanted).iter_batches(batch_size=batch_rows,
                                                                                     columns=columns)
-        while (batch := _next_batch(batches, f, table)) is not None:
-            for col, fill in later.items():
-                batch = batch.append_column(col, pa.array(np.full(batch.num_rows, fill)))
-            sink(batch, start, self.record, self.whole_nulls[table])
-            start += batch.num_rows
+        # The next batch decoded on a second thread while this one is checked (Arrow releases the GIL).
+        with ThreadPoolExecutor(max_workers=1) as reader:
+            pending = reader.submit(_next_batch, batches, f, table)
+            while (batch := pending.result()) is not None:
+                pending = reader.submit(_next_batch, batches, f, table)
+                for col, fill in later.items():
+                    batch = batch.append_column(col, pa.array(np.full(batch.num_rows, fill)))
+                sink(batch, start, self.record, self.whole_nulls[table])
+                start += batch.num_rows
 
     def resolve(self) -> None:
         """Raise the pool's first problem, in validate_pool's order."""

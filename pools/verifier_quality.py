@@ -43,11 +43,31 @@ def expected_calibration_error(scores: np.ndarray, labels: np.ndarray, bins: int
 
 
 def _auroc(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    from sklearn.metrics import roc_auc_score
-
     if labels.size == 0 or labels.min() == labels.max():
         return None
-    return float(roc_auc_score(labels, scores))
+    return roc_auc(scores, labels)
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """``sklearn.metrics.roc_auc_score(labels, scores)`` (0/1 ``labels``, finite ``scores``, both classes present)
+    to the last bit, from sorted copies of the scores instead of a stable argsort of all of them (at 16M scored
+    candidates 0.5 s instead of 5 s): the ROC points at each distinct score, descending (false and true positives
+    counted exactly), the collinear ones dropped and the trapezoid integrated as ``roc_curve`` and ``auc`` do."""
+    from scipy.integrate import trapezoid
+
+    scores = np.asarray(scores, dtype=np.float64)
+    correct = np.asarray(labels) == 1
+    positive = np.sort(scores[correct])
+    # Both classes sorted, then merged (a stable sort of two sorted runs is one merge): every score, descending.
+    ordered = np.sort(np.concatenate([positive, np.sort(scores[~correct])]), kind="stable")[::-1]
+    last = np.r_[np.flatnonzero(np.diff(ordered)), ordered.size - 1]  # each distinct score's last position
+    tps = (positive.size - np.searchsorted(positive, ordered[last], side="left")).astype(np.float64)
+    fps = 1 + last.astype(np.float64) - tps
+    if fps.size > 2:
+        keep = np.flatnonzero(np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True])
+        fps, tps = fps[keep], tps[keep]
+    fps, tps = np.r_[0.0, fps], np.r_[0.0, tps]
+    return float(trapezoid(tps / tps[-1], fps / fps[-1]))
 
 
 def _best_of_n(scored: pd.DataFrame) -> tuple[float | None, int]:

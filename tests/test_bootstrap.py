@@ -118,3 +118,24 @@ def test_pairwise_is_antisymmetric_and_matches_compare():
                                      (1.0, "1.000")])
 def test_format_p(p, text):
     assert bootstrap.format_p(p) == text
+
+
+def test_resample_counts_are_the_bincounted_draws_of_one_generator():
+    # Independent: the (resamples x n) indices drawn at once, each row counted with np.bincount.
+    idx = np.random.default_rng(9).integers(0, 13, size=(150, 13))
+    expected = np.stack([np.bincount(row, minlength=13) for row in idx]).astype(float)
+    assert np.array_equal(bootstrap.resample_counts(13, resamples=150, seed=9), expected)
+    blocks = [(start, counts.copy()) for start, counts in bootstrap.count_blocks(13, 150, 9)]
+    assert np.array_equal(np.vstack([c for _, c in blocks]), expected) and [s for s, _ in blocks] == [0, 64, 128]
+
+
+def test_feed_blocks_gives_every_sink_every_block_in_order():
+    seen: dict[str, list] = {"a": [], "b": []}
+    sinks = [lambda start, counts, k=k: seen[k].append((start, counts.copy())) for k in seen]
+    bootstrap.feed_blocks(11, sinks, resamples=150, seed=2)
+    expected = bootstrap.resample_counts(11, resamples=150, seed=2)
+    for k in seen:
+        assert [s for s, _ in seen[k]] == [0, 64, 128]
+        assert np.array_equal(np.vstack([c for _, c in seen[k]]), expected)
+    means = bootstrap.resampled_means(np.arange(22.0).reshape(2, 11), resamples=150, seed=2)
+    assert np.allclose(means, np.arange(22.0).reshape(2, 11) @ expected.T / 11)

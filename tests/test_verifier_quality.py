@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from sklearn.metrics import roc_auc_score
 
 from coba_cli.main import main
-from pools.verifier_quality import expected_calibration_error, verifier_diagnostics
+from pools.verifier_quality import expected_calibration_error, roc_auc, verifier_diagnostics
 from tests.conftest import make_synthetic_pool
 from tests.factory import Cand, Ep, build_pool
 
@@ -69,3 +71,16 @@ def test_inspect_reports_the_verifiers_of_a_pool_by_their_own_names(tmp_path, ca
     header = text.splitlines()[0]
     assert "cov judge_a" in header and "cov rm_big" in header and "cov V1" not in header
     assert any(line.split()[:2] == ["rm_big", "reward_model"] for line in text.splitlines())
+
+
+@pytest.mark.parametrize("ties", ["none", "two decimals", "five levels", "one score"])
+def test_roc_auc_equals_sklearn_to_the_last_bit(ties):
+    # sklearn's roc_auc_score is the reference (roc_auc replaces it for speed): equal floats, not approximately.
+    rng = np.random.default_rng(4)
+    for _ in range(25):
+        labels = (rng.random(400) < 0.3).astype(float)
+        labels[:2] = [0.0, 1.0]
+        raw = labels * 0.4 + rng.normal(size=400)
+        scores = {"none": raw, "two decimals": raw.round(2), "five levels": np.floor(raw * 2).clip(-2, 2),
+                  "one score": np.full(400, 0.5)}[ties]
+        assert roc_auc(scores, labels) == roc_auc_score(labels, scores)
