@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
@@ -53,14 +52,12 @@ def analyse(pool: Pool, compiled: CompiledPool, run: BenchRun, *, cost_model: st
     info = policy_info(run)
     datasets = list(dict.fromkeys(compiled.dataset.tolist()))
     ran = [r.name for r in run.runs if r.applicable]
-    # The metrics on a second thread while the paired units (one for the tests and the intervals) and the intervals'
-    # unit values are built here: both are mostly pandas and numpy reductions that release the GIL (at 1M episodes
-    # 8 s instead of 13). metrics_s covers both; bootstrap_s the resampling after them.
-    with ThreadPoolExecutor(max_workers=1) as side:
-        metrics_done = side.submit(_aggregates, records, RecordLayout.of(compiled))
-        paired = bootstrap.paired_matrix(records, ran, unit) if ran else None
-        sums = CellSums(records, paired, resamples) if paired is not None and paired.values.shape[1] else None
-        aggregates, summary = metrics_done.result()
+    # The metrics, then the paired units (one for the tests and the intervals) and the intervals' unit values, one
+    # after the other: each pass over the records (22M at 1M episodes) has its own ~1 GB of temporaries, which side
+    # by side set the bench's peak. metrics_s covers all three; bootstrap_s the resampling after them.
+    aggregates, summary = _aggregates(records, RecordLayout.of(compiled))
+    paired = bootstrap.paired_matrix(records, ran, unit) if ran else None
+    sums = CellSums(records, paired, resamples) if paired is not None and paired.values.shape[1] else None
     t_metrics = time.perf_counter()
     pw, spans = _resampled(records, paired, sums, unit=unit, resamples=resamples, seed=seed)
     mac, dset = aggregates["macro"], aggregates["per_dataset"]
@@ -119,12 +116,10 @@ def default_reference(mac: pd.DataFrame, info: dict[str, PolicyInfo], ran: Seque
 def _aggregates(records: pd.DataFrame, layout: RecordLayout) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Every aggregate ``BenchData`` holds (by its field name) and their plain-dict summary (``metrics.summarize``)."""
     if not len(records):
-        names = ("macro", "pooled", "per_dataset", "per_generator", "allocation", "allocation_overall", "gap",
-                 "gap_by_dataset")
-        return {name: pd.DataFrame() for name in names}, {}
-    computed = {name: make(records, layout) for name, make in metrics.AGGREGATES.items()}
-    summary = metrics.summarize(records, layout, computed)
-    return computed, summary
+        return {name: pd.DataFrame() for name in metrics.AGGREGATE_NAMES}, {}
+    pairs = metrics.pair_means(records)
+    computed = metrics.aggregates(records, layout, pairs)
+    return computed, metrics.summarize(records, layout, computed, pairs)
 
 
 def _pareto(mac: pd.DataFrame, dset: pd.DataFrame, info: dict[str, PolicyInfo], cost: str,

@@ -63,13 +63,16 @@ def paired_matrix(records: pd.DataFrame, policies: Sequence[str] | None = None, 
     # own first appearance (pandas' unstack of a groupby(sort=False)), episodes by their key strings (pivot_table).
     code, names = key_codes(frame, keys, sort=unit == "episode")
     row_unit, unit_codes = sorted_factorize(code, int(np.prod([max(len(k), 1) for k in names])))
+    del code  # at 22M records each int64 array of them is 176 MB: none is kept past its use
     n_units, n_pol = len(unit_codes), len(policies)
     pcode, pnames = key_codes(frame, ["policy"])
     at = {name: k for k, name in enumerate(policies)}
-    row_policy = np.array([at.get(n, -1) for n in pnames[0]], dtype=np.int64)[pcode]  # every row's is >= 0
+    small = np.int16 if n_pol < np.iinfo(np.int16).max else np.int64  # kept for the intervals: 44 MB, not 176, at 22M
+    row_policy = np.array([at.get(n, -1) for n in pnames[0]], dtype=small)[pcode]  # every row's is >= 0
     cell = row_unit * n_pol + row_policy
     count = np.bincount(cell, minlength=n_units * n_pol).reshape(n_units, n_pol)
-    hits = np.bincount(cell, weights=frame["correct"].to_numpy().astype(float), minlength=n_units * n_pol)
+    # The correct records counted per cell: the same floats as summing 1.0 weights, without a float copy of them.
+    hits = np.bincount(cell[frame["correct"].to_numpy(dtype=bool)], minlength=n_units * n_pol).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = hits.reshape(n_units, n_pol) / count
     keep = (count > 0).all(axis=1)
@@ -79,7 +82,7 @@ def paired_matrix(records: pd.DataFrame, policies: Sequence[str] | None = None, 
     units = key_index(unit_codes[keep], names).to_frame(index=False)
     return PairedData(policies=policies, units=units, values=mean[keep].T.astype(float), unit=unit,
                       dropped=int(n_units - keep.sum()), rows=rows, row_policy=row_policy,
-                      row_unit=kept[row_unit].astype(np.int64))
+                      row_unit=kept[row_unit].astype(np.int64, copy=False))
 
 
 def _complete_items(frame: pd.DataFrame, row_unit: np.ndarray, cell: np.ndarray, unit_dataset: np.ndarray,

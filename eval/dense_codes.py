@@ -36,7 +36,9 @@ def sorted_factorize(code: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarra
 def seen_pairs(group: np.ndarray, value: np.ndarray, n_groups: int, n_values: int) -> np.ndarray:
     """(n_groups x n_values) booleans: whether some position holds that (group, value) pair."""
     seen = np.zeros(n_groups * n_values, dtype=bool)
-    seen[group * n_values + value] = True
+    flat = np.multiply(group, n_values, dtype=np.int64)
+    flat += value  # in place: one array of the positions' size, not two
+    seen[flat] = True
     return seen.reshape(n_groups, n_values)
 
 

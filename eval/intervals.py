@@ -150,7 +150,9 @@ def _unit_values(records: pd.DataFrame, paired: bootstrap.PairedData, metrics: d
     integer per (unit, policy) (``paired.row_unit``, ``paired.row_policy``), the same floats as on the key strings."""
     frame = records if paired.rows is None else records.iloc[paired.rows]
     n_pol, n_units = len(paired.policies), paired.values.shape[1]
-    cell = np.where(paired.row_unit >= 0, paired.row_unit * n_pol + paired.row_policy, -1)
+    cell = np.multiply(paired.row_unit, n_pol, dtype=np.int64)  # in place below: one array of the records' size
+    cell += paired.row_policy
+    cell[paired.row_unit < 0] = -1
     columns = {c: frame[c].to_numpy().astype(float) * 100.0 if c == "correct" else frame[c].to_numpy()
                for c in dict.fromkeys(metrics.values())}
     per = pd.DataFrame(columns, copy=False).groupby(cell, sort=False).mean()

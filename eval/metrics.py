@@ -67,9 +67,10 @@ def _metric_names(frame: pd.DataFrame) -> list[str]:
     return [m for m in (*METRICS, *PRICED_METRICS, GRADED_METRIC) if m in frame.columns]
 
 
-def macro(records: pd.DataFrame) -> pd.DataFrame:
-    """Per policy: the mean over dataset x generator pairs of the per-pair means (the paper's headline)."""
-    pairs = pair_means(records)
+def macro(records: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per policy: the mean over dataset x generator pairs of the per-pair means (the paper's headline; ``pairs``:
+    ``pair_means(records)`` when the caller has it)."""
+    pairs = pair_means(records) if pairs is None else pairs
     out = pairs.groupby("policy", sort=False)[_metric_names(pairs)].mean()
     out["pairs"] = pairs.groupby("policy", sort=False).size()
     out["n"] = pairs.groupby("policy", sort=False)["n"].sum()
@@ -81,47 +82,54 @@ def pooled(records: pd.DataFrame) -> pd.DataFrame:
     return grouped(records, ["policy"], _metric_columns(records))
 
 
-def per_dataset(records: pd.DataFrame) -> pd.DataFrame:
-    """Per (policy, dataset): the mean over generators of the per-pair means."""
-    pairs = pair_means(records)
+def per_dataset(records: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (policy, dataset): the mean over generators of the per-pair means (``pairs`` as in ``macro``)."""
+    pairs = pair_means(records) if pairs is None else pairs
     out = pairs.groupby(["policy", "dataset"], sort=False)[_metric_names(pairs)].mean()
     out["n"] = pairs.groupby(["policy", "dataset"], sort=False)["n"].sum()
     return out
 
 
-def per_generator(records: pd.DataFrame) -> pd.DataFrame:
-    """Per (policy, generator): the mean over datasets of the per-pair means."""
-    pairs = pair_means(records)
+def per_generator(records: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (policy, generator): the mean over datasets of the per-pair means (``pairs`` as in ``macro``)."""
+    pairs = pair_means(records) if pairs is None else pairs
     out = pairs.groupby(["policy", "generator"], sort=False)[_metric_names(pairs)].mean()
     out["n"] = pairs.groupby(["policy", "generator"], sort=False)["n"].sum()
     return out
 
 
-def allocation(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
+def allocation(records: pd.DataFrame, layout: RecordLayout, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Action-allocation audit per (policy, dataset): mean count of each action and its share of all actions.
 
     Counts are means over generators of the per-pair means (like every per-dataset number). ``share_<code>`` is
     an action's share of the non-STOP actions (``action_columns``); ``candidates`` is the mean number of
     candidates drawn and ``strong_calls`` the mean number of calls of the verifier standing for the strong
-    verifier V3 (``RecordLayout.strong``; 0 without one).
+    verifier V3 (``RecordLayout.strong``; 0 without one). ``pairs``: ``pair_counts(records, layout)`` when the caller
+    has it.
     """
-    out = _action_shares(records, layout, ["policy", "dataset"])
+    out = _action_shares(records, layout, ["policy", "dataset"], pairs)
     out["candidates"] = out["n_samples"]
     out["strong_calls"] = out[layout.strong] if layout.strong is not None else 0.0
     return out
 
 
-def allocation_overall(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
-    """The allocation audit per policy over all pairs (macro: mean over pairs)."""
-    return _action_shares(records, layout, ["policy"])
+def allocation_overall(records: pd.DataFrame, layout: RecordLayout, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The allocation audit per policy over all pairs (macro: mean over pairs; ``pairs`` as in ``allocation``)."""
+    return _action_shares(records, layout, ["policy"], pairs)
 
 
-def _action_shares(records: pd.DataFrame, layout: RecordLayout, by: list[str]) -> pd.DataFrame:
+def pair_counts(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
+    """Per (policy, dataset, generator) the mean of each action count (``action_columns``)."""
+    cols = list(action_columns(layout))
+    return grouped(records, ["policy", *PAIR], {c: records[c].to_numpy() for c in cols}).drop(columns="n").reset_index()
+
+
+def _action_shares(records: pd.DataFrame, layout: RecordLayout, by: list[str],
+                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean action counts per ``by`` group (means of the per-pair means) and each action's ``share_<code>``."""
     codes = action_columns(layout)
     cols = list(codes)
-    pairs = grouped(records, ["policy", *PAIR], {c: records[c].to_numpy() for c in cols}).drop(columns="n")
-    pairs = pairs.reset_index()
+    pairs = pair_counts(records, layout) if pairs is None else pairs
     out = pairs.groupby(by, sort=False)[cols].mean()
     total = out[cols].sum(axis=1).replace(0.0, np.nan)
     for col, code in codes.items():
@@ -149,28 +157,35 @@ def oracle_gap(records: pd.DataFrame, by: str | None = "dataset") -> pd.DataFram
     return out
 
 
-#: The aggregates ``summarize`` reports, by the name ``computed`` passes them under (each of records and their
-#: record layout).
-AGGREGATES: dict[str, Any] = {
-    "macro": lambda r, _: macro(r), "pooled": lambda r, _: pooled(r), "per_dataset": lambda r, _: per_dataset(r),
-    "per_generator": lambda r, _: per_generator(r), "allocation": allocation,
-    "allocation_overall": allocation_overall, "gap": lambda r, _: oracle_gap(r, None),
-    "gap_by_dataset": lambda r, _: oracle_gap(r, "dataset"),
-}
+#: The aggregates ``summarize`` reports, by the name ``computed`` passes them under (``aggregates``).
+AGGREGATE_NAMES = ("macro", "pooled", "per_dataset", "per_generator", "allocation", "allocation_overall", "gap",
+                   "gap_by_dataset")
 
 
-def summarize(records: pd.DataFrame, layout: RecordLayout,
-              computed: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+def aggregates(records: pd.DataFrame, layout: RecordLayout,
+               pairs: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """Every aggregate ``summarize`` reports, by its name (``AGGREGATE_NAMES``), the per-pair means (``pairs``:
+    ``pair_means(records)`` when the caller has it) and the per-pair action counts grouped once for all of them
+    (each is a pass over every record: at 1M episodes x 22 policies ~1 s and ~1 GB of temporaries)."""
+    pairs = pair_means(records) if pairs is None else pairs
+    counts = pair_counts(records, layout)
+    return {"macro": macro(records, pairs), "pooled": pooled(records), "per_dataset": per_dataset(records, pairs),
+            "per_generator": per_generator(records, pairs), "allocation": allocation(records, layout, counts),
+            "allocation_overall": allocation_overall(records, layout, counts), "gap": oracle_gap(records, None),
+            "gap_by_dataset": oracle_gap(records, "dataset")}
+
+
+def summarize(records: pd.DataFrame, layout: RecordLayout, computed: dict[str, pd.DataFrame] | None = None,
+              pairs: pd.DataFrame | None = None) -> dict[str, Any]:
     """Every aggregate above as nested plain dicts keyed by policy (then dataset / generator).
 
-    ``computed``: aggregates of ``records`` already at hand, by their ``AGGREGATES`` name (not recomputed:
-    at 100k episodes x 20 policies each one takes about half a second)."""
+    ``computed``: the ``aggregates`` of ``records`` when the caller has them; ``pairs``: their ``pair_means``."""
     out: dict[str, Any] = {}
     if not len(records):
         return out
-    have = dict(computed or {})
-    agg = {name: have[name] if name in have else make(records, layout) for name, make in AGGREGATES.items()}
-    pairs = pair_means(records)
+    pairs = pair_means(records) if pairs is None else pairs
+    agg = computed if computed is not None else aggregates(records, layout, pairs)
+    pairs = pairs.copy(deep=False)  # the caller's frame keeps its index
     pairs.index = pd.MultiIndex.from_arrays([pairs["policy"], pairs["dataset"] + "/" + pairs["generator"]])
     tables = {
         "macro": _nested(agg["macro"]), "pooled": _nested(agg["pooled"]),
