@@ -76,7 +76,7 @@ def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[An
     worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come
     (``Pool.imap``), else here one at a time. Fork from a small parent: a forked worker's resident set starts as
     its parent's. The workers end on leaving (SIGTERM's default action: ``default_sigterm``), or with this process
-(``end_with_parent``)."""
+    (``end_with_parent``)."""
     if workers <= 1 or "fork" not in mp.get_all_start_methods():
         yield (task(item, *shared) for item in items)
         return
