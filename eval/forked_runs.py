@@ -81,44 +81,24 @@ def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[An
         yield (task(item, *shared) for item in items)
         return
     ctx = mp.get_context("fork")
-    _SHARED.update(task=task, shared=shared, parent=os.getpid())
+    _SHARED.update(task=task, shared=shared)
     try:
         with ctx.Pool(workers, initializer=_start_chunk_worker) as procs:
-            yield _while_workers_live(procs.imap(_worker_task, items), list(procs._pool))
+            yield procs.imap(_worker_task, items)
     finally:
         _SHARED.clear()
 
 
-def _while_workers_live(results: Any, workers: list[Any]) -> Iterator[Any]:
-    """``results`` (``Pool.imap``'s) one after another, or ChildProcessError once a worker has died: the pool
-    replaces a worker killed by a signal (the out-of-memory killer, a ``kill``) but loses its task, and ``imap``
-    would wait for it forever. (``Pool._pool``: the workers forked on entering; none ends before the pool does.)"""
-    while True:
-        try:
-            yield results.next(timeout=1.0)
-        except StopIteration:
-            return
-        except mp.TimeoutError:
-            ended = [w.exitcode for w in workers if w.exitcode is not None]
-            if ended:
-                raise ChildProcessError(f"a bench worker process ended (exit code {ended[0]}; a negative code is the "
-                                        "signal that killed it, e.g. -9 from the out-of-memory killer) before its "
-                                        "chunk was done; nothing was written") from None
-
-
 def _start_chunk_worker() -> None:
     default_sigterm()
-    end_with_parent(_SHARED.get("parent"))
+    end_with_parent()
 
 
-def end_with_parent(parent: int | None = None) -> None:
+def end_with_parent() -> None:
     """In a forked worker (Linux): SIGKILL when the parent ends, so that a ``kill -9`` of the command leaves no
-    worker behind still replaying and writing into the command's temporary folder; ``parent``: its pid before the
-    fork (a parent that ended before this call leaves the worker to another parent: it ends at once)."""
+    worker behind still replaying and writing into the command's temporary folder."""
     with contextlib.suppress(OSError, AttributeError):  # glibc only
         ctypes.CDLL("libc.so.6").prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)
 
 
 def _worker_task(item: Any) -> Any:
