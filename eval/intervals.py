@@ -81,7 +81,7 @@ def bootstrap_intervals(records: pd.DataFrame, policies: Sequence[str], *, unit:
     paired = paired if paired is not None else bootstrap.paired_matrix(records, policies, unit)
     n = paired.values.shape[1]
     if not policies or n == 0:
-        return empty_intervals(unit, resamples, seed)
+        return empty_intervals(unit, resamples, seed, ci)
     sums = CellSums(records, paired, resamples)
     bootstrap.feed_blocks(n, [sums], resamples, seed)
     return sums.intervals(seed, ci)

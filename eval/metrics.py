@@ -98,24 +98,25 @@ def per_generator(records: pd.DataFrame, pairs: pd.DataFrame | None = None) -> p
     return out
 
 
-def allocation(records: pd.DataFrame, layout: RecordLayout, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+def allocation(records: pd.DataFrame, layout: RecordLayout, counts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Action-allocation audit per (policy, dataset): mean count of each action and its share of all actions.
 
     Counts are means over generators of the per-pair means (like every per-dataset number). ``share_<code>`` is
     an action's share of the non-STOP actions (``action_columns``); ``candidates`` is the mean number of
     candidates drawn and ``strong_calls`` the mean number of calls of the verifier standing for the strong
-    verifier V3 (``RecordLayout.strong``; 0 without one). ``pairs``: ``pair_counts(records, layout)`` when the caller
-    has it.
+    verifier V3 (``RecordLayout.strong``; 0 without one). ``counts``: ``pair_counts(records, layout)`` when the
+    caller has it.
     """
-    out = _action_shares(records, layout, ["policy", "dataset"], pairs)
+    out = _action_shares(records, layout, ["policy", "dataset"], counts)
     out["candidates"] = out["n_samples"]
     out["strong_calls"] = out[layout.strong] if layout.strong is not None else 0.0
     return out
 
 
-def allocation_overall(records: pd.DataFrame, layout: RecordLayout, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The allocation audit per policy over all pairs (macro: mean over pairs; ``pairs`` as in ``allocation``)."""
-    return _action_shares(records, layout, ["policy"], pairs)
+def allocation_overall(records: pd.DataFrame, layout: RecordLayout,
+                       counts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The allocation audit per policy over all pairs (macro: mean over pairs; ``counts`` as in ``allocation``)."""
+    return _action_shares(records, layout, ["policy"], counts)
 
 
 def pair_counts(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
@@ -125,12 +126,12 @@ def pair_counts(records: pd.DataFrame, layout: RecordLayout) -> pd.DataFrame:
 
 
 def _action_shares(records: pd.DataFrame, layout: RecordLayout, by: list[str],
-                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+                   counts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean action counts per ``by`` group (means of the per-pair means) and each action's ``share_<code>``."""
     codes = action_columns(layout)
     cols = list(codes)
-    pairs = pair_counts(records, layout) if pairs is None else pairs
-    out = pairs.groupby(by, sort=False)[cols].mean()
+    counts = pair_counts(records, layout) if counts is None else counts
+    out = counts.groupby(by, sort=False)[cols].mean()
     total = out[cols].sum(axis=1).replace(0.0, np.nan)
     for col, code in codes.items():
         out[f"share_{code}"] = (out[col] / total).fillna(0.0)
@@ -179,7 +180,8 @@ def summarize(records: pd.DataFrame, layout: RecordLayout, computed: dict[str, p
               pairs: pd.DataFrame | None = None) -> dict[str, Any]:
     """Every aggregate above as nested plain dicts keyed by policy (then dataset / generator).
 
-    ``computed``: the ``aggregates`` of ``records`` when the caller has them; ``pairs``: their ``pair_means``."""
+    ``computed``: the ``aggregates`` of ``records`` when the caller has them (all of them: a dict with every name
+    of ``AGGREGATE_NAMES``); ``pairs``: their ``pair_means``."""
     out: dict[str, Any] = {}
     if not len(records):
         return out

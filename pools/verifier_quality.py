@@ -5,7 +5,7 @@ and the bench report's pool section:
 
 * coverage: the share of the pool's candidates the verifier scored (a score that is not missing);
 * AUROC: the area under the ROC curve of the score against the pool's own correctness labels, over the scored
-  candidates with a known label (``sklearn.metrics.roc_auc_score``); None when those are all correct or all wrong;
+  candidates with a known label (equal to ``sklearn.metrics.roc_auc_score``'s, computed from sorted scores: ``roc_auc``); None when those are all correct or all wrong;
 * ECE: the expected calibration error with ``ECE_BINS`` equal-width bins of the score over [0, 1]: the mean over
   bins, weighted by their share of the candidates, of |share correct - mean score| (a score of exactly 1 falls in
   the last bin). Meaningful for probability-like scores; a reward model's sigmoid of a logit is one only loosely;
