@@ -185,7 +185,9 @@ def text_column(values: np.ndarray) -> pd.Series:
     """
     values = np.asarray(values, dtype=object)
     try:
-        strings = pa.array(values, type=pa.large_string(), from_pandas=False)  # refuses anything but str and None
+        # Refuses anything but str, None and UTF-8 bytes (taken as their text, where str() would give "b'...'": a
+        # pool's answers are text, never bytes).
+        strings = pa.array(values, type=pa.large_string(), from_pandas=False)
     except (pa.ArrowTypeError, pa.ArrowInvalid):
         return pd.Series([None if v is None else str(v) for v in values], dtype="str")
     return pd.Series(pd.array(strings, dtype="str"))
