@@ -25,7 +25,7 @@ from sb3_contrib import MaskablePPO
 from coba_env.env import as_compiled
 from coba_env.rules.config import episode_subset
 from coba_env.vector_env import CoBaVectorEnv
-from train.ppo import DEFAULT_PPO_KWARGS, WARM_START_ROWS
+from train.ppo import TRAINER_DEFAULTS, WARM_START_ROWS
 from train.ppo_warm_start import DEMO_PASSES, batched_demonstrations, clone_into, teacher_policy
 from train.protocol_arena import arena_of
 from train.sb3_vec_env import CoBaSB3VecEnv
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{grouping}: teacher {teacher.name}, {len(demos):,} states of {demos.episodes:,} episodes")
         for name, kwargs in SETTINGS.items():
             model = MaskablePPO("MlpPolicy", env, seed=0, device="cpu",
-                                policy_kwargs=DEFAULT_PPO_KWARGS["policy_kwargs"])
+                                policy_kwargs=TRAINER_DEFAULTS["lean"]["policy_kwargs"])
             start = time.process_time()
             summary = clone_into(model, demos, seed=0, **kwargs)
             print(f"  {name}: agreement {summary['agreement']:.4f}, {summary['epochs']} epochs, actor loss "

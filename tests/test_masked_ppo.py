@@ -240,7 +240,7 @@ def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):
     (dict(update="jit"), r"update must be one of \['autograd', 'hand'\], got 'jit'"),
     (dict(update="hand", matmul_dtype="float16"),
      r"matmul_dtype must be one of \['float32', 'bfloat16'\], got 'float16'"),
-    (dict(matmul_dtype="bfloat16"), r"matmul_dtype other than float32 needs update='hand'"),
+    (dict(update="autograd", matmul_dtype="bfloat16"), r"matmul_dtype other than float32 needs update='hand'"),
     (dict(trainer="sb3", matmul_dtype="bfloat16"),
      r"\['matmul_dtype'\] are lean-trainer settings; the sb3 trainer does not take them"),
 ])

@@ -22,19 +22,21 @@ Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "P
 - the rollout shuffled once an epoch (one ``index_select`` per array), its minibatches slices: row gathers of a
   minibatch cost more than its products, and the minibatches are the same as indexing by the order.
 
-``update="hand"`` (opt-in, ``PPOSettings.update``): no autograd in the update. The networks' forward and backward
-passes are written out (``train.fused_mlp.TanhMLP``), so are the actor loss's gradient in the logits
-(``train.ppo_losses.actor_loss_grad``) and the value loss's in the value, and the parameters and gradients are
-one flat tensor each (``FlatParameters``: one Adam tensor, one norm); ``matmul_dtype="bfloat16"`` runs its
-products in bfloat16. The same update in exact arithmetic (float64: main's weights to 1e-16), ~1.07x (bfloat16
-~1.2x) the autograd update's steps per CPU-second, but its float32 returns fell outside the old trainer's spread
-on tiny replay and paper route (docs/PERFORMANCE.md, "Wave 5"), so the default stays autograd, which trains
-main's weights bit for bit.
+``update="hand"`` (the default, ``PPOSettings.update``; ``"autograd"`` the other): no autograd in the update. The
+networks' forward and backward passes are written out (``train.fused_mlp.TanhMLP``), so are the actor loss's
+gradient in the logits (``train.ppo_losses.actor_loss_grad``) and the value loss's in the value, and the
+parameters and gradients are one flat tensor each (``FlatParameters``: one Adam tensor, one norm);
+``matmul_dtype="bfloat16"`` runs its products in bfloat16. The same update as autograd's in exact arithmetic
+(float64: equal weights to 1e-16); in float32 the two differ by rounding.
 
-Epochs and minibatches (``LEAN_SETTINGS``): SB3's 10 of 1,024 per 16,384-transition rollout, the only setting
-tried (CleanRL's 4 x 4,096, 5 or 6 x 4,096, 10 x 2,048, rollouts of 8,192) that held the old trainer's returns
-(docs/PERFORMANCE.md); ``n_epochs=4, batch_size=4096`` trains ~2.5x faster to other returns. ``net_arch`` [64, 64]
-(``train_ppo(policy_kwargs=...)``, ~1.5x, ~2x by hand) did not hold them either (tiny replay, paper route).
+The defaults (``LEAN_SETTINGS``, ``LEAN_NET_ARCH``): the hand-written update, 5 epochs of 1,024 per
+16,384-transition rollout, a 64x64 net (SB3's own default width) for the actor and for the critic. At 64 units
+the update is bound by per-operation overhead rather than its products, so the hand-written passes and half
+SB3's epochs are what make it ~6x the old trainer's speed (about 68,000 env-steps/s on 2 quiet cores). Chosen
+by speed before the run that judged it: over ten seeds, at the old trainer's seeds and step budgets, its mean
+return lay inside the old trainer's (SB3's 10 epochs of 1,024, 128x128) min..max on tiny and paper, replay and
+route (docs/PERFORMANCE.md, "Wave 6"; on three seeds no faster setting had held it). ``PPOSettings()`` is SB3's
+10 epochs of 1,024 with autograd, which on the old 128x128 net trains MaskablePPO.learn's weights bit for bit.
 
 Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
 ``time/env_share``, ``rollout/`` ``ep_rew_mean``, ``ep_len_mean``, ``accuracy``, ``cost_over_budget``,
@@ -77,7 +79,7 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
-    update: str = "autograd"  # "autograd" (the default) or "hand": the passes of train.fused_mlp
+    update: str = "autograd"  # "autograd" (SB3's, this class's default) or "hand" (LEAN_SETTINGS'): train.fused_mlp
     matmul_dtype: str = "float32"  # with update="hand": the products' dtype, "float32" or "bfloat16"
 
     def __post_init__(self) -> None:
@@ -89,8 +91,11 @@ class PPOSettings:
             raise ValueError("matmul_dtype other than float32 needs update='hand' (the hand-written passes)")
 
 
-#: The lean trainer's defaults beside SB3's (``train.ppo.DEFAULT_PPO_KWARGS``): see the module docstring.
-LEAN_SETTINGS = PPOSettings()
+#: The lean trainer's defaults (``PPOSettings()`` is SB3's 10 epochs of 1,024 with autograd): the hand-written
+#: update, 5 epochs of 1,024, on the ``LEAN_NET_ARCH`` net; see the module docstring for why.
+LEAN_SETTINGS = PPOSettings(n_epochs=5, update="hand")
+#: The lean trainer's default hidden layers, for the actor and for the critic (SB3's own default width).
+LEAN_NET_ARCH = (64, 64)
 
 
 @dataclass

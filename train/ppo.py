@@ -45,9 +45,10 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   at lambda = 0.1) to show in the advantages; 1024 sub-envs also amortize the vector env's per-step overhead
   (``scripts/bench_ppo_env_share.py``: the env 3.4% of the wall time at 1024 sub-envs, 11-16% at 64).
 - ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``: the standard PPO settings (Schulman et
-  al.; CleanRL). The trainer (``trainer``): "lean" (the default, ``train/masked_ppo.py``, faster) or "sb3"
-  (``MaskablePPO.learn``), both at SB3's 10 epochs of 1,024 (the only setting tried that held the old returns,
-  docs/PERFORMANCE.md); both build the same sb3-contrib policy and save the same checkpoint.
+  al.; CleanRL). The trainer (``trainer``): "lean" (the default, ``train/masked_ppo.py``: the hand-written
+  update, 5 epochs of 1,024, a 64x64 net; ~6x the old trainer's speed) or "sb3" (``MaskablePPO.learn`` at SB3's
+  10 epochs of 1,024 on a 128x128 net, the old path); the lean defaults held the old trainer's returns over ten
+  seeds (docs/PERFORMANCE.md, "Wave 6"); both build an sb3-contrib policy and save the same kind of checkpoint.
 - ``ent_coef=0.0`` (SB3's default). An earlier 0.03, chosen against the collapse to greedy by runs over all
   five datasets of the paper pool (so also on every later held-out one), is withdrawn (issue 19); the remedy
   against the collapse is now the warm start (next point), which needs no coefficient picked on data.
@@ -58,8 +59,10 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
 - episode order ``"balanced"`` (the default here; ``train/sb3_vec_env.py``): each training dataset is drawn
   equally often, because the reported objective is the macro accuracy (mean over datasets); with
   ``"shuffle"`` MATH-500 would be 83% of a leave-rgym_hard-out fold's episodes.
-- ``net_arch=[128, 128]`` tanh, separate policy and value networks: the value depends on lambda and on the
-  evidence jointly (a lambda-conditioned value), which a 64-unit net fits less well; more is not needed.
+- separate tanh policy and value networks (``TRAINER_DEFAULTS``' ``policy_kwargs``): 64x64 for the lean trainer
+  (SB3's own default width), 128x128 for the sb3 trainer (the old runs': chosen then for the lambda-conditioned
+  value, which depends on lambda and the evidence jointly). At the same seeds and steps the 64x64 lean trainer's
+  returns lie inside the 128x128 old trainer's ten-seed spread on every pool and env tried (wave 6).
 
 Reproducibility: ``seed`` seeds Python, numpy, torch, the action space and the vector env's episode order and
 lambda draws on ``device="cpu"``: the same seed gives bit-identical weights. Threads (``torch_threads``): the lean
@@ -95,7 +98,7 @@ from coba_env.vector_env import CoBaVectorEnv
 from pools.atomic_write import atomic_write, atomic_write_text
 from pools.store import Pool
 from pools.strict_json import strict_dumps
-from train.masked_ppo import LEAN_SETTINGS, PPOSettings, default_threads, learn
+from train.masked_ppo import LEAN_NET_ARCH, LEAN_SETTINGS, PPOSettings, default_threads, learn
 from train.ppo_warm_start import DEMO_PASSES, batched_demonstrations, clone_into, teacher_policy
 from train.protocol_arena import arena_of
 from train.sb3_vec_env import BALANCED, CoBaSB3VecEnv
@@ -106,12 +109,17 @@ MODEL_FILE = "model.zip"
 CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tb"
 
+def tanh_net(hidden: Sequence[int]) -> dict[str, Any]:
+    """MaskablePPO's ``policy_kwargs`` for separate actor and critic networks of ``hidden`` tanh units each."""
+    return {"net_arch": {"pi": list(hidden), "vf": list(hidden)}, "activation_fn": torch.nn.Tanh}
+
+
 #: Range lambda is drawn from per episode (see the module docstring for why).
 DEFAULT_LAMBDA_RANGE: tuple[float, float] = (0.0, 0.5)
 #: Transitions per rollout aimed at when ``n_steps`` is not given (``n_steps = ceil(this / n_envs)``, >= 16).
 ROLLOUT_TRANSITIONS = 16_384
-#: PPO keyword arguments used unless overridden (see the module docstring for why); the minibatch size and the
-#: epochs are each trainer's own (``TRAINER_DEFAULTS``).
+#: PPO keyword arguments used unless overridden (see the module docstring for why); the minibatch size, the
+#: epochs, the update and the network are each trainer's own (``TRAINER_DEFAULTS``).
 DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "learning_rate": 3e-4,
     "gamma": 1.0,
@@ -120,14 +128,14 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "ent_coef": 0.0,
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
-    "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}, "activation_fn": torch.nn.Tanh},
 }
 #: The trainers: "lean" (``train.masked_ppo``, the default) or "sb3" (sb3-contrib's ``MaskablePPO.learn``), and
-#: the minibatch size and epochs of each (the lean trainer's: CleanRL's 4 epochs x 4 minibatches of a rollout).
+#: the minibatch size, epochs, update and network of each (the lean trainer's: ``train.masked_ppo.LEAN_SETTINGS``).
 TRAINERS = ("lean", "sb3")
-TRAINER_DEFAULTS: dict[str, dict[str, int]] = {
-    "lean": {"batch_size": LEAN_SETTINGS.batch_size, "n_epochs": LEAN_SETTINGS.n_epochs},
-    "sb3": {"batch_size": 1024, "n_epochs": 10},
+TRAINER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "lean": {"batch_size": LEAN_SETTINGS.batch_size, "n_epochs": LEAN_SETTINGS.n_epochs, "update": LEAN_SETTINGS.update,
+             "policy_kwargs": tanh_net(LEAN_NET_ARCH)},
+    "sb3": {"batch_size": 1024, "n_epochs": 10, "policy_kwargs": tanh_net((128, 128))},
 }
 LEAN_ONLY = ("update", "matmul_dtype")  #: lean-trainer coefficients MaskablePPO does not take (PPOSettings)
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
