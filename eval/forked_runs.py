@@ -15,6 +15,8 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 #: Episode-policies from which ``default_workers`` forks 2 workers (one-episode / batched replay).
@@ -73,20 +75,47 @@ def default_sigterm() -> None:
 def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[Any, ...], *,
                 workers: int) -> Iterator[Iterator[Any]]:
     """An iterator over ``task(item, *shared)`` for every item, in item order: with ``workers`` > 1 computed by
-    worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come
-    (``Pool.imap``), else here one at a time. Fork from a small parent: a forked worker's resident set starts as
-    its parent's. The workers end on leaving (SIGTERM's default action: ``default_sigterm``), or with this process
-    (``end_with_parent``)."""
+    worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come,
+    else here one at a time. Fork from a small parent: a forked worker's resident set starts as its parent's.
+
+    A worker that dies (the out-of-memory killer, a ``kill``) stops the iteration with one ``ChildProcessError``
+    (``ProcessPoolExecutor`` notices the death; ``Pool.imap`` replaced the worker, lost its task and waited for it
+    forever). The workers end on leaving early (SIGTERM's default action: ``default_sigterm``) or with this
+    process (``end_with_parent``)."""
     if workers <= 1 or "fork" not in mp.get_all_start_methods():
         yield (task(item, *shared) for item in items)
         return
-    ctx = mp.get_context("fork")
     _SHARED.update(task=task, shared=shared)
+    procs = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_start_chunk_worker)
     try:
-        with ctx.Pool(workers, initializer=_start_chunk_worker) as procs:
-            yield procs.imap(_worker_task, items)
+        yield _until_a_worker_dies(procs.map(_worker_task, items))
+    except BaseException:
+        _end_now(procs)
+        raise
+    else:
+        procs.shutdown(wait=True)
     finally:
         _SHARED.clear()
+
+
+def _until_a_worker_dies(results: Iterator[Any]) -> Iterator[Any]:
+    """``results`` one after another; a dead worker's ``BrokenProcessPool`` becomes one line."""
+    try:
+        yield from results
+    except BrokenProcessPool:
+        raise ChildProcessError("a worker process ended abruptly (killed by a signal: the out-of-memory killer "
+                                "or a kill) before its task was done") from None
+
+
+def _end_now(procs: ProcessPoolExecutor) -> None:
+    """Drop the tasks not started and end the workers at once (SIGTERM), as ``Pool.terminate`` did: a worker left
+    to finish its task could write into a folder its parent is removing. (``_processes``: the executor's own
+    workers; no public call ends them.)"""
+    workers = list((getattr(procs, "_processes", None) or {}).values())
+    procs.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        with contextlib.suppress(Exception):
+            worker.terminate()
 
 
 def _start_chunk_worker() -> None:

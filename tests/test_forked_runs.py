@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from coba_cli.errors import _sigterm_raises
 from eval.forked_runs import ordered_map, run_each
 
@@ -76,3 +78,35 @@ def test_ordered_maps_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
     parent.wait()
     time.sleep(3)  # past the 2 s a surviving worker would need to finish its item
     assert not list(tmp_path.glob("late-*"))
+
+
+def _killed_on(item: int, victim: int) -> int:
+    """A task whose worker is killed (as by the out-of-memory killer) on item ``victim``."""
+    import os
+    import time
+
+    if item == victim:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.2)
+    return item
+
+
+def test_ordered_map_stops_with_one_error_when_a_worker_is_killed():
+    got = []
+    with pytest.raises(ChildProcessError, match=r"^a worker process ended abruptly \(killed by a signal: the "
+                                                r"out-of-memory killer or a kill\) before its task was done$"):
+        with ordered_map(_killed_on, range(6), (2,), workers=2) as results:
+            got.extend(results)
+    assert got == [0, 1]  # the items before the killed one, in order; then the error, not a wait for ever
+
+
+def _fails_on(item: int, victim: int) -> int:
+    if item == victim:
+        raise ValueError(f"item {item}: bad")
+    return item
+
+
+def test_ordered_map_raises_a_tasks_own_error_in_the_parent():
+    with pytest.raises(ValueError, match=r"^item 3: bad$"):
+        with ordered_map(_fails_on, range(6), (3,), workers=2) as results:
+            list(results)
