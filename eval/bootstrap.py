@@ -16,7 +16,7 @@ exactly 0 (its floor is 2/(B+1), about 0.001 for B = 2,000). Differences are in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -202,15 +202,6 @@ def feed_blocks(n: int, sinks: Sequence[BlockSink], resamples: int = RESAMPLES, 
             sinks[0](start, counts)
             for other in others:
                 other.result()
-
-
-def count_blocks(n: int, resamples: int = RESAMPLES, rng: np.random.Generator | int = 0
-                 ) -> Iterator[tuple[int, np.ndarray]]:
-    """The rows of ``resample_counts(n, resamples, seed)`` block by block: (first resample, k x n counts), each
-    block a new array. ``rng``: a seed or the generator to draw from."""
-    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
-    for start in range(0, resamples, _BLOCK):
-        yield start, draw_counts(rng, np.empty((min(_BLOCK, resamples - start), n)))
 
 
 def compare(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, seed: int = 0,

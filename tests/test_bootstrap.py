@@ -125,8 +125,6 @@ def test_resample_counts_are_the_bincounted_draws_of_one_generator():
     idx = np.random.default_rng(9).integers(0, 13, size=(150, 13))
     expected = np.stack([np.bincount(row, minlength=13) for row in idx]).astype(float)
     assert np.array_equal(bootstrap.resample_counts(13, resamples=150, seed=9), expected)
-    blocks = [(start, counts.copy()) for start, counts in bootstrap.count_blocks(13, 150, 9)]
-    assert np.array_equal(np.vstack([c for _, c in blocks]), expected) and [s for s, _ in blocks] == [0, 64, 128]
 
 
 def test_feed_blocks_gives_every_sink_every_block_in_order():
