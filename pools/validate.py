@@ -74,8 +74,8 @@ NAME_MESSAGE = (f"is {{value!r}}; expected printable text of at most {MAX_NAME_C
 TIER_FORM_MESSAGE = "verifier name {value!r}; expected a name matching " + _braces(VERIFIER_NAME_PATTERN)
 TIER_ROLE_MESSAGE = ("verifier {value!r} has no role; expected it in the manifest's verifier_roles (name -> one of "
                      f"{list(VERIFIER_ROLES)}); only the paper's {list(TIERS)} have a default role")
-UNKNOWN_VERIFIER_MODEL = "unknown verifier model {value!r}; expected a name in table models"
-NOT_A_VERIFIER = "model {value!r} does not have a verifier role in table models"
+UNKNOWN_VERIFIER_MODEL_MESSAGE = "unknown verifier model {value!r}; expected a name in table models"
+NOT_A_VERIFIER_MESSAGE = "model {value!r} does not have a verifier role in table models"
 
 
 def duplicate_key_message(keys: tuple[str, ...] | list[str], first: int) -> str:
@@ -281,8 +281,8 @@ def _check_verification_references(ck: _Checker) -> None:
     ck.first_bad("verifications", ~_multi(verifs, ["episode_id", "candidate"]).isin(known_cands), "candidate",
                  ROW_MESSAGES["candidate_ref"])
     vm = verifs["model"]
-    ck.first_bad("verifications", ~vm.isin(models["name"]), "model", UNKNOWN_VERIFIER_MODEL)
-    ck.first_bad("verifications", ~vm.isin(verifiers), "model", NOT_A_VERIFIER)
+    ck.first_bad("verifications", ~vm.isin(models["name"]), "model", UNKNOWN_VERIFIER_MODEL_MESSAGE)
+    ck.first_bad("verifications", ~vm.isin(verifiers), "model", NOT_A_VERIFIER_MESSAGE)
 
 
 def _check_candidate_indices(ck: _Checker, n: int) -> None:

@@ -21,11 +21,11 @@ from pools.schema import TIERS, VERIFIER_NAME_PATTERN
 from pools.validate import (
     _CONTROL,
     NAME_MESSAGE,
-    NOT_A_VERIFIER,
+    NOT_A_VERIFIER_MESSAGE,
     TABLE_KEYS,
     TIER_FORM_MESSAGE,
     TIER_ROLE_MESSAGE,
-    UNKNOWN_VERIFIER_MODEL,
+    UNKNOWN_VERIFIER_MODEL_MESSAGE,
     _braces,
     candidate_indices_message,
     cluster_order_message,
@@ -115,7 +115,7 @@ def model_known(r: Resolver, step: Step) -> Failure | None:
     """A verification's model in table models."""
     first, known = r.verifs.first["model"], set(r.ck.pool.models["name"])
     pos = _first_of(first, [m for m in first if m not in known])
-    return None if pos is None else Failure(V, pos, "model", UNKNOWN_VERIFIER_MODEL)
+    return None if pos is None else Failure(V, pos, "model", UNKNOWN_VERIFIER_MODEL_MESSAGE)
 
 
 def model_role(r: Resolver, step: Step) -> Failure | None:
@@ -124,7 +124,7 @@ def model_role(r: Resolver, step: Step) -> Failure | None:
     verifiers = {n for n, role in zip(models["name"], models["role"], strict=True) if "verifier" in role}
     first = r.verifs.first["model"]
     pos = _first_of(first, [m for m in first if m not in verifiers])
-    return None if pos is None else Failure(V, pos, "model", NOT_A_VERIFIER)
+    return None if pos is None else Failure(V, pos, "model", NOT_A_VERIFIER_MESSAGE)
 
 
 def candidate_indices(r: Resolver, step: Step) -> Failure | None:
