@@ -71,27 +71,29 @@ def default_sigterm() -> None:
 
 @contextlib.contextmanager
 def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[Any, ...], *,
-                workers: int) -> Iterator[Iterator[Any]]:
+                workers: int, initializer: Callable[[], None] | None = None) -> Iterator[Iterator[Any]]:
     """An iterator over ``task(item, *shared)`` for every item, in item order: with ``workers`` > 1 computed by
     worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come
     (``Pool.imap``), else here one at a time. Fork from a small parent: a forked worker's resident set starts as
     its parent's. The workers end on leaving (SIGTERM's default action: ``default_sigterm``), or with this process
-    (``end_with_parent``)."""
+    (``end_with_parent``). ``initializer`` (optional) runs once in each worker as it starts (never here)."""
     if workers <= 1 or "fork" not in mp.get_all_start_methods():
         yield (task(item, *shared) for item in items)
         return
     ctx = mp.get_context("fork")
     _SHARED.update(task=task, shared=shared)
     try:
-        with ctx.Pool(workers, initializer=_start_chunk_worker) as procs:
+        with ctx.Pool(workers, initializer=_start_chunk_worker, initargs=(initializer,)) as procs:
             yield procs.imap(_worker_task, items)
     finally:
         _SHARED.clear()
 
 
-def _start_chunk_worker() -> None:
+def _start_chunk_worker(initializer: Callable[[], None] | None = None) -> None:
     default_sigterm()
     end_with_parent()
+    if initializer is not None:
+        initializer()
 
 
 def end_with_parent() -> None:
