@@ -23,9 +23,11 @@ def _tables(result):
 
 
 def test_ppo_folds_in_two_workers_equal_the_one_process_run(tmp_path):
-    """Lean PPO (2 threads in this process where 2 cores are free, 1 in each worker) on two outer folds."""
-    pool = _paper_subset(4)
-    method = PPOMethod(total_timesteps=256, n_envs=32, n_steps=8, batch_size=64)
+    """Lean PPO (2 threads in this process where 2 cores are free, 1 in each worker) on two outer folds; no warm
+    start (it trains on one thread in either case) to keep the test short."""
+    pool = _paper_subset(3)
+    method = PPOMethod(lambdas=(0.0, 0.3), total_timesteps=256, n_envs=32, n_steps=8, batch_size=64,
+                       warm_start=False)
     runs = {name: run_protocol(pool, method, seeds=(0,), held_out=("aime2024", "math500"), out_dir=tmp_path / name,
                                progress=False, fold_map=fold_map, resamples=50)
             for name, fold_map in (("one", map), ("two", forked_fold_map(2)))}
@@ -59,11 +61,11 @@ def test_each_worker_runs_on_one_core_with_one_thread(tmp_path):
                  progress=False, fold_map=forked_fold_map(2), resamples=20)
     seen = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("seed*/**/where.json"))]
     assert len(seen) == 2 * 5  # per fold: 4 inner fits and the refit
-    pids = {w["pid"] for w in seen}
-    assert len(pids) == 2 and os.getpid() not in pids
+    assert os.getpid() not in {w["pid"] for w in seen}
     assert all(len(w["cores"]) == 1 and w["lean_threads"] == 1 and w["torch_threads"] == 1 for w in seen)
-    cores = {w["pid"]: w["cores"][0] for w in seen}
-    assert len(set(cores.values())) == min(2, len(os.sched_getaffinity(0)))  # each worker on a core of its own
+    cores = {w["pid"]: w["cores"][0] for w in seen}  # a worker that ran both folds (it may) is one entry
+    if len(os.sched_getaffinity(0)) >= len(cores):
+        assert len(set(cores.values())) == len(cores)  # each worker on a core of its own
 
 
 def test_a_folds_error_is_raised_in_the_parent_as_itself(tmp_path):
@@ -112,7 +114,13 @@ def test_cli_a_workers_error_is_the_commands_one_line(small_pool, tmp_path, monk
      r"--workers applies to --lodo only: the K-fold routing protocol fits its folds in one process"),
 ])
 def test_bad_workers_is_one_line_exit_2(argv, message, tmp_path, capsys):
-    assert coba([*argv, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    """One error line, exit 2 (argparse's refusals come after its usage lines, as for every option)."""
+    try:
+        code = coba([*argv, "--out", str(tmp_path / "out"), "--no-progress"])
+    except SystemExit as exc:  # argparse's type errors exit directly
+        code = exc.code
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"coba( train)?: error: .*", lines[-1]) and re.search(message, lines[-1]), lines
+    assert all(not line.startswith("coba") for line in lines[:-1]), lines
     assert not (tmp_path / "out").exists()

@@ -36,8 +36,10 @@ def _map_folds(fn: Callable[[Any], Any], tasks: Iterable[Any], *, workers: int, 
     # OpenMP thread pool yet (a fork after one has run can leave the child waiting on a lock of a thread that was
     # not copied; the worker's one torch thread never enters such a pool either), and the bar below (tqdm's
     # monitor thread) starts only once the workers are forked.
-    started = mp.get_context("fork").Value("i", 0)  # shared through fork: each worker takes the next core
-    setup = functools.partial(_one_core_worker, started)
+    setup = None
+    if "fork" in mp.get_all_start_methods():  # without fork, ordered_map runs the folds here
+        started = mp.get_context("fork").Value("i", 0)  # shared through fork: each worker takes the next core
+        setup = functools.partial(_one_core_worker, started)
     results = []
     # One fold (or one worker) runs here, unpinned: ordered_map forks only for 2 or more workers.
     with ordered_map(_call, tasks, (fn,), workers=min(workers, len(tasks)), initializer=setup) as each:
