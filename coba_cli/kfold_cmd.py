@@ -18,6 +18,8 @@ def run_kfold_protocol(args: argparse.Namespace) -> int:
     from coba_env.env import as_compiled
     from train.protocol_kfold import SEEDS, K, protocol_cost_model, run_kfold
 
+    if args.workers is not None:
+        raise UsageError("--workers applies to --lodo only: the K-fold routing protocol fits its folds in one process")
     given = [flag for flag, value in (("--lambdas", args.lambdas), ("--seed", args.seed), ("--datasets", args.datasets),
                                       ("--held-out", args.held_out), ("--ray-address", args.ray_address),
                                       ("--problem-features", args.problem_features), ("--folds", args.folds))

@@ -17,6 +17,7 @@ from coba_cli.arg_types import (
     add_ray_address,
     connect_ray_cluster,
     dataset_list,
+    int_in,
     lambda_list,
     non_negative_int,
     positive_int,
@@ -27,6 +28,7 @@ from coba_cli.errors import UsageError
 from coba_cli.help_text import ExampleFormatter, add_kind_help, examples
 from coba_cli.item_folds import add_fold_options, fold_episode_ids, fold_list
 from pools.atomic_write import atomic_dir, mark_output
+from pools.limits import MAX_WORKERS
 from pools.output_paths import check_output_dir
 
 #: The envs a controller trains on (``train.protocol_arena.ARENAS``, not imported: it would load the protocol).
@@ -73,6 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=examples("coba train mlp --pool tiny --out runs/mlp-tiny",
                         "coba train mlp --env route --pool tiny --datasets math500 --out runs/route-mlp-tiny",
                         "coba train rollout --lodo --out runs/protocol-rollout",
+                        "coba train ppo --lodo --workers 2 --out runs/protocol-ppo",
                         "# coba train KIND --help: that kind's options and examples"),
         description="Train a controller on a candidate pool, on the replay env or with --env route on the route env "
         "(one episode per problem, a SAMPLE per generator). 'mlp' imitates the cost-aware oracle with DAgger "
@@ -101,6 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "is never replaced)")
     add_ray_address(parser, "with --lodo, the protocol's outer folds (one per seed and held-out dataset) run as Ray "
                             "tasks on that cluster; the results equal the local run's")
+    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
+                        help="with --lodo: run the protocol's outer folds in N worker processes forked on this "
+                             "machine, one core each (one bar over the folds instead of the per-fit bars); the "
+                             "results equal --workers 1's (default: 1)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -186,6 +193,11 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
         except ValueError as exc:
             raise UsageError(f"--problem-features: {exc}") from None
     fold_map = map
+    workers = 1 if args.workers is None else args.workers
+    if workers > 1:  # every (seed, outer fold) in a forked worker on one core; the results are one process's
+        from train.protocol_workers import forked_fold_map
+
+        fold_map = forked_fold_map(workers, progress=not args.no_progress)
     if args.ray_address is not None:  # every (seed, outer fold) is one Ray task; the results are the local run's
         from functools import partial
 
@@ -215,7 +227,8 @@ def run_lodo_protocol(args: argparse.Namespace, options: dict, out: Path) -> int
 
     pool_name = str(args.pool) if args.pool is not None else DEFAULT_SPEC
     result = atomic_dir(out, lambda tmp: run_protocol(compiled, method, seeds=seeds, out_dir=tmp,
-                                                        progress=not args.no_progress, held_out=held,
+                                                        progress=not args.no_progress and workers == 1,
+                                                        held_out=held,
                                                         fold_map=fold_map, pool_name=pool_name,
                                                         arena=arena), marker="lodo")
     print(stats_markdown(result.stats))
@@ -268,8 +281,11 @@ def run(args: argparse.Namespace) -> int:
         from coba_cli.kfold_cmd import run_kfold_protocol
 
         return run_kfold_protocol(args)
-    if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None):
-        raise UsageError("--seeds, --held-out and --ray-address need --lodo")
+    if not args.lodo and (args.seeds is not None or args.held_out is not None or args.ray_address is not None
+                          or args.workers is not None):
+        raise UsageError("--seeds, --held-out, --ray-address and --workers need --lodo")
+    if args.ray_address is not None and args.workers is not None:
+        raise UsageError("--workers sets the local worker processes; with --ray-address the folds run on the cluster")
     if args.lodo and args.folds is not None:
         raise UsageError("--folds does not apply with --lodo: the protocol holds out each dataset in turn")
     require_ray(args.ray_address)

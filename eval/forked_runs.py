@@ -73,7 +73,7 @@ def default_sigterm() -> None:
 
 @contextlib.contextmanager
 def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[Any, ...], *,
-                workers: int) -> Iterator[Iterator[Any]]:
+                workers: int, initializer: Callable[[], None] | None = None) -> Iterator[Iterator[Any]]:
     """An iterator over ``task(item, *shared)`` for every item, in item order: with ``workers`` > 1 computed by
     worker processes forked once on entering (they inherit ``shared``: never pickled) and yielded as they come,
     else here one at a time. Fork from a small parent: a forked worker's resident set starts as its parent's.
@@ -81,12 +81,13 @@ def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[An
     A worker that dies (the out-of-memory killer, a ``kill``) stops the iteration with one ``ChildProcessError``
     (``ProcessPoolExecutor`` notices the death; ``Pool.imap`` replaced the worker, lost its task and waited for it
     forever). The workers end on leaving early (SIGTERM's default action: ``default_sigterm``) or with this
-    process (``end_with_parent``)."""
+    process (``end_with_parent``). ``initializer`` (optional) runs once in each worker as it starts (never here)."""
     if workers <= 1 or "fork" not in mp.get_all_start_methods():
         yield (task(item, *shared) for item in items)
         return
     _SHARED.update(task=task, shared=shared)
-    procs = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_start_chunk_worker)
+    procs = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_start_chunk_worker,
+                                initargs=(initializer,))
     try:
         yield _until_a_worker_dies(procs.map(_worker_task, items))
     except BaseException:
@@ -118,9 +119,11 @@ def _end_now(procs: ProcessPoolExecutor) -> None:
             worker.terminate()
 
 
-def _start_chunk_worker() -> None:
+def _start_chunk_worker(initializer: Callable[[], None] | None = None) -> None:
     default_sigterm()
     end_with_parent()
+    if initializer is not None:
+        initializer()
 
 
 def end_with_parent() -> None:

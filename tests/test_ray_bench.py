@@ -138,7 +138,7 @@ def test_ray_address_and_workers_exit_2(tmp_path, capsys):
 
 def test_ray_address_needs_lodo_for_train(tmp_path, capsys):
     assert coba(["train", "mlp", "--pool", "tiny", "--out", str(tmp_path / "t"), "--ray-address", "h:1"]) == 2
-    assert "--ray-address need --lodo" in capsys.readouterr().err
+    assert "--seeds, --held-out, --ray-address and --workers need --lodo" in capsys.readouterr().err
 
 
 def test_protocol_folds_as_ray_tasks_equal_the_local_run(ray_address, tmp_path, capsys):
