@@ -29,14 +29,10 @@ parameters and gradients are one flat tensor each (``FlatParameters``: one Adam 
 ``matmul_dtype="bfloat16"`` runs its products in bfloat16. The same update as autograd's in exact arithmetic
 (float64: equal weights to 1e-16); in float32 the two differ by rounding.
 
-The defaults (``LEAN_SETTINGS``, ``LEAN_NET_ARCH``): the hand-written update, 5 epochs of 1,024 per
-16,384-transition rollout, a 64x64 net (SB3's own default width) for the actor and for the critic. At 64 units
-the update is bound by per-operation overhead rather than its products, so the hand-written passes and half
-SB3's epochs are what make it ~6x the old trainer's speed (about 68,000 env-steps/s on 2 quiet cores). Chosen
-by speed before the run that judged it: over ten seeds, at the old trainer's seeds and step budgets, its mean
-return lay inside the old trainer's (SB3's 10 epochs of 1,024, 128x128) min..max on tiny and paper, replay and
-route (docs/PERFORMANCE.md, "Wave 6"; on three seeds no faster setting had held it). ``PPOSettings()`` is SB3's
-10 epochs of 1,024 with autograd, which on the old 128x128 net trains MaskablePPO.learn's weights bit for bit.
+The defaults (``LEAN_SETTINGS``, ``LEAN_NET_ARCH``): the hand-written update, 5 epochs of 1,024 per 16,384-step
+rollout, a 64x64 actor and critic (SB3's default width): ~6x the old trainer's speed, chosen by speed before a
+ten-seed run found its returns inside the old trainer's spread on every pool and env (docs/PERFORMANCE.md,
+"Wave 6"). ``PPOSettings()`` (SB3's 10 x 1,024, autograd) on 128x128 trains MaskablePPO.learn's weights exactly.
 
 Logged (TensorBoard and ``progress.csv`` through SB3's logger, one row per rollout): ``time/steps_per_second``,
 ``time/env_share``, ``rollout/`` ``ep_rew_mean``, ``ep_len_mean``, ``accuracy``, ``cost_over_budget``,

@@ -46,9 +46,8 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   (``scripts/bench_ppo_env_share.py``: the env 3.4% of the wall time at 1024 sub-envs, 11-16% at 64).
 - ``learning_rate=3e-4``, ``clip_range=0.2``, ``max_grad_norm=0.5``: the standard PPO settings (Schulman et
   al.; CleanRL). The trainer (``trainer``): "lean" (the default, ``train/masked_ppo.py``: the hand-written
-  update, 5 epochs of 1,024, a 64x64 net; ~6x the old trainer's speed) or "sb3" (``MaskablePPO.learn`` at SB3's
-  10 epochs of 1,024 on a 128x128 net, the old path); the lean defaults held the old trainer's returns over ten
-  seeds (docs/PERFORMANCE.md, "Wave 6"); both build an sb3-contrib policy and save the same kind of checkpoint.
+  update, 5 epochs of 1,024; ~6x faster) or "sb3" (``MaskablePPO.learn``, SB3's 10 epochs of 1,024, the old
+  path); both build an sb3-contrib policy and save the same kind of checkpoint (docs/PERFORMANCE.md, "Wave 6").
 - ``ent_coef=0.0`` (SB3's default). An earlier 0.03, chosen against the collapse to greedy by runs over all
   five datasets of the paper pool (so also on every later held-out one), is withdrawn (issue 19); the remedy
   against the collapse is now the warm start (next point), which needs no coefficient picked on data.
@@ -60,9 +59,7 @@ Why these PPO hyperparameters (``DEFAULT_PPO_KWARGS``), for 5 masked actions and
   equally often, because the reported objective is the macro accuracy (mean over datasets); with
   ``"shuffle"`` MATH-500 would be 83% of a leave-rgym_hard-out fold's episodes.
 - separate tanh policy and value networks (``TRAINER_DEFAULTS``' ``policy_kwargs``): 64x64 for the lean trainer
-  (SB3's own default width), 128x128 for the sb3 trainer (the old runs': chosen then for the lambda-conditioned
-  value, which depends on lambda and the evidence jointly). At the same seeds and steps the 64x64 lean trainer's
-  returns lie inside the 128x128 old trainer's ten-seed spread on every pool and env tried (wave 6).
+  (SB3's default width; its returns inside the old trainer's ten-seed spread), 128x128 for the sb3 trainer.
 
 Reproducibility: ``seed`` seeds Python, numpy, torch, the action space and the vector env's episode order and
 lambda draws on ``device="cpu"``: the same seed gives bit-identical weights. Threads (``torch_threads``): the lean
@@ -109,17 +106,11 @@ MODEL_FILE = "model.zip"
 CHECKPOINT_DIR = "checkpoints"
 TENSORBOARD_DIR = "tb"
 
-def tanh_net(hidden: Sequence[int]) -> dict[str, Any]:
-    """MaskablePPO's ``policy_kwargs`` for separate actor and critic networks of ``hidden`` tanh units each."""
-    return {"net_arch": {"pi": list(hidden), "vf": list(hidden)}, "activation_fn": torch.nn.Tanh}
-
-
 #: Range lambda is drawn from per episode (see the module docstring for why).
 DEFAULT_LAMBDA_RANGE: tuple[float, float] = (0.0, 0.5)
 #: Transitions per rollout aimed at when ``n_steps`` is not given (``n_steps = ceil(this / n_envs)``, >= 16).
 ROLLOUT_TRANSITIONS = 16_384
-#: PPO keyword arguments used unless overridden (see the module docstring for why); the minibatch size, the
-#: epochs, the update and the network are each trainer's own (``TRAINER_DEFAULTS``).
+#: PPO coefficients used unless overridden (the module docstring says why); each trainer's own: TRAINER_DEFAULTS.
 DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "learning_rate": 3e-4,
     "gamma": 1.0,
@@ -134,8 +125,9 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
 TRAINERS = ("lean", "sb3")
 TRAINER_DEFAULTS: dict[str, dict[str, Any]] = {
     "lean": {"batch_size": LEAN_SETTINGS.batch_size, "n_epochs": LEAN_SETTINGS.n_epochs, "update": LEAN_SETTINGS.update,
-             "policy_kwargs": tanh_net(LEAN_NET_ARCH)},
-    "sb3": {"batch_size": 1024, "n_epochs": 10, "policy_kwargs": tanh_net((128, 128))},
+             "policy_kwargs": {"net_arch": {"pi": [*LEAN_NET_ARCH], "vf": [*LEAN_NET_ARCH]}, "activation_fn": torch.nn.Tanh}},
+    "sb3": {"batch_size": 1024, "n_epochs": 10,
+            "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}, "activation_fn": torch.nn.Tanh}},
 }
 LEAN_ONLY = ("update", "matmul_dtype")  #: lean-trainer coefficients MaskablePPO does not take (PPOSettings)
 #: Trainer options accepted in ``**ppo_kwargs`` (everything else is a PPO coefficient).
