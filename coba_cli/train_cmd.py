@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "tasks on that cluster; the results equal the local run's")
     parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None, metavar="N",
                         help="with --lodo: run the protocol's outer folds in N worker processes forked on this "
-                             "machine, one core each (one bar over the folds instead of the per-fit bars); the "
+                             "machine, each on one of the cores this process may use, in turn (one bar over the folds instead of the per-fit bars); the "
                              "results equal --workers 1's (default: 1)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)

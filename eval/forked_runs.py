@@ -79,39 +79,58 @@ def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[An
     else here one at a time. Fork from a small parent: a forked worker's resident set starts as its parent's.
 
     A worker that dies (the out-of-memory killer, a ``kill``) stops the iteration with one ``ChildProcessError``
-    (``ProcessPoolExecutor`` notices the death; ``Pool.imap`` replaced the worker, lost its task and waited for it
+    (``fork_executor``; ``Pool.imap`` replaced the worker, lost its task and waited for it
     forever). The workers end on leaving early (SIGTERM's default action: ``default_sigterm``) or with this
     process (``end_with_parent``). ``initializer`` (optional) runs once in each worker as it starts (never here)."""
     if workers <= 1 or "fork" not in mp.get_all_start_methods():
         yield (task(item, *shared) for item in items)
         return
     _SHARED.update(task=task, shared=shared)
-    procs = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_start_chunk_worker,
-                                initargs=(initializer,))
     try:
-        yield _until_a_worker_dies(procs.map(_worker_task, items))
+        with fork_executor(workers, _start_chunk_worker, (initializer,)) as procs:
+            finished = []
+
+            def results() -> Iterator[Any]:
+                yield from procs.map(_worker_task, items)  # every item queued at once
+                finished.append(True)
+
+            yield results()
+            if not finished:  # left early without an error (a break): the tasks still queued are not waited for
+                _end_now(procs)
+    finally:
+        _SHARED.clear()
+
+
+#: What a dead worker's ``BrokenProcessPool`` becomes.
+WORKER_DIED_MESSAGE = ("a worker process ended abruptly (a signal such as the out-of-memory killer's or a kill, or "
+                       "an exit) before its task was done")
+
+
+@contextlib.contextmanager
+def fork_executor(workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...] = ()
+                  ) -> Iterator[ProcessPoolExecutor]:
+    """A ``ProcessPoolExecutor`` of ``workers`` forked processes (all forked at the first submit). A worker that
+    dies (the out-of-memory killer, a ``kill``) fails every task left, which ends the ``with`` with one
+    ``ChildProcessError`` (``Pool`` replaced such a worker, lost its task and waited for it forever); any error
+    ends the workers at once, as ``Pool.terminate`` did; a normal exit waits for them."""
+    procs = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=initializer,
+                                initargs=initargs)
+    try:
+        yield procs
+    except BrokenProcessPool:
+        _end_now(procs)
+        raise ChildProcessError(WORKER_DIED_MESSAGE) from None
     except BaseException:
         _end_now(procs)
         raise
     else:
         procs.shutdown(wait=True)
-    finally:
-        _SHARED.clear()
-
-
-def _until_a_worker_dies(results: Iterator[Any]) -> Iterator[Any]:
-    """``results`` one after another; a dead worker's ``BrokenProcessPool`` becomes one line."""
-    try:
-        yield from results
-    except BrokenProcessPool:
-        raise ChildProcessError("a worker process ended abruptly (killed by a signal: the out-of-memory killer "
-                                "or a kill) before its task was done") from None
 
 
 def _end_now(procs: ProcessPoolExecutor) -> None:
-    """Drop the tasks not started and end the workers at once (SIGTERM), as ``Pool.terminate`` did: a worker left
-    to finish its task could write into a folder its parent is removing. (``_processes``: the executor's own
-    workers; no public call ends them.)"""
+    """Drop the tasks not started and end the workers at once (SIGTERM): a worker left to finish its task could
+    write into a folder its parent is removing. (``_processes``: the executor's own workers; no public call ends
+    them.)"""
     workers = list((getattr(procs, "_processes", None) or {}).values())
     procs.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
@@ -150,8 +169,7 @@ def _worker_run(index: int) -> Any:
 
 def _run_forked(replay: Callable[..., Any], policies: list[Any], pool: Any, options: dict[str, Any], workers: int,
                 make_bar: Callable[[], Any]) -> list[Any]:
-    ctx = mp.get_context("fork")
-    counter = ctx.Value("q", 0)
+    counter = mp.get_context("fork").Value("q", 0)
     _SHARED.update(replay=replay, policies=policies, pool=pool, counter=counter, options=options)
     # Longest first (more samples and verifications -> more steps) so the two workers finish together.
     order = sorted(range(len(policies)), key=lambda i: -_expected_steps(policies[i]))
@@ -159,13 +177,13 @@ def _run_forked(replay: Callable[..., Any], policies: list[Any], pool: Any, opti
     shown = 0
     bar = None
     try:
-        with ctx.Pool(workers, initializer=default_sigterm) as procs:
-            # The bar (and its monitor thread) starts only after the workers are forked.
+        with fork_executor(workers, default_sigterm) as procs:
+            pending = {i: procs.submit(_worker_run, i) for i in order}
+            # The bar (and its monitor thread) starts only after the workers are forked (at the first submit).
             bar = make_bar()
-            pending = {i: procs.apply_async(_worker_run, (i,)) for i in order}
             while pending:
-                for i in [i for i, r in pending.items() if r.ready()]:
-                    results[i] = pending.pop(i).get()
+                for i in [i for i, r in pending.items() if r.done()]:
+                    results[i] = pending.pop(i).result()
                 if bar is not None:
                     done = counter.value
                     if done > shown:

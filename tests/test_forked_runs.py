@@ -86,6 +86,7 @@ def _killed_on(item: int, victim: int) -> int:
     import time
 
     if item == victim:
+        time.sleep(1.0)  # the other worker's earlier items reach the parent before the death is seen
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(0.2)
     return item
@@ -93,8 +94,9 @@ def _killed_on(item: int, victim: int) -> int:
 
 def test_ordered_map_stops_with_one_error_when_a_worker_is_killed():
     got = []
-    with pytest.raises(ChildProcessError, match=r"^a worker process ended abruptly \(killed by a signal: the "
-                                                r"out-of-memory killer or a kill\) before its task was done$"):
+    with pytest.raises(ChildProcessError, match=r"^a worker process ended abruptly \(a signal such as the "
+                                                r"out-of-memory killer's or a kill, or an exit\) before its task "
+                                                r"was done$"):
         with ordered_map(_killed_on, range(6), (2,), workers=2) as results:
             got.extend(results)
     assert got == [0, 1]  # the items before the killed one, in order; then the error, not a wait for ever
@@ -110,3 +112,38 @@ def test_ordered_map_raises_a_tasks_own_error_in_the_parent():
     with pytest.raises(ValueError, match=r"^item 3: bad$"):
         with ordered_map(_fails_on, range(6), (3,), workers=2) as results:
             list(results)
+
+
+def _killed_on_policy(policy: str, pool: object, *, progress: object = None) -> str:
+    """A per-policy replay whose worker is killed (as by the out-of-memory killer) on policy "b"."""
+    import os
+
+    if policy == "b":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return policy
+
+
+def test_run_each_stops_with_one_error_when_a_worker_is_killed():
+    with pytest.raises(ChildProcessError, match=r"^a worker process ended abruptly \(a signal such as"):
+        run_each(_killed_on_policy, ["a", "b", "c"], None, {}, workers=2, make_bar=lambda: None)
+
+
+def _mark(item: int, folder: str) -> int:
+    """A slow task that leaves a file per item it ran."""
+    import time
+    from pathlib import Path
+
+    time.sleep(0.3)
+    Path(folder, f"ran-{item}").touch()
+    return item
+
+
+def test_ordered_map_left_early_ends_the_queued_tasks(tmp_path):
+    import time
+
+    with ordered_map(_mark, range(20), (str(tmp_path),), workers=2) as results:
+        for _ in results:
+            break  # every item was queued at once; leaving must not run them all
+    time.sleep(1.0)  # what a worker left alive would still have run
+    ran = len(list(tmp_path.glob("ran-*")))
+    assert 1 <= ran <= 6  # the first results (two workers, ~0.3 s each), never all 20

@@ -226,6 +226,19 @@ def test_two_threads_train_the_same_weights_as_one(tiny, update):
         "MlpPolicy", CoBaSB3VecEnv(32, tiny, grouping="pair"), seed=0, device="cpu").policy.parameters()]))
 
 # ---------------------------------------------------------------------------------------------- trainers
+def test_the_default_trainer_is_wave_6s_lean_setting(tiny, tmp_path):
+    # Issue 37's wave 6 (docs/PERFORMANCE.md): the hand-written update, 5 epochs, a 64x64 actor and critic.
+    out = train_ppo(tiny, tmp_path / "lean", total_timesteps=512, n_envs=32, progress=False, tensorboard=False,
+                    warm_start=False)
+    config = json.loads((out / "controller.json").read_text())
+    assert config["training"]["trainer"] == "lean"
+    assert (config["ppo"]["update"], config["ppo"]["n_epochs"]) == ("hand", 5)
+    model = MaskablePPO.load(out / "model.zip", device="cpu")
+    hidden = [m.out_features for net in (model.policy.mlp_extractor.policy_net, model.policy.mlp_extractor.value_net)
+              for m in net if isinstance(m, torch.nn.Linear)]
+    assert hidden == [64, 64, 64, 64]
+
+
 def test_the_sb3_trainer_still_trains_a_loadable_checkpoint(tiny, tmp_path):
     out = train_ppo(tiny, tmp_path / "sb3", total_timesteps=512, n_envs=32, progress=False, tensorboard=False,
                     warm_start=False, trainer="sb3")

@@ -22,7 +22,7 @@ Why it is faster than ``MaskablePPO.learn`` on this env (docs/PERFORMANCE.md, "P
 - the rollout shuffled once an epoch (one ``index_select`` per array), its minibatches slices: row gathers of a
   minibatch cost more than its products, and the minibatches are the same as indexing by the order.
 
-``update="hand"`` (the default, ``PPOSettings.update``; ``"autograd"`` the other): no autograd in the update. The
+``update="hand"`` (``LEAN_SETTINGS``'; ``PPOSettings()`` keeps ``"autograd"``): no autograd in the update. The
 networks' forward and backward passes are written out (``train.fused_mlp.TanhMLP``), so are the actor loss's
 gradient in the logits (``train.ppo_losses.actor_loss_grad``) and the value loss's in the value, and the
 parameters and gradients are one flat tensor each (``FlatParameters``: one Adam tensor, one norm);

@@ -11,8 +11,8 @@ and the reference):
   so PPO starts from the reference's behaviour. On the route env the env uses the cascade's own selection rule
   (``PPOProtocol.env_kwargs``), so the cloned policy starts from the cascade's outcomes too, and every change PPO
   makes is a deviation from the reference whose payoff the reward measures. PPO coefficients are
-  ``train.ppo.DEFAULT_PPO_KWARGS`` (SB3's ent_coef = 0; the rest the standard PPO values), none picked on any
-  held-out dataset; ``N_ENVS`` sub-envs and ``total_timesteps`` steps (sized from measured throughput so that
+  ``train.ppo.DEFAULT_PPO_KWARGS`` (SB3's ent_coef = 0; the rest the standard PPO values) and the lean trainer's
+  ``train.ppo.TRAINER_DEFAULTS`` (epochs, minibatch, update, network), none picked on any held-out dataset; ``N_ENVS`` sub-envs and ``total_timesteps`` steps (sized from measured throughput so that
   the 75 fits of the full protocol fit the compute budget: docs/LEARNING.md).
 - grid: the one lambda-conditioned model acting deterministically at each lambda of the env's grid, then, where
   stated, the reference itself (``CASCADE_POINT``, the fallback when no lambda qualifies, as issue 27's replay

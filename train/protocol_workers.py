@@ -32,10 +32,9 @@ def forked_fold_map(workers: int, *, progress: bool = False,
 def _map_folds(fn: Callable[[Any], Any], tasks: Iterable[Any], *, workers: int, progress: bool,
                desc: str) -> list[Any]:
     tasks = list(tasks)
-    # Fork is safe here: the protocol maps its folds before any fit, so this process has started no torch or
-    # OpenMP thread pool yet (a fork after one has run can leave the child waiting on a lock of a thread that was
-    # not copied; the worker's one torch thread never enters such a pool either), and the bar below (tqdm's
-    # monitor thread) starts only once the workers are forked.
+    # Fork is safe here: a worker runs torch on one thread (``_one_core_worker``), so it never enters an OpenMP
+    # pool a parent that trained before (a test does) may have started, whose locks a fork would leave held; the
+    # bar below (tqdm's monitor thread) starts only once the workers are forked.
     setup = None
     if "fork" in mp.get_all_start_methods():  # without fork, ordered_map runs the folds here
         started = mp.get_context("fork").Value("i", 0)  # shared through fork: each worker takes the next core
