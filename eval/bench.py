@@ -343,13 +343,21 @@ def _check_cost_model(compiled: CompiledPool, cost_model: str) -> None:
 
 #: Environment variable naming a stage at which a bench raises KeyboardInterrupt, as Ctrl-C there would:
 #: "replay", "analyse", "write" (the report written into the temporary folder, before the swap) or "swap"
-#: (the previous folder moved aside, the new one not yet in place). For the interruption tests only.
+#: (the previous folder moved aside, the new one not yet in place); "STAGE:wait" waits there instead for a real
+#: signal (up to ``INTERRUPT_WAIT_S``), so that a test's SIGINT lands there whatever the machine's load. For the
+#: interruption tests only.
 INTERRUPT_ENV = "COBA_TEST_INTERRUPT_AT"
+INTERRUPT_WAIT_S = 120.0
 
 
 def _test_interrupt(stage: str) -> None:
-    if os.environ.get(INTERRUPT_ENV) == stage:
+    asked = os.environ.get(INTERRUPT_ENV)
+    if asked == stage:
         raise KeyboardInterrupt(f"{INTERRUPT_ENV}={stage}")
+    if asked == f"{stage}:wait":
+        import time
+
+        time.sleep(INTERRUPT_WAIT_S)
 
 
 def check_bench_out(out_dir: str | Path, inputs: Sequence[Any] = ()) -> Path:
