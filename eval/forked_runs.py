@@ -88,10 +88,11 @@ def ordered_map(task: Callable[..., Any], items: Iterable[Any], shared: tuple[An
     _SHARED.update(task=task, shared=shared)
     try:
         with fork_executor(workers, _start_chunk_worker, (initializer,)) as procs:
+            mapped = procs.map(_worker_task, items)  # forks the workers and queues every item, here on entering
             finished = []
 
             def results() -> Iterator[Any]:
-                yield from procs.map(_worker_task, items)  # every item queued at once
+                yield from mapped
                 finished.append(True)
 
             yield results()
