@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from agents.learned_ppo import load
+from coba_cli.arg_types import positive_int
 from coba_env.env import as_compiled
 from eval.forked_runs import ordered_map
 from eval.runner import run_policy
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lean", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override a lean PPO coefficient or option (e.g. n_epochs=4 batch_size=4096, "
                              "torch_threads=1, update=hand, matmul_dtype=bfloat16, net_arch=64x64); default: none")
-    parser.add_argument("--jobs", type=_positive_int, default=1,
+    parser.add_argument("--jobs", type=positive_int, default=1,
                         help="cells (pool, env, seed, trainer) trained at once in forked processes, each on one "
                              "torch thread: for the returns only (speed figures of processes sharing the cores); "
                              "default: 1")
@@ -110,13 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     _verdicts(results, args)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
-
-
-def _positive_int(text: str) -> int:
-    """``--jobs``' type: an integer >= 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return int(text)
 
 
 def _value(text: str) -> int | float | str:

@@ -39,23 +39,11 @@ def _map_folds(fn: Callable[[Any], Any], tasks: Iterable[Any], *, workers: int, 
     if "fork" in mp.get_all_start_methods():  # without fork, ordered_map runs the folds here
         started = mp.get_context("fork").Value("i", 0)  # shared through fork: each worker takes the next core
         setup = functools.partial(_one_core_worker, started)
-    results = []
+    from tqdm.auto import tqdm
+
     # One fold (or one worker) runs here, unpinned: ordered_map forks only for 2 or more workers.
     with ordered_map(_call, tasks, (fn,), workers=min(workers, len(tasks)), initializer=setup) as each:
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(tasks), desc=desc, unit="fold", leave=False)
-        try:
-            for result in each:
-                results.append(result)
-                if bar is not None:
-                    bar.update()
-        finally:
-            if bar is not None:
-                bar.close()
-    return results
+        return list(tqdm(each, total=len(tasks), desc=desc, unit="fold", leave=False, disable=not progress))
 
 
 def _call(task: Any, fn: Callable[[Any], Any]) -> Any:
